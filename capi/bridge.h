@@ -1,0 +1,19 @@
+// Internal declarations shared by capi.go (cgo preamble) and kvwarden.c.
+// Not installed; not part of the public ABI.
+#ifndef KVWARDEN_BRIDGE_H
+#define KVWARDEN_BRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/kvwarden.h"
+
+// Records the calling thread's last error (kvw_last_error/_info).
+void kvw_i_set_error(int32_t status, const char* msg, size_t len, int32_t reason,
+                     int64_t limit, int64_t requested, int64_t prompt_tokens);
+
+// Go cannot call C function pointers; these do.
+void kvw_i_call_log(kvw_log_callback cb, int32_t level, const char* msg, void* user_data);
+int32_t kvw_i_call_piece(kvw_piece_callback cb, const char* piece, size_t len, void* user_data);
+
+#endif

@@ -1,0 +1,456 @@
+/*
+ * kvwarden.h: the C API of kvwarden, an embeddable LLM inference engine.
+ *
+ * Link with -lkvwarden (pkg-config kvwarden, or find_package(kvwarden) and
+ * target kvwarden::kvwarden in CMake). This header is hand-written and
+ * stable; it never exposes cgo-generated names.
+ *
+ * ---------------------------------------------------------------------------
+ * Conventions (they hold for every function below unless it says otherwise)
+ * ---------------------------------------------------------------------------
+ *
+ * Status.  Every function that can fail returns an int32_t kvw_status:
+ *   KVW_OK (0) on success, a negative KVW_ERR_* code otherwise. On failure
+ *   kvw_last_error() returns a message and kvw_last_error_info() the details
+ *   (for rejections: the reason, the limit and the requested length) for the
+ *   calling thread. Out-parameters are written only on success, except where
+ *   a function documents otherwise (the size-query pattern writes the
+ *   required size on KVW_ERR_BUFFER_TOO_SMALL).
+ *
+ * After an error, every handle and request ID that was valid before the
+ *   call is still valid (only kvw_engine_close and kvw_request_free end
+ *   them), and nothing the caller owns was freed or retained.
+ *
+ * Handles.  kvw_engine is opaque and is never dereferenced by the library:
+ *   the pointer value is a token into an internal table. Handle values are
+ *   never reused within a process, so a closed or stale handle reliably
+ *   yields KVW_ERR_CLOSED (closed) or KVW_ERR_NOT_FOUND (never issued),
+ *   never a crash. Request IDs are uint64_t values that are unique for the
+ *   lifetime of the process and are never reused.
+ *
+ * Threads.  All functions are thread-safe: any number of threads may use one
+ *   engine (submit, stream, abort, generate, tokenize, stats) at the same
+ *   time, and kvw_engine_close may race with all of them (those calls then
+ *   return KVW_ERR_CLOSED or, for running requests, KVW_ERR_ABORTED).
+ *   Blocking calls (kvw_next with a timeout, kvw_generate) release nothing
+ *   the other threads need.
+ *
+ * Memory.  The library never keeps a pointer that the caller passed in after
+ *   the call returns (strings are copied), and never hands out memory the
+ *   caller must free: outputs go to caller-owned buffers, sized with the
+ *   size-query pattern (call with NULL/0 to learn the size, then again).
+ *   Strings are NUL-terminated UTF-8.
+ *
+ * Versioned structs.  Every parameter and output struct starts with
+ *   uint32_t struct_size; set it to sizeof(the struct) (the *_default_params
+ *   and *_init functions do). Structs are laid out with explicit padding, so
+ *   each version's size is a multiple of 8 and later versions only append
+ *   fields. The library accepts older, smaller sizes (fields beyond them
+ *   take their defaults) and rejects sizes it does not know (larger than its
+ *   own, below 8, or not a multiple of 8) with KVW_ERR_INVALID_ARGUMENT
+ *   instead of silently misreading them. For output structs a larger size is
+ *   accepted: the library fills the fields it knows and sets struct_size to
+ *   the number of bytes it wrote.
+ *
+ * Errors never abort the process: every entry point recovers internal
+ *   panics into KVW_ERR_INTERNAL with a message.
+ *
+ * Requires a 64-bit platform.
+ */
+#ifndef KVWARDEN_H
+#define KVWARDEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && !defined(__GNUC__)
+#define KVW_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define KVW_API __attribute__((visibility("default")))
+#else
+#define KVW_API
+#endif
+
+/* Version of this header. kvw_version() reports the library's. */
+#define KVW_VERSION_MAJOR 0
+#define KVW_VERSION_MINOR 1
+#define KVW_VERSION_PATCH 0
+#define KVW_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------------- */
+/* Status codes                                                            */
+/* ---------------------------------------------------------------------- */
+
+typedef enum kvw_status {
+    KVW_OK = 0,
+    /* An argument is NULL where it must not be, out of range, not valid
+     * UTF-8, an unknown struct_size, or an unusable configuration. */
+    KVW_ERR_INVALID_ARGUMENT = -1,
+    /* Admission refused the request before any work: prompt too long for
+     * max_context, empty prompt, tenant quota, or the queue is full. See
+     * kvw_last_error_info() for the reason and the numbers. */
+    KVW_ERR_REJECTED = -2,
+    /* The request was aborted (kvw_abort, a callback asking to stop, or the
+     * engine closing while it ran). */
+    KVW_ERR_ABORTED = -3,
+    /* A KV isolation check failed; the request was ended and no output of
+     * other requests was delivered. Treat as an incident. */
+    KVW_ERR_ISOLATION = -4,
+    /* Unknown or stale handle or request ID (never issued, or freed). */
+    KVW_ERR_NOT_FOUND = -5,
+    /* The engine handle was closed. */
+    KVW_ERR_CLOSED = -6,
+    /* A bug or an unexpected failure inside kvwarden (message explains). */
+    KVW_ERR_INTERNAL = -7,
+    /* kvw_next: nothing arrived within the timeout. Not a failure of the
+     * request; call again. */
+    KVW_ERR_TIMEOUT = -8,
+    /* The caller's buffer is too small; the required size was written to
+     * the size out-parameter. Nothing was consumed. */
+    KVW_ERR_BUFFER_TOO_SMALL = -9,
+    /* Loading the model or tokenizer failed (missing, unreadable, corrupt). */
+    KVW_ERR_IO = -10
+} kvw_status;
+
+/* A static, human-readable name for a status ("KVW_ERR_REJECTED");
+ * "KVW_ERR_UNKNOWN" for values not in the enum. Never NULL. */
+KVW_API const char* kvw_status_string(int32_t status);
+
+/* Why admission rejected a request (kvw_error_info.reason). */
+typedef enum kvw_reject_reason {
+    KVW_REJECT_NONE = 0,
+    KVW_REJECT_EMPTY_PROMPT = 1,
+    KVW_REJECT_TOO_LONG = 2,      /* limit = max_context, requested = prompt + max_tokens */
+    KVW_REJECT_INVALID_PARAMS = 3,
+    KVW_REJECT_QUOTA = 4,
+    KVW_REJECT_OVERLOADED = 5
+} kvw_reject_reason;
+
+/* Details of the calling thread's last failure. */
+typedef struct kvw_error_info {
+    uint32_t struct_size;   /* in: sizeof(kvw_error_info) */
+    int32_t status;         /* the kvw_status of the last failed call, KVW_OK if none */
+    int32_t reason;         /* kvw_reject_reason when status == KVW_ERR_REJECTED */
+    int32_t reserved0;
+    int64_t limit;          /* KVW_REJECT_TOO_LONG: the engine's max_context */
+    int64_t requested;      /* KVW_REJECT_TOO_LONG: tokens the request needs */
+    int64_t prompt_tokens;  /* KVW_REJECT_TOO_LONG: tokens of the prompt */
+} kvw_error_info;
+
+/* The message of the calling thread's last failed kvw_* call, or "" if
+ * none. Thread-local: a failure on one thread never changes another
+ * thread's message. Successful calls do not clear it. The pointer stays
+ * valid until the next kvw_* call on the same thread; copy it to keep it.
+ * Never NULL. Thread-safe. */
+KVW_API const char* kvw_last_error(void);
+
+/* Copies the calling thread's last failure details into *out (status
+ * KVW_OK and zeros if there was none). Thread-local like kvw_last_error.
+ * Returns KVW_ERR_INVALID_ARGUMENT for NULL or a bad struct_size (and then
+ * does not touch the stored error). */
+KVW_API int32_t kvw_last_error_info(kvw_error_info* out);
+
+/* Resets the calling thread's last error to "" / KVW_OK. */
+KVW_API void kvw_clear_error(void);
+
+/* The library version ("0.1.0"); static storage, never NULL. Compare with
+ * KVW_VERSION_STRING to detect a header/library mismatch. */
+KVW_API const char* kvw_version(void);
+
+/* ---------------------------------------------------------------------- */
+/* Engine                                                                  */
+/* ---------------------------------------------------------------------- */
+
+typedef struct kvw_engine kvw_engine; /* opaque; never dereference */
+
+typedef enum kvw_log_level {
+    KVW_LOG_DEBUG = 0,
+    KVW_LOG_INFO = 1,
+    KVW_LOG_WARN = 2,
+    KVW_LOG_ERROR = 3
+} kvw_log_level;
+
+/* Log callback of one engine. msg is NUL-terminated and valid only during
+ * the call. It may be called from any thread (the engine's scheduler runs on
+ * its own threads), concurrently, so it must be thread-safe. It must not
+ * call kvw_engine_close on its own engine. It is never called after
+ * kvw_engine_close has returned, nor for another engine. */
+typedef void (*kvw_log_callback)(int32_t level, const char* msg, void* user_data);
+
+typedef enum kvw_kv_checksum {
+    KVW_CHECKSUM_HANDOFF = 0, /* verify sealed pages at every handoff (default) */
+    KVW_CHECKSUM_STEP = 1,    /* verify every page every step reads */
+    KVW_CHECKSUM_OFF = 2      /* benchmarks only */
+} kvw_kv_checksum;
+
+typedef struct kvw_engine_params {
+    uint32_t struct_size;       /* sizeof(kvw_engine_params) */
+    int32_t page_size;          /* tokens per KV page; 0 = 16 */
+    const char* tokenizer_path; /* llama2.c checkpoints: tokenizer file; NULL = engine default */
+    const char* device;         /* "auto" (NULL), "cpu" or "cuda" */
+    int64_t kv_pages;           /* KV pool size in pages; 0 = from kv_memory_bytes */
+    int64_t kv_memory_bytes;    /* KV pool size in bytes; 0 = 256 MiB */
+    int32_t max_context;        /* tokens per request (prompt + generated); 0 = min(model, pool) */
+    int32_t max_batch_tokens;   /* token budget of one step; 0 = 512 */
+    int32_t max_seqs;           /* running sequences; 0 = 64 */
+    int32_t max_queue;          /* waiting requests before KVW_REJECT_OVERLOADED; 0 = 1024 */
+    int32_t tenant_quota;       /* concurrent requests per tenant; 0 = unlimited */
+    int32_t kv_checksum;        /* kvw_kv_checksum */
+    int64_t host_tier_bytes;    /* host-memory tier; 0 = none */
+    const char* compression;    /* host tier: "none" (NULL), "s2" or "zstd" */
+    int32_t zero_on_release;    /* bool: scrub freed pages */
+    int32_t poison;             /* bool: fill freed pages with NaN (debugging) */
+    int32_t disable_prefix_cache; /* bool */
+    int32_t log_level;          /* minimum kvw_log_level passed to log_callback; default WARN */
+    kvw_log_callback log_callback; /* NULL = no logging */
+    void* log_user_data;        /* passed to log_callback; not owned, must outlive the engine */
+} kvw_engine_params;
+
+/* Defaults for kvw_engine_params (struct_size set). Thread-safe. */
+KVW_API kvw_engine_params kvw_engine_default_params(void);
+
+/* Opens an engine.
+ *   model_path: a GGUF file or llama2.c checkpoint, or NULL for the small
+ *     built-in synthetic model (tests, smoke checks). Copied.
+ *   params: NULL for defaults. Read during the call only (strings copied);
+ *     log_user_data is kept and handed back to log_callback.
+ *   out_engine: receives the handle on success; untouched on failure.
+ * Errors: KVW_ERR_INVALID_ARGUMENT (params, e.g. max_context larger than the
+ * KV pool can hold; the message names both numbers), KVW_ERR_IO (model or
+ * tokenizer unreadable). Thread-safe; engines are independent. */
+KVW_API int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
+                                kvw_engine** out_engine);
+
+/* Closes an engine: stops admitting, aborts running requests (their kvw_next
+ * and kvw_generate return KVW_ERR_ABORTED or KVW_ERR_CLOSED), waits for the
+ * scheduler to stop and frees the model and pool. After it returns the log
+ * callback is never called again. The handle is dead afterwards: any later
+ * use, including a second close, returns KVW_ERR_CLOSED. Request IDs of the
+ * engine die with it. NULL returns KVW_ERR_INVALID_ARGUMENT. */
+KVW_API int32_t kvw_engine_close(kvw_engine* engine);
+
+/* Context length of the engine (resolved max_context), written to *out. */
+KVW_API int32_t kvw_engine_max_context(kvw_engine* engine, int32_t* out);
+
+/* ---------------------------------------------------------------------- */
+/* Tokens                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* Tokenizes NUL-terminated UTF-8 text with the model's tokenizer.
+ *   add_bos: non-zero prepends BOS (as kvw_submit does by default).
+ *   tokens/capacity: caller-owned output array. Size query: tokens NULL and
+ *     capacity 0 returns KVW_OK with the count in *out_n. If capacity is too
+ *     small, returns KVW_ERR_BUFFER_TOO_SMALL with the count in *out_n and
+ *     leaves tokens untouched.
+ *   out_n: required.
+ * Errors: KVW_ERR_INVALID_ARGUMENT for NULL text/out_n or invalid UTF-8. */
+KVW_API int32_t kvw_tokenize(kvw_engine* engine, const char* text, int32_t add_bos,
+                             int32_t* tokens, size_t capacity, size_t* out_n);
+
+/* Detokenizes n token IDs into buf as NUL-terminated text (control tokens
+ * such as BOS produce nothing; bytes of an unfinished multi-byte character
+ * at the end come out as U+FFFD). *out_len receives the text length without
+ * the NUL. Size query: buf NULL and buf_size 0 returns KVW_OK with the
+ * length in *out_len. buf_size must be at least *out_len + 1, else
+ * KVW_ERR_BUFFER_TOO_SMALL (buf untouched). tokens may be NULL when n == 0.
+ * Errors: KVW_ERR_INVALID_ARGUMENT for an ID outside the vocabulary. */
+KVW_API int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n,
+                               char* buf, size_t buf_size, size_t* out_len);
+
+/* Vocabulary size, BOS and EOS IDs (-1 when absent). Any out may be NULL. */
+KVW_API int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos);
+
+/* ---------------------------------------------------------------------- */
+/* Requests                                                                */
+/* ---------------------------------------------------------------------- */
+
+typedef struct kvw_request_params {
+    uint32_t struct_size;     /* sizeof(kvw_request_params) */
+    int32_t max_tokens;       /* new tokens to generate; 0 = 128 */
+    float temperature;        /* 0 = greedy (default) */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off (default); (0, 1] */
+    int32_t no_bos;           /* bool: do not prepend BOS to the prompt */
+    uint64_t seed;            /* sampling seed; same seed, same output */
+    const char* tenant;       /* NULL = "" (default tenant). Scopes the prefix
+                               * cache and quotas; set it from the embedding
+                               * application's own notion of a user, never
+                               * from untrusted request content. Copied. */
+    const char* const* stop;  /* n_stop NUL-terminated stop strings; copied */
+    uint32_t n_stop;          /* at most 16, each at most 256 bytes */
+    int32_t reserved0;
+} kvw_request_params;
+
+/* Defaults for kvw_request_params (struct_size set): greedy, 128 tokens. */
+KVW_API kvw_request_params kvw_request_default_params(void);
+
+/* Submits a request; generation starts in the background.
+ *   prompt: NUL-terminated UTF-8, copied. Invalid UTF-8 is
+ *     KVW_ERR_INVALID_ARGUMENT.
+ *   params: NULL for defaults; read during the call only.
+ *   out_id: receives the request ID on success.
+ * Admission failures return KVW_ERR_REJECTED (see kvw_last_error_info) and
+ * create no request. A submitted request keeps its buffered output and
+ * result until kvw_request_free (or engine close): pair every successful
+ * kvw_submit with kvw_request_free. */
+KVW_API int32_t kvw_submit(kvw_engine* engine, const char* prompt,
+                           const kvw_request_params* params, uint64_t* out_id);
+
+/* Streams the next text of request id into buf (caller-owned).
+ *   timeout_ms: < 0 waits without limit, 0 polls.
+ *   Writes as much of the text generated so far and not yet returned as
+ *     fits in buf_size - 1 bytes, cut at a UTF-8 character boundary, plus a
+ *     NUL; *out_len gets the byte count without the NUL. Any buf_size >= 5
+ *     always makes progress. If not even one character fits, returns
+ *     KVW_ERR_BUFFER_TOO_SMALL with the pending byte count in *out_len and
+ *     consumes nothing.
+ *   *out_done is set to 1 when the request has ended and everything has
+ *     been returned; the return value is then the request's final status:
+ *     KVW_OK (finished: stop string, EOS or length), KVW_ERR_ABORTED,
+ *     KVW_ERR_ISOLATION or KVW_ERR_INTERNAL. Calling again after done
+ *     returns the same status with *out_len 0.
+ *   Returns KVW_ERR_TIMEOUT (out_len 0, out_done 0) when nothing arrived in
+ *     time.
+ * Several threads may call kvw_next on the same request; each piece of text
+ * goes to exactly one of them. out_len and out_done are required; buf may be
+ * NULL only with buf_size 0. */
+KVW_API int32_t kvw_next(kvw_engine* engine, uint64_t id, int32_t timeout_ms,
+                         char* buf, size_t buf_size, size_t* out_len, int32_t* out_done);
+
+/* Aborts request id at the next step boundary. Idempotent: aborting an
+ * ended request returns KVW_OK and changes nothing. KVW_ERR_NOT_FOUND for
+ * IDs this engine never issued or already freed. Does not free the request
+ * (kvw_next then reports KVW_ERR_ABORTED). */
+KVW_API int32_t kvw_abort(kvw_engine* engine, uint64_t id);
+
+/* Frees request id: aborts it if it still runs and drops its buffered text
+ * and result. Afterwards the ID returns KVW_ERR_NOT_FOUND everywhere.
+ * Threads blocked in kvw_next on it return KVW_ERR_NOT_FOUND. */
+KVW_API int32_t kvw_request_free(kvw_engine* engine, uint64_t id);
+
+typedef enum kvw_finish_reason {
+    KVW_FINISH_NONE = 0,     /* still running */
+    KVW_FINISH_STOP = 1,     /* EOS or a stop string */
+    KVW_FINISH_LENGTH = 2,   /* max_tokens or max_context reached */
+    KVW_FINISH_ABORT = 3,
+    KVW_FINISH_ERROR = 4,    /* status says which (isolation, internal) */
+    KVW_FINISH_REJECTED = 5  /* kvw_generate only: admission refused it */
+} kvw_finish_reason;
+
+typedef struct kvw_result {
+    uint32_t struct_size;       /* in: sizeof(kvw_result); out: bytes written */
+    int32_t status;             /* final kvw_status; KVW_OK while running */
+    int32_t finish_reason;      /* kvw_finish_reason */
+    int32_t done;               /* bool */
+    uint64_t engine_request_id; /* the engine's own ID (logs) */
+    int32_t prompt_tokens;
+    int32_t generated_tokens;
+    int32_t cached_tokens;      /* prompt tokens served from the prefix cache */
+    int32_t reject_reason;      /* kvw_reject_reason (KVW_FINISH_REJECTED) */
+    int64_t limit;              /* KVW_REJECT_TOO_LONG: max_context */
+    int64_t requested;          /* KVW_REJECT_TOO_LONG: tokens needed */
+    double queued_ms;
+    double ttft_ms;             /* submit to first token */
+    double prefill_ms;
+    double decode_ms;
+    double prefill_tps;
+    double decode_tps;
+} kvw_result;
+
+/* Sets out->struct_size and zeroes the rest. */
+KVW_API void kvw_result_init(kvw_result* out);
+
+/* Writes the state of request id into *out (caller-owned; set struct_size).
+ * Valid while the request runs (done 0) and after it ended. */
+KVW_API int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out);
+
+/* Called by kvw_generate on the calling thread for each piece of text as it
+ * is generated. piece is NUL-terminated (len bytes) and valid only during
+ * the call. Return 0 to continue, non-zero to abort the request. */
+typedef int32_t (*kvw_piece_callback)(const char* piece, size_t len, void* user_data);
+
+/* Blocking generation: submits, waits for the end, and frees the request.
+ *   on_piece/user_data: optional streaming callback (see above).
+ *   buf/buf_size: optional (NULL/0) caller-owned buffer for the whole text,
+ *     NUL-terminated. *out_len (optional) receives the full length. If the
+ *     text does not fit, buf holds as much as fits (cut at a character
+ *     boundary) and the call returns KVW_ERR_BUFFER_TOO_SMALL after the
+ *     generation finished; use the callback to collect long outputs.
+ *   out_result: optional; filled also for rejections (finish_reason
+ *     KVW_FINISH_REJECTED with limit/requested) and aborts.
+ * Returns the request's final status like kvw_next. */
+KVW_API int32_t kvw_generate(kvw_engine* engine, const char* prompt,
+                             const kvw_request_params* params,
+                             kvw_piece_callback on_piece, void* user_data,
+                             char* buf, size_t buf_size, size_t* out_len,
+                             kvw_result* out_result);
+
+/* ---------------------------------------------------------------------- */
+/* Stats                                                                   */
+/* ---------------------------------------------------------------------- */
+
+typedef struct kvw_stats {
+    uint32_t struct_size;       /* in: sizeof(kvw_stats); out: bytes written */
+    int32_t reserved0;
+    /* KV page pool, now */
+    int64_t pool_pages;
+    int64_t pool_free;
+    int64_t pool_owned;
+    int64_t pool_sealed;
+    int64_t pool_releasing;
+    int64_t pool_quarantined;
+    int64_t step_leases;
+    int64_t copy_leases;
+    int64_t prefix_leases;
+    /* KV page pool, since start */
+    uint64_t page_allocs;
+    uint64_t page_releases;
+    uint64_t page_scrubs;
+    uint64_t deferred_releases;
+    uint64_t deferred_freed;
+    uint64_t deferred_quarantined;
+    uint64_t checksum_failures;
+    uint64_t isolation_violations;
+    uint64_t stale_completions;
+    int64_t host_tier_used_bytes;
+    int64_t host_tier_capacity_bytes;
+    /* Engine, now */
+    int64_t waiting;
+    int64_t running;
+    int64_t swapped;
+    /* Engine, since start */
+    uint64_t submitted;
+    uint64_t admitted;
+    uint64_t rejected;          /* all reasons */
+    uint64_t finished;          /* all finish reasons, aborts included */
+    uint64_t aborted;
+    uint64_t isolation_failures; /* any non-zero value is an incident */
+    uint64_t prompt_tokens;
+    uint64_t generated_tokens;
+    uint64_t cached_tokens;
+    uint64_t steps;
+    uint64_t preemptions;
+    uint64_t prefix_hits;
+    uint64_t prefix_misses;
+    double ttft_mean_ms;
+    double step_mean_ms;
+} kvw_stats;
+
+/* Sets out->struct_size and zeroes the rest. */
+KVW_API void kvw_stats_init(kvw_stats* out);
+
+/* Snapshot of the engine's and its KV pool's metrics into *out. */
+KVW_API int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
+
+/* PTX/CUDA: device selection is kvw_engine_params.device; nothing CUDA
+ * specific is exposed in this header. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVWARDEN_H */

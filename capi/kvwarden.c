@@ -1,0 +1,281 @@
+// The C half of libkvwarden: the public entry points declared in
+// include/kvwarden.h. Compiling this file against the header is what keeps
+// the exported ABI equal to the header: every public function is defined
+// here, with the header's exact prototype, and forwards to a Go export
+// (kvwgo_*, see capi.go) after validating versioned structs. Thread-local
+// error state lives here too, because a cgo call runs on the calling C
+// thread, so a C thread-local is exactly "the caller's last error".
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "include/kvwarden.h"
+#include "bridge.h"
+#include "_cgo_export.h"
+
+_Static_assert(sizeof(void*) == 8, "kvwarden requires a 64-bit platform");
+_Static_assert(sizeof(kvw_error_info) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_engine_params) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
+// Version 1 sizes. A change here is an ABI change: append fields instead.
+_Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
+_Static_assert(sizeof(kvw_engine_params) == 112, "kvw_engine_params v1");
+_Static_assert(sizeof(kvw_request_params) == 56, "kvw_request_params v1");
+_Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
+
+// ---- thread-local last error ----------------------------------------------
+
+#define KVW_ERRMSG_MAX 1024
+
+static __thread char tl_msg[KVW_ERRMSG_MAX];
+static __thread kvw_error_info tl_info;
+
+void kvw_i_set_error(int32_t status, const char* msg, size_t len, int32_t reason,
+                     int64_t limit, int64_t requested, int64_t prompt_tokens) {
+    if (len >= KVW_ERRMSG_MAX) {
+        len = KVW_ERRMSG_MAX - 1;
+        // do not cut a UTF-8 sequence in half
+        while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80) len--;
+    }
+    if (msg != NULL && len > 0) memcpy(tl_msg, msg, len);
+    tl_msg[len] = 0;
+    memset(&tl_info, 0, sizeof tl_info);
+    tl_info.struct_size = sizeof tl_info;
+    tl_info.status = status;
+    tl_info.reason = reason;
+    tl_info.limit = limit;
+    tl_info.requested = requested;
+    tl_info.prompt_tokens = prompt_tokens;
+}
+
+static int32_t fail(int32_t status, const char* msg) {
+    kvw_i_set_error(status, msg, strlen(msg), KVW_REJECT_NONE, 0, 0, 0);
+    return status;
+}
+
+const char* kvw_last_error(void) { return tl_msg; }
+
+void kvw_clear_error(void) {
+    tl_msg[0] = 0;
+    memset(&tl_info, 0, sizeof tl_info);
+}
+
+// check_size validates a caller's struct_size: a non-zero multiple of 8
+// (every version of every struct is explicitly padded to one), and for input
+// structs not larger than this library's version.
+static int32_t check_size(const char* what, uint32_t size, size_t ours, int input) {
+    char msg[256];
+    if (size < 8 || size % 8 != 0) {
+        snprintf(msg, sizeof msg,
+                 "%s.struct_size is %u: not a valid size (set it to sizeof(%s); "
+                 "use the matching *_default_params or *_init function)",
+                 what, size, what);
+        return fail(KVW_ERR_INVALID_ARGUMENT, msg);
+    }
+    if (input && size > ours) {
+        snprintf(msg, sizeof msg,
+                 "%s.struct_size is %u, larger than this library's %zu: the caller was built "
+                 "against a newer kvwarden.h than libkvwarden %s; upgrade the library",
+                 what, size, ours, KVW_VERSION_STRING);
+        return fail(KVW_ERR_INVALID_ARGUMENT, msg);
+    }
+    return KVW_OK;
+}
+
+// copy_out writes the first min(size, ours) bytes of a full local result
+// into the caller's struct and records how much was written.
+static void copy_out(void* dst, const void* src, size_t ours) {
+    uint32_t size = *(const uint32_t*)dst;
+    size_t n = size < ours ? size : ours;
+    memcpy(dst, src, n);
+    *(uint32_t*)dst = (uint32_t)n;
+}
+
+int32_t kvw_last_error_info(kvw_error_info* out) {
+    if (out == NULL) return KVW_ERR_INVALID_ARGUMENT; // keep the stored error
+    uint32_t size = out->struct_size;
+    if (size < 8 || size % 8 != 0) return KVW_ERR_INVALID_ARGUMENT;
+    kvw_error_info tmp = tl_info;
+    tmp.struct_size = sizeof tmp;
+    copy_out(out, &tmp, sizeof tmp);
+    return KVW_OK;
+}
+
+const char* kvw_status_string(int32_t status) {
+    switch (status) {
+    case KVW_OK: return "KVW_OK";
+    case KVW_ERR_INVALID_ARGUMENT: return "KVW_ERR_INVALID_ARGUMENT";
+    case KVW_ERR_REJECTED: return "KVW_ERR_REJECTED";
+    case KVW_ERR_ABORTED: return "KVW_ERR_ABORTED";
+    case KVW_ERR_ISOLATION: return "KVW_ERR_ISOLATION";
+    case KVW_ERR_NOT_FOUND: return "KVW_ERR_NOT_FOUND";
+    case KVW_ERR_CLOSED: return "KVW_ERR_CLOSED";
+    case KVW_ERR_INTERNAL: return "KVW_ERR_INTERNAL";
+    case KVW_ERR_TIMEOUT: return "KVW_ERR_TIMEOUT";
+    case KVW_ERR_BUFFER_TOO_SMALL: return "KVW_ERR_BUFFER_TOO_SMALL";
+    case KVW_ERR_IO: return "KVW_ERR_IO";
+    }
+    return "KVW_ERR_UNKNOWN";
+}
+
+const char* kvw_version(void) { return KVW_VERSION_STRING; }
+
+// ---- trampolines Go uses to call C function pointers ---------------------
+
+void kvw_i_call_log(kvw_log_callback cb, int32_t level, const char* msg, void* user_data) {
+    cb(level, msg, user_data);
+}
+
+int32_t kvw_i_call_piece(kvw_piece_callback cb, const char* piece, size_t len, void* user_data) {
+    return cb(piece, len, user_data);
+}
+
+// ---- defaults and versioned input structs ---------------------------------
+
+kvw_engine_params kvw_engine_default_params(void) {
+    kvw_engine_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.kv_checksum = KVW_CHECKSUM_HANDOFF;
+    p.log_level = KVW_LOG_WARN;
+    return p;
+}
+
+kvw_request_params kvw_request_default_params(void) {
+    kvw_request_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.max_tokens = 0;    // engine default (128)
+    p.temperature = 0.0f; // greedy
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.seed = 0;
+    return p;
+}
+
+void kvw_result_init(kvw_result* out) {
+    if (out == NULL) return;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+}
+
+void kvw_stats_init(kvw_stats* out) {
+    if (out == NULL) return;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+}
+
+// Versioned input: defaults, overlaid with the caller's prefix. Every
+// version's size ends on a field boundary, so the prefix holds whole fields.
+#define LOAD_PARAMS(type, name, in, out)                                     \
+    do {                                                                     \
+        out = type##_defaults();                                             \
+        if ((in) != NULL) {                                                  \
+            int32_t st_ = check_size(name, (in)->struct_size, sizeof out, 1); \
+            if (st_ != KVW_OK) return st_;                                   \
+            memcpy(&out, (in), (in)->struct_size);                           \
+            out.struct_size = sizeof out;                                    \
+        }                                                                    \
+    } while (0)
+
+static kvw_engine_params kvw_engine_params_defaults(void) { return kvw_engine_default_params(); }
+static kvw_request_params kvw_request_params_defaults(void) { return kvw_request_default_params(); }
+
+#define OUT_STRUCT(name, ptr)                                                        \
+    do {                                                                             \
+        if ((ptr) != NULL) {                                                         \
+            int32_t st_ = check_size(name, (ptr)->struct_size, sizeof *(ptr), 0);    \
+            if (st_ != KVW_OK) return st_;                                           \
+        }                                                                            \
+    } while (0)
+
+// ---- public entry points --------------------------------------------------
+
+int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
+                        kvw_engine** out_engine) {
+    kvw_engine_params p;
+    LOAD_PARAMS(kvw_engine_params, "kvw_engine_params", params, p);
+    uintptr_t h = 0;
+    if (out_engine == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_engine_open: out_engine is NULL");
+    int32_t st = kvwgo_engine_open((char*)model_path, &p, &h);
+    if (st == KVW_OK) *out_engine = (kvw_engine*)h;
+    return st;
+}
+
+int32_t kvw_engine_close(kvw_engine* engine) { return kvwgo_engine_close((uintptr_t)engine); }
+
+int32_t kvw_engine_max_context(kvw_engine* engine, int32_t* out) {
+    return kvwgo_engine_max_context((uintptr_t)engine, out);
+}
+
+int32_t kvw_tokenize(kvw_engine* engine, const char* text, int32_t add_bos, int32_t* tokens,
+                     size_t capacity, size_t* out_n) {
+    return kvwgo_tokenize((uintptr_t)engine, (char*)text, add_bos, tokens, capacity, out_n);
+}
+
+int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n, char* buf,
+                       size_t buf_size, size_t* out_len) {
+    return kvwgo_detokenize((uintptr_t)engine, (int32_t*)tokens, n, buf, buf_size, out_len);
+}
+
+int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos) {
+    return kvwgo_vocab_info((uintptr_t)engine, n_vocab, bos, eos);
+}
+
+int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
+                   uint64_t* out_id) {
+    kvw_request_params p;
+    LOAD_PARAMS(kvw_request_params, "kvw_request_params", params, p);
+    return kvwgo_submit((uintptr_t)engine, (char*)prompt, &p, out_id);
+}
+
+int32_t kvw_next(kvw_engine* engine, uint64_t id, int32_t timeout_ms, char* buf, size_t buf_size,
+                 size_t* out_len, int32_t* out_done) {
+    return kvwgo_next((uintptr_t)engine, id, timeout_ms, buf, buf_size, out_len, out_done);
+}
+
+int32_t kvw_abort(kvw_engine* engine, uint64_t id) { return kvwgo_abort((uintptr_t)engine, id); }
+
+int32_t kvw_request_free(kvw_engine* engine, uint64_t id) {
+    return kvwgo_request_free((uintptr_t)engine, id);
+}
+
+int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out) {
+    if (out == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_request_result: out is NULL");
+    OUT_STRUCT("kvw_result", out);
+    kvw_result r;
+    kvw_result_init(&r);
+    int32_t st = kvwgo_request_result((uintptr_t)engine, id, &r);
+    if (st == KVW_OK) copy_out(out, &r, sizeof r);
+    return st;
+}
+
+int32_t kvw_generate(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
+                     kvw_piece_callback on_piece, void* user_data, char* buf, size_t buf_size,
+                     size_t* out_len, kvw_result* out_result) {
+    kvw_request_params p;
+    LOAD_PARAMS(kvw_request_params, "kvw_request_params", params, p);
+    OUT_STRUCT("kvw_result", out_result);
+    kvw_result r;
+    memset(&r, 0, sizeof r); // struct_size stays 0 unless Go fills it
+    int32_t st = kvwgo_generate((uintptr_t)engine, (char*)prompt, &p, on_piece, user_data, buf,
+                                buf_size, out_len, &r);
+    // The result is meaningful for finished, aborted and rejected requests;
+    // r.struct_size is 0 when the call failed before a request existed.
+    if (out_result != NULL && r.struct_size != 0) copy_out(out_result, &r, sizeof r);
+    return st;
+}
+
+int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out) {
+    if (out == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_engine_stats: out is NULL");
+    OUT_STRUCT("kvw_stats", out);
+    kvw_stats s;
+    kvw_stats_init(&s);
+    int32_t st = kvwgo_engine_stats((uintptr_t)engine, &s);
+    if (st == KVW_OK) copy_out(out, &s, sizeof s);
+    return st;
+}

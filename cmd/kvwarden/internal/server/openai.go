@@ -1,0 +1,435 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+)
+
+// apiError is an error in the OpenAI JSON shape:
+// {"error":{"message":..,"type":..,"param":..,"code":..}}.
+type apiError struct {
+	Status  int     `json:"-"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+	// Reason labels the rejection metric.
+	Reason string `json:"-"`
+	// RetryAfter, when > 0, is sent as the Retry-After header (seconds).
+	RetryAfter int `json:"-"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func strp(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func badRequest(param, code, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...),
+		Param: strp(param), Code: strp(code), Reason: "bad_request"}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
+	}
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kvwarden"`)
+	}
+	writeJSON(w, e.Status, map[string]any{"error": e})
+}
+
+// decodeBody reads the JSON body into v. It maps a body over the limit to
+// 413, malformed JSON to 400, and a known field of the wrong type to 400
+// naming the field. Unknown fields are ignored, as OpenAI clients send
+// fields this server does not know.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Reason: "bad_request",
+			Message: fmt.Sprintf("Content-Type %q: want application/json", ct)}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Reason: "body_too_large",
+				Code: strp("request_too_large"), Message: fmt.Sprintf("request body exceeds %d bytes", mb.Limit)}
+		}
+		return badRequest("", "", "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "invalid_json", "empty request body: want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				return badRequest("", "invalid_json", "the request body must be a JSON object, got %s", te.Value)
+			}
+			return badRequest(field, "invalid_type", "%s: expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return badRequest("", "invalid_json", "malformed JSON at byte %d: %v", se.Offset, se)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return badRequest("", "invalid_json", "malformed JSON: unexpected end of input")
+		}
+		return badRequest("", "invalid_json", "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return badRequest("", "invalid_json", "malformed JSON: data after the top-level object")
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "int32", "uint64":
+		return "an integer"
+	case "float64", "float32":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map", "ptr":
+		return "an object"
+	}
+	return goKind
+}
+
+// sampling are the parameters both endpoints share.
+type sampling struct {
+	Model            string          `json:"model"`
+	MaxTokens        *int            `json:"max_tokens"`
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	TopK             *int            `json:"top_k"` // extension, as in vLLM
+	Seed             *int64          `json:"seed"`
+	N                *int            `json:"n"`
+	Stream           bool            `json:"stream"`
+	StreamOptions    *streamOptions  `json:"stream_options"`
+	Stop             json.RawMessage `json:"stop"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	LogitBias        map[string]any  `json:"logit_bias"`
+	User             string          `json:"user"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// completionRequest is POST /v1/completions.
+type completionRequest struct {
+	sampling
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     bool            `json:"echo"`
+	BestOf   *int            `json:"best_of"`
+	Logprobs json.RawMessage `json:"logprobs"`
+	Suffix   *string         `json:"suffix"`
+}
+
+// chatRequest is POST /v1/chat/completions.
+type chatRequest struct {
+	sampling
+	Messages            []chatMessage   `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name"`
+}
+
+// params is what a request asks of the engine, validated.
+type params struct {
+	maxTokens    int // 0: the engine's default / context
+	temperature  float64
+	topP         float64
+	topK         int
+	seed         uint64
+	stop         []string
+	stream       bool
+	includeUsage bool
+}
+
+// validate checks the shared sampling fields. defMax is the default
+// max_tokens when absent (0 = up to the context).
+func (s *sampling) validate(defMax int) (params, *apiError) {
+	p := params{maxTokens: defMax, temperature: 1, topP: 1, stream: s.Stream}
+	if s.MaxTokens != nil {
+		if *s.MaxTokens < 1 {
+			return p, badRequest("max_tokens", "invalid_value", "max_tokens must be at least 1, got %d", *s.MaxTokens)
+		}
+		p.maxTokens = *s.MaxTokens
+	}
+	if s.Temperature != nil {
+		t := *s.Temperature
+		if math.IsNaN(t) || t < 0 || t > 2 {
+			return p, badRequest("temperature", "invalid_value", "temperature must be in [0, 2], got %v", t)
+		}
+		p.temperature = t
+	}
+	if s.TopP != nil {
+		v := *s.TopP
+		if math.IsNaN(v) || v <= 0 || v > 1 {
+			return p, badRequest("top_p", "invalid_value", "top_p must be in (0, 1], got %v", v)
+		}
+		p.topP = v
+	}
+	if s.TopK != nil {
+		if *s.TopK < 0 {
+			return p, badRequest("top_k", "invalid_value", "top_k must not be negative, got %d", *s.TopK)
+		}
+		p.topK = *s.TopK
+	}
+	if s.Seed != nil {
+		p.seed = uint64(*s.Seed)
+	}
+	if s.N != nil && *s.N != 1 {
+		return p, badRequest("n", "unsupported_value", "n must be 1, got %d", *s.N)
+	}
+	for name, v := range map[string]*float64{"presence_penalty": s.PresencePenalty, "frequency_penalty": s.FrequencyPenalty} {
+		if v != nil && *v != 0 {
+			return p, badRequest(name, "unsupported_value", "%s is not supported (must be 0)", name)
+		}
+	}
+	if len(s.LogitBias) > 0 {
+		return p, badRequest("logit_bias", "unsupported_value", "logit_bias is not supported")
+	}
+	stop, err := parseStop(s.Stop)
+	if err != nil {
+		return p, err
+	}
+	p.stop = stop
+	if s.StreamOptions != nil {
+		if !s.Stream {
+			return p, badRequest("stream_options", "invalid_value", "stream_options is only allowed with stream: true")
+		}
+		p.includeUsage = s.StreamOptions.IncludeUsage
+	}
+	return p, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "invalid_type", "stop must be a string or an array of strings")
+	}
+	if len(many) > 4 {
+		return nil, badRequest("stop", "invalid_value", "stop has %d strings, at most 4", len(many))
+	}
+	out := many[:0]
+	for _, s := range many {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// parsePrompt reads the completions prompt: a string, an array of one
+// string, or an array of token IDs (used as given, no BOS added).
+func parsePrompt(raw json.RawMessage) (string, []int, *apiError) {
+	if isNull(raw) {
+		return "", nil, badRequest("prompt", "missing_required_parameter", "prompt is required")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil, nil
+	}
+	var ss []string
+	if err := json.Unmarshal(raw, &ss); err == nil {
+		if len(ss) != 1 {
+			return "", nil, badRequest("prompt", "unsupported_value", "prompt arrays must hold exactly one string, got %d", len(ss))
+		}
+		return ss[0], nil, nil
+	}
+	var ids []int
+	if err := json.Unmarshal(raw, &ids); err == nil {
+		return "", ids, nil
+	}
+	var idss [][]int
+	if err := json.Unmarshal(raw, &idss); err == nil {
+		if len(idss) != 1 {
+			return "", nil, badRequest("prompt", "unsupported_value", "prompt arrays must hold exactly one token array, got %d", len(idss))
+		}
+		return "", idss[0], nil
+	}
+	return "", nil, badRequest("prompt", "invalid_type", "prompt must be a string, an array of one string, or an array of token IDs")
+}
+
+// ChatTemplate documents the chat template kvwarden applies. Go has no
+// Jinja engine, so a GGUF's tokenizer.chat_template is not evaluated; every
+// model gets this simple template instead:
+//
+//	System: <system content>
+//
+//	User: <user content>
+//
+//	Assistant: <assistant content>
+//
+//	Assistant:
+//
+// Each message is "<Role>: <content>" followed by a blank line, roles
+// capitalised (system, user, assistant, tool); the prompt ends with
+// "Assistant:" and the model continues from there. BOS is prepended when
+// the tokenizer has one. "\n\nUser:" is added to the stop strings, so a
+// model that goes on to write the next user turn stops there.
+const ChatTemplate = "simple: \"<Role>: <content>\\n\\n\" per message, then \"Assistant:\"; stop at \"\\n\\nUser:\""
+
+// chatStop is the stop string the chat template adds.
+const chatStop = "\n\nUser:"
+
+func renderChat(msgs []chatMessage) (string, *apiError) {
+	if len(msgs) == 0 {
+		return "", badRequest("messages", "missing_required_parameter", "messages must hold at least one message")
+	}
+	var b strings.Builder
+	for i, m := range msgs {
+		role := m.Role
+		switch role {
+		case "system", "developer", "user", "assistant", "tool":
+		default:
+			return "", badRequest(fmt.Sprintf("messages[%d].role", i), "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, role)
+		}
+		if role == "developer" {
+			role = "system"
+		}
+		text, err := messageText(m.Content)
+		if err != nil {
+			err.Param = strp(fmt.Sprintf("messages[%d].content", i))
+			return "", err
+		}
+		b.WriteString(strings.ToUpper(role[:1]) + role[1:])
+		b.WriteString(": ")
+		b.WriteString(text)
+		b.WriteString("\n\n")
+	}
+	b.WriteString("Assistant:")
+	return b.String(), nil
+}
+
+// messageText reads a message's content: a string, null, or an array of
+// {"type":"text","text":...} parts.
+func messageText(raw json.RawMessage) (string, *apiError) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest("", "invalid_type", "message content must be a string or an array of text parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", badRequest("", "unsupported_value", "content part of type %q is not supported (text only)", p.Type)
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
+}
+
+// Response shapes.
+
+type usage struct {
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type tokenDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+type completionChoice struct {
+	Text         string  `json:"text"`
+	Index        int     `json:"index"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int      `json:"index"`
+	Message      *chatOut `json:"message,omitempty"`
+	Delta        *chatOut `json:"delta,omitempty"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason *string  `json:"finish_reason"`
+}
+
+type chatOut struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatResponse struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage,omitempty"`
+}

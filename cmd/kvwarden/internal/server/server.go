@@ -1,0 +1,627 @@
+// Package server is kvwarden's OpenAI-compatible HTTP server: POST
+// /v1/completions and /v1/chat/completions (streaming as server-sent events
+// ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
+//
+// Isolation rules it keeps: the tenant of a request comes only from its
+// authenticated API key (invariant 9); a client disconnect cancels the
+// request's context, which aborts it in the engine (invariant 8); and a
+// request that fails is never answered with a 200 carrying a partial body.
+// Non-streaming responses are written only after the engine finished the
+// request cleanly; streaming responses send their header only with the
+// first text, so an admission or early failure gets a proper 4xx/5xx, and a
+// failure after that ends the stream with an OpenAI error event and without
+// "data: [DONE]", which OpenAI clients raise as an error.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/metrics"
+	"github.com/kvwarden/kvwarden/engine"
+)
+
+// ErrShuttingDown is the cancellation cause of requests aborted because the
+// drain timeout of a graceful shutdown ran out.
+var ErrShuttingDown = errors.New("server shutting down")
+
+// DefaultMaxBody is the request body limit when Options.MaxBodyBytes is 0.
+const DefaultMaxBody = 1 << 20
+
+// DefaultCompletionMaxTokens is max_tokens for /v1/completions when the
+// request gives none (OpenAI's default). Chat requests default to the rest
+// of the context.
+const DefaultCompletionMaxTokens = 16
+
+// Options configure a Server.
+type Options struct {
+	Engine  *engine.Engine
+	ModelID string // the model name clients use; "" accepts any
+	Keys    *Keys  // nil: no authentication, every request is tenant "default"
+	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+	Metrics      *metrics.Metrics // nil: a new set reading Engine.Stats
+}
+
+// Server serves the HTTP API over one engine.
+type Server struct {
+	eng      *engine.Engine
+	model    string
+	keys     *Keys
+	maxBody  int64
+	log      *slog.Logger
+	met      *metrics.Metrics
+	created  int64
+	draining atomic.Bool
+	mux      *http.ServeMux
+}
+
+// New builds a Server.
+func New(o Options) *Server {
+	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger, met: o.Metrics,
+		created: time.Now().Unix()}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.met == nil {
+		s.met = metrics.New(s.eng.Stats)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/completions", s.handleCompletions)
+	mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("/v1/models", s.handleModels)
+	mux.HandleFunc("/v1/models/{id}", s.handleModel)
+	mux.HandleFunc("/healthz", s.handleHealth)
+	mux.Handle("GET /metrics", s.met.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"),
+			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+	})
+	s.mux = mux
+	return s
+}
+
+// Handler is the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Metrics is the server's metric set.
+func (s *Server) Metrics() *metrics.Metrics { return s.met }
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: it
+// stops accepting connections, answers new requests on open connections
+// with 503, and lets requests in flight finish for up to drain. When drain
+// runs out it cancels the rest (the engine aborts them at the next step
+// boundary; streams end with an error event, other requests get 503) and
+// waits for their handlers. The caller closes the engine afterwards.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	base, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("shutting down: draining requests in flight", "timeout", drain)
+	dctx, dcancel := context.WithTimeout(context.Background(), drain)
+	err := hs.Shutdown(dctx)
+	dcancel()
+	if err != nil {
+		s.log.Warn("drain timeout: aborting the requests still in flight")
+		cancel(ErrShuttingDown)
+		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = hs.Shutdown(actx)
+		acancel()
+		if err != nil {
+			_ = hs.Close()
+			err = fmt.Errorf("shutdown: handlers did not finish after abort: %w", err)
+		}
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	s.log.Info("server stopped")
+	return err
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	// MaxModelLen is the MaxContext requests are held to (as vLLM reports it).
+	MaxModelLen int `json:"max_model_len"`
+}
+
+func (s *Server) modelObj() modelObject {
+	return modelObject{ID: s.modelID(), Object: "model", Created: s.created, OwnedBy: "kvwarden", MaxModelLen: s.eng.MaxContext()}
+}
+
+func (s *Server) modelID() string {
+	if s.model == "" {
+		return "kvwarden"
+	}
+	return s.model
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	if e := s.preflight(w, r, http.MethodGet); e != nil {
+		s.reject(w, "models", e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObj()}})
+}
+
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	if e := s.preflight(w, r, http.MethodGet); e != nil {
+		s.reject(w, "models", e)
+		return
+	}
+	if id := r.PathValue("id"); id != s.modelID() {
+		s.reject(w, "models", modelNotFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelObj())
+}
+
+func modelNotFound(id string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"),
+		Reason: "model_not_found", Message: fmt.Sprintf("The model %q does not exist", id)}
+}
+
+// preflight checks the method and the API key and stores nothing; it
+// returns the tenant through tenantOf.
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request, method string) *apiError {
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		return &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Reason: "method_not_allowed",
+			Message: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method)}
+	}
+	_, e := s.tenantOf(r)
+	return e
+}
+
+// tenantOf authenticates r. The tenant comes only from the key.
+func (s *Server) tenantOf(r *http.Request) (string, *apiError) {
+	if s.keys == nil {
+		return "default", nil
+	}
+	h := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(key) == "" {
+		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
+			Reason: "unauthorized", Message: "missing API key: send Authorization: Bearer <key>"}
+	}
+	t, ok := s.keys.Tenant(strings.TrimSpace(key))
+	if !ok {
+		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
+			Reason: "unauthorized", Message: "Incorrect API key provided"}
+	}
+	return t, nil
+}
+
+// reject answers a request refused before generation and counts it.
+func (s *Server) reject(w http.ResponseWriter, endpoint string, e *apiError) {
+	reason := e.Reason
+	if reason == "" {
+		reason = "bad_request"
+	}
+	s.met.Rejections.WithLabelValues(reason).Inc()
+	if endpoint == "completions" || endpoint == "chat" {
+		s.met.Requests.WithLabelValues(endpoint, "rejected").Inc()
+	}
+	writeError(w, e)
+}
+
+// engineError maps an error of engine.Submit to its HTTP answer.
+func engineError(err error, promptParam string) *apiError {
+	var tl *engine.PromptTooLongError
+	switch {
+	case errors.As(err, &tl):
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: strp(promptParam),
+			Code: strp("context_length_exceeded"), Reason: engine.RejectPromptTooLong,
+			Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt). Please reduce the length of the prompt.", tl.Limit, tl.Requested, tl.Prompt)}
+	case errors.Is(err, engine.ErrPromptTooLong):
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: strp(promptParam),
+			Code: strp("context_length_exceeded"), Reason: engine.RejectPromptTooLong, Message: err.Error()}
+	case errors.Is(err, engine.ErrEmptyPrompt):
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: strp(promptParam),
+			Code: strp("empty_prompt"), Reason: engine.RejectEmptyPrompt, Message: err.Error()}
+	case errors.Is(err, engine.ErrInvalidParams):
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: strp("invalid_value"),
+			Reason: engine.RejectInvalidParams, Message: err.Error()}
+	case errors.Is(err, engine.ErrQuotaExceeded):
+		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: strp("tenant_quota_exceeded"),
+			Reason: engine.RejectQuota, RetryAfter: 1, Message: err.Error()}
+	case errors.Is(err, engine.ErrOverloaded):
+		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: strp("server_overloaded"),
+			Reason: engine.RejectOverloaded, RetryAfter: 1, Message: err.Error()}
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, ErrShuttingDown):
+		return shuttingDown()
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("internal_error"),
+		Reason: "error", Message: err.Error()}
+}
+
+func shuttingDown() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("server_shutting_down"),
+		Reason: engine.RejectClosed, RetryAfter: 5, Message: "the server is shutting down; retry on another instance"}
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	const ep = "completions"
+	start := time.Now()
+	tenant, req, p, e := s.parse(w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
+		p, e := body.validate(DefaultCompletionMaxTokens)
+		if e != nil {
+			return engine.Request{}, p, e
+		}
+		switch {
+		case body.Echo:
+			return engine.Request{}, p, badRequest("echo", "unsupported_value", "echo is not supported")
+		case body.BestOf != nil && *body.BestOf != 1:
+			return engine.Request{}, p, badRequest("best_of", "unsupported_value", "best_of must be 1")
+		case body.Suffix != nil && *body.Suffix != "":
+			return engine.Request{}, p, badRequest("suffix", "unsupported_value", "suffix is not supported")
+		case !isNull(body.Logprobs) && string(body.Logprobs) != "0" && string(body.Logprobs) != "false":
+			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+		}
+		text, ids, e := parsePrompt(body.Prompt)
+		if e != nil {
+			return engine.Request{}, p, e
+		}
+		if text == "" && len(ids) == 0 {
+			return engine.Request{}, p, badRequest("prompt", "empty_prompt", "prompt is empty")
+		}
+		return engine.Request{Prompt: text, Tokens: ids, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+	})
+	if e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID()})
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	const ep = "chat"
+	start := time.Now()
+	tenant, req, p, e := s.parse(w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
+		p, e := body.validate(0)
+		if e != nil {
+			return engine.Request{}, p, e
+		}
+		if body.MaxCompletionTokens != nil {
+			if *body.MaxCompletionTokens < 1 {
+				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be at least 1")
+			}
+			p.maxTokens = *body.MaxCompletionTokens
+		}
+		switch {
+		case body.Logprobs != nil && *body.Logprobs:
+			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+		case !isNull(body.Tools) && string(body.Tools) != "[]":
+			return engine.Request{}, p, badRequest("tools", "unsupported_value", "tools are not supported")
+		case body.ResponseFormat != nil && body.ResponseFormat.Type != "" && body.ResponseFormat.Type != "text":
+			return engine.Request{}, p, badRequest("response_format", "unsupported_value", "response_format %q is not supported", body.ResponseFormat.Type)
+		}
+		prompt, e := renderChat(body.Messages)
+		if e != nil {
+			return engine.Request{}, p, e
+		}
+		stop := p.stop
+		if len(stop) < engine.MaxStopStrings {
+			stop = append(stop, chatStop)
+		}
+		if p.maxTokens == 0 {
+			p.maxTokens = s.eng.MaxContext() // the engine clamps to what the context has left
+		}
+		return engine.Request{Prompt: prompt, MaxTokens: p.maxTokens, Stop: stop}, p, nil
+	})
+	if e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID()})
+}
+
+// parse runs the checks every completion request goes through, in order:
+// method, API key, draining, body, model, then build (the endpoint's own
+// validation, a func(*completionRequest) or func(*chatRequest)).
+func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (string, engine.Request, params, *apiError) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return "", engine.Request{}, params{}, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Reason: "method_not_allowed", Message: fmt.Sprintf("%s %s: use POST", r.Method, r.URL.Path)}
+	}
+	tenant, e := s.tenantOf(r)
+	if e != nil {
+		return "", engine.Request{}, params{}, e
+	}
+	if s.draining.Load() {
+		return "", engine.Request{}, params{}, shuttingDown()
+	}
+	var (
+		req engine.Request
+		p   params
+	)
+	switch b := build.(type) {
+	case func(*completionRequest) (engine.Request, params, *apiError):
+		var body completionRequest
+		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+			return "", req, p, e
+		}
+		if e := s.checkModel(body.Model); e != nil {
+			return "", req, p, e
+		}
+		req, p, e = b(&body)
+	case func(*chatRequest) (engine.Request, params, *apiError):
+		var body chatRequest
+		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+			return "", req, p, e
+		}
+		if e := s.checkModel(body.Model); e != nil {
+			return "", req, p, e
+		}
+		req, p, e = b(&body)
+	default:
+		panic("server: unknown request type")
+	}
+	if e != nil {
+		return "", req, p, e
+	}
+	req.Tenant = tenant
+	req.Sampling = samplingParams(p)
+	return tenant, req, p, nil
+}
+
+func (s *Server) checkModel(m string) *apiError {
+	if m == "" || s.model == "" || m == s.model {
+		return nil
+	}
+	return modelNotFound(m)
+}
+
+// shaper renders the two endpoints' response shapes.
+type shaper struct {
+	chat    bool
+	id      string
+	created int64
+	model   string
+}
+
+func (sh shaper) chunk(text string) any {
+	if sh.chat {
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+			Choices: []chatChoice{{Delta: &chatOut{Content: &text}}}}
+	}
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+		Choices: []completionChoice{{Text: text}}}
+}
+
+// opening is the chat stream's first chunk, announcing the role.
+func (sh shaper) opening() any {
+	if !sh.chat {
+		return nil
+	}
+	empty := ""
+	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		Choices: []chatChoice{{Delta: &chatOut{Role: "assistant", Content: &empty}}}}
+}
+
+func (sh shaper) final(finish string) any {
+	if sh.chat {
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+			Choices: []chatChoice{{Delta: &chatOut{}, FinishReason: &finish}}}
+	}
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+		Choices: []completionChoice{{Text: "", FinishReason: &finish}}}
+}
+
+func (sh shaper) usageChunk(u usage) any {
+	if sh.chat {
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+			Choices: []chatChoice{}, Usage: &u}
+	}
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+		Choices: []completionChoice{}, Usage: &u}
+}
+
+func (sh shaper) full(text, finish string, u usage) any {
+	if sh.chat {
+		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model,
+			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish}}, Usage: &u}
+	}
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+		Choices: []completionChoice{{Text: text, FinishReason: &finish}}, Usage: &u}
+}
+
+func usageOf(res *engine.Result) usage {
+	u := usage{PromptTokens: len(res.PromptTokens), CompletionTokens: len(res.Tokens)}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails = &tokenDetails{CachedTokens: res.CachedTokens}
+	return u
+}
+
+// generate submits req and writes the response.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Time, ep, tenant string, req engine.Request, p params, sh shaper) {
+	ctx := r.Context()
+	st, err := s.eng.Submit(ctx, req)
+	if err != nil {
+		if errors.Is(err, engine.ErrAborted) {
+			s.finish(ep, "abort", start, nil)
+			s.answerAbort(w, ctx, false)
+			return
+		}
+		s.reject(w, ep, engineError(err, map[bool]string{true: "messages", false: "prompt"}[sh.chat]))
+		return
+	}
+	s.met.InFlight.Inc()
+	defer s.met.InFlight.Dec()
+	sh.id = map[bool]string{true: "chatcmpl-", false: "cmpl-"}[sh.chat] + fmt.Sprint(st.ID())
+	sh.created = start.Unix()
+	log := s.log.With("id", st.ID(), "tenant", tenant, "endpoint", ep)
+
+	var (
+		last       time.Time
+		doneText   string
+		wroteHead  bool
+		writeErr   error
+		flusher, _ = w.(http.Flusher)
+	)
+	send := func(v any) {
+		if writeErr != nil {
+			return
+		}
+		b, _ := json.Marshal(v)
+		if _, writeErr = fmt.Fprintf(w, "data: %s\n\n", b); writeErr == nil && flusher != nil {
+			flusher.Flush()
+		}
+	}
+	head := func() {
+		if wroteHead {
+			return
+		}
+		wroteHead = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		if o := sh.opening(); o != nil {
+			send(o)
+		}
+	}
+	for ev := range st.Events() {
+		if ev.Done {
+			doneText = ev.Text
+			break
+		}
+		now := time.Now()
+		if last.IsZero() {
+			s.met.TTFT.Observe(now.Sub(start).Seconds())
+		} else {
+			s.met.InterToken.Observe(now.Sub(last).Seconds())
+		}
+		last = now
+		if p.stream && ev.Text != "" {
+			head()
+			send(sh.chunk(ev.Text))
+		}
+	}
+	res := st.Wait()
+	outcome := res.FinishReason
+	if res.Err != nil {
+		outcome = "error"
+		if errors.Is(res.Err, engine.ErrIsolation) {
+			outcome = "isolation"
+			log.Error("request failed an isolation check", "err", res.Err)
+		} else if errors.Is(res.Err, engine.ErrAborted) {
+			outcome = "abort"
+		} else {
+			log.Warn("request failed", "err", res.Err)
+		}
+	}
+	s.finish(ep, outcome, start, &res)
+	log.Debug("request done", "outcome", outcome, "prompt_tokens", len(res.PromptTokens), "tokens", len(res.Tokens),
+		"cached_tokens", res.CachedTokens, "duration", time.Since(start))
+
+	if res.Err != nil {
+		if outcome == "abort" {
+			s.answerAbort(w, ctx, wroteHead)
+			return
+		}
+		e := resultError(res.Err)
+		if !wroteHead {
+			writeError(w, e)
+			return
+		}
+		send(map[string]any{"error": e})
+		return
+	}
+	u := usageOf(&res)
+	if !p.stream {
+		writeJSON(w, http.StatusOK, sh.full(res.Text, res.FinishReason, u))
+		return
+	}
+	head()
+	if doneText != "" {
+		send(sh.chunk(doneText))
+	}
+	send(sh.final(res.FinishReason))
+	if p.includeUsage {
+		send(sh.usageChunk(u))
+	}
+	if writeErr == nil {
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+// answerAbort answers a request the engine aborted: nothing when the client
+// is gone, 503 (or a stream error event) when the shutdown aborted it.
+func (s *Server) answerAbort(w http.ResponseWriter, ctx context.Context, streaming bool) {
+	if !errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		return // the client went away; there is nobody to answer
+	}
+	e := shuttingDown()
+	if !streaming {
+		writeError(w, e)
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"error": e})
+	_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
+}
+
+// resultError maps a failed request's error.
+func resultError(err error) *apiError {
+	if errors.Is(err, engine.ErrIsolation) {
+		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("kv_isolation_error"),
+			Message: "the request failed a KV isolation check and was stopped; no output is returned"}
+	}
+	if errors.Is(err, engine.ErrClosed) {
+		return shuttingDown()
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("internal_error"), Message: err.Error()}
+}
+
+func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result) {
+	s.met.Requests.WithLabelValues(ep, outcome).Inc()
+	s.met.Duration.WithLabelValues(ep).Observe(time.Since(start).Seconds())
+	if res != nil {
+		s.met.PromptTokens.Add(float64(len(res.PromptTokens)))
+		s.met.CompletionTokens.Add(float64(len(res.Tokens)))
+		s.met.CachedTokens.Add(float64(res.CachedTokens))
+	}
+}

@@ -1,0 +1,215 @@
+// Package engine is kvwarden's public Go API: an Engine that serves many
+// concurrent requests from many tenants with continuous batching over a
+// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
+// ever reads KV data it did not write, or that was not shared with it as an
+// immutable prefix of its own tenant.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/engine/tokenizer"
+)
+
+// Errors callers must tell apart. Returned errors wrap one of these; use
+// errors.Is. Rejections happen at admission, before any page is allocated.
+var (
+	ErrPromptTooLong  = errors.New("prompt too long")
+	ErrEmptyPrompt    = errors.New("empty prompt")
+	ErrInvalidParams  = errors.New("invalid parameters")
+	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
+	ErrOverloaded     = errors.New("engine overloaded")
+	ErrClosed         = errors.New("engine closed")
+	ErrAborted        = errors.New("request aborted")
+	ErrNotFound       = errors.New("request not found")
+	ErrIsolation      = kvcache.ErrIsolation
+	ErrNotImplemented = errors.New("not implemented")
+)
+
+// PromptTooLongError carries the numbers behind ErrPromptTooLong.
+type PromptTooLongError struct {
+	Requested int // prompt tokens plus max new tokens, or prompt tokens alone when that already exceeds
+	Limit     int // MaxContext
+	Prompt    int // prompt tokens
+}
+
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("prompt too long: %d tokens requested (prompt %d), limit is MaxContext %d", e.Requested, e.Prompt, e.Limit)
+}
+
+func (e *PromptTooLongError) Unwrap() error { return ErrPromptTooLong }
+
+// Checksum selects when sealed KV pages are verified (invariant 6).
+type Checksum int
+
+const (
+	// ChecksumHandoff verifies at prefill-to-decode, restore and prefix-cache handoffs (default).
+	ChecksumHandoff Checksum = iota
+	// ChecksumStep verifies every page that every step reads.
+	ChecksumStep
+	// ChecksumOff exists only for benchmarks.
+	ChecksumOff
+)
+
+// ParseChecksum reads "off", "handoff" or "step".
+func ParseChecksum(s string) (Checksum, error) {
+	switch s {
+	case "handoff", "":
+		return ChecksumHandoff, nil
+	case "step":
+		return ChecksumStep, nil
+	case "off":
+		return ChecksumOff, nil
+	}
+	return 0, fmt.Errorf("%w: kv checksum %q (want off, handoff or step)", ErrInvalidParams, s)
+}
+
+func (c Checksum) String() string {
+	switch c {
+	case ChecksumHandoff:
+		return "handoff"
+	case ChecksumStep:
+		return "step"
+	case ChecksumOff:
+		return "off"
+	}
+	return fmt.Sprintf("checksum(%d)", int(c))
+}
+
+// Runner runs the model forward pass over a batch. model.Runner implements
+// it; tests substitute an echo model that emits what it reads from its KV.
+type Runner interface {
+	Forward(b *model.Batch) error
+}
+
+// Config configures an Engine. The zero value of each field picks a default;
+// New validates everything and refuses contradictions (invariant 1).
+type Config struct {
+	// Model source: ModelPath ("" = the built-in synthetic model) and, for a
+	// llama2.c checkpoint, TokenizerPath. Alternatively Weights and Tokenizer
+	// may be given directly (embedding applications, tests).
+	ModelPath     string
+	TokenizerPath string
+	Weights       *model.Weights
+	Tokenizer     tokenizer.Tokenizer
+	// NewRunner overrides the forward pass (tests: the echo model). It gets
+	// the pool the engine built.
+	NewRunner func(pool *kvcache.Pool) (Runner, error)
+
+	Device string // "auto" (default), "cpu" or "cuda"
+
+	PageSize int   // tokens per KV page (default 16)
+	KVPages  int   // pool size in pages; or
+	KVMemory int64 // pool size in bytes (default: 256 MiB worth of pages)
+
+	// MaxContext is the most tokens (prompt + generated) one request may
+	// hold. Default: min(model context, pool capacity). New refuses a value
+	// the pool cannot hold.
+	MaxContext int
+
+	MaxBatchTokens int // token budget of one step (default 512)
+	MaxSeqs        int // running sequences at once (default 64)
+	MaxQueue       int // waiting requests before ErrOverloaded (default 1024)
+	TenantQuota    int // concurrent requests per tenant, 0 = unlimited
+
+	HostTierBytes int64  // host-memory tier for preemption and prefix spill, 0 = none
+	Compression   string // host tier compression: "none", "s2" or "zstd"
+
+	ZeroOnRelease bool
+	KVChecksum    Checksum
+	Poison        bool // fill freed pages with NaN (debugging)
+
+	// DisablePrefixCache turns the tenant-scoped prefix cache off.
+	DisablePrefixCache bool
+
+	Faults *Faults // fault injection for tests; nil in production
+
+	Logger *slog.Logger // nil = discard
+}
+
+// Faults injects failures for tests. Page-level faults pass through to the pool.
+type Faults struct {
+	Pool *kvcache.Faults
+	// AbortAt aborts a request when it enters the named state.
+	AbortAt func(id uint64, state State) bool
+}
+
+// State is a request's lifecycle state.
+type State int
+
+const (
+	StateWaiting State = iota
+	StatePrefilling
+	StateDecoding
+	StateSwapped
+	StateFinished
+	StateAborted
+	StateFailed
+	StateRejected
+)
+
+func (s State) String() string {
+	return [...]string{"waiting", "prefilling", "decoding", "swapped", "finished", "aborted", "failed", "rejected"}[s]
+}
+
+// Request is one generation request.
+type Request struct {
+	Prompt string // text; or
+	Tokens []int  // token IDs (used as given, no BOS added)
+	// Tenant scopes the prefix cache and quotas. The embedding application
+	// or the server's authenticated key sets it, never a request body.
+	Tenant    string
+	MaxTokens int // new tokens to generate (default 128)
+	Sampling  sample.Params
+	Stop      []string
+	NoBOS     bool // do not prepend BOS to Prompt
+}
+
+// Event is one item of a stream: a token with the text it completes, or,
+// as the last event, Done with the Result.
+type Event struct {
+	Token  int
+	Text   string // complete UTF-8; may be empty while a multibyte character is pending
+	Done   bool
+	Result *Result
+}
+
+// Timings of one request.
+type Timings struct {
+	Queued          time.Duration
+	TimeToFirstTok  time.Duration
+	Prefill, Decode time.Duration
+	PrefillTokens   int
+	DecodeTokens    int
+}
+
+// PrefillTPS and DecodeTPS are tokens per second of each phase.
+func (t Timings) PrefillTPS() float64 { return rate(t.PrefillTokens, t.Prefill) }
+func (t Timings) DecodeTPS() float64  { return rate(t.DecodeTokens, t.Decode) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Result is the outcome of a request. FinishReason is "stop" (EOS or a stop
+// string), "length" (MaxTokens or MaxContext), "abort" or "error"; Err is
+// set for the last two.
+type Result struct {
+	ID           uint64
+	PromptTokens []int
+	Tokens       []int
+	Text         string
+	FinishReason string
+	Err          error
+	Timings      Timings
+	CachedTokens int // prompt tokens served from the prefix cache
+}

@@ -1,0 +1,183 @@
+// Package cpu is the host-memory backend: arenas are ordinary Go memory,
+// aligned for float32, so the CPU forward pass can read and write K/V in
+// place through Float32s while the page pool uses the generic Arena methods.
+package cpu
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+)
+
+// Backend allocates host-memory arenas.
+type Backend struct{}
+
+// New returns the CPU backend.
+func New() device.Backend { return Backend{} }
+
+// Name is "cpu".
+func (Backend) Name() string { return "cpu" }
+
+// NewArena allocates bytes of zeroed host memory. bytes must be a positive
+// multiple of 4 so the arena can be viewed as float32s.
+func (Backend) NewArena(bytes int64) (device.Arena, error) {
+	return NewArena(bytes)
+}
+
+// NewArena is NewArena returning the concrete type.
+func NewArena(bytes int64) (*Arena, error) {
+	if bytes <= 0 || bytes%4 != 0 {
+		return nil, fmt.Errorf("cpu: arena of %d bytes: size must be a positive multiple of 4", bytes)
+	}
+	if bytes/4 > int64(int(^uint(0)>>1)) {
+		return nil, fmt.Errorf("cpu: arena of %d bytes does not fit this platform", bytes)
+	}
+	f := make([]float32, bytes/4)
+	return &Arena{f: f, b: unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), bytes)}, nil
+}
+
+// Arena is a host-memory arena. The RWMutex only orders Free against the
+// other calls: callers that use disjoint ranges run concurrently, and
+// ordering accesses to the same range is the page pool's job (leases).
+type Arena struct {
+	mu    sync.RWMutex
+	f     []float32
+	b     []byte
+	freed bool
+}
+
+var _ device.Arena = (*Arena)(nil)
+
+// Float32s returns the arena as float32s, or nil after Free. The slice
+// aliases the arena; it must not be used after Free.
+func (a *Arena) Float32s() []float32 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.freed {
+		return nil
+	}
+	return a.f
+}
+
+// Bytes returns the arena as bytes, or nil after Free.
+func (a *Arena) Bytes() []byte {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.freed {
+		return nil
+	}
+	return a.b
+}
+
+// Len is the arena size in bytes (0 after Free).
+func (a *Arena) Len() int64 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return int64(len(a.b))
+}
+
+// span checks [off, off+n) and returns it; the caller holds a.mu.
+func (a *Arena) span(op string, off, n int64) ([]byte, error) {
+	if a.freed {
+		return nil, fmt.Errorf("cpu: %s: %w", op, device.ErrFreed)
+	}
+	if off < 0 || n < 0 || off > int64(len(a.b)) || n > int64(len(a.b))-off {
+		return nil, fmt.Errorf("cpu: %s [%d, %d+%d) of a %d-byte arena: %w", op, off, off, n, len(a.b), device.ErrOutOfRange)
+	}
+	return a.b[off : off+n], nil
+}
+
+// Copy copies n bytes from src to dst. Overlapping ranges are refused
+// because a device copy engine would not define their result either.
+func (a *Arena) Copy(dst, src, n int64) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	d, err := a.span("copy dst", dst, n)
+	if err != nil {
+		return err
+	}
+	s, err := a.span("copy src", src, n)
+	if err != nil {
+		return err
+	}
+	if n > 0 && dst < src+n && src < dst+n {
+		return fmt.Errorf("cpu: copy of %d bytes from %d to %d: ranges overlap: %w", n, src, dst, device.ErrOutOfRange)
+	}
+	copy(d, s)
+	return nil
+}
+
+// Fill writes word over n bytes at off; off and n must be multiples of 4.
+func (a *Arena) Fill(off, n int64, word uint32) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if off%4 != 0 || n%4 != 0 {
+		return fmt.Errorf("cpu: fill [%d, +%d): offset and length must be multiples of 4: %w", off, n, device.ErrOutOfRange)
+	}
+	if _, err := a.span("fill", off, n); err != nil {
+		return err
+	}
+	f := a.f[off/4 : (off+n)/4]
+	if word == 0 {
+		clear(f)
+		return nil
+	}
+	v := *(*float32)(unsafe.Pointer(&word))
+	if len(f) == 0 {
+		return nil
+	}
+	// Doubling copies run at memcpy speed instead of one store per word.
+	f[0] = v
+	for i := 1; i < len(f); i *= 2 {
+		copy(f[i:], f[:i])
+	}
+	return nil
+}
+
+// Checksum hashes n bytes at off with device.Checksum.
+func (a *Arena) Checksum(off, n int64) (uint64, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	s, err := a.span("checksum", off, n)
+	if err != nil {
+		return 0, err
+	}
+	return device.Checksum(s), nil
+}
+
+// Download copies len(dst) bytes at off into dst.
+func (a *Arena) Download(dst []byte, off int64) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	s, err := a.span("download", off, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	copy(dst, s)
+	return nil
+}
+
+// Upload copies src into the arena at off.
+func (a *Arena) Upload(off int64, src []byte) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	d, err := a.span("upload", off, int64(len(src)))
+	if err != nil {
+		return err
+	}
+	copy(d, src)
+	return nil
+}
+
+// Free drops the memory; every later call fails with device.ErrFreed.
+func (a *Arena) Free() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.freed {
+		return fmt.Errorf("cpu: free: %w", device.ErrFreed)
+	}
+	a.freed, a.f, a.b = true, nil, nil
+	return nil
+}

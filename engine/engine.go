@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/tokenizer"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultPageSize       = 16
+	DefaultKVMemory       = 256 << 20
+	DefaultMaxBatchTokens = 512
+	DefaultMaxSeqs        = 64
+	DefaultMaxQueue       = 1024
+	DefaultMaxTokens      = 128
+	// MaxStopStrings and MaxStopLen bound Request.Stop.
+	MaxStopStrings = 16
+	MaxStopLen     = 256
+)
+
+// Engine serves generation requests from many tenants over one model and
+// one KV page pool. All methods are safe for concurrent use.
+//
+// One goroutine, the scheduler, owns every piece of scheduling state
+// (queues, page tables, samplers, text streams); Submit, Abort and Close
+// talk to it through a mutex-guarded inbox and a wake channel.
+type Engine struct {
+	cfg     Config // resolved
+	log     *slog.Logger
+	tok     tokenizer.Tokenizer
+	weights *model.Weights
+	ownW    bool // the engine loaded the weights and closes them
+	mcfg    model.Config
+	pool    *kvcache.Pool
+	runner  Runner
+	eos     []int
+	backend string
+
+	nextID atomic.Uint64
+	met    *metrics
+
+	mu       sync.Mutex
+	closed   bool
+	inbox    []*seq
+	aborts   []abortMsg
+	live     map[uint64]*seq // admitted, not yet ended
+	tenants  map[string]int  // live requests per tenant
+	queued   int             // admitted, never scheduled yet
+	wake     chan struct{}
+	loopDone chan struct{}
+	closeErr error
+}
+
+type abortMsg struct {
+	id  uint64
+	err error
+}
+
+// New builds an engine: resolves the model, device and pool from cfg,
+// checks every field (errors wrap ErrInvalidParams, or name both numbers
+// when MaxContext exceeds the pool: invariant 1) and starts the scheduler.
+func New(cfg Config) (*Engine, error) {
+	r, err := resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: r.cfg, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
+		mcfg: r.weights.Config, pool: r.pool, runner: r.runner, backend: r.backend,
+		met: newMetrics(), live: map[uint64]*seq{}, tenants: map[string]int{},
+		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
+	}
+	for _, id := range []int{r.tok.EOS(), r.weights.Config.EOS} {
+		if id >= 0 && !contains(e.eos, id) {
+			e.eos = append(e.eos, id)
+		}
+	}
+	s := newScheduler(e)
+	go s.loop()
+	return e, nil
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Config returns the resolved configuration (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// ModelConfig is the loaded model's configuration.
+func (e *Engine) ModelConfig() model.Config { return e.mcfg }
+
+// Tokenizer is the model's tokenizer.
+func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.tok }
+
+// Device names the backend in use ("cpu").
+func (e *Engine) Device() string { return e.backend }
+
+// Pool is the KV page pool (read-only use: stats, tests).
+func (e *Engine) Pool() *kvcache.Pool { return e.pool }
+
+// MaxContext is the resolved MaxContext.
+func (e *Engine) MaxContext() int { return e.cfg.MaxContext }
+
+// Submit admits req and returns its stream. Admission (invariant 2) is the
+// only gate: the prompt is tokenized and every check runs here, before any
+// page is allocated or any compute is queued; a rejected request returns an
+// error wrapping ErrEmptyPrompt, ErrPromptTooLong (a *PromptTooLongError),
+// ErrInvalidParams, ErrQuotaExceeded, ErrOverloaded or ErrClosed, and never
+// reaches the scheduler. Cancelling ctx aborts the request.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	e.met.mu.Lock()
+	e.met.submitted++
+	e.met.mu.Unlock()
+	s, err := e.admit(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		e.unadmit(s)
+		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
+	}
+
+	st := newStream(ctx, s.id)
+	s.stream = st
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		e.unadmit(s)
+		e.met.reject(RejectClosed)
+		return nil, ErrClosed
+	}
+	e.live[s.id] = s
+	e.inbox = append(e.inbox, s)
+	e.mu.Unlock()
+	st.stop = context.AfterFunc(ctx, func() {
+		_ = e.abort(s.id, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx)))
+	})
+	e.signal()
+	return st, nil
+}
+
+// Generate submits req and waits for its Result. The error is the
+// admission error, or Result.Err for an aborted or failed request.
+func (e *Engine) Generate(ctx context.Context, req Request) (Result, error) {
+	st, err := e.Submit(ctx, req)
+	if err != nil {
+		return Result{FinishReason: "error", Err: err}, err
+	}
+	r := st.Wait()
+	return r, r.Err
+}
+
+// Abort ends request id at the next step boundary (invariant 8); its pages
+// go through deferred release. It returns ErrNotFound for an unknown or
+// already ended request.
+func (e *Engine) Abort(id uint64) error {
+	return e.abort(id, ErrAborted)
+}
+
+func (e *Engine) abort(id uint64, cause error) error {
+	e.mu.Lock()
+	if _, ok := e.live[id]; !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: request %d", ErrNotFound, id)
+	}
+	e.aborts = append(e.aborts, abortMsg{id, cause})
+	e.mu.Unlock()
+	e.signal()
+	return nil
+}
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stats returns a snapshot of the engine's and the pool's metrics.
+func (e *Engine) Stats() Stats {
+	st := e.met.snapshot()
+	st.Pool = e.pool.Stats()
+	return st
+}
+
+// Close stops admitting, aborts every request still queued or running (each
+// ends with ErrAborted... wrapping ErrClosed), waits for their pages to come
+// back through deferred release, then frees the pool and the model. It is
+// idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.loopDone
+		return e.closeErr
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.signal()
+	<-e.loopDone
+	err := e.pool.Close()
+	if e.ownW {
+		if cerr := e.weights.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if c, ok := e.runner.(io.Closer); ok {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
+	e.mu.Lock()
+	e.closeErr = err
+	e.mu.Unlock()
+	return err
+}
+
+// ended is called by the scheduler when a request leaves for good.
+func (e *Engine) ended(s *seq) {
+	e.mu.Lock()
+	delete(e.live, s.id)
+	if e.tenants[s.tenant]--; e.tenants[s.tenant] <= 0 {
+		delete(e.tenants, s.tenant)
+	}
+	if !s.everScheduled {
+		e.queued--
+	}
+	e.mu.Unlock()
+}
+
+func since(t time.Time) time.Duration { return time.Since(t) }

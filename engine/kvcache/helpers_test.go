@@ -1,0 +1,184 @@
+package kvcache
+
+import (
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/device/cpu"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// smallGeo keeps pages tiny so tests can use many of them.
+func smallGeo() Geometry {
+	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4, DType: device.F32}
+}
+
+func newPool(tb testing.TB, pages int, mod func(*Config)) *Pool {
+	tb.Helper()
+	cfg := Config{Geometry: smallGeo(), Pages: pages, Logger: quiet}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := New(cpu.New(), cfg)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// rowVal is the value written at element j of token pos's K (kv=0) or V
+// (kv=1) row in layer: it encodes who wrote it, so a read can be checked
+// exactly.
+func rowVal(req RequestID, tenant uint32, pos, layer, kv, j int, gen uint64) float32 {
+	x := uint64(req)*0x9e3779b97f4a7c15 ^ uint64(tenant)<<48 ^ uint64(pos)<<20 ^ uint64(layer)<<12 ^ uint64(kv)<<8 ^ uint64(j) ^ gen<<32
+	x ^= x >> 29
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 32
+	// Keep it a finite float so NaN poison can never equal it.
+	return float32(int32(x&0xffffff)) + 0.5
+}
+
+type writer struct {
+	req    RequestID
+	tenant uint32
+	gen    uint64
+}
+
+func rows(g Geometry, w writer, pos, layer int) (k, v []float32) {
+	k, v = make([]float32, g.KVDim()), make([]float32, g.KVDim())
+	for j := range k {
+		k[j] = rowVal(w.req, w.tenant, pos, layer, 0, j, w.gen)
+		v[j] = rowVal(w.req, w.tenant, pos, layer, 1, j, w.gen)
+	}
+	return k, v
+}
+
+// writeTokens writes and advances n tokens as writer w.
+func writeTokens(tb testing.TB, t *PageTable, w writer, n int) {
+	tb.Helper()
+	g := t.pool.geo
+	start := t.Written()
+	for pos := start; pos < start+n; pos++ {
+		for l := range g.Layers {
+			k, v := rows(g, w, pos, l)
+			require.NoError(tb, t.WriteKV(pos, l, k, v))
+		}
+	}
+	require.NoError(tb, t.Advance(n))
+}
+
+func checkTokens(tb testing.TB, t *PageTable, from, to int, w writer) {
+	tb.Helper()
+	g := t.pool.geo
+	k, v := make([]float32, g.KVDim()), make([]float32, g.KVDim())
+	for pos := from; pos < to; pos++ {
+		for l := range g.Layers {
+			require.NoError(tb, t.ReadKV(pos, l, k, v))
+			wk, wv := rows(g, w, pos, l)
+			require.Equal(tb, wk, k, "pos %d layer %d K", pos, l)
+			require.Equal(tb, wv, v, "pos %d layer %d V", pos, l)
+		}
+	}
+}
+
+// checkConsistent recomputes the pool's bookkeeping from the page metadata.
+func checkConsistent(tb testing.TB, p *Pool) {
+	tb.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var counts [numStates]int
+	var leases [numLeaseKinds]int
+	for i := range p.pages {
+		m := &p.pages[i]
+		counts[m.state]++
+		for k := range leases {
+			require.GreaterOrEqual(tb, m.leases[k], int32(0), "page %d", i)
+			leases[k] += int(m.leases[k])
+		}
+		if m.state == PageFree {
+			require.False(tb, m.leased(), "free page %d has leases", i)
+		}
+		if m.state == PageReleasing {
+			require.True(tb, m.leased(), "releasing page %d has no leases", i)
+		}
+	}
+	require.Equal(tb, counts, p.counts)
+	require.Equal(tb, leases, p.leases)
+	seen := map[uint32]bool{}
+	for _, idx := range p.free {
+		require.False(tb, seen[idx], "page %d twice on the free list", idx)
+		seen[idx] = true
+		require.Equal(tb, PageFree, p.pages[idx].state, "page %d on the free list", idx)
+	}
+	require.Len(tb, p.free, counts[PageFree])
+}
+
+func pageFloats(p *Pool, idx uint32) []float32 {
+	n := p.geo.PageElems()
+	return p.f32[int(idx)*n : int(idx+1)*n]
+}
+
+func allNaN(f []float32) bool {
+	for _, x := range f {
+		if !math.IsNaN(float64(x)) {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(f []float32) bool {
+	for _, x := range f {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// recArena records every host-visible read of the arena.
+type recArena struct {
+	device.Arena
+	mu    sync.Mutex
+	reads [][2]int64
+}
+
+func (r *recArena) note(off, n int64) {
+	r.mu.Lock()
+	r.reads = append(r.reads, [2]int64{off, n})
+	r.mu.Unlock()
+}
+
+func (r *recArena) Checksum(off, n int64) (uint64, error) {
+	r.note(off, n)
+	return r.Arena.Checksum(off, n)
+}
+
+func (r *recArena) Download(dst []byte, off int64) error {
+	r.note(off, int64(len(dst)))
+	return r.Arena.Download(dst, off)
+}
+
+func (r *recArena) Copy(dst, src, n int64) error {
+	r.note(src, n)
+	return r.Arena.Copy(dst, src, n)
+}
+
+type recBackend struct{ a *recArena }
+
+func (*recBackend) Name() string { return "recording-cpu" }
+
+func (b *recBackend) NewArena(n int64) (device.Arena, error) {
+	a, err := cpu.NewArena(n)
+	if err != nil {
+		return nil, err
+	}
+	b.a = &recArena{Arena: a}
+	return b.a, nil
+}

@@ -1,0 +1,606 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// DefaultCompression is the host-tier compression when Config.Compression
+// is empty. See BenchmarkOffloadRestore and bench/RESULTS.md for the figures
+// behind the choice.
+const DefaultCompression = "none"
+
+func parseCompression(c string) (string, error) {
+	switch c {
+	case "":
+		return DefaultCompression, nil
+	case "none", "s2", "zstd":
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: compression %q (want none, s2 or zstd)", ErrConfig, c)
+}
+
+// hostTier holds page copies in host memory. Its byte accounting lives
+// under the pool's mutex so a swap is charged or refused atomically with the
+// leases it takes.
+type hostTier struct {
+	p        *Pool
+	capacity int64
+	used     int64 // under p.mu
+	entries  int   // under p.mu
+	comp     string
+	zenc     *zstd.Encoder
+	zdec     *zstd.Decoder
+
+	sendMu  sync.RWMutex
+	stopped bool
+	jobs    chan *copyJob
+	wg      sync.WaitGroup
+}
+
+// hostEntry is one page's copy. It records the tenant and request it came
+// from; a restore into any other is refused.
+type hostEntry struct {
+	tid        uint32
+	req        RequestID
+	slots      int    // written slots captured
+	rawLen     int    // packed bytes before compression
+	sum        uint64 // checksum of the packed bytes as read from the device
+	data       []byte
+	compressed bool
+	charged    int64 // host bytes charged, under p.mu
+	finished   bool  // under p.mu
+	gone       bool  // discarded, under p.mu
+	err        error
+	done       chan struct{}
+}
+
+// copyJob is one offload. ref carries the generation, so the completion
+// can tell whether the page it copied is still the page it was asked for.
+type copyJob struct {
+	ref       PageRef
+	sealed    bool
+	sealedSum uint64
+	e         *hostEntry
+}
+
+func newHostTier(p *Pool, capacity int64, comp string) (*hostTier, error) {
+	h := &hostTier{p: p, capacity: capacity, comp: comp, jobs: make(chan *copyJob, 256)}
+	if comp == "zstd" {
+		var err error
+		if h.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); err != nil {
+			return nil, fmt.Errorf("kvcache: zstd encoder: %w", err)
+		}
+		if h.zdec, err = zstd.NewReader(nil); err != nil {
+			return nil, fmt.Errorf("kvcache: zstd decoder: %w", err)
+		}
+	}
+	workers := min(4, max(2, runtime.GOMAXPROCS(0)))
+	h.wg.Add(workers)
+	for range workers {
+		go h.worker()
+	}
+	return h, nil
+}
+
+func (h *hostTier) close() {
+	h.sendMu.Lock()
+	h.stopped = true
+	close(h.jobs)
+	h.sendMu.Unlock()
+	h.wg.Wait()
+	if h.zenc != nil {
+		_ = h.zenc.Close()
+		h.zdec.Close()
+	}
+}
+
+func (h *hostTier) submit(j *copyJob) {
+	h.sendMu.RLock()
+	if h.stopped {
+		h.sendMu.RUnlock()
+		h.p.complete(j, nil, fmt.Errorf("kvcache: offload of %v: %w", j.ref, ErrClosed))
+		return
+	}
+	h.jobs <- j
+	h.sendMu.RUnlock()
+}
+
+func (h *hostTier) worker() {
+	defer h.wg.Done()
+	for j := range h.jobs {
+		data, err := h.p.copyOut(j)
+		h.p.complete(j, data, err)
+	}
+}
+
+// copyOut reads the page's written slots into host memory. It runs without
+// the pool lock; the copy lease keeps the page from being freed, and the
+// slots it reads are written and therefore immutable.
+func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
+	if f := p.cfg.Faults; f != nil {
+		if f.CopyDelay != nil {
+			if d := f.CopyDelay(j.ref); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		if f.FailCopy != nil {
+			if err := f.FailCopy(j.ref); err != nil {
+				return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
+			}
+		}
+	}
+	e := j.e
+	buf := make([]byte, e.rawLen)
+	if err := p.downloadPacked(buf, j.ref.Index, e.slots); err != nil {
+		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
+	}
+	e.sum = p.hostChecksum(buf, e.slots)
+	if j.sealed && e.sum != j.sealedSum {
+		return nil, fmt.Errorf("%w: %w: offload of %v: sealed as %016x, device holds %016x; page quarantined",
+			ErrIsolation, ErrChecksum, j.ref, j.sealedSum, e.sum)
+	}
+	if f := p.cfg.Faults; f != nil && f.CorruptCopy != nil && f.CorruptCopy(j.ref) {
+		buf[len(buf)/2] ^= 0x5a
+	}
+	switch p.host.comp {
+	case "s2":
+		if c := s2.Encode(nil, buf); len(c) < len(buf) {
+			buf, e.compressed = c, true
+		}
+	case "zstd":
+		if c := p.host.zenc.EncodeAll(buf, nil); len(c) < len(buf) {
+			buf, e.compressed = c, true
+		}
+	}
+	return buf, nil
+}
+
+// complete consumes a copy's result. It is the only place an offload
+// becomes visible, and it refuses a completion whose (page, generation) no
+// longer matches: such a result belongs to an allocation that is over.
+func (p *Pool) complete(j *copyJob, data []byte, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, e := p.host, j.e
+	m := &p.pages[j.ref.Index]
+	if m.gen != j.ref.Gen {
+		p.st.staleCompletions++
+		if err == nil {
+			err = fmt.Errorf("%w: completion of offload of %v arrived for gen %d", ErrStaleRef, j.ref, m.gen)
+		}
+	} else {
+		if errors.Is(err, ErrChecksum) {
+			p.st.checksum++
+			p.isolationLocked("offload source checksum", m.owner, j.ref.Index, j.ref.Gen)
+			p.quarantineLocked(j.ref.Index)
+		}
+		p.dropLeaseLocked(j.ref.Index, LeaseCopy)
+	}
+	e.finished = true
+	if err != nil {
+		if errors.Is(err, ErrCopy) {
+			p.st.copyFails++
+		}
+		e.err = err
+		h.uncharge(e)
+	} else if e.gone {
+		h.uncharge(e)
+	} else {
+		e.data = data
+		h.used += int64(len(data)) - e.charged
+		e.charged = int64(len(data))
+		p.st.offloaded += int64(e.rawLen)
+		p.st.stored += int64(len(data))
+	}
+	close(e.done)
+}
+
+func (h *hostTier) uncharge(e *hostEntry) {
+	if e.charged != 0 {
+		h.used -= e.charged
+		h.entries--
+		e.charged = 0
+	}
+	e.data = nil
+}
+
+func (p *Pool) packedLen(slots int) int {
+	return 2 * p.geo.Layers * slots * p.geo.KVDim() * int(p.elemSize)
+}
+
+func (p *Pool) downloadPacked(buf []byte, idx uint32, slots int) error {
+	off := p.pageOff(idx)
+	if slots == p.geo.PageSize {
+		return p.arena.Download(buf, off)
+	}
+	run := int64(p.geo.PageSize*p.geo.KVDim()) * p.elemSize
+	n := slots * p.geo.KVDim() * int(p.elemSize)
+	for r := range 2 * p.geo.Layers {
+		if err := p.arena.Download(buf[r*n:(r+1)*n], off+int64(r)*run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Pool) uploadPacked(idx uint32, slots int, buf []byte) error {
+	off := p.pageOff(idx)
+	if slots == p.geo.PageSize {
+		return p.arena.Upload(off, buf)
+	}
+	run := int64(p.geo.PageSize*p.geo.KVDim()) * p.elemSize
+	n := slots * p.geo.KVDim() * int(p.elemSize)
+	for r := range 2 * p.geo.Layers {
+		if err := p.arena.Upload(off+int64(r)*run, buf[r*n:(r+1)*n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startOffloadLocked charges the host tier and takes a copy lease for entry
+// i of a page with slots written slots.
+func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJob, error) {
+	h := p.host
+	m := &p.pages[ref.Index]
+	raw := p.packedLen(slots)
+	if h.used+int64(raw) > h.capacity {
+		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
+	}
+	e := &hostEntry{tid: m.tenant, req: req, slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
+	h.used += int64(raw)
+	h.entries++
+	p.takeLeaseLocked(ref.Index, LeaseCopy)
+	return &copyJob{ref: ref, sealed: m.sealed, sealedSum: m.sum, e: e}, nil
+}
+
+// restoreEntry copies e back into page idx and verifies the checksum on the
+// device before anyone can read the page.
+func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
+	raw := e.data
+	var err error
+	if e.compressed {
+		switch p.host.comp {
+		case "s2":
+			raw, err = s2.Decode(nil, e.data)
+		case "zstd":
+			raw, err = p.host.zdec.DecodeAll(e.data, make([]byte, 0, e.rawLen))
+		}
+	}
+	if err != nil || len(raw) != e.rawLen {
+		return fmt.Errorf("%w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
+			ErrIsolation, ErrChecksum, idx, e.rawLen, err)
+	}
+	if err := p.uploadPacked(idx, e.slots, raw); err != nil {
+		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
+	}
+	got, err := p.deviceChecksum(idx, e.slots)
+	if err != nil {
+		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
+	}
+	if got != e.sum {
+		return fmt.Errorf("%w: %w: restore of request %d into page %d: offloaded as %016x, restored %016x",
+			ErrIsolation, ErrChecksum, e.req, idx, e.sum, got)
+	}
+	return nil
+}
+
+// HostPage is an asynchronous offload of one sealed page.
+type HostPage struct {
+	p   *Pool
+	e   *hostEntry
+	ref PageRef
+}
+
+// Offload copies a sealed page to the host tier on a worker goroutine. The
+// page holds a copy lease until the copy completes, so its owner may release
+// it meanwhile without the page being reused under the copy. Wait for the
+// result before Restore.
+func (p *Pool) Offload(ref PageRef, tenant Tenant) (*HostPage, error) {
+	if p.host == nil {
+		return nil, ErrNoHostTier
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if err := p.checkRefLocked(ref); err != nil {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("kvcache: offload: %w", err)
+	}
+	m := &p.pages[ref.Index]
+	if tid, ok := p.tenants[tenant]; !ok || tid != m.tenant {
+		p.isolationLocked("cross-tenant offload", 0, ref.Index, ref.Gen)
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w: offload of %v for tenant %q", ErrIsolation, ErrForeignPage, ref, tenant)
+	}
+	switch m.state {
+	case PageSealed:
+	case PageReleasing:
+		p.mu.Unlock()
+		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, ErrReleasing)
+	case PageQuarantined:
+		p.mu.Unlock()
+		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, ErrQuarantined)
+	default:
+		p.mu.Unlock()
+		return nil, fmt.Errorf("kvcache: offload of %v (%s): %w", ref, m.state, ErrNotSealed)
+	}
+	j, err := p.startOffloadLocked(ref, p.geo.PageSize, m.owner)
+	p.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, err)
+	}
+	p.host.submit(j)
+	return &HostPage{p: p, e: j.e, ref: ref}, nil
+}
+
+// Wait blocks until the copy is done and returns its error.
+func (h *HostPage) Wait() error {
+	<-h.e.done
+	return h.e.err
+}
+
+// Source is the page that was offloaded.
+func (h *HostPage) Source() PageRef { return h.ref }
+
+// Discard frees the host copy (after the copy completes, if it is in flight).
+func (h *HostPage) Discard() { h.p.discard(h.e) }
+
+func (p *Pool) discard(e *hostEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.gone {
+		return
+	}
+	e.gone = true
+	if e.finished {
+		p.host.uncharge(e)
+	}
+}
+
+// Restore copies an offloaded page back into a fresh page appended to t
+// (at a page boundary of a fully written table of the same tenant),
+// verifying its checksum on the device before t can read it. With no free
+// page it returns ErrNoPages and allocates nothing.
+func (p *Pool) Restore(h *HostPage, t *PageTable) (PageRef, error) {
+	if err := h.Wait(); err != nil {
+		return PageRef{}, err
+	}
+	if err := t.usable("restore"); err != nil {
+		return PageRef{}, err
+	}
+	ps := p.geo.PageSize
+	if t.written != t.Reserved() || t.written%ps != 0 {
+		return PageRef{}, fmt.Errorf("%w: restore into request %d needs a fully written table at a page boundary (%d written, %d reserved)",
+			ErrOutOfRange, t.req, t.written, t.Reserved())
+	}
+	refs, err := p.restoreInto(t, []*hostEntry{h.e}, ps)
+	if err != nil {
+		return PageRef{}, err
+	}
+	t.refs = append(t.refs, refs[0])
+	t.shared = append(t.shared, false)
+	t.written += ps
+	return refs[0], nil
+}
+
+// restoreInto allocates len(es) pages for t, all or none, restores the
+// entries into them and verifies them. On failure every page is released,
+// or quarantined if its content failed the checksum.
+func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRef, error) {
+	if f := p.cfg.Faults; f != nil && f.FailAlloc != nil && f.FailAlloc() {
+		return nil, fmt.Errorf("%w: restore for request %d: injected allocation failure", ErrNoPages, t.req)
+	}
+	ps := p.geo.PageSize
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	for _, e := range es {
+		switch {
+		case e.gone || !e.finished || e.err != nil:
+			p.mu.Unlock()
+			return nil, fmt.Errorf("kvcache: restore for request %d: host copy discarded or not complete", t.req)
+		case e.tid != t.tid:
+			p.isolationLocked("cross-tenant restore", t.req, 0, 0)
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w: restore of a host page of tenant %q into request %d of tenant %q",
+				ErrIsolation, ErrForeignPage, p.names[e.tid], t.req, t.tenant)
+		}
+	}
+	if len(p.free) < len(es) {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: restore for request %d needs %d pages, %d of %d free",
+			ErrNoPages, t.req, len(es), len(p.free), len(p.pages))
+	}
+	refs := make([]PageRef, len(es))
+	for i := range es {
+		refs[i] = p.allocLocked(t.req, t.tid)
+		p.takeLeaseLocked(refs[i].Index, LeaseCopy)
+	}
+	p.mu.Unlock()
+
+	bad, err := -1, error(nil)
+	for i, e := range es {
+		if err = p.restoreEntry(e, refs[i].Index); err != nil {
+			bad = i
+			break
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, r := range refs {
+		p.dropLeaseLocked(r.Index, LeaseCopy)
+		if err != nil {
+			if i == bad && errors.Is(err, ErrChecksum) {
+				p.st.checksum++
+				p.isolationLocked("restore checksum", t.req, r.Index, r.Gen)
+				p.quarantineLocked(r.Index)
+			} else {
+				p.releaseLocked(r.Index)
+			}
+			continue
+		}
+		m := &p.pages[r.Index]
+		m.written = uint16(min(ps, written-i*ps))
+		if int(m.written) == ps {
+			m.sum, m.sealed = es[i].sum, true
+			p.setStateLocked(m, PageSealed)
+		} else {
+			// The restore was a verified handoff of these slots.
+			m.partN, m.partSum = m.written, es[i].sum
+		}
+		p.st.restored += int64(es[i].rawLen)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return refs, nil
+}
+
+// Swapped is a sequence preempted to the host tier by SwapOut.
+type Swapped struct {
+	p        *Pool
+	req      RequestID
+	tenant   Tenant
+	written  int
+	entries  []*hostEntry
+	consumed bool
+}
+
+// Request is the request the swapped pages belong to.
+func (s *Swapped) Request() RequestID { return s.req }
+
+// Tenant is the swapped sequence's tenant.
+func (s *Swapped) Tenant() Tenant { return s.tenant }
+
+// Written is the number of tokens swapped out.
+func (s *Swapped) Written() int { return s.written }
+
+// Pages is the number of device pages SwapIn will need.
+func (s *Swapped) Pages() int { return len(s.entries) }
+
+// Discard frees the host copies. It is idempotent, and SwapIn calls it on
+// success.
+func (s *Swapped) Discard() {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.consumed = true
+	for _, e := range s.entries {
+		if !e.gone {
+			e.gone = true
+			if e.finished {
+				s.p.host.uncharge(e)
+			}
+		}
+	}
+}
+
+// SwapOut copies every written page of t to the host tier, waits for the
+// copies, and then releases t (its device pages go through deferred
+// release). On any failure nothing is released and t stays usable; a page
+// whose sealed checksum no longer matches is quarantined.
+func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
+	if p.host == nil {
+		return nil, ErrNoHostTier
+	}
+	if err := p.ValidateTable(t); err != nil {
+		return nil, err
+	}
+	ps := p.geo.PageSize
+	n := (t.written + ps - 1) / ps
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	need := int64(0)
+	for i := range n {
+		need += int64(p.packedLen(min(ps, t.written-i*ps)))
+	}
+	if h := p.host; h.used+need > h.capacity {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("kvcache: swap out of request %d: %w: %d bytes needed, %d of %d used",
+			t.req, ErrHostTierFull, need, h.used, h.capacity)
+	}
+	jobs := make([]*copyJob, n)
+	for i := range n {
+		jobs[i], _ = p.startOffloadLocked(t.refs[i], min(ps, t.written-i*ps), t.req)
+	}
+	p.mu.Unlock()
+
+	for _, j := range jobs {
+		p.host.submit(j)
+	}
+	s := &Swapped{p: p, req: t.req, tenant: t.tenant, written: t.written, entries: make([]*hostEntry, n)}
+	var errs []error
+	for i, j := range jobs {
+		<-j.e.done
+		s.entries[i] = j.e
+		if j.e.err != nil {
+			errs = append(errs, j.e.err)
+		}
+	}
+	if len(errs) > 0 {
+		s.Discard()
+		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", t.req, errors.Join(errs...))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.released = true
+	err := p.releaseEntriesLocked(t, 0)
+	t.refs, t.shared, t.written = nil, nil, 0
+	if err != nil {
+		return s, fmt.Errorf("kvcache: swap out of request %d: releasing device pages: %w", t.req, err)
+	}
+	return s, nil
+}
+
+// SwapIn restores s into t, a fresh empty table of the same request and
+// tenant. All pages are allocated or none (ErrNoPages, s kept for a retry);
+// each is verified on the device (ErrChecksum; the page is quarantined and
+// s should be discarded). On success s is consumed.
+func (p *Pool) SwapIn(s *Swapped, t *PageTable) error {
+	if err := t.usable("swap in"); err != nil {
+		return err
+	}
+	if s == nil || s.p != p {
+		return fmt.Errorf("%w: swap in for request %d: swapped state of another pool", ErrConfig, t.req)
+	}
+	p.mu.Lock()
+	consumed := s.consumed
+	p.mu.Unlock()
+	if consumed {
+		return fmt.Errorf("%w: swap in for request %d: swapped state already restored or discarded", ErrDoubleRelease, t.req)
+	}
+	if t.Reserved() != 0 {
+		return fmt.Errorf("%w: swap in for request %d needs an empty table, it has %d pages", ErrOutOfRange, t.req, len(t.refs))
+	}
+	if s.req != t.req || s.tenant != t.tenant {
+		p.mu.Lock()
+		p.st.isolation++
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %w: swapped pages of request %d (tenant %q) into a table of request %d (tenant %q)",
+			ErrIsolation, ErrForeignPage, s.req, s.tenant, t.req, t.tenant)
+	}
+	refs, err := p.restoreInto(t, s.entries, s.written)
+	if err != nil {
+		return fmt.Errorf("kvcache: swap in of request %d: %w", t.req, err)
+	}
+	t.refs = refs
+	t.shared = make([]bool, len(refs))
+	t.written = s.written
+	s.Discard()
+	return nil
+}

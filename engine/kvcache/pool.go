@@ -1,0 +1,569 @@
+package kvcache
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+)
+
+// RequestID identifies a request for the engine's whole lifetime. IDs come
+// from the engine's monotonic 64-bit counter and are never reused, so a page
+// or a completion that names an old request can never be mistaken for a new
+// one. 0 is never valid.
+type RequestID uint64
+
+// Tenant scopes sharing: prefix pages and host-tier entries never cross it.
+// It is bound by the embedding application or an authenticated key, never
+// taken from a request body.
+type Tenant string
+
+// PageRef names one allocation of a page. Gen changes on every allocation,
+// so a ref outliving its allocation is detectably stale.
+type PageRef struct {
+	Index uint32
+	Gen   uint64
+}
+
+func (r PageRef) String() string { return fmt.Sprintf("page %d gen %d", r.Index, r.Gen) }
+
+// PageState is where a page is in its life.
+type PageState uint8
+
+const (
+	// PageFree pages are on the free list; their content is garbage (or
+	// zeros/NaN after a scrub) and belongs to nobody.
+	PageFree PageState = iota
+	// PageOwned pages belong to one request, which may write unwritten slots.
+	PageOwned
+	// PageSealed pages are full (or were sealed at a handoff) and immutable;
+	// they may be shared within their tenant.
+	PageSealed
+	// PageReleasing pages were released by their owner while leases were
+	// outstanding; they free when the last lease drops.
+	PageReleasing
+	// PageQuarantined pages failed a check and never return to the free list.
+	PageQuarantined
+	numStates
+)
+
+func (s PageState) String() string {
+	switch s {
+	case PageFree:
+		return "free"
+	case PageOwned:
+		return "owned"
+	case PageSealed:
+		return "sealed"
+	case PageReleasing:
+		return "releasing"
+	case PageQuarantined:
+		return "quarantined"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// LeaseKind is why something holds a page.
+type LeaseKind uint8
+
+const (
+	// LeaseStep is held by a running forward step (on a GPU, until its
+	// stream event completes).
+	LeaseStep LeaseKind = iota
+	// LeaseCopy is held by an offload or restore copy.
+	LeaseCopy
+	// LeasePrefix is held by a prefix-cache entry or by a table sharing the page.
+	LeasePrefix
+	numLeaseKinds
+)
+
+func (k LeaseKind) String() string {
+	switch k {
+	case LeaseStep:
+		return "step"
+	case LeaseCopy:
+		return "copy"
+	case LeasePrefix:
+		return "prefix"
+	}
+	return fmt.Sprintf("lease(%d)", uint8(k))
+}
+
+// Config configures a Pool.
+type Config struct {
+	Geometry
+	// Pages is the number of pages in the arena.
+	Pages int
+	// ZeroOnRelease scrubs a page with zeros before it returns to the free list.
+	ZeroOnRelease bool
+	// Poison fills free pages (initially and on release) with NaN, so a read
+	// of an unwritten slot shows up. It takes precedence over ZeroOnRelease.
+	Poison bool
+	// HostTierBytes sizes the host tier; 0 disables it.
+	HostTierBytes int64
+	// Compression of host-tier pages: "none", "s2" or "zstd"; "" means
+	// DefaultCompression.
+	Compression string
+	// Faults injects failures for tests; nil in production.
+	Faults *Faults
+	// Logger receives one record per isolation event; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Faults are test hooks. Each may be nil. They are called from several
+// goroutines at once (copy workers, request goroutines) and must be safe
+// for concurrent use.
+type Faults struct {
+	// FailCopy makes an offload copy of ref fail with the returned error.
+	FailCopy func(ref PageRef) error
+	// CopyDelay stalls an offload copy of ref, widening race windows.
+	CopyDelay func(ref PageRef) time.Duration
+	// CorruptCopy flips a byte of the host copy of ref after its checksum
+	// was taken, as a bad transfer would.
+	CorruptCopy func(ref PageRef) bool
+	// FailAlloc makes the next allocation fail as if the pool were empty.
+	FailAlloc func() bool
+}
+
+// poisonWord is a quiet NaN.
+const poisonWord = 0x7fc00000
+
+// pageMeta is kept to one cache line; ValidateTable walks thousands per step.
+type pageMeta struct {
+	gen      uint64
+	owner    RequestID
+	sum      uint64 // checksum of the whole page, valid when sealed
+	partSum  uint64 // checksum of the first partN slots, taken at a handoff
+	relStart int64  // ns since pool epoch when it entered releasing
+	tenant   uint32
+	leases   [numLeaseKinds]int32
+	written  uint16
+	partN    uint16
+	state    PageState
+	sealed   bool
+}
+
+func (m *pageMeta) leased() bool {
+	return m.leases[0]|m.leases[1]|m.leases[2] != 0
+}
+
+// Pool is the KV page pool. It is safe for concurrent use.
+type Pool struct {
+	geo       Geometry
+	cfg       Config
+	arena     device.Arena
+	f32       []float32 // the arena as float32s when it is host memory
+	pageBytes int64
+	elemSize  int64
+	log       *slog.Logger
+	epoch     time.Time
+
+	mu      sync.Mutex
+	pages   []pageMeta
+	free    []uint32
+	closed  bool
+	tenants map[Tenant]uint32
+	names   []Tenant
+	counts  [numStates]int
+	leases  [numLeaseKinds]int
+	st      counters
+
+	host *hostTier
+}
+
+// New allocates an arena of cfg.Pages pages on b and returns a pool over it.
+func New(b device.Backend, cfg Config) (*Pool, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrConfig)
+	}
+	cfg.Geometry = cfg.Geometry.withDefaults()
+	if err := cfg.Geometry.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Pages <= 0 || int64(cfg.Pages) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: %d pages", ErrConfig, cfg.Pages)
+	}
+	if cfg.HostTierBytes < 0 {
+		return nil, fmt.Errorf("%w: host tier of %d bytes", ErrConfig, cfg.HostTierBytes)
+	}
+	comp, err := parseCompression(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Compression = comp
+	pb := cfg.PageBytes()
+	arena, err := b.NewArena(pb * int64(cfg.Pages))
+	if err != nil {
+		return nil, fmt.Errorf("kvcache: arena of %d pages x %d bytes on %s: %w", cfg.Pages, pb, b.Name(), err)
+	}
+	p := &Pool{
+		geo:       cfg.Geometry,
+		cfg:       cfg,
+		arena:     arena,
+		pageBytes: pb,
+		elemSize:  int64(cfg.DType.Size()),
+		log:       cfg.Logger,
+		epoch:     time.Now(),
+		pages:     make([]pageMeta, cfg.Pages),
+		free:      make([]uint32, cfg.Pages),
+		tenants:   map[Tenant]uint32{"": 0},
+		names:     []Tenant{""},
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if fa, ok := arena.(interface{ Float32s() []float32 }); ok && cfg.DType == device.F32 {
+		p.f32 = fa.Float32s()
+	}
+	// Pop order low-to-high keeps early allocations compact; it does not matter
+	// for correctness.
+	for i := range p.free {
+		p.free[i] = uint32(cfg.Pages - 1 - i)
+	}
+	p.counts[PageFree] = cfg.Pages
+	if cfg.Poison {
+		if err := arena.Fill(0, arena.Len(), poisonWord); err != nil {
+			_ = arena.Free()
+			return nil, fmt.Errorf("kvcache: poisoning arena: %w", err)
+		}
+	}
+	if cfg.HostTierBytes > 0 {
+		h, err := newHostTier(p, cfg.HostTierBytes, comp)
+		if err != nil {
+			_ = arena.Free()
+			return nil, err
+		}
+		p.host = h
+	}
+	return p, nil
+}
+
+// Arena is the device memory holding the pages.
+func (p *Pool) Arena() device.Arena { return p.arena }
+
+// Geometry is the page shape (with defaults applied).
+func (p *Pool) Geometry() Geometry { return p.geo }
+
+// Pages is the number of pages in the pool.
+func (p *Pool) Pages() int { return len(p.pages) }
+
+// CapacityTokens is what the whole pool can hold; the engine checks
+// MaxContext against it at startup (invariant 1).
+func (p *Pool) CapacityTokens() int { return len(p.pages) * p.geo.PageSize }
+
+// FreePages is the number of pages on the free list now.
+func (p *Pool) FreePages() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.free)
+}
+
+// Close stops the host-tier workers and frees the arena. Later calls return
+// ErrClosed. Close is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	if p.host != nil {
+		p.host.close()
+	}
+	return p.arena.Free()
+}
+
+// NewTable starts an empty page table for req. A zero RequestID yields a
+// table whose every call fails, rather than a table that could alias pages
+// of an uninitialised owner.
+func (p *Pool) NewTable(req RequestID, tenant Tenant) *PageTable {
+	p.mu.Lock()
+	tid := p.tenantIDLocked(tenant)
+	p.mu.Unlock()
+	return &PageTable{pool: p, req: req, tenant: tenant, tid: tid}
+}
+
+func (p *Pool) tenantIDLocked(t Tenant) uint32 {
+	if id, ok := p.tenants[t]; ok {
+		return id
+	}
+	id := uint32(len(p.names))
+	p.tenants[t] = id
+	p.names = append(p.names, t)
+	return id
+}
+
+func (p *Pool) setStateLocked(m *pageMeta, s PageState) {
+	p.counts[m.state]--
+	p.counts[s]++
+	m.state = s
+}
+
+func (p *Pool) pageOff(idx uint32) int64 { return int64(idx) * p.pageBytes }
+
+// allocLocked pops a free page and gives it to req. The caller has checked
+// that the free list is long enough.
+func (p *Pool) allocLocked(req RequestID, tid uint32) PageRef {
+	idx := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	m := &p.pages[idx]
+	m.gen++
+	m.owner, m.tenant = req, tid
+	m.written, m.partN, m.partSum, m.sum, m.sealed = 0, 0, 0, 0, false
+	p.setStateLocked(m, PageOwned)
+	p.st.allocs++
+	return PageRef{Index: idx, Gen: m.gen}
+}
+
+// releaseLocked is the owner giving a page up: free now, or park it in
+// releasing until its leases drop.
+func (p *Pool) releaseLocked(idx uint32) {
+	m := &p.pages[idx]
+	p.st.releases++
+	if m.leased() {
+		m.relStart = int64(time.Since(p.epoch))
+		p.setStateLocked(m, PageReleasing)
+		p.st.deferred++
+		return
+	}
+	p.freeLocked(idx)
+}
+
+// freeLocked scrubs and frees. Scrubbing happens under the lock so a page
+// is never on the free list with the previous owner's data when scrubbing
+// is on; a page that cannot be scrubbed is quarantined instead.
+func (p *Pool) freeLocked(idx uint32) {
+	m := &p.pages[idx]
+	if p.cfg.Poison || p.cfg.ZeroOnRelease {
+		word := uint32(0)
+		if p.cfg.Poison {
+			word = poisonWord
+		}
+		if err := p.arena.Fill(p.pageOff(idx), p.pageBytes, word); err != nil {
+			p.setStateLocked(m, PageQuarantined)
+			p.st.scrubFailures++
+			return
+		}
+		p.st.scrubs++
+	}
+	m.owner, m.tenant, m.written, m.partN, m.sealed = 0, 0, 0, 0, false
+	p.setStateLocked(m, PageFree)
+	p.free = append(p.free, idx)
+}
+
+func (p *Pool) takeLeaseLocked(idx uint32, k LeaseKind) {
+	p.pages[idx].leases[k]++
+	p.leases[k]++
+}
+
+// dropLeaseLocked drops one lease and finishes a deferred release if it was
+// the last one.
+func (p *Pool) dropLeaseLocked(idx uint32, k LeaseKind) {
+	m := &p.pages[idx]
+	m.leases[k]--
+	p.leases[k]--
+	if m.state == PageReleasing && !m.leased() {
+		p.st.deferredFreed++
+		p.st.observe(time.Duration(int64(time.Since(p.epoch)) - m.relStart))
+		p.freeLocked(idx)
+	}
+}
+
+// quarantineLocked takes a page out of circulation for good. Leases on it
+// can still be dropped; it simply never frees.
+func (p *Pool) quarantineLocked(idx uint32) {
+	m := &p.pages[idx]
+	switch m.state {
+	case PageQuarantined:
+		return
+	case PageReleasing:
+		p.st.deferredQuarantined++
+		p.st.observe(time.Duration(int64(time.Since(p.epoch)) - m.relStart))
+	case PageFree:
+		for i, f := range p.free {
+			if f == idx {
+				p.free = append(p.free[:i], p.free[i+1:]...)
+				break
+			}
+		}
+	}
+	p.setStateLocked(m, PageQuarantined)
+}
+
+// isolationLocked counts and logs one isolation event (invariant 10).
+func (p *Pool) isolationLocked(msg string, req RequestID, idx uint32, gen uint64) {
+	p.st.isolation++
+	m := &p.pages[idx]
+	p.log.Error("kvcache isolation violation", "reason", msg, "request", uint64(req),
+		"page", idx, "ref_gen", gen, "page_gen", m.gen, "page_owner", uint64(m.owner),
+		"page_tenant", string(p.names[m.tenant]), "state", m.state.String())
+}
+
+func (p *Pool) checkRefLocked(ref PageRef) error {
+	if int(ref.Index) >= len(p.pages) {
+		return fmt.Errorf("%w: page %d of a %d-page pool", ErrOutOfRange, ref.Index, len(p.pages))
+	}
+	if m := &p.pages[ref.Index]; m.gen != ref.Gen || m.state == PageFree {
+		// A free page's allocation is over even before the next one bumps
+		// the generation.
+		return fmt.Errorf("%w: %v, page is at gen %d (%s)", ErrStaleRef, ref, m.gen, m.state)
+	}
+	return nil
+}
+
+// shareableLocked says whether a sealed page can gain a new prefix holder:
+// sealed and alive, or released by its owner but kept alive by a prefix
+// lease (the prefix cache outliving the request that wrote the page).
+func shareable(m *pageMeta) error {
+	switch {
+	case m.state == PageQuarantined:
+		return ErrQuarantined
+	case !m.sealed:
+		return ErrNotSealed
+	case m.state == PageSealed:
+		return nil
+	case m.state == PageReleasing && m.leases[LeasePrefix] > 0:
+		return nil
+	case m.state == PageReleasing:
+		return ErrReleasing
+	}
+	return ErrNotSealed
+}
+
+// Retain takes a prefix lease on a sealed page of tenant for the prefix
+// cache. The page stays readable by sharers after its owner releases it and
+// frees when the last prefix lease is dropped with Drop.
+func (p *Pool) Retain(ref PageRef, tenant Tenant) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.checkRefLocked(ref); err != nil {
+		return fmt.Errorf("kvcache: retain: %w", err)
+	}
+	m := &p.pages[ref.Index]
+	if tid, ok := p.tenants[tenant]; !ok || tid != m.tenant {
+		p.isolationLocked("cross-tenant retain", 0, ref.Index, ref.Gen)
+		return fmt.Errorf("%w: %w: retain of %v for tenant %q: page belongs to tenant %q",
+			ErrIsolation, ErrForeignPage, ref, tenant, p.names[m.tenant])
+	}
+	if err := shareable(m); err != nil {
+		return fmt.Errorf("kvcache: retain of %v (%s): %w", ref, m.state, err)
+	}
+	p.takeLeaseLocked(ref.Index, LeasePrefix)
+	return nil
+}
+
+// Drop drops one lease of kind on ref (a prefix-cache eviction, or a lease
+// taken by the engine). Dropping a lease that is not held is an error and
+// changes nothing.
+func (p *Pool) Drop(ref PageRef, kind LeaseKind) error {
+	if kind >= numLeaseKinds {
+		return fmt.Errorf("%w: lease kind %d", ErrOutOfRange, kind)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkRefLocked(ref); err != nil {
+		return fmt.Errorf("kvcache: drop %s lease: %w", kind, err)
+	}
+	if p.pages[ref.Index].leases[kind] <= 0 {
+		return fmt.Errorf("%w: %w: no %s lease on %v", ErrDoubleRelease, ErrNoLease, kind, ref)
+	}
+	p.dropLeaseLocked(ref.Index, kind)
+	return nil
+}
+
+// LeaseStep takes a step lease on every page of t for the duration of a
+// forward step and returns the function that drops them. The function is
+// idempotent; call it when the step's work is complete on the device (on a
+// GPU: after its stream event), not when it was merely launched.
+func (p *Pool) LeaseStep(t *PageTable) (func(), error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if t.released {
+		return nil, fmt.Errorf("kvcache: step lease for request %d: %w", t.req, ErrTableReleased)
+	}
+	for i, ref := range t.refs {
+		if err := p.checkRefLocked(ref); err != nil {
+			for _, r := range t.refs[:i] {
+				p.dropLeaseLocked(r.Index, LeaseStep)
+			}
+			return nil, fmt.Errorf("%w: step lease for request %d: %w", ErrIsolation, t.req, err)
+		}
+		p.takeLeaseLocked(ref.Index, LeaseStep)
+	}
+	idx := make([]uint32, len(t.refs))
+	for i, r := range t.refs {
+		idx[i] = r.Index
+	}
+	done := false
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if done {
+			return
+		}
+		done = true
+		// A leased page cannot be reallocated, so the indices still name
+		// the generations the lease was taken on.
+		for _, i := range idx {
+			p.dropLeaseLocked(i, LeaseStep)
+		}
+	}, nil
+}
+
+// CorruptPage flips a byte of a sealed page without updating its checksum.
+// It is a test helper: handoff, step verification and offload must catch it.
+func (p *Pool) CorruptPage(index uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if int(index) >= len(p.pages) {
+		return fmt.Errorf("%w: page %d of a %d-page pool", ErrOutOfRange, index, len(p.pages))
+	}
+	if !p.pages[index].sealed {
+		return fmt.Errorf("kvcache: corrupt page %d: %w", index, ErrNotSealed)
+	}
+	off := p.pageOff(index) + p.pageBytes/2
+	var b [1]byte
+	if err := p.arena.Download(b[:], off); err != nil {
+		return err
+	}
+	b[0] ^= 0x5a
+	return p.arena.Upload(off, b[:])
+}
+
+// PageInfo is a snapshot of one page's metadata.
+type PageInfo struct {
+	Ref     PageRef
+	State   PageState
+	Owner   RequestID
+	Tenant  Tenant
+	Written int
+	Sealed  bool
+	Leases  [3]int // indexed by LeaseKind
+}
+
+// Info returns the metadata of ref's page, or ErrStaleRef if ref's
+// generation is over.
+func (p *Pool) Info(ref PageRef) (PageInfo, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkRefLocked(ref); err != nil {
+		return PageInfo{}, err
+	}
+	m := &p.pages[ref.Index]
+	return PageInfo{Ref: ref, State: m.state, Owner: m.owner, Tenant: p.names[m.tenant],
+		Written: int(m.written), Sealed: m.sealed,
+		Leases: [3]int{int(m.leases[0]), int(m.leases[1]), int(m.leases[2])}}, nil
+}

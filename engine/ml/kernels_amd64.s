@@ -1,0 +1,583 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Horizontal reduction of four zmm accumulators (registers 0..15) to one
+// xmm [sum(a), sum(b), sum(c), sum(d)] left in xa. Clobbers Y16/X16 and b,c,d.
+#define REDUCE4(za, zb, zc, zd, ya, yb, yc, yd, xa, xb, xc, xd) \
+	VEXTRACTF64X4 $1, za, Y16 \
+	VADDPS        Y16, ya, ya \
+	VEXTRACTF64X4 $1, zb, Y16 \
+	VADDPS        Y16, yb, yb \
+	VEXTRACTF64X4 $1, zc, Y16 \
+	VADDPS        Y16, yc, yc \
+	VEXTRACTF64X4 $1, zd, Y16 \
+	VADDPS        Y16, yd, yd \
+	VEXTRACTF32X4 $1, ya, X16 \
+	VADDPS        X16, xa, xa \
+	VEXTRACTF32X4 $1, yb, X16 \
+	VADDPS        X16, xb, xb \
+	VEXTRACTF32X4 $1, yc, X16 \
+	VADDPS        X16, xc, xc \
+	VEXTRACTF32X4 $1, yd, X16 \
+	VADDPS        X16, xd, xd \
+	VHADDPS       xb, xa, xa  \
+	VHADDPS       xd, xc, xc  \
+	VHADDPS       xc, xa, xa
+
+// Reduce one zmm accumulator (0..15) to its scalar sum in the low lane of x.
+#define REDUCE1(z, y, x) \
+	VEXTRACTF64X4 $1, z, Y16 \
+	VADDPS        Y16, y, y  \
+	VEXTRACTF32X4 $1, y, X16 \
+	VADDPS        X16, x, x  \
+	VHADDPS       x, x, x    \
+	VHADDPS       x, x, x
+
+// Build K1 = mask of the low (CX & 15) lanes. Clobbers CX, BX.
+#define TAILMASK \
+	ANDQ  $15, CX \
+	MOVL  $1, BX  \
+	SHLL  CX, BX  \
+	DECL  BX      \
+	KMOVW BX, K1
+
+// func gemvF32(x *float32, w *float32, ws int, k int, dst *float32, nw int)
+// dst[r] = dot(x, w[r*ws:]) for r < nw, nw a multiple of 4.
+TEXT ·gemvF32(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	SHLQ $2, R8
+	MOVQ k+24(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	SHLQ $6, R9         // R9 = bytes of whole 16-lane steps
+	TAILMASK
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14 // 3*stride
+
+gvrow:
+	CMPQ R10, $4
+	JLT  gvdone
+	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ AX, AX
+	MOVQ R9, BX
+	ANDQ $-128, BX
+
+gvloop2:
+	CMPQ AX, BX
+	JGE  gvloop1
+	VMOVUPS     (SI)(AX*1), Z8
+	VMOVUPS     64(SI)(AX*1), Z9
+	VFMADD231PS (R11)(AX*1), Z8, Z0
+	VFMADD231PS (R12)(AX*1), Z8, Z1
+	VFMADD231PS (R13)(AX*1), Z8, Z2
+	VFMADD231PS (R14)(AX*1), Z8, Z3
+	VFMADD231PS 64(R11)(AX*1), Z9, Z4
+	VFMADD231PS 64(R12)(AX*1), Z9, Z5
+	VFMADD231PS 64(R13)(AX*1), Z9, Z6
+	VFMADD231PS 64(R14)(AX*1), Z9, Z7
+	ADDQ        $128, AX
+	JMP         gvloop2
+
+gvloop1:
+	CMPQ AX, R9
+	JGE  gvtail
+	VMOVUPS     (SI)(AX*1), Z8
+	VFMADD231PS (R11)(AX*1), Z8, Z0
+	VFMADD231PS (R12)(AX*1), Z8, Z1
+	VFMADD231PS (R13)(AX*1), Z8, Z2
+	VFMADD231PS (R14)(AX*1), Z8, Z3
+	ADDQ        $64, AX
+
+gvtail:
+	KORTESTW K1, K1
+	JZ       gvreduce
+	VMOVUPS.Z   (SI)(AX*1), K1, Z8
+	VMOVUPS.Z   (R11)(AX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z0
+	VMOVUPS.Z   (R12)(AX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z1
+	VMOVUPS.Z   (R13)(AX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z2
+	VMOVUPS.Z   (R14)(AX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z3
+
+gvreduce:
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (DI)(R8*4), DI
+	LEAQ    (R8)(R8*2), R14
+	SUBQ    $4, R10
+	JMP     gvrow
+
+gvdone:
+	VZEROUPPER
+	RET
+
+// gemvF32's loop2 falls through into loop1 only once; loop1 handles at most
+// one 16-lane step because BX rounds R9 down to a multiple of 128 bytes.
+
+// func gemmF32x4(x *float32, xs int, w *float32, ws int, k int, dst *float32, ds int, nw int)
+// dst[i*ds+r] = dot(x[i*xs:], w[r*ws:]) for i < 4, r < nw (a multiple of 4).
+TEXT ·gemmF32x4(SB), NOSPLIT, $0-64
+	MOVQ k+32(FP), CX
+	MOVQ CX, BX
+	SHRQ $4, BX
+	SHLQ $6, BX
+	MOVQ BX, R14          // R14 = bytes of whole 16-lane steps
+	TAILMASK
+	MOVQ x+0(FP), SI
+	MOVQ xs+8(FP), CX
+	SHLQ $2, CX
+	LEAQ (SI)(CX*1), R8
+	LEAQ (SI)(CX*2), R9
+	LEAQ (R8)(CX*2), R10
+	MOVQ w+16(FP), DI
+	MOVQ dst+40(FP), DX
+	MOVQ nw+56(FP), BX
+
+gmrow:
+	CMPQ BX, $4
+	JLT  gmdone
+	MOVQ ws+24(FP), CX
+	SHLQ $2, CX
+	LEAQ (DI)(CX*1), R11
+	LEAQ (DI)(CX*2), R12
+	LEAQ (R11)(CX*2), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	XORQ AX, AX
+
+gmloop:
+	CMPQ AX, R14
+	JGE  gmtail
+	VMOVUPS     (SI)(AX*1), Z16
+	VMOVUPS     (R8)(AX*1), Z17
+	VMOVUPS     (R9)(AX*1), Z18
+	VMOVUPS     (R10)(AX*1), Z19
+	VMOVUPS     (DI)(AX*1), Z20
+	VMOVUPS     (R11)(AX*1), Z21
+	VMOVUPS     (R12)(AX*1), Z22
+	VMOVUPS     (R13)(AX*1), Z23
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z16, Z1
+	VFMADD231PS Z22, Z16, Z2
+	VFMADD231PS Z23, Z16, Z3
+	VFMADD231PS Z20, Z17, Z4
+	VFMADD231PS Z21, Z17, Z5
+	VFMADD231PS Z22, Z17, Z6
+	VFMADD231PS Z23, Z17, Z7
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z18, Z9
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z23, Z18, Z11
+	VFMADD231PS Z20, Z19, Z12
+	VFMADD231PS Z21, Z19, Z13
+	VFMADD231PS Z22, Z19, Z14
+	VFMADD231PS Z23, Z19, Z15
+	ADDQ        $64, AX
+	JMP         gmloop
+
+gmtail:
+	KORTESTW K1, K1
+	JZ       gmreduce
+	VMOVUPS.Z   (SI)(AX*1), K1, Z16
+	VMOVUPS.Z   (R8)(AX*1), K1, Z17
+	VMOVUPS.Z   (R9)(AX*1), K1, Z18
+	VMOVUPS.Z   (R10)(AX*1), K1, Z19
+	VMOVUPS.Z   (DI)(AX*1), K1, Z20
+	VMOVUPS.Z   (R11)(AX*1), K1, Z21
+	VMOVUPS.Z   (R12)(AX*1), K1, Z22
+	VMOVUPS.Z   (R13)(AX*1), K1, Z23
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z16, Z1
+	VFMADD231PS Z22, Z16, Z2
+	VFMADD231PS Z23, Z16, Z3
+	VFMADD231PS Z20, Z17, Z4
+	VFMADD231PS Z21, Z17, Z5
+	VFMADD231PS Z22, Z17, Z6
+	VFMADD231PS Z23, Z17, Z7
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z18, Z9
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z23, Z18, Z11
+	VFMADD231PS Z20, Z19, Z12
+	VFMADD231PS Z21, Z19, Z13
+	VFMADD231PS Z22, Z19, Z14
+	VFMADD231PS Z23, Z19, Z15
+
+gmreduce:
+	MOVQ ds+48(FP), CX
+	SHLQ $2, CX
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	VMOVUPS X0, (DX)
+	REDUCE4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, X6, X7)
+	VMOVUPS X4, (DX)(CX*1)
+	REDUCE4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, X10, X11)
+	VMOVUPS X8, (DX)(CX*2)
+	LEAQ    (DX)(CX*2), AX
+	REDUCE4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, X14, X15)
+	VMOVUPS X12, (AX)(CX*1)
+	ADDQ    $16, DX
+	MOVQ    ws+24(FP), CX
+	SHLQ    $4, CX
+	ADDQ    CX, DI
+	SUBQ    $4, BX
+	JMP     gmrow
+
+gmdone:
+	VZEROUPPER
+	RET
+
+// One Q8_0 block at offset off of R11 (scale, 32 int8) against 32 floats at
+// offset xoff of SI, accumulated into acc. Clobbers Z20..Z23.
+#define Q8BLOCK(off, xoff, acc) \
+	VPBROADCASTW off(R11), Y20        \
+	VCVTPH2PS    Y20, Z20             \
+	VPMOVSXBD    off+2(R11), Z21      \
+	VPMOVSXBD    off+18(R11), Z22     \
+	VCVTDQ2PS    Z21, Z21             \
+	VCVTDQ2PS    Z22, Z22             \
+	VMULPS       xoff(SI), Z21, Z21   \
+	VFMADD231PS  xoff+64(SI), Z22, Z21 \
+	VFMADD231PS  Z21, Z20, acc
+
+// func gemvQ8(x *float32, w *byte, rb int, nb int, dst *float32, nw int)
+// dst[r] = dot(x, dequant(w[r*rb:])) for r < nw; each row is nb Q8_0 blocks.
+TEXT ·gemvQ8(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), DI
+	MOVQ rb+16(FP), R8
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+
+q8row:
+	TESTQ R10, R10
+	JZ    q8done
+	MOVQ  x+0(FP), SI
+	MOVQ  DI, R11
+	MOVQ  nb+24(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+q8loop4:
+	CMPQ BX, $4
+	JLT  q8loop1
+	Q8BLOCK(0, 0, Z0)
+	Q8BLOCK(34, 128, Z1)
+	Q8BLOCK(68, 256, Z2)
+	Q8BLOCK(102, 384, Z3)
+	ADDQ $136, R11
+	ADDQ $512, SI
+	SUBQ $4, BX
+	JMP  q8loop4
+
+q8loop1:
+	TESTQ BX, BX
+	JZ    q8reduce
+	Q8BLOCK(0, 0, Z0)
+	ADDQ $34, R11
+	ADDQ $128, SI
+	DECQ BX
+	JMP  q8loop1
+
+q8reduce:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	REDUCE1(Z0, Y0, X0)
+	VMOVSS X0, (DX)
+	ADDQ   $4, DX
+	ADDQ   R8, DI
+	DECQ   R10
+	JMP    q8row
+
+q8done:
+	VZEROUPPER
+	RET
+
+// func gemvF16(x *float32, w *byte, ws int, k16 int, dst *float32, nw int)
+// dst[r] = dot(x[:k16], f16(w[r*ws:])[:k16]) for r < nw (a multiple of 4);
+// ws is the row stride in bytes, k16 a multiple of 16.
+TEXT ·gemvF16(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	MOVQ k16+24(FP), R9
+	SHLQ $1, R9          // R9 = bytes of f16 per row to read
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+hvrow:
+	CMPQ R10, $4
+	JLT  hvdone
+	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ AX, AX          // f16 byte offset; the x offset is twice it
+	MOVQ SI, BX
+
+hvloop:
+	CMPQ AX, R9
+	JGE  hvreduce
+	VMOVUPS     (BX), Z8
+	VCVTPH2PS   (R11)(AX*1), Z9
+	VCVTPH2PS   (R12)(AX*1), Z10
+	VCVTPH2PS   (R13)(AX*1), Z11
+	VCVTPH2PS   (R14)(AX*1), Z12
+	VFMADD231PS Z9, Z8, Z0
+	VFMADD231PS Z10, Z8, Z1
+	VFMADD231PS Z11, Z8, Z2
+	VFMADD231PS Z12, Z8, Z3
+	ADDQ        $32, AX
+	ADDQ        $64, BX
+	JMP         hvloop
+
+hvreduce:
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (DI)(R8*4), DI
+	LEAQ    (R8)(R8*2), R14
+	SUBQ    $4, R10
+	JMP     hvrow
+
+hvdone:
+	VZEROUPPER
+	RET
+
+// func dotAVX512(a, b *float32, n int) float32
+TEXT ·dotAVX512(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	SHLQ $6, R9
+	TAILMASK
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ AX, AX
+	MOVQ R9, BX
+	ANDQ $-256, BX
+
+dt4:
+	CMPQ AX, BX
+	JGE  dt1
+	VMOVUPS     (SI)(AX*1), Z4
+	VMOVUPS     64(SI)(AX*1), Z5
+	VMOVUPS     128(SI)(AX*1), Z6
+	VMOVUPS     192(SI)(AX*1), Z7
+	VFMADD231PS (DI)(AX*1), Z4, Z0
+	VFMADD231PS 64(DI)(AX*1), Z5, Z1
+	VFMADD231PS 128(DI)(AX*1), Z6, Z2
+	VFMADD231PS 192(DI)(AX*1), Z7, Z3
+	ADDQ        $256, AX
+	JMP         dt4
+
+dt1:
+	CMPQ AX, R9
+	JGE  dttail
+	VMOVUPS     (SI)(AX*1), Z4
+	VFMADD231PS (DI)(AX*1), Z4, Z0
+	ADDQ        $64, AX
+	JMP         dt1
+
+dttail:
+	KORTESTW K1, K1
+	JZ       dtreduce
+	VMOVUPS.Z   (SI)(AX*1), K1, Z4
+	VMOVUPS.Z   (DI)(AX*1), K1, Z5
+	VFMADD231PS Z5, Z4, Z1
+
+dtreduce:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	REDUCE1(Z0, Y0, X0)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func sumAVX512(p *float32, n int) float32
+// The bandwidth probe: the same 4-way unrolled 16-lane loads as dot.
+TEXT ·sumAVX512(SB), NOSPLIT, $0-20
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	SHLQ $6, R9
+	TAILMASK
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ AX, AX
+	MOVQ R9, BX
+	ANDQ $-256, BX
+
+sm4:
+	CMPQ   AX, BX
+	JGE    sm1
+	VADDPS (SI)(AX*1), Z0, Z0
+	VADDPS 64(SI)(AX*1), Z1, Z1
+	VADDPS 128(SI)(AX*1), Z2, Z2
+	VADDPS 192(SI)(AX*1), Z3, Z3
+	ADDQ   $256, AX
+	JMP    sm4
+
+sm1:
+	CMPQ   AX, R9
+	JGE    smtail
+	VADDPS (SI)(AX*1), Z0, Z0
+	ADDQ   $64, AX
+	JMP    sm1
+
+smtail:
+	KORTESTW K1, K1
+	JZ       smreduce
+	VMOVUPS.Z (SI)(AX*1), K1, Z4
+	VADDPS    Z4, Z1, Z1
+
+smreduce:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	REDUCE1(Z0, Y0, X0)
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func axpyAVX512(dst *float32, a float32, x *float32, n int)
+TEXT ·axpyAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Z8
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	MOVQ         CX, R9
+	SHRQ         $4, R9
+	SHLQ         $6, R9
+	TAILMASK
+	XORQ         AX, AX
+
+ax1:
+	CMPQ        AX, R9
+	JGE         axtail
+	VMOVUPS     (DI)(AX*1), Z0
+	VFMADD231PS (SI)(AX*1), Z8, Z0
+	VMOVUPS     Z0, (DI)(AX*1)
+	ADDQ        $64, AX
+	JMP         ax1
+
+axtail:
+	KORTESTW K1, K1
+	JZ       axdone
+	VMOVUPS.Z   (DI)(AX*1), K1, Z0
+	VMOVUPS.Z   (SI)(AX*1), K1, Z1
+	VFMADD231PS Z1, Z8, Z0
+	VMOVUPS     Z0, K1, (DI)(AX*1)
+
+axdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ8AVX512(dst *float32, src *byte, nb int)
+TEXT ·dequantQ8AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), R11
+	MOVQ nb+16(FP), BX
+
+dq8:
+	TESTQ BX, BX
+	JZ    dq8done
+	VPBROADCASTW (R11), Y20
+	VCVTPH2PS    Y20, Z20
+	VPMOVSXBD    2(R11), Z21
+	VPMOVSXBD    18(R11), Z22
+	VCVTDQ2PS    Z21, Z21
+	VCVTDQ2PS    Z22, Z22
+	VMULPS       Z20, Z21, Z21
+	VMULPS       Z20, Z22, Z22
+	VMOVUPS      Z21, (DI)
+	VMOVUPS      Z22, 64(DI)
+	ADDQ         $34, R11
+	ADDQ         $128, DI
+	DECQ         BX
+	JMP          dq8
+
+dq8done:
+	VZEROUPPER
+	RET
+
+// func dequantF16AVX512(dst *float32, src *byte, n int)
+TEXT ·dequantF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	TAILMASK
+	XORQ AX, AX
+
+dh1:
+	TESTQ R9, R9
+	JZ    dhtail
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      R9
+	JMP       dh1
+
+dhtail:
+	KORTESTW   K1, K1
+	JZ         dhdone
+	VMOVDQU16.Z (SI), K1, Y1
+	VCVTPH2PS  Y1, Z0
+	VMOVUPS    Z0, K1, (DI)
+
+dhdone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,141 @@
+package ml
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The worker pool splits the rows of a product across persistent
+// goroutines. Workers spin briefly after each job, then park, so that the
+// back-to-back products of a forward pass do not pay a wake-up each.
+//
+// One job runs at a time. A caller that finds the pool busy (another
+// goroutine's product) does its work alone rather than queueing.
+
+const spinFor = 50 * time.Microsecond
+
+type job struct {
+	fn     func(lo, hi int)
+	total  int
+	chunk  int
+	next   atomic.Int64 // next chunk to claim
+	left   atomic.Int64 // chunks not yet finished
+	maxHlp int32        // workers allowed to join
+	joined atomic.Int32
+}
+
+func (j *job) run() {
+	for {
+		c := int(j.next.Add(1) - 1)
+		lo := c * j.chunk
+		if lo >= j.total {
+			return
+		}
+		j.fn(lo, min(lo+j.chunk, j.total))
+		j.left.Add(-1)
+	}
+}
+
+type workerPool struct {
+	busy    sync.Mutex
+	cur     atomic.Pointer[job]
+	gen     atomic.Uint64
+	mu      sync.Mutex
+	cond    *sync.Cond
+	started int
+}
+
+var (
+	pool     = &workerPool{}
+	nthreads atomic.Int32
+)
+
+func init() {
+	pool.cond = sync.NewCond(&pool.mu)
+	nthreads.Store(int32(runtime.NumCPU()))
+}
+
+// SetThreads sets how many threads (the caller included) a matrix product
+// may use; n < 1 means runtime.NumCPU().
+func SetThreads(n int) {
+	if n < 1 {
+		n = runtime.NumCPU()
+	}
+	nthreads.Store(int32(n))
+}
+
+// Threads reports the current thread setting.
+func Threads() int { return int(nthreads.Load()) }
+
+func (p *workerPool) ensure(helpers int) {
+	p.mu.Lock()
+	for p.started < helpers {
+		p.started++
+		go p.worker()
+	}
+	p.mu.Unlock()
+}
+
+func (p *workerPool) worker() {
+	last := p.gen.Load()
+	for {
+		g := p.gen.Load()
+		if g == last {
+			deadline := time.Now().Add(spinFor)
+			for i := 1; ; i++ {
+				if g = p.gen.Load(); g != last {
+					break
+				}
+				if i%128 == 0 {
+					if time.Now().After(deadline) {
+						break
+					}
+					runtime.Gosched()
+				}
+			}
+		}
+		if g == last {
+			p.mu.Lock()
+			for p.gen.Load() == last {
+				p.cond.Wait()
+			}
+			p.mu.Unlock()
+			g = p.gen.Load()
+		}
+		last = g
+		j := p.cur.Load()
+		if j == nil || j.joined.Add(1) > j.maxHlp {
+			continue
+		}
+		j.run()
+	}
+}
+
+// parallelFor calls fn over [0,total) in chunks of chunk, on up to threads
+// goroutines (the caller included). It returns when all chunks are done.
+func parallelFor(total, chunk, threads int, fn func(lo, hi int)) {
+	nchunks := (total + chunk - 1) / chunk
+	threads = min(threads, nchunks)
+	if threads <= 1 || !pool.busy.TryLock() {
+		fn(0, total)
+		return
+	}
+	defer pool.busy.Unlock()
+	pool.ensure(threads - 1)
+	j := &job{fn: fn, total: total, chunk: chunk, maxHlp: int32(threads - 1)}
+	j.left.Store(int64(nchunks))
+	pool.cur.Store(j)
+	pool.mu.Lock()
+	pool.gen.Add(1)
+	pool.cond.Broadcast()
+	pool.mu.Unlock()
+	j.run()
+	for i := 0; j.left.Load() != 0; i++ {
+		if i%64 == 63 {
+			runtime.Gosched()
+		}
+	}
+	pool.cur.Store(nil)
+}

@@ -1,0 +1,330 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
+)
+
+// ErrNotImplemented marks a configuration the forward pass does not support yet.
+var ErrNotImplemented = errors.New("model: not implemented")
+
+// Seq is one sequence's share of a batch: the tokens it feeds this step (a
+// prefill chunk or a single decode token), starting at position
+// Table.Written(). Forward writes their K/V through Table and then advances
+// its written count; attention reads only positions the table has written.
+type Seq struct {
+	Tokens []int
+	Table  *kvcache.PageTable
+	Logits bool // compute logits for the last token of Tokens
+}
+
+// Batch is the input of one forward step. Forward fills Logits[i] for every
+// Seqs[i] that asked for them; the slices stay valid until the next Forward
+// on the same Runner.
+type Batch struct {
+	Seqs   []Seq
+	Logits [][]float32
+}
+
+// float32Arena is what the CPU forward pass needs of an arena: direct access
+// to its memory. The CPU backend's arena provides it.
+type float32Arena interface {
+	Float32s() []float32
+}
+
+// Runner runs the Llama forward pass on the CPU over a page pool. A Runner
+// is owned by one goroutine (the engine's scheduler); its scratch buffers
+// are reused between steps.
+type Runner struct {
+	w    *Weights
+	cfg  Config
+	pool *kvcache.Pool
+	geo  kvcache.Geometry
+	kv   []float32
+
+	// Scratch, sized for the largest batch seen so far.
+	x, xb, q, k, v, att, hb, hb2 []float32
+	lx, logits                   []float32
+	scores                       [][]float32
+}
+
+// NewRunner checks that pool's geometry matches the model and that its
+// arena is CPU memory.
+func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
+	if err := w.Check(); err != nil {
+		return nil, err
+	}
+	c := w.Config
+	g := pool.Geometry()
+	if g.Layers != c.Layers || g.KVHeads != c.KVHeads || g.HeadDim != c.HeadDim {
+		return nil, fmt.Errorf("model: pool geometry (layers %d, kv heads %d, head dim %d) does not match the model (%d, %d, %d)",
+			g.Layers, g.KVHeads, g.HeadDim, c.Layers, c.KVHeads, c.HeadDim)
+	}
+	if g.DType != device.F32 {
+		return nil, fmt.Errorf("%w: %v KV cache on the CPU backend (use f32)", ErrNotImplemented, g.DType)
+	}
+	fa, ok := pool.Arena().(float32Arena)
+	if !ok {
+		return nil, fmt.Errorf("%w: the CPU forward pass needs a CPU arena, got %T", ErrNotImplemented, pool.Arena())
+	}
+	return &Runner{w: w, cfg: c, pool: pool, geo: g, kv: fa.Float32s()}, nil
+}
+
+// Config is the model's configuration.
+func (r *Runner) Config() Config { return r.cfg }
+
+// Weights is the model the runner executes.
+func (r *Runner) Weights() *Weights { return r.w }
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// row is one token of the flattened batch.
+type row struct {
+	seq   int
+	pos   int
+	pages []uint32
+}
+
+// Forward processes every token of b in one pass: per layer one matrix
+// product over all rows of all sequences, so decode tokens and prefill
+// chunks share the weight stream. On error no table is advanced; pages that
+// were partly written stay unwritten as far as the tables know, and callers
+// fail the affected requests.
+func (r *Runner) Forward(b *Batch) error {
+	c := r.cfg
+	seen := make(map[*kvcache.PageTable]bool, len(b.Seqs))
+	n := 0
+	for i, s := range b.Seqs {
+		if s.Table == nil {
+			return fmt.Errorf("model: batch sequence %d has no page table", i)
+		}
+		if seen[s.Table] {
+			return fmt.Errorf("model: page table of sequence %d appears twice in one batch", i)
+		}
+		seen[s.Table] = true
+		if len(s.Tokens) == 0 {
+			return fmt.Errorf("model: batch sequence %d has no tokens", i)
+		}
+		start := s.Table.Written()
+		if end := start + len(s.Tokens); end > s.Table.Reserved() {
+			return fmt.Errorf("model: sequence %d needs %d KV slots, %d reserved", i, end, s.Table.Reserved())
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || t >= c.Vocab {
+				return fmt.Errorf("model: token %d outside the vocabulary of %d", t, c.Vocab)
+			}
+		}
+		n += len(s.Tokens)
+	}
+	if n == 0 {
+		return nil
+	}
+
+	rows := make([]row, 0, n)
+	for i, s := range b.Seqs {
+		pages := s.Table.Pages()
+		start := s.Table.Written()
+		for j := range s.Tokens {
+			rows = append(rows, row{seq: i, pos: start + j, pages: pages})
+		}
+	}
+
+	dim, kvDim, qDim := c.Dim, c.KVDim(), c.Heads*c.HeadDim
+	r.x = grow(r.x, n*dim)
+	r.xb = grow(r.xb, n*max(dim, qDim))
+	r.q = grow(r.q, n*qDim)
+	r.k = grow(r.k, n*kvDim)
+	r.v = grow(r.v, n*kvDim)
+	r.att = grow(r.att, n*qDim)
+	r.hb = grow(r.hb, n*c.Hidden)
+	r.hb2 = grow(r.hb2, n*c.Hidden)
+
+	ti := 0
+	for _, s := range b.Seqs {
+		for _, t := range s.Tokens {
+			ml.Dequantize(r.x[ti*dim:(ti+1)*dim], r.w.Embed, t)
+			ti++
+		}
+	}
+
+	// Slot offsets of each row's own K/V write, resolved once for all layers.
+	locs := make([]struct {
+		page uint32
+		slot int
+	}, n)
+	ti = 0
+	for _, s := range b.Seqs {
+		start := s.Table.Written()
+		for j := range s.Tokens {
+			p, sl, err := s.Table.Location(start + j)
+			if err != nil {
+				return fmt.Errorf("model: locate KV slot: %w", err)
+			}
+			locs[ti].page, locs[ti].slot = p, sl
+			ti++
+		}
+	}
+
+	ropeDim := c.RopeDim
+	if ropeDim == 0 {
+		ropeDim = c.HeadDim
+	}
+	scale := c.RopeScale
+	if c.RopeScaling == "" || scale == 0 {
+		scale = 1
+	}
+
+	for l := range c.Layers {
+		L := &r.w.Layers[l]
+		for i := range n {
+			ml.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], L.AttnNorm, c.NormEps)
+		}
+		xb := r.xb[:n*dim]
+		ml.MatMul(r.q[:n*qDim], xb, n, L.Q)
+		ml.MatMul(r.k[:n*kvDim], xb, n, L.K)
+		ml.MatMul(r.v[:n*kvDim], xb, n, L.V)
+		for i := range n {
+			pos := rows[i].pos
+			ml.RoPE(r.q[i*qDim:(i+1)*qDim], c.HeadDim, ropeDim, pos, c.RopeTheta, scale)
+			ml.RoPE(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, ropeDim, pos, c.RopeTheta, scale)
+			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
+			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
+			copy(r.kv[ko:ko+kvDim], r.k[i*kvDim:(i+1)*kvDim])
+			copy(r.kv[vo:vo+kvDim], r.v[i*kvDim:(i+1)*kvDim])
+		}
+		r.attention(l, rows)
+		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
+		ml.Add(r.x[:n*dim], r.xb[:n*dim])
+
+		for i := range n {
+			ml.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], L.FFNNorm, c.NormEps)
+		}
+		ml.MatMul(r.hb[:n*c.Hidden], r.xb[:n*dim], n, L.Gate)
+		ml.MatMul(r.hb2[:n*c.Hidden], r.xb[:n*dim], n, L.Up)
+		ml.SiLUMul(r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
+		ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
+		ml.Add(r.x[:n*dim], r.xb[:n*dim])
+	}
+
+	// Logits only for the rows that asked: the final norm and the output
+	// matrix are the largest product of a decode step.
+	var want []int
+	end := 0
+	for i, s := range b.Seqs {
+		end += len(s.Tokens)
+		if s.Logits {
+			want = append(want, i, end-1)
+		}
+	}
+	if cap(b.Logits) < len(b.Seqs) {
+		b.Logits = make([][]float32, len(b.Seqs))
+	}
+	b.Logits = b.Logits[:len(b.Seqs)]
+	clear(b.Logits)
+	if m := len(want) / 2; m > 0 {
+		r.lx = grow(r.lx, m*dim)
+		r.logits = grow(r.logits, m*c.Vocab)
+		for j := range m {
+			ri := want[2*j+1]
+			ml.RMSNorm(r.lx[j*dim:(j+1)*dim], r.x[ri*dim:(ri+1)*dim], r.w.Norm, c.NormEps)
+		}
+		ml.MatMul(r.logits[:m*c.Vocab], r.lx[:m*dim], m, r.w.Output)
+		for j := range m {
+			b.Logits[want[2*j]] = r.logits[j*c.Vocab : (j+1)*c.Vocab : (j+1)*c.Vocab]
+		}
+	}
+
+	for i, s := range b.Seqs {
+		if err := s.Table.Advance(len(s.Tokens)); err != nil {
+			return fmt.Errorf("model: advance sequence %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// attention computes, for every row and query head, softmax(q·K/sqrt(d))·V
+// over positions 0..pos of the row's own sequence, reading K/V through its
+// page indices. Row i's span ends at its own position, so it reads only
+// slots written before this step or by earlier rows of this step.
+func (r *Runner) attention(layer int, rows []row) {
+	c := r.cfg
+	hd, qDim, kvDim := c.HeadDim, c.Heads*c.HeadDim, c.KVDim()
+	group := c.Heads / c.KVHeads
+	inv := float32(1 / math.Sqrt(float64(hd)))
+	ps := r.geo.PageSize
+
+	work := func(lo, hi int, scores []float32) {
+		for u := lo; u < hi; u++ {
+			i, h := u/c.Heads, u%c.Heads
+			rw := rows[i]
+			span := rw.pos + 1
+			q := r.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
+			kvh := (h / group) * hd
+			sc := scores[:span]
+			for t := range span {
+				ko := r.geo.KOffset(rw.pages[t/ps], layer, t%ps) + kvh
+				sc[t] = ml.Dot(q, r.kv[ko:ko+hd]) * inv
+			}
+			ml.Softmax(sc)
+			out := r.att[i*qDim+h*hd : i*qDim+(h+1)*hd]
+			clear(out)
+			for t := range span {
+				vo := r.geo.VOffset(rw.pages[t/ps], layer, t%ps) + kvh
+				ml.Axpy(out, sc[t], r.kv[vo:vo+hd])
+			}
+		}
+	}
+	_ = kvDim
+
+	units := len(rows) * c.Heads
+	cost := 0
+	maxSpan := 0
+	for _, rw := range rows {
+		cost += rw.pos + 1
+		maxSpan = max(maxSpan, rw.pos+1)
+	}
+	cost *= c.Heads * hd
+	threads := ml.Threads()
+	if threads < 2 || cost < 1<<16 || units < 2 {
+		r.scores = growScores(r.scores, 1, maxSpan)
+		work(0, units, r.scores[0])
+		return
+	}
+	threads = min(threads, units)
+	r.scores = growScores(r.scores, threads, maxSpan)
+	var wg sync.WaitGroup
+	per := (units + threads - 1) / threads
+	for w := range threads {
+		lo, hi := w*per, min((w+1)*per, units)
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func(lo, hi int, s []float32) {
+			defer wg.Done()
+			work(lo, hi, s)
+		}(lo, hi, r.scores[w])
+	}
+	wg.Wait()
+}
+
+func growScores(s [][]float32, n, span int) [][]float32 {
+	for len(s) < n {
+		s = append(s, nil)
+	}
+	for i := range n {
+		s[i] = grow(s[i], span)
+	}
+	return s
+}

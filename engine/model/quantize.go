@@ -1,0 +1,55 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/kvwarden/kvwarden/engine/ml"
+)
+
+// Requantize returns a copy of w whose matrices are stored as t (norm
+// vectors stay f32). It measures quantization error on a real model and
+// makes Q8_0/F16 variants of synthetic benchmark models. Tied embeddings
+// stay tied. Like llama.cpp's quantizer, a matrix whose rows do not divide
+// into whole blocks of t (stories260K's FFN width is 172) keeps its type.
+func Requantize(w *Weights, t ml.Type) (*Weights, error) {
+	conv := func(name string, m *ml.Matrix) (*ml.Matrix, error) {
+		if m.Type == t || m.Cols%t.BlockSize() != 0 {
+			return m, nil
+		}
+		f := make([]float32, m.Rows*m.Cols)
+		for r := range m.Rows {
+			ml.Dequantize(f[r*m.Cols:(r+1)*m.Cols], m, r)
+		}
+		q, err := ml.Quantize(t, m.Rows, m.Cols, f)
+		if err != nil {
+			return nil, fmt.Errorf("model: requantize %s to %v: %w", name, t, err)
+		}
+		return q, nil
+	}
+	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm}
+	var err error
+	if out.Embed, err = conv("token_embd", w.Embed); err != nil {
+		return nil, err
+	}
+	if w.Output == w.Embed {
+		out.Output = out.Embed
+	} else if out.Output, err = conv("output", w.Output); err != nil {
+		return nil, err
+	}
+	out.Layers = make([]Layer, len(w.Layers))
+	for i, l := range w.Layers {
+		nl := Layer{AttnNorm: l.AttnNorm, FFNNorm: l.FFNNorm}
+		for _, p := range []struct {
+			dst **ml.Matrix
+			src *ml.Matrix
+			n   string
+		}{{&nl.Q, l.Q, "attn_q"}, {&nl.K, l.K, "attn_k"}, {&nl.V, l.V, "attn_v"}, {&nl.O, l.O, "attn_output"},
+			{&nl.Gate, l.Gate, "ffn_gate"}, {&nl.Up, l.Up, "ffn_up"}, {&nl.Down, l.Down, "ffn_down"}} {
+			if *p.dst, err = conv(fmt.Sprintf("blk.%d.%s", i, p.n), p.src); err != nil {
+				return nil, err
+			}
+		}
+		out.Layers[i] = nl
+	}
+	return out, out.Check()
+}

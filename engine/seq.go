@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/sample"
+)
+
+// seq is one admitted request inside the scheduler. Only the scheduler
+// goroutine touches it after admission (the fields set by admit are
+// read-only afterwards).
+type seq struct {
+	id        uint64
+	tenant    string
+	prompt    []int
+	maxTokens int // clamped to MaxContext - len(prompt)
+	params    sample.Params
+	stops     []string
+	submitted time.Time
+
+	state State
+	// ctx is the whole context: prompt, then generated tokens. The K/V of
+	// ctx[:fed] is in table; the next step feeds ctx[fed:] (a prefill chunk,
+	// or in decode the one token sampled last).
+	ctx   []int
+	fed   int
+	table *kvcache.PageTable
+	// swapped holds the K/V while preempted to the host tier.
+	swapped *kvcache.Swapped
+
+	cancel error // abort requested: set once, takes effect at a step boundary
+	err    error // failed
+	reason string
+
+	sampler *sample.Sampler
+	text    *textStream
+	stream  *Stream
+
+	everScheduled bool
+	cached        int // prompt tokens served from the prefix cache at first admission
+	generated     int
+
+	// Prefix cache bookkeeping: hashes[i] is the chain hash of ctx up to
+	// the end of page i; pages below offered were already considered.
+	hashes  []uint64
+	offered int
+
+	firstSched, firstTok, lastTok time.Time
+}
+
+// runnable is THE predicate (invariant 2): every queue asks it before a
+// sequence may be scheduled, restored, prefilled or decoded, and nothing
+// re-implements it. A request that was rejected never becomes a seq; one
+// that is aborted, failed or finished is not runnable, whatever queue
+// still lists it.
+func (s *seq) runnable() bool {
+	switch s.state {
+	case StateWaiting, StatePrefilling, StateDecoding, StateSwapped:
+	default:
+		return false
+	}
+	return s.cancel == nil && s.err == nil
+}
+
+// generatedTokens is the tokens sampled so far.
+func (s *seq) generatedTokens() []int {
+	return s.ctx[len(s.prompt):]
+}

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"iter"
+	"sync"
+)
+
+// Stream is the output of one submitted request: its events (tokens with
+// the text they complete, then a final Done event carrying the Result) and
+// its Result.
+//
+// The engine never blocks on a slow consumer: events queue inside the
+// stream without bound (at most MaxContext of them). Reading Events is
+// optional; Wait works either way.
+type Stream struct {
+	id  uint64
+	ctx context.Context
+
+	mu      sync.Mutex
+	queue   []Event
+	notify  chan struct{} // buffered(1): queue grew or ended
+	ended   bool          // the Done event is in queue
+	started bool          // Events has been called
+
+	events chan Event
+	done   chan struct{} // closed when the result is final
+	result Result
+	stop   func() bool // stops the ctx watcher
+}
+
+func newStream(ctx context.Context, id uint64) *Stream {
+	return &Stream{id: id, ctx: ctx, notify: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// ID is the request ID: unique for the engine's lifetime, usable with Abort.
+func (s *Stream) ID() uint64 { return s.id }
+
+// Done is closed when the request has ended and Result is final.
+func (s *Stream) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the request ends and returns its Result.
+func (s *Stream) Wait() Result {
+	<-s.done
+	return s.result
+}
+
+// Result returns the final Result and true, or false while it runs.
+func (s *Stream) Result() (Result, bool) {
+	select {
+	case <-s.done:
+		return s.result, true
+	default:
+		return Result{}, false
+	}
+}
+
+// Events returns the channel of events. The last event has Done set and
+// carries the Result; the channel is closed after it. The first call starts
+// delivery; later calls return the same channel. If the submitting context
+// is cancelled, the request is aborted and the channel still ends with its
+// Done event, unless nobody reads it, in which case delivery gives up.
+func (s *Stream) Events() <-chan Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		s.started = true
+		s.events = make(chan Event, 16)
+		go s.pump()
+	}
+	return s.events
+}
+
+// All iterates over the generated tokens and their text; it ends after the
+// last token. The error of a failed or aborted request is yielded last, with
+// a zero Event. Breaking out of the loop does not abort the request.
+func (s *Stream) All() iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for ev := range s.Events() {
+			if ev.Done {
+				if ev.Text != "" && !yield(Event{Token: -1, Text: ev.Text}, nil) {
+					return
+				}
+				if ev.Result != nil && ev.Result.Err != nil {
+					yield(Event{Token: -1}, ev.Result.Err)
+				}
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Stream) pump() {
+	defer close(s.events)
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		ended := s.ended
+		s.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case s.events <- ev:
+			case <-s.ctx.Done():
+				// The consumer's context is gone: the request is being
+				// aborted; hand over what can be handed without blocking.
+				select {
+				case s.events <- ev:
+				default:
+					return
+				}
+			}
+		}
+		if ended { // the Done event was pushed last, so it was in batch
+			return
+		}
+		<-s.notify
+	}
+}
+
+// push queues an event (scheduler side).
+func (s *Stream) push(ev Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ev)
+	if ev.Done {
+		s.ended = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// finish records the result, queues the Done event and releases Wait.
+func (s *Stream) finish(r Result, tail string) {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.result = r
+	rc := r
+	s.push(Event{Token: -1, Text: tail, Done: true, Result: &rc})
+	close(s.done)
+}

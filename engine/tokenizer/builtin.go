@@ -1,0 +1,58 @@
+package tokenizer
+
+import "fmt"
+
+// Bytes is the byte-level vocabulary of the built-in synthetic model, laid
+// out like llama2.c's byte fallback: 0 is <unk>, 1 BOS, 2 EOS, and byte b is
+// ID b+3. Every string encodes and decodes exactly, with no merges.
+type Bytes struct{}
+
+const (
+	bytesUnk    = 0
+	bytesBOS    = 1
+	bytesEOS    = 2
+	bytesOffset = 3
+	bytesVocab  = bytesOffset + 256
+)
+
+// NewBytes returns the built-in byte-level tokenizer.
+func NewBytes() Bytes { return Bytes{} }
+
+func (Bytes) Encode(text string, opt Options) ([]int, error) {
+	ids := make([]int, 0, len(text)+2)
+	if opt.BOS {
+		ids = append(ids, bytesBOS)
+	}
+	for i := 0; i < len(text); i++ {
+		ids = append(ids, int(text[i])+bytesOffset)
+	}
+	if opt.EOS {
+		ids = append(ids, bytesEOS)
+	}
+	return ids, nil
+}
+
+func (Bytes) Decode(prev, id int) []byte {
+	if id < bytesOffset || id >= bytesVocab {
+		return nil
+	}
+	return []byte{byte(id - bytesOffset)}
+}
+
+func (Bytes) Piece(id int) string {
+	switch {
+	case id == bytesUnk:
+		return "<unk>"
+	case id == bytesBOS:
+		return "<s>"
+	case id == bytesEOS:
+		return "</s>"
+	case id >= bytesOffset && id < bytesVocab:
+		return fmt.Sprintf("<0x%02X>", id-bytesOffset)
+	}
+	return ""
+}
+
+func (Bytes) VocabSize() int { return bytesVocab }
+func (Bytes) BOS() int       { return bytesBOS }
+func (Bytes) EOS() int       { return bytesEOS }

@@ -1,0 +1,76 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func splitPieces(s splitter, text string) []string {
+	pieces := []string{}
+	start := 0
+	for _, end := range s(text, nil) {
+		pieces = append(pieces, text[start:end])
+		start = end
+	}
+	return pieces
+}
+
+func TestSplitLlama3(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"", []string{}},
+		{"Hello world", []string{"Hello", " world"}},
+		{"hello  world", []string{"hello", " ", " world"}},
+		{"I'M here, they'RE", []string{"I", "'M", " here", ",", " they", "'RE"}},
+		{"1234567", []string{"123", "456", "7"}},
+		{"a\n\nb", []string{"a", "\n\n", "b"}},
+		{"x \n y", []string{"x", " \n", " y"}},
+		{"  !!!\n\nabc", []string{" ", " !!!\n\n", "abc"}},
+		{"trailing  ", []string{"trailing", "  "}},
+		{"$foo", []string{"$foo"}},
+		{"日本語 😀!", []string{"日本語", " 😀!"}},
+	} {
+		require.Equal(t, tc.want, splitPieces(splitLlama3, tc.text), "%q", tc.text)
+	}
+}
+
+func TestSplitGPT2(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"Hello world", []string{"Hello", " world"}},
+		{"I'M here", []string{"I", "'", "M", " here"}},
+		{"I'm 1234567", []string{"I", "'m", " 1234567"}},
+		{"a\n\nb", []string{"a", "\n", "\n", "b"}},
+		{"$foo", []string{"$", "foo"}},
+	} {
+		require.Equal(t, tc.want, splitPieces(splitGPT2, tc.text), "%q", tc.text)
+	}
+}
+
+// TestSplitVectors compares the hand-written splitters with the regexes as
+// run by Python's `regex` module (which has lookahead) on 419 strings mixing
+// letters, digits of several scripts, Unicode spaces, CR/LF, contractions,
+// punctuation, combining marks and emoji. testdata/pretok_vectors.json was
+// generated once by testdata/gen_pretok_vectors.py (not needed to run tests).
+func TestSplitVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/pretok_vectors.json")
+	require.NoError(t, err)
+	var vecs []struct {
+		Text   string   `json:"text"`
+		Llama3 []string `json:"llama3"`
+		GPT2   []string `json:"gpt2"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &vecs))
+	require.Greater(t, len(vecs), 400)
+	for _, v := range vecs {
+		require.Equal(t, v.Llama3, splitPieces(splitLlama3, v.Text), "llama3 %q", v.Text)
+		require.Equal(t, v.GPT2, splitPieces(splitGPT2, v.Text), "gpt2 %q", v.Text)
+	}
+}

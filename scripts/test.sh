@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The whole kvwarden test suite: prerequisites, formatting, vet, unit and
+# race tests, a short fuzz run, and the C/Python/PTX checks where those parts
+# exist. CI (.ci/run) calls exactly this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# ---- prerequisites -------------------------------------------------------
+step "checking prerequisites (go >= 1.26, cmake, clang-16, python3)"
+missing=()
+if ! command -v go >/dev/null; then
+  echo "error: go is not on PATH; install Go 1.26 from your distribution or go.dev" >&2
+  exit 1
+fi
+gov=$(go env GOVERSION | sed 's/^go//')
+case "$gov" in
+  1.2[6-9]*|1.[3-9][0-9]*) ;;
+  *) echo "error: Go $gov found, kvwarden needs Go >= 1.26" >&2; exit 1 ;;
+esac
+command -v cmake >/dev/null || missing+=(cmake)
+command -v clang-16 >/dev/null || missing+=(clang-16)
+command -v python3 >/dev/null || missing+=(python3)
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing missing prerequisites with apt-get: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null || {
+      echo "error: could not install ${missing[*]} with apt-get; install them and rerun" >&2; exit 1; }
+  else
+    echo "error: missing prerequisites: ${missing[*]}" >&2
+    echo "install them (Debian: sudo apt-get install ${missing[*]}) and rerun" >&2
+    exit 1
+  fi
+fi
+
+export KVWARDEN_TEST_MODELS=${KVWARDEN_TEST_MODELS:-$root/../shared/models}
+if [ ! -f "$KVWARDEN_TEST_MODELS/stories260K.bin" ]; then
+  if [ -n "${CI:-}" ]; then
+    echo "error: test models not found in $KVWARDEN_TEST_MODELS (CI requires them)" >&2; exit 1
+  fi
+  echo "note: test models not found in $KVWARDEN_TEST_MODELS; model tests will skip"
+fi
+
+# ---- static checks -------------------------------------------------------
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt needed on:"; echo "$unformatted"; exit 1; fi
+
+step "go vet"
+go vet ./...
+
+# ---- Go tests --------------------------------------------------------------
+# Packages with concurrency run under the race detector; the numeric kernels
+# run without it (the detector slows SIMD-free fallbacks 20x and they share no state).
+race_pkgs=$(go list ./... | grep -vE '/engine/ml$|/engine/model/gguf$|/engine/tokenizer$|/engine/sample$' || true)
+plain_pkgs=$(go list ./... | grep -E '/engine/ml$|/engine/model/gguf$|/engine/tokenizer$|/engine/sample$' || true)
+
+step "go test -race (concurrent packages)"
+go test -race -count=1 -timeout 15m $race_pkgs
+
+if [ -n "$plain_pkgs" ]; then
+  step "go test (numeric and parsing packages)"
+  go test -count=1 -timeout 10m $plain_pkgs
+fi
+
+if go list ./engine/model/gguf >/dev/null 2>&1 && grep -q 'func FuzzParse' engine/model/gguf/*_test.go 2>/dev/null; then
+  step "fuzz the GGUF reader (short run)"
+  go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 15s ./engine/model/gguf
+fi
+
+# ---- embedding surfaces ----------------------------------------------------
+if [ -f "$root/scripts/test-embed.sh" ]; then
+  step "C API, ctest and Python bindings"
+  bash "$root/scripts/test-embed.sh"
+fi
+
+step "all tests passed"
