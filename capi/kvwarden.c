@@ -126,12 +126,12 @@ const char* kvw_version(void) { return KVW_VERSION_STRING; }
 
 // ---- trampolines Go uses to call C function pointers ---------------------
 
-void kvw_i_call_log(kvw_log_callback cb, int32_t level, const char* msg, void* user_data) {
-    cb(level, msg, user_data);
+void kvw_i_call_log(kvw_log_callback cb, int32_t level, const char* msg, uintptr_t user_data) {
+    cb(level, msg, (void*)user_data);
 }
 
-int32_t kvw_i_call_piece(kvw_piece_callback cb, const char* piece, size_t len, void* user_data) {
-    return cb(piece, len, user_data);
+int32_t kvw_i_call_piece(kvw_piece_callback cb, const char* piece, size_t len, uintptr_t user_data) {
+    return cb(piece, len, (void*)user_data);
 }
 
 // ---- defaults and versioned input structs ---------------------------------
@@ -201,7 +201,9 @@ int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
     LOAD_PARAMS(kvw_engine_params, "kvw_engine_params", params, p);
     uintptr_t h = 0;
     if (out_engine == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_engine_open: out_engine is NULL");
-    int32_t st = kvwgo_engine_open((char*)model_path, &p, &h);
+    uintptr_t ud = (uintptr_t)p.log_user_data;
+    p.log_user_data = NULL; // travels as an integer (see bridge.h)
+    int32_t st = kvwgo_engine_open((char*)model_path, &p, ud, &h);
     if (st == KVW_OK) *out_engine = (kvw_engine*)h;
     return st;
 }
@@ -262,7 +264,7 @@ int32_t kvw_generate(kvw_engine* engine, const char* prompt, const kvw_request_p
     OUT_STRUCT("kvw_result", out_result);
     kvw_result r;
     memset(&r, 0, sizeof r); // struct_size stays 0 unless Go fills it
-    int32_t st = kvwgo_generate((uintptr_t)engine, (char*)prompt, &p, on_piece, user_data, buf,
+    int32_t st = kvwgo_generate((uintptr_t)engine, (char*)prompt, &p, on_piece, (uintptr_t)user_data, buf,
                                 buf_size, out_len, &r);
     // The result is meaningful for finished, aborted and rejected requests;
     // r.struct_size is 0 when the call failed before a request existed.

@@ -182,3 +182,5 @@ func (b *recBackend) NewArena(n int64) (device.Arena, error) {
 	b.a = &recArena{Arena: a}
 	return b.a, nil
 }
+
+func newCPUBackend() device.Backend { return cpu.New() }

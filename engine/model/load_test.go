@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -271,9 +272,12 @@ func TestFromGGUFTiny(t *testing.T) {
 	require.Same(t, w.Embed, w.Output)
 
 	// Defaults: head_count_kv = head_count, rope.freq_base = 10000, no BOS/EOS.
-	w, err = newTinyModel().set("llama.attention.head_count_kv", nil).set("llama.rope.freq_base", nil).
+	m := newTinyModel().set("llama.attention.head_count_kv", nil).set("llama.rope.freq_base", nil).
 		set("tokenizer.ggml.bos_token_id", nil).set("tokenizer.ggml.eos_token_id", uint32(math.MaxUint32)).
-		set("llama.attention.head_count", uint32(2)).load(t)
+		set("llama.attention.head_count", uint32(2))
+	m.tensor("blk.0.attn_k.weight").dims = []uint64{32, 32}
+	m.tensor("blk.0.attn_v.weight").dims = []uint64{32, 32}
+	w, err = m.load(t)
 	require.NoError(t, err)
 	require.Equal(t, 2, w.Config.KVHeads)
 	require.Equal(t, 16, w.Config.HeadDim)
@@ -292,7 +296,7 @@ func TestFromGGUFTiny(t *testing.T) {
 	require.Equal(t, float32(2), w.Config.RopeScale)
 
 	// Storage types: quantized matrices stay as they are, 16-bit norms are converted.
-	m := newTinyModel()
+	m = newTinyModel()
 	m.tensor("blk.0.attn_q.weight").typ = gguf.TypeQ8_0
 	m.tensor("blk.0.attn_k.weight").typ = gguf.TypeF16
 	m.tensor("blk.0.attn_v.weight").typ = gguf.TypeBF16
@@ -338,19 +342,19 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"missing key", func(m *tinyModel) { m.set("llama.block_count", nil) },
 			"model: gguf metadata llama.block_count is missing"},
 		{"key of wrong type", func(m *tinyModel) { m.set("llama.block_count", "one") },
-			"model: gguf metadata llama.block_count at offset 208 has type string, want a non-negative integer"},
+			"model: gguf metadata llama.block_count at offset 184 has type string, want a non-negative integer"},
 		{"negative key", func(m *tinyModel) { m.set("llama.block_count", int32(-1)) },
-			"model: gguf metadata llama.block_count at offset 208 has type int32, want a non-negative integer"},
+			"model: gguf metadata llama.block_count at offset 184 has type int32, want a non-negative integer"},
 		{"per-layer key", func(m *tinyModel) { m.set("llama.attention.head_count_kv", []uint32{2}) },
 			"model: gguf metadata llama.attention.head_count_kv is a per-layer array, which is not implemented"},
 		{"huge dims", func(m *tinyModel) { m.set("llama.embedding_length", uint64(1)<<40) },
-			"model: gguf metadata llama.embedding_length = 1099511627776 at offset 85 is implausibly large"},
+			"model: gguf metadata llama.embedding_length = 1099511627776 at offset 105 is implausibly large"},
 		{"heads do not divide dim", func(m *tinyModel) { m.set("llama.attention.head_count", uint32(5)) },
 			"model: gguf llama.embedding_length 32 is not a multiple of attention.head_count 5"},
 		{"GQA mismatch", func(m *tinyModel) { m.set("llama.attention.head_count_kv", uint32(3)) },
 			"model: 4 heads is not a multiple of 3 KV heads"},
 		{"NaN epsilon", func(m *tinyModel) { m.set("llama.attention.layer_norm_rms_epsilon", float32(math.NaN())) },
-			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 351 is not a finite number (float32 NaN)"},
+			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 304 is not a finite number (float32 NaN)"},
 		{"yarn", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "yarn").set("llama.rope.scaling.factor", float32(4))
 		}, `model: gguf llama.rope.scaling.type "yarn" is not implemented (only linear)`},
@@ -379,10 +383,12 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"norm shape", func(m *tinyModel) { m.tensor("blk.0.ffn_norm.weight").dims = []uint64{16} },
 			"model: gguf tensor blk.0.ffn_norm.weight has dims [16], want [32]"},
 		{"unsupported type", func(m *tinyModel) {
-			q := m.tensor("blk.0.ffn_gate.weight")
-			q.typ, q.dims = gguf.TypeQ6_K, []uint64{256, 8}
-			m.set("llama.embedding_length", uint32(256))
-		}, "model: gguf tensor blk.0.ffn_gate.weight has type Q6_K, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K are)"},
+			m.set("llama.feed_forward_length", uint32(256))
+			m.tensor("blk.0.ffn_gate.weight").dims = []uint64{32, 256}
+			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
+			q := m.tensor("blk.0.ffn_down.weight")
+			q.typ, q.dims = gguf.TypeQ6_K, []uint64{256, 32}
+		}, "model: gguf tensor blk.0.ffn_down.weight has type Q6_K, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K are)"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
 			"model: gguf tensor output_norm.weight has type Q8_0; norm weights must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },
@@ -391,8 +397,10 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.set("tokenizer.ggml.tokens", []string{"0", "1", "2", "3", "4", "5", "6", "7", "8"})
 		}, "model: gguf tokenizer.ggml.tokens has 9 entries, more than token_embd's 8 rows"},
 		{"bogus BOS", func(m *tinyModel) { m.set("tokenizer.ggml.bos_token_id", uint32(8)) },
-			"model: gguf metadata tokenizer.ggml.bos_token_id = 8 at offset 636 is not a token id below 8"},
-		{"odd head dim", func(m *tinyModel) { m.set("llama.attention.key_length", uint32(7)).set("llama.attention.value_length", uint32(7)) },
+			"model: gguf metadata tokenizer.ggml.bos_token_id = 8 at offset 565 is not a token id below 8"},
+		{"odd head dim", func(m *tinyModel) {
+			m.set("llama.attention.key_length", uint32(7)).set("llama.attention.value_length", uint32(7))
+		},
 			"model: head dim 7 is odd; RoPE needs pairs"},
 		{"value length differs", func(m *tinyModel) { m.set("llama.attention.value_length", uint32(16)) },
 			"model: gguf llama.attention.value_length 16 differs from key_length 8, which is not implemented"},
@@ -411,7 +419,7 @@ func TestFromGGUFErrors(t *testing.T) {
 func TestLoadGGUFFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.gguf")
-	require.NoError(t, os.WriteFile(path, []byte("GGUF\x03\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\x7f"), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte("GGUF\x03\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\x7f\x00\x00\x00\x00\x00\x00\x00\x00"), 0o644))
 	_, _, err := LoadGGUF(path)
 	require.ErrorContains(t, err, "bad.gguf: gguf: tensor count at offset 8 is 9223372036854775807, exceeds file size")
 	_, _, err = Load(path)
@@ -432,3 +440,5 @@ func TestLoadGGUFFileErrors(t *testing.T) {
 	require.Equal(t, "llama", f.Architecture())
 	require.NoError(t, w.Close())
 }
+
+func unsafeAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
+	"github.com/kvwarden/kvwarden/engine"
+)
+
+type genFlags struct {
+	common      cli.Common
+	prompt      string
+	maxTokens   int
+	temperature float64
+	topK        int
+	topP        float64
+	seed        uint64
+	stop        cli.StringList
+	json        bool
+}
+
+// generateJSON is the --json output.
+type generateJSON struct {
+	Model        string      `json:"model"`
+	PromptTokens []int       `json:"prompt_tokens"`
+	Tokens       []int       `json:"tokens"`
+	Text         string      `json:"text"`
+	FinishReason string      `json:"finish_reason"`
+	CachedTokens int         `json:"cached_tokens"`
+	Seed         uint64      `json:"seed,omitempty"`
+	Timings      timingsJSON `json:"timings"`
+}
+
+type timingsJSON struct {
+	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
+	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
+	PrefillTokens     int     `json:"prefill_tokens"`
+	DecodeTokens      int     `json:"decode_tokens"`
+	QueuedMS          float64 `json:"queued_ms"`
+	TimeToFirstTokMS  float64 `json:"time_to_first_token_ms"`
+	PrefillMS         float64 `json:"prefill_ms"`
+	DecodeMS          float64 `json:"decode_ms"`
+	TotalMS           float64 `json:"total_ms"`
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+func runGenerate(ctx context.Context, args []string, e *env) error {
+	var f genFlags
+	fs := newFlagSet("generate", "generate [flags] [PROMPT]", e.stderr)
+	f.common.Register(fs)
+	fs.StringVar(&f.prompt, "prompt", "", "prompt `text` (instead of the argument or stdin)")
+	fs.IntVar(&f.maxTokens, "max-tokens", engine.DefaultMaxTokens, "most `tokens` to generate")
+	fs.IntVar(&f.maxTokens, "n", engine.DefaultMaxTokens, "shorthand for --max-tokens")
+	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature; 0 = greedy")
+	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens; 0 = off")
+	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]")
+	fs.Uint64Var(&f.seed, "seed", 0, "sampling seed; 0 = a random seed")
+	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := f.common.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case f.maxTokens < 1:
+		return cli.Usagef("--max-tokens %d: want at least 1", f.maxTokens)
+	case math.IsNaN(f.temperature) || math.IsInf(f.temperature, 0) || f.temperature < 0:
+		return cli.Usagef("--temperature %v: want a number >= 0 (0 = greedy)", f.temperature)
+	case f.topK < 0:
+		return cli.Usagef("--top-k %d: must not be negative", f.topK)
+	case math.IsNaN(f.topP) || f.topP <= 0 || f.topP > 1:
+		return cli.Usagef("--top-p %v: want a value in (0, 1]", f.topP)
+	case len(f.stop) > engine.MaxStopStrings:
+		return cli.Usagef("--stop given %d times: at most %d", len(f.stop), engine.MaxStopStrings)
+	}
+	for _, s := range f.stop {
+		if s == "" {
+			return cli.Usagef("--stop: empty stop string")
+		}
+	}
+
+	prompt := f.prompt
+	switch {
+	case len(pos) > 1:
+		return cli.Usagef("%d prompt arguments: quote the prompt as one argument", len(pos))
+	case len(pos) == 1 && f.prompt != "":
+		return cli.Usagef("both a prompt argument and --prompt: give one")
+	case len(pos) == 1 && pos[0] != "-":
+		prompt = pos[0]
+	case f.prompt == "":
+		b, err := io.ReadAll(e.stdin)
+		if err != nil {
+			return fmt.Errorf("reading the prompt from stdin: %w", err)
+		}
+		prompt = strings.TrimRight(string(b), "\r\n")
+	}
+
+	if f.common.Synthetic() {
+		fmt.Fprintln(e.stderr, "kvwarden: note: no --model given, using the built-in synthetic model (random weights): the output is gibberish")
+	}
+	cfg := f.common.EngineConfig()
+	eng, err := engine.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	seed := f.seed
+	if seed == 0 && f.temperature > 0 {
+		seed = uint64(time.Now().UnixNano()) | 1
+	}
+	req := engine.Request{
+		Prompt:    prompt,
+		Tenant:    "default",
+		MaxTokens: f.maxTokens,
+		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, seed),
+		Stop:      f.stop,
+	}
+	start := time.Now()
+	st, err := eng.Submit(ctx, req)
+	if err != nil {
+		if isRejection(err) {
+			return &exitError{code: cli.ExitRejected, msg: "request rejected: " + cli.OneLine(err)}
+		}
+		return err
+	}
+	var res engine.Result
+	wrote := false
+	endsNL := false
+	for ev := range st.Events() {
+		if !f.json && ev.Text != "" {
+			if _, err := io.WriteString(e.stdout, ev.Text); err != nil {
+				_ = eng.Abort(st.ID())
+				break
+			}
+			wrote, endsNL = true, strings.HasSuffix(ev.Text, "\n")
+		}
+	}
+	res = st.Wait()
+	total := time.Since(start)
+	if !f.json {
+		if wrote && !endsNL {
+			fmt.Fprintln(e.stdout)
+		}
+		if res.Err != nil {
+			return requestFailure(ctx, res.Err)
+		}
+		return nil
+	}
+	out := generateJSON{
+		Model:        f.common.ModelName(),
+		PromptTokens: nonNil(res.PromptTokens),
+		Tokens:       nonNil(res.Tokens),
+		Text:         res.Text,
+		FinishReason: res.FinishReason,
+		CachedTokens: res.CachedTokens,
+		Timings: timingsJSON{
+			PrefillTokensPerS: math.Round(res.Timings.PrefillTPS()*10) / 10,
+			DecodeTokensPerS:  math.Round(res.Timings.DecodeTPS()*10) / 10,
+			PrefillTokens:     res.Timings.PrefillTokens,
+			DecodeTokens:      res.Timings.DecodeTokens,
+			QueuedMS:          ms(res.Timings.Queued),
+			TimeToFirstTokMS:  ms(res.Timings.TimeToFirstTok),
+			PrefillMS:         ms(res.Timings.Prefill),
+			DecodeMS:          ms(res.Timings.Decode),
+			TotalMS:           ms(total),
+		},
+	}
+	if f.temperature > 0 {
+		out.Seed = seed
+	}
+	if res.Err != nil {
+		out.FinishReason = "error: " + cli.OneLine(res.Err)
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if res.Err != nil {
+		return requestFailure(ctx, res.Err)
+	}
+	return nil
+}
+
+func nonNil(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return s
+}
+
+// isRejection reports whether err is an admission rejection.
+func isRejection(err error) bool {
+	for _, t := range []error{engine.ErrPromptTooLong, engine.ErrEmptyPrompt, engine.ErrInvalidParams, engine.ErrQuotaExceeded, engine.ErrOverloaded} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestFailure is the exit for a request that failed after admission.
+func requestFailure(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &exitError{code: 130, msg: "interrupted"}
+	}
+	return &exitError{code: cli.ExitFailure, msg: "request failed: " + cli.OneLine(err)}
+}

@@ -1,0 +1,126 @@
+// Command kvwarden generates text, serves an OpenAI-compatible HTTP API to
+// many tenants, and audits a deployment's KV isolation.
+//
+//	kvwarden generate [flags] [PROMPT]
+//	kvwarden serve    [flags] --addr 127.0.0.1:8080
+//	kvwarden audit    [flags] [--json]
+//
+// Run "kvwarden COMMAND -h" for the flags of a command. Exit status: 0 on
+// success, 1 on a failure (the engine refused to start, a request failed,
+// an audit that is not clean), 2 on a bad command line, 3 when generate's
+// request was rejected at admission.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// env is the process environment a command runs in; tests substitute it.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// ready, when set, is called by serve with the address it listens on.
+	ready func(addr string)
+}
+
+const usage = `kvwarden: an embeddable LLM inference engine with KV isolation by construction
+
+usage:
+  kvwarden generate [flags] [PROMPT]     generate text (prompt from the argument, --prompt or stdin)
+  kvwarden serve [flags] --addr HOST:PORT  serve the OpenAI-compatible HTTP API
+  kvwarden audit [flags] [--json]        run a KV isolation audit
+
+Run "kvwarden COMMAND -h" for a command's flags.
+`
+
+func run(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return cli.ExitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	var f func(context.Context, []string, *env) error
+	switch cmd {
+	case "generate", "gen":
+		cmd, f = "generate", runGenerate
+	case "serve":
+		f = runServe
+	case "audit":
+		f = runAudit
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, usage)
+		return cli.ExitOK
+	default:
+		fmt.Fprintf(e.stderr, "kvwarden: unknown command %q\n\n%s", cmd, usage)
+		return cli.ExitUsage
+	}
+	err := f(ctx, rest, e)
+	return exitCode(e.stderr, cmd, err)
+}
+
+// exitError carries an exit status; its message (if any) was printed.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func exitCode(stderr io.Writer, cmd string, err error) int {
+	if err == nil {
+		return cli.ExitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return cli.ExitOK
+	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		if xe.msg != "" {
+			fmt.Fprintf(stderr, "kvwarden %s: %s\n", cmd, xe.msg)
+		}
+		return xe.code
+	}
+	if cli.IsUsage(err) {
+		fmt.Fprintf(stderr, "kvwarden %s: %s\n(run \"kvwarden %s -h\" for usage)\n", cmd, cli.OneLine(err), cmd)
+		return cli.ExitUsage
+	}
+	fmt.Fprintf(stderr, "kvwarden %s: %s\n", cmd, cli.OneLine(err))
+	return cli.ExitFailure
+}
+
+// newFlagSet makes a flag set whose -h prints the usage line and flags.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: kvwarden %s\n\nflags:\n", synopsis)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parseFlags parses args, printing usage on -h.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, err := cli.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+	}
+	return pos, err
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
+	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/server"
+	"github.com/kvwarden/kvwarden/engine"
+)
+
+type serveFlags struct {
+	common      cli.Common
+	addr        string
+	apiKeys     string
+	modelName   string
+	maxQueue    int
+	tenantQuota int
+	maxBody     cli.SizeValue
+	drain       time.Duration
+	logLevel    string
+}
+
+func runServe(ctx context.Context, args []string, e *env) error {
+	var f serveFlags
+	fs := newFlagSet("serve", "serve [flags] --addr HOST:PORT", e.stderr)
+	f.common.Register(fs)
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address`")
+	fs.StringVar(&f.apiKeys, "api-keys", "", "API key `file`: one \"KEY TENANT\" per line; the tenant comes only from the key (default: no auth, one tenant \"default\")")
+	fs.StringVar(&f.modelName, "model-name", "", "model `id` clients send and /v1/models reports (default: the model file's base name)")
+	fs.IntVar(&f.maxQueue, "max-queue", 0, "waiting requests before new ones get 429 (default 1024)")
+	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429 (default 0: unlimited)")
+	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return cli.Usagef("unexpected argument %q", pos[0])
+	}
+	if err := f.common.Validate(); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return cli.Usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	switch {
+	case f.maxQueue < 0:
+		return cli.Usagef("--max-queue %d: must not be negative", f.maxQueue)
+	case f.tenantQuota < 0:
+		return cli.Usagef("--tenant-quota %d: must not be negative", f.tenantQuota)
+	case f.drain < 0:
+		return cli.Usagef("--shutdown-timeout %v: must not be negative", f.drain)
+	case f.maxBody.Given && f.maxBody.N < 1024:
+		return cli.Usagef("--max-body %s: want at least 1KiB", cli.FormatSize(f.maxBody.N))
+	}
+	if _, _, err := net.SplitHostPort(f.addr); err != nil {
+		return cli.Usagef("--addr %q: %v", f.addr, err)
+	}
+	var keys *server.Keys
+	if f.apiKeys != "" {
+		if keys, err = server.LoadKeys(f.apiKeys); err != nil {
+			return cli.Usagef("--api-keys: %v", err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := f.common.EngineConfig()
+	cfg.MaxQueue = f.maxQueue
+	cfg.TenantQuota = f.tenantQuota
+	cfg.Logger = log
+	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	model := f.modelName
+	if model == "" {
+		model = f.common.ModelName()
+	}
+	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log})
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", f.addr, err)
+	}
+	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
+	if keys != nil {
+		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
+	}
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
+		"chat_template", server.ChatTemplate)
+	if e.ready != nil {
+		e.ready(ln.Addr().String())
+	}
+	if err := srv.Serve(ctx, ln, f.drain); err != nil {
+		return err
+	}
+	if err := eng.Close(); err != nil {
+		return fmt.Errorf("closing the engine: %w", err)
+	}
+	log.Info("engine closed")
+	return nil
+}
+
+// loadEngine builds the engine, logging progress: a ticking line while the
+// model loads when stderr is a terminal, plain log lines otherwise (the
+// engine reports no fractional progress, so the terminal line shows the
+// elapsed time).
+func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) (*engine.Engine, error) {
+	src := c.Model
+	if c.Synthetic() {
+		src = "built-in synthetic model"
+		log.Warn("no --model given: the built-in synthetic model has random weights, its output is gibberish")
+	}
+	log.Info("loading model", "model", src, "device", c.Device)
+	start := time.Now()
+	stop := func() {}
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		stop = ticker(f, "loading "+src, start)
+	}
+	eng, err := engine.New(cfg)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	mc := eng.ModelConfig()
+	rc := eng.Config()
+	pool := eng.Pool()
+	log.Info("model loaded", "took", time.Since(start).Round(time.Millisecond), "device", eng.Device(),
+		"layers", mc.Layers, "dim", mc.Dim, "vocab", mc.Vocab, "model_context", mc.MaxContext)
+	log.Info("kv pool", "pages", pool.Pages(), "page_size", pool.Geometry().PageSize, "capacity_tokens", pool.CapacityTokens(),
+		"page_bytes", pool.Geometry().PageBytes(), "max_context", eng.MaxContext(), "kv_checksum", rc.KVChecksum.String(),
+		"zero_on_release", rc.ZeroOnRelease, "host_tier", cli.FormatSize(rc.HostTierBytes))
+	if mc.MaxContext > eng.MaxContext() {
+		log.Warn("the model claims a longer context than requests may use; longer prompts are rejected with context_length_exceeded",
+			"model_context", mc.MaxContext, "max_context", eng.MaxContext())
+	}
+	return eng, nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// ticker redraws "label ... 1.2s" on f until the returned stop is called.
+func ticker(f *os.File, label string, start time.Time) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		frames := []string{"|", "/", "-", "\\"}
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(f, "\r%s %s %.1fs", frames[i%4], label, time.Since(start).Seconds())
+			select {
+			case <-done:
+				fmt.Fprintf(f, "\r%s\r", strings.Repeat(" ", len(label)+12))
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
