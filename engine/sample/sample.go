@@ -222,6 +222,24 @@ func (s *Sampler) distribution(logits []float32) []cand {
 	var c []cand
 	if k < n {
 		c = s.topK(logits, k) // best first
+	} else if minP > 0 && topP >= 1 {
+		// Min-p alone: p >= minP*p_max is l >= max + T*ln(minP), so only
+		// the survivors need exp and sorting.
+		maxL := float32(math.Inf(-1))
+		for _, v := range logits {
+			if v > maxL { // false for NaN
+				maxL = v
+			}
+		}
+		cut := float64(maxL) + float64(s.p.Temperature)*math.Log(minP)
+		c = s.cand[:0]
+		for i, v := range logits {
+			if float64(v) >= cut {
+				c = append(c, cand{id: int32(i), logit: v})
+			}
+		}
+		s.cand = c
+		slices.SortFunc(c, cmpCand)
 	} else {
 		c = s.cand[:0]
 		for i, v := range logits {
@@ -246,13 +264,13 @@ func (s *Sampler) distribution(logits []float32) []cand {
 		z += c[i].p
 	}
 	if topP < 1 || minP > 0 {
-		if k == n {
+		if k == n && topP < 1 {
 			// Sort only what can survive: min-p needs p >= minP (relative
 			// to the best); top-p never needs a token with probability below
 			// (1-top_p)/(n-1), since all of those together hold less than
 			// 1-top_p.
 			cut := minP
-			if topP < 1 && n > 1 {
+			if n > 1 {
 				cut = max(cut, z*(1-topP)/float64(n-1))
 			}
 			j := 0
@@ -263,6 +281,9 @@ func (s *Sampler) distribution(logits []float32) []cand {
 				}
 			}
 			c = c[:j]
+			// Find the nucleus by partitioning on probability mass, then
+			// sort just the nucleus.
+			c = c[:massSelect(c, topP*z)]
 			slices.SortFunc(c, cmpCand)
 		}
 		keep := len(c)
@@ -273,7 +294,7 @@ func (s *Sampler) distribution(logits []float32) []cand {
 				break
 			}
 			acc += x.p
-			if acc >= topP*z {
+			if topP < 1 && acc >= topP*z {
 				keep = i + 1
 				break
 			}
@@ -299,7 +320,7 @@ func (s *Sampler) topK(logits []float32, k int) []cand {
 		if v != v {
 			v = float32(math.Inf(-1))
 		}
-		return cand{int32(i), v}
+		return cand{id: int32(i), logit: v}
 	}
 	if k <= 256 {
 		// Min-heap on "better": the root is the worst kept candidate.
@@ -343,6 +364,69 @@ func (s *Sampler) topK(logits []float32, k int) []cand {
 	slices.SortFunc(c, cmpCand)
 	s.cand = c
 	return c
+}
+
+// massSelect reorders c and returns L such that c[:L] holds the L best
+// candidates and L is the smallest count whose probabilities (the p fields)
+// sum to at least target (len(c) when they never do). It runs in expected
+// linear time: a quickselect that descends by mass instead of by rank.
+func massSelect(c []cand, target float64) int {
+	lo, hi := 0, len(c) // c[:lo] is taken; the answer lies in (lo, hi]
+	need := target
+	for hi-lo > 16 {
+		// Median of three to c[hi-1], then a Lomuto partition: better
+		// candidates to the front.
+		b := median3(c, lo, lo+(hi-lo)/2, hi-1)
+		c[b], c[hi-1] = c[hi-1], c[b]
+		pivot := c[hi-1]
+		m := lo
+		var mass float64
+		for i := lo; i < hi-1; i++ {
+			if better(c[i], pivot) {
+				mass += c[i].p
+				c[i], c[m] = c[m], c[i]
+				m++
+			}
+		}
+		c[m], c[hi-1] = c[hi-1], c[m]
+		switch {
+		case mass >= need:
+			hi = m
+		case mass+pivot.p >= need:
+			return m + 1
+		default:
+			need -= mass + pivot.p
+			lo = m + 1
+		}
+	}
+	slices.SortFunc(c[lo:hi], cmpCand)
+	for i := lo; i < hi; i++ {
+		need -= c[i].p
+		if need <= 0 {
+			return i + 1
+		}
+	}
+	return hi
+}
+
+// median3 returns whichever of indexes a, b, d holds the median candidate.
+func median3(c []cand, a, b, d int) int {
+	if better(c[a], c[b]) {
+		switch {
+		case better(c[b], c[d]):
+			return b
+		case better(c[a], c[d]):
+			return d
+		}
+		return a
+	}
+	switch {
+	case better(c[a], c[d]):
+		return a
+	case better(c[b], c[d]):
+		return d
+	}
+	return b
 }
 
 // quickselect reorders c so that its first k elements are the k best.

@@ -365,19 +365,32 @@ func (t *SentencePiece) encodeRaw(out []int, text string) ([]int, error) {
 	if text == "" {
 		return out, nil
 	}
-	if t.prefix {
-		text = " " + text
-	}
 	if t.meta {
 		text = strings.ReplaceAll(text, " ", metaSpace)
+	}
+	// The dummy prefix is a symbol of its own, as in run.c (which pushes
+	// the " " token before looking at the text): it never joins a
+	// continuation byte that starts the text.
+	prefixLen := 0
+	if t.prefix {
+		sp := " "
+		if t.meta {
+			sp = metaSpace
+		}
+		text = sp + text
+		prefixLen = len(sp)
 	}
 	syms := make([]spSym, 0, len(text))
 	n := len(text)
 	for i := 0; i < n; {
 		// run.c: a lead byte plus at most three continuation bytes.
 		j := i + 1
-		for j < n && text[j]&0xC0 == 0x80 && j-i < 4 {
-			j++
+		if i == 0 && prefixLen > 0 {
+			j = prefixLen
+		} else {
+			for j < n && text[j]&0xC0 == 0x80 && j-i < 4 {
+				j++
+			}
 		}
 		if id, ok := t.lookup[text[i:j]]; ok {
 			syms = append(syms, spSym{start: int32(i), end: int32(j), id: id, merge: true})
