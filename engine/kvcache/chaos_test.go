@@ -41,6 +41,9 @@ type chaos struct {
 
 	copyCorrupted sync.Map // PageRef -> struct{}: CorruptCopy fired
 
+	// budget caps injected corruptions: each quarantines a page for good,
+	// and a soak must not quarantine the whole pool.
+	budget          atomic.Int64
 	pageCorruptions atomic.Int64 // CorruptPage injections
 	detections      atomic.Int64 // checksum errors observed, one quarantine each
 	copyCorruptions atomic.Int64 // corrupted copies that reached a SwapIn
@@ -55,7 +58,7 @@ type chaos struct {
 // injected faults, and checks every read against an exact oracle.
 // KVWARDEN_SOAK=1 runs it much longer.
 func TestChaos(t *testing.T) {
-	requests, workers := 3000, 32
+	requests, workers := 8000, 32
 	if os.Getenv("KVWARDEN_SOAK") != "" {
 		requests = 200000
 	}
@@ -63,6 +66,7 @@ func TestChaos(t *testing.T) {
 		requests = 500
 	}
 	c := &chaos{t: t, tenants: []Tenant{"t0", "t1", "t2", "t3"}}
+	c.budget.Store(120)
 	faults := &Faults{
 		FailCopy: func(PageRef) error {
 			if rand.IntN(100) < 3 {
@@ -85,7 +89,7 @@ func TestChaos(t *testing.T) {
 			if err != nil || info.Leases[LeasePrefix] > 0 {
 				return false
 			}
-			if rand.IntN(100) < 3 {
+			if rand.IntN(100) < 3 && c.budget.Add(-1) >= 0 {
 				c.copyCorrupted.Store(r, struct{}{})
 				return true
 			}
@@ -463,7 +467,7 @@ func (s *seq) corrupt() (bool, error) {
 			cand = append(cand, i)
 		}
 	}
-	if len(cand) == 0 {
+	if len(cand) == 0 || s.c.budget.Add(-1) < 0 {
 		return false, nil
 	}
 	ref := tb.refs[cand[rand.IntN(len(cand))]]
@@ -483,6 +487,10 @@ func (s *seq) corrupt() (bool, error) {
 		_, err = p.SwapOut(tb)
 		for _, r := range tb.refs {
 			s.c.copyCorrupted.Delete(r)
+		}
+		if (errors.Is(err, ErrCopy) || errors.Is(err, ErrHostTierFull)) && !errors.Is(err, ErrChecksum) {
+			// A copy failure or a full host tier came first; the page is still there.
+			err = p.VerifyTable(tb)
 		}
 	}
 	if !errors.Is(err, ErrChecksum) || !errors.Is(err, ErrIsolation) {

@@ -95,17 +95,17 @@ func checkConsistent(tb testing.TB, p *Pool) {
 	var counts [numStates]int
 	var leases [numLeaseKinds]int
 	for i := range p.pages {
-		m := &p.pages[i]
+		m, x := &p.pages[i], &p.ext[i]
 		counts[m.state]++
 		for k := range leases {
-			require.GreaterOrEqual(tb, m.leases[k], int32(0), "page %d", i)
-			leases[k] += int(m.leases[k])
+			require.GreaterOrEqual(tb, x.leases[k], int32(0), "page %d", i)
+			leases[k] += int(x.leases[k])
 		}
 		if m.state == PageFree {
-			require.False(tb, m.leased(), "free page %d has leases", i)
+			require.False(tb, x.leased(), "free page %d has leases", i)
 		}
 		if m.state == PageReleasing {
-			require.True(tb, m.leased(), "releasing page %d has no leases", i)
+			require.True(tb, x.leased(), "releasing page %d has no leases", i)
 		}
 	}
 	require.Equal(tb, counts, p.counts)

@@ -12,8 +12,16 @@ import (
 )
 
 // DefaultCompression is the host-tier compression when Config.Compression
-// is empty. See BenchmarkOffloadRestore and bench/RESULTS.md for the figures
-// behind the choice.
+// is empty: none. Measured on f32 KV stand-ins (normal random values, and
+// smooth per-element sinusoids along the sequence), s2 and zstd at its
+// fastest level never produced a page smaller than its input (ratio 1.000;
+// a page that does not shrink is stored raw), zstd's better level reached
+// only 1.08-1.10, and both compressors cost CPU on every offload and
+// restore. Float mantissas look like noise to byte-oriented compressors.
+// Splitting the floats into byte planes first would give zstd 1.18-1.30;
+// that, or f16 KV (half the bytes for free), is the lever if the host tier
+// becomes the bottleneck. Re-measure on real model KV before changing this.
+// Figures: bench/kvcache/RESULTS.md.
 const DefaultCompression = "none"
 
 func parseCompression(c string) (string, error) {
@@ -258,7 +266,7 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 	h.used += int64(raw)
 	h.entries++
 	p.takeLeaseLocked(ref.Index, LeaseCopy)
-	return &copyJob{ref: ref, sealed: m.sealed, sealedSum: m.sum, e: e}, nil
+	return &copyJob{ref: ref, sealed: m.sealed, sealedSum: p.ext[ref.Index].sum, e: e}, nil
 }
 
 // restoreEntry copies e back into page idx and verifies the checksum on the
@@ -331,11 +339,12 @@ func (p *Pool) Offload(ref PageRef, tenant Tenant) (*HostPage, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, ErrQuarantined)
 	default:
+		err := fmt.Errorf("kvcache: offload of %v (%s): %w", ref, m.state, ErrNotSealed)
 		p.mu.Unlock()
-		return nil, fmt.Errorf("kvcache: offload of %v (%s): %w", ref, m.state, ErrNotSealed)
+		return nil, err
 	}
 	j, err := p.startOffloadLocked(ref, p.geo.PageSize, m.owner)
-	p.mu.Unlock()
+	p.mu.Unlock() // err was formatted under the lock
 	if err != nil {
 		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, err)
 	}
@@ -413,15 +422,17 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			return nil, fmt.Errorf("kvcache: restore for request %d: host copy discarded or not complete", t.req)
 		case e.tid != t.tid:
 			p.isolationLocked("cross-tenant restore", t.req, 0, 0)
-			p.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w: restore of a host page of tenant %q into request %d of tenant %q",
+			err := fmt.Errorf("%w: %w: restore of a host page of tenant %q into request %d of tenant %q",
 				ErrIsolation, ErrForeignPage, p.names[e.tid], t.req, t.tenant)
+			p.mu.Unlock()
+			return nil, err
 		}
 	}
 	if len(p.free) < len(es) {
-		p.mu.Unlock()
-		return nil, fmt.Errorf("%w: restore for request %d needs %d pages, %d of %d free",
+		err := fmt.Errorf("%w: restore for request %d needs %d pages, %d of %d free",
 			ErrNoPages, t.req, len(es), len(p.free), len(p.pages))
+		p.mu.Unlock()
+		return nil, err
 	}
 	refs := make([]PageRef, len(es))
 	for i := range es {
@@ -452,14 +463,14 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			}
 			continue
 		}
-		m := &p.pages[r.Index]
+		m, x := &p.pages[r.Index], &p.ext[r.Index]
 		m.written = uint16(min(ps, written-i*ps))
 		if int(m.written) == ps {
-			m.sum, m.sealed = es[i].sum, true
+			x.sum, m.sealed = es[i].sum, true
 			p.setStateLocked(m, PageSealed)
 		} else {
 			// The restore was a verified handoff of these slots.
-			m.partN, m.partSum = m.written, es[i].sum
+			x.partN, x.partSum = m.written, es[i].sum
 		}
 		p.st.restored += int64(es[i].rawLen)
 	}
@@ -530,9 +541,10 @@ func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
 		need += int64(p.packedLen(min(ps, t.written-i*ps)))
 	}
 	if h := p.host; h.used+need > h.capacity {
-		p.mu.Unlock()
-		return nil, fmt.Errorf("kvcache: swap out of request %d: %w: %d bytes needed, %d of %d used",
+		err := fmt.Errorf("kvcache: swap out of request %d: %w: %d bytes needed, %d of %d used",
 			t.req, ErrHostTierFull, need, h.used, h.capacity)
+		p.mu.Unlock()
+		return nil, err
 	}
 	jobs := make([]*copyJob, n)
 	for i := range n {

@@ -401,7 +401,7 @@ func TestMisuse(t *testing.T) {
 		require.Contains(t, err.Error(), `tenant "b" cannot share`)
 		require.Equal(t, 0, b.Written())
 		require.Equal(t, PageSealed, p.pages[ref.Index].state)
-		require.Equal(t, int32(0), p.pages[ref.Index].leases[LeasePrefix])
+		require.Equal(t, int32(0), p.ext[ref.Index].leases[LeasePrefix])
 		checkConsistent(t, p)
 	})
 	t.Run("closed pool", func(t *testing.T) {
@@ -580,7 +580,7 @@ func TestHandoffSealsPartialPage(t *testing.T) {
 	// Decode continues in the partial page.
 	require.NoError(t, a.Reserve(2*ps+1))
 	writeTokens(t, a, w, 1)
-	require.NoError(t, a.VerifyTable(p))
+	require.NoError(t, p.VerifyTable(a))
 	// Tampering with a handoff-sealed slot is caught, by step verification
 	// and when the page fills.
 	last := a.Pages()[1]
@@ -593,10 +593,6 @@ func TestHandoffSealsPartialPage(t *testing.T) {
 	require.NoError(t, a.Release())
 	checkConsistent(t, p)
 }
-
-// VerifyTable is a method on the pool; this adapter keeps the test above
-// readable.
-func (t *PageTable) VerifyTable(p *Pool) error { return p.VerifyTable(t) }
 
 func TestSharingWithinTenant(t *testing.T) {
 	p := newPool(t, 6, func(c *Config) { c.Poison = true })

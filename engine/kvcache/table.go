@@ -206,7 +206,7 @@ func (t *PageTable) seal(i int) error {
 	p := t.pool
 	ref := t.refs[i]
 	p.mu.Lock()
-	partN, partSum := p.pages[ref.Index].partN, p.pages[ref.Index].partSum
+	partN, partSum := p.ext[ref.Index].partN, p.ext[ref.Index].partSum
 	p.mu.Unlock()
 	if partN > 0 {
 		if err := p.verifyEntry(t, i, int(partN), partSum); err != nil {
@@ -221,7 +221,8 @@ func (t *PageTable) seal(i int) error {
 	defer p.mu.Unlock()
 	m := &p.pages[ref.Index]
 	if m.gen == ref.Gen && m.state == PageOwned {
-		m.sum, m.sealed, m.partN = sum, true, 0
+		m.sealed = true
+		p.ext[ref.Index].sum, p.ext[ref.Index].partN = sum, 0
 		p.setStateLocked(m, PageSealed)
 	}
 	return nil
@@ -267,7 +268,7 @@ func (t *PageTable) Handoff(expected int) error {
 		p.mu.Lock()
 		m := &p.pages[ref.Index]
 		if m.gen == ref.Gen && m.state == PageOwned {
-			m.partN, m.partSum = uint16(rem), sum
+			p.ext[ref.Index].partN, p.ext[ref.Index].partSum = uint16(rem), sum
 		}
 		p.mu.Unlock()
 	}
@@ -316,7 +317,7 @@ func (p *Pool) releaseEntriesLocked(t *PageTable, from int) error {
 		}
 		m := &p.pages[ref.Index]
 		if t.shared[i] {
-			if m.leases[LeasePrefix] <= 0 {
+			if p.ext[ref.Index].leases[LeasePrefix] <= 0 {
 				errs = append(errs, fmt.Errorf("%w: request %d: no prefix lease on shared %v", ErrNoLease, t.req, ref))
 				continue
 			}
@@ -367,15 +368,17 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 		p.mu.Unlock()
 		return err
 	}
-	if err := shareable(m); err != nil {
+	if err := shareable(m, &p.ext[ref.Index]); err != nil {
+		err = fmt.Errorf("kvcache: append shared %v (%s) to request %d: %w", ref, m.state, t.req, err)
 		p.mu.Unlock()
-		return fmt.Errorf("kvcache: append shared %v (%s) to request %d: %w", ref, m.state, t.req, err)
+		return err
 	}
 	if int(m.written) != ps {
+		err := fmt.Errorf("%w: shared %v holds %d of %d slots", ErrNotSealed, ref, m.written, ps)
 		p.mu.Unlock()
-		return fmt.Errorf("%w: shared %v holds %d of %d slots", ErrNotSealed, ref, m.written, ps)
+		return err
 	}
-	sum := m.sum
+	sum := p.ext[ref.Index].sum
 	p.takeLeaseLocked(ref.Index, LeasePrefix)
 	p.mu.Unlock()
 

@@ -21,7 +21,7 @@ func (p *Pool) entryOKLocked(t *PageTable, i, want int) bool {
 		return false
 	}
 	if t.shared[i] {
-		return m.sealed && int(m.written) == p.geo.PageSize && m.leases[LeasePrefix] > 0 &&
+		return m.sealed && int(m.written) == p.geo.PageSize && p.ext[ref.Index].leases[LeasePrefix] > 0 &&
 			(m.state == PageSealed || m.state == PageReleasing)
 	}
 	return m.owner == t.req && (m.state == PageOwned || m.state == PageSealed) && int(m.written) == want
@@ -94,7 +94,7 @@ func (p *Pool) violationLocked(t *PageTable, i int, op string) error {
 	}
 	err := fmt.Errorf("%w: %w: %s by request %d (tenant %q), entry %d (%s): page %d: expected owner %d gen %d with %d written, found owner %d (tenant %q) gen %d state %s with %d written, %d prefix leases; page quarantined",
 		ErrIsolation, kind, op, t.req, t.tenant, i, what, ref.Index, t.req, ref.Gen, t.wantWritten(i),
-		m.owner, p.names[m.tenant], m.gen, m.state, m.written, m.leases[LeasePrefix])
+		m.owner, p.names[m.tenant], m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
 	p.isolationLocked(op+": "+kind.Error(), t.req, ref.Index, ref.Gen)
 	p.quarantineLocked(ref.Index)
 	return err
@@ -119,12 +119,12 @@ func (p *Pool) verifySealed(t *PageTable) error {
 	checks := buf[:0]
 	p.mu.Lock()
 	for i, ref := range t.refs {
-		m := &p.pages[ref.Index]
+		m, x := &p.pages[ref.Index], &p.ext[ref.Index]
 		switch {
 		case m.sealed:
-			checks = append(checks, check{i, p.geo.PageSize, m.sum})
-		case m.partN > 0:
-			checks = append(checks, check{i, int(m.partN), m.partSum})
+			checks = append(checks, check{i, p.geo.PageSize, x.sum})
+		case x.partN > 0:
+			checks = append(checks, check{i, int(x.partN), x.partSum})
 		}
 	}
 	p.mu.Unlock()
