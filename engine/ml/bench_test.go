@@ -3,7 +3,9 @@ package ml
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -65,6 +67,13 @@ func stories110M(b *testing.B, t Type) *layerSet {
 	return s
 }
 
+func init() {
+	// KVW_THREADS overrides the thread count for benchmark experiments.
+	if n, err := strconv.Atoi(os.Getenv("KVW_THREADS")); err == nil {
+		SetThreads(n)
+	}
+}
+
 var (
 	bwBufOnce sync.Once
 	bwBuf     []float32
@@ -80,9 +89,9 @@ func measureBandwidth() float64 {
 			bwBuf[i] = float32(i & 1023)
 		}
 	})
-	if !useSIMD() {
-		return 0
-	}
+	saved := simdLevel()
+	setSIMDLevel(levelAVX512)
+	defer setSIMDLevel(saved)
 	const chunk = 1 << 20
 	var sink float32
 	var mu sync.Mutex
@@ -114,15 +123,13 @@ func BenchmarkBandwidth(b *testing.B) {
 }
 
 func forEachPath(b *testing.B, f func(b *testing.B)) {
-	for _, simd := range []bool{true, false} {
-		name := "simd"
-		if !simd {
-			name = "generic"
-		}
-		b.Run(name, func(b *testing.B) {
-			saved := useSIMD()
-			setSIMD(simd)
-			defer setSIMD(saved)
+	names := []string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512"}
+	lv := supportedLevels()
+	for i := len(lv) - 1; i >= 0; i-- {
+		b.Run(names[lv[i]], func(b *testing.B) {
+			saved := simdLevel()
+			setSIMDLevel(lv[i])
+			defer setSIMDLevel(saved)
 			f(b)
 		})
 	}
@@ -144,10 +151,7 @@ func BenchmarkMatVec(b *testing.B) {
 					}
 				}
 				run()
-				bw := 0.0
-				if useSIMD() {
-					bw = measureBandwidth()
-				}
+				bw := measureBandwidth()
 				b.ResetTimer()
 				for range b.N {
 					run()

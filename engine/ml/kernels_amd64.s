@@ -65,6 +65,7 @@ gvrow:
 	LEAQ (DI)(R8*1), R12
 	LEAQ (DI)(R8*2), R13
 	ADDQ DI, R14
+	LEAQ (DI)(R8*4), R15 // the next four rows, prefetched as we go
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -80,6 +81,16 @@ gvrow:
 gvloop2:
 	CMPQ AX, BX
 	JGE  gvloop1
+	LEAQ        (R15)(AX*1), CX
+	PREFETCHT0  (CX)
+	PREFETCHT0  64(CX)
+	PREFETCHT0  (CX)(R8*1)
+	PREFETCHT0  64(CX)(R8*1)
+	PREFETCHT0  (CX)(R8*2)
+	PREFETCHT0  64(CX)(R8*2)
+	ADDQ        R8, CX
+	PREFETCHT0  (CX)(R8*2)
+	PREFETCHT0  64(CX)(R8*2)
 	VMOVUPS     (SI)(AX*1), Z8
 	VMOVUPS     64(SI)(AX*1), Z9
 	VFMADD231PS (R11)(AX*1), Z8, Z0
@@ -136,9 +147,11 @@ gvdone:
 // gemvF32's loop2 falls through into loop1 only once; loop1 handles at most
 // one 16-lane step because BX rounds R9 down to a multiple of 128 bytes.
 
-// func gemmF32x4(x *float32, xs int, w *float32, ws int, k int, dst *float32, ds int, nw int)
+// func gemmF32x4(x *float32, xs int, w *float32, ws int, k int, dst *float32, ds int, nw int, pf *byte)
 // dst[i*ds+r] = dot(x[i*xs:], w[r*ws:]) for i < 4, r < nw (a multiple of 4).
-TEXT ·gemmF32x4(SB), NOSPLIT, $0-64
+// Each 16-lane step also prefetches 128 bytes at pf onward (the next
+// weight tile), so DRAM reads overlap the arithmetic.
+TEXT ·gemmF32x4(SB), NOSPLIT, $0-72
 	MOVQ k+32(FP), CX
 	MOVQ CX, BX
 	SHRQ $4, BX
@@ -154,6 +167,7 @@ TEXT ·gemmF32x4(SB), NOSPLIT, $0-64
 	MOVQ w+16(FP), DI
 	MOVQ dst+40(FP), DX
 	MOVQ nw+56(FP), BX
+	MOVQ pf+64(FP), R15
 
 gmrow:
 	CMPQ BX, $4
@@ -184,6 +198,9 @@ gmrow:
 gmloop:
 	CMPQ AX, R14
 	JGE  gmtail
+	PREFETCHT0  (R15)
+	PREFETCHT0  64(R15)
+	ADDQ        $128, R15
 	VMOVUPS     (SI)(AX*1), Z16
 	VMOVUPS     (R8)(AX*1), Z17
 	VMOVUPS     (R9)(AX*1), Z18
@@ -297,6 +314,11 @@ q8row:
 q8loop4:
 	CMPQ BX, $4
 	JLT  q8loop1
+	// Rows are contiguous: prefetch well ahead so one stream per core
+	// keeps enough DRAM reads in flight.
+	PREFETCHT0 2048(R11)
+	PREFETCHT0 2112(R11)
+	PREFETCHT0 2176(R11)
 	Q8BLOCK(0, 0, Z0)
 	Q8BLOCK(34, 128, Z1)
 	Q8BLOCK(68, 256, Z2)

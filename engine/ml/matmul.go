@@ -66,7 +66,7 @@ func getScratch(n int) *[]float32 {
 
 // matmulRows computes output columns [lo,hi) of every activation row.
 func matmulRows(dst, x []float32, n int, w *Matrix, rb, lo, hi int) {
-	if useAVX512 {
+	if useSIMD() {
 		if matmulRowsSIMD(dst, x, n, w, rb, lo, hi) {
 			return
 		}

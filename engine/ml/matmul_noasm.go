@@ -6,11 +6,22 @@ const useAVX512 = false
 
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool { return false }
 
-func dotAVX512(a, b *float32, n int) float32                { panic("unreachable") }
-func axpyAVX512(dst *float32, a float32, x *float32, n int) { panic("unreachable") }
-func dequantQ8AVX512(dst *float32, src *byte, nb int)       { panic("unreachable") }
-func dequantF16AVX512(dst *float32, src *byte, n int)       { panic("unreachable") }
+func dot(a, b []float32) float32                 { return dotGeneric(a, b) }
+func axpy(dst []float32, a float32, x []float32) { axpyGeneric(dst, a, x) }
 
+func dequantQ8AVX512(dst *float32, src *byte, nb int) { panic("unreachable") }
+func dequantF16AVX512(dst *float32, src *byte, n int) { panic("unreachable") }
+
+// SIMD levels, for tests and benchmarks: only the generic one here.
+const (
+	levelGeneric = iota
+	levelAVX2
+	levelAVX512
+)
+
+func simdLevel() int              { return levelGeneric }
+func setSIMDLevel(int)            {}
+func supportedLevels() []int      { return []int{levelGeneric} }
+func sumSIMD(p []float32) float32 { panic("unreachable") }
 func useSIMD() bool               { return false }
 func setSIMD(bool)                {}
-func sumSIMD(p []float32) float32 { panic("unreachable") }

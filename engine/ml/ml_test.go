@@ -26,9 +26,9 @@ func withGeneric(t testing.TB, f func()) {
 	if t != nil {
 		t.Helper()
 	}
-	saved := useSIMD()
-	setSIMD(false)
-	defer setSIMD(saved)
+	saved := simdLevel()
+	setSIMDLevel(levelGeneric)
+	defer setSIMDLevel(saved)
 	f()
 }
 
@@ -276,13 +276,13 @@ func TestMatMul(t *testing.T) {
 					xb := randF32(r, n*s.cols+1)
 					x := xb[1:]
 					want := refMatMul(x, n, w)
-					for _, simd := range []bool{false, true} {
-						name := fmt.Sprintf("%v %dx%d n=%d simd=%v threads=%d", ty, s.rows, s.cols, n, simd, threads)
+					for _, lvl := range supportedLevels() {
+						name := fmt.Sprintf("%v %dx%d n=%d level=%d threads=%d", ty, s.rows, s.cols, n, lvl, threads)
 						got := make([]float32, n*s.rows+1)[1:]
-						saved := useSIMD()
-						setSIMD(simd && saved)
+						saved := simdLevel()
+						setSIMDLevel(lvl)
 						MatMul(got, x, n, w)
-						setSIMD(saved)
+						setSIMDLevel(saved)
 						for i, v := range got {
 							tol := 1e-4 * (1 + math.Sqrt(float64(s.cols))) * (1 + math.Abs(want[i]))
 							require.InDelta(t, want[i], float64(v), tol, "%s at %d", name, i)
@@ -328,16 +328,20 @@ func TestVectorKernels(t *testing.T) {
 		for i := range a {
 			want += float64(a[i]) * float64(b[i])
 		}
-		require.InDelta(t, want, float64(Dot(a, b)), 1e-4*float64(n+1), "dot n=%d", n)
-		withGeneric(t, func() { require.InDelta(t, want, float64(Dot(a, b)), 1e-4*float64(n+1)) })
-
-		d1 := append([]float32(nil), a...)
 		d2 := append([]float32(nil), a...)
-		Axpy(d1, 0.75, b)
 		withGeneric(t, func() { Axpy(d2, 0.75, b) })
-		for i := range d1 {
-			require.InDelta(t, d2[i], d1[i], 1e-6*(1+math.Abs(float64(d2[i]))))
-			require.InDelta(t, float64(a[i])+0.75*float64(b[i]), float64(d1[i]), 1e-5)
+		for _, lvl := range supportedLevels() {
+			saved := simdLevel()
+			setSIMDLevel(lvl)
+			got := Dot(a, b)
+			d1 := append([]float32(nil), a...)
+			Axpy(d1, 0.75, b)
+			setSIMDLevel(saved)
+			require.InDelta(t, want, float64(got), 1e-4*float64(n+1), "dot n=%d level %d", n, lvl)
+			for i := range d1 {
+				require.InDelta(t, d2[i], d1[i], 1e-6*(1+math.Abs(float64(d2[i]))))
+				require.InDelta(t, float64(a[i])+0.75*float64(b[i]), float64(d1[i]), 1e-5)
+			}
 		}
 		if n > 0 && useSIMD() {
 			var s float64

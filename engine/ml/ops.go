@@ -54,10 +54,7 @@ func Dot(a, b []float32) float32 {
 	if len(a) == 0 {
 		return 0
 	}
-	if useAVX512 {
-		return dotAVX512(&a[0], &b[0], len(a))
-	}
-	return dotGeneric(a, b)
+	return dot(a, b)
 }
 
 func dotGeneric(a, b []float32) float32 {
@@ -84,11 +81,7 @@ func Axpy(dst []float32, a float32, x []float32) {
 	if len(dst) == 0 {
 		return
 	}
-	if useAVX512 {
-		axpyAVX512(&dst[0], a, &x[0], len(dst))
-		return
-	}
-	axpyGeneric(dst, a, x)
+	axpy(dst, a, x)
 }
 
 func axpyGeneric(dst []float32, a float32, x []float32) {
