@@ -406,7 +406,9 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 	}
 	defer func() { <-r.sem }()
 
-	if len(r.pending) == 0 && !r.ended {
+	// Wait until there is text or the request ended (an event may carry no
+	// text while a multi-byte character or a possible stop string is held).
+	for len(r.pending) == 0 && !r.ended {
 		var ev engine.Event
 		var ok bool
 		if timeoutMS == 0 {
@@ -428,14 +430,14 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 		}
 		r.take(ev, ok)
 		// Coalesce whatever else is already there.
+	drain:
 		for !r.ended {
 			select {
 			case ev, ok = <-r.events:
 				r.take(ev, ok)
-				continue
 			default:
+				break drain
 			}
-			break
 		}
 	}
 
@@ -560,6 +562,51 @@ func kvwgo_request_result(hv C.uintptr_t, id C.uint64_t, out *C.kvw_result) (st 
 		}
 	}
 	fillResult(out, res, done, int(r.generated.Load()), status)
+	return stOK
+}
+
+//export kvwgo_request_tokens
+func kvwgo_request_tokens(hv C.uintptr_t, id C.uint64_t, which C.int32_t, tokens *C.int32_t, capacity C.size_t, outN *C.size_t) (st C.int32_t) {
+	const fn = "kvw_request_tokens"
+	defer guard(&st, fn)
+	h, st := lookup(hv, fn)
+	if st != stOK {
+		return st
+	}
+	if outN == nil {
+		return fail(stInvalid, "%s: out_n is NULL", fn)
+	}
+	if tokens == nil && capacity != 0 {
+		return fail(stInvalid, "%s: tokens is NULL but capacity is %d", fn, uint64(capacity))
+	}
+	r, st := h.request(id, fn)
+	if st != stOK {
+		return st
+	}
+	res, done := r.st.Result()
+	if !done {
+		return fail(stInvalid, "%s: request %d is still running", fn, uint64(id))
+	}
+	var ids []int
+	switch which {
+	case C.KVW_TOKENS_PROMPT:
+		ids = res.PromptTokens
+	case C.KVW_TOKENS_GENERATED:
+		ids = res.Tokens
+	default:
+		return fail(stInvalid, "%s: which %d is neither KVW_TOKENS_PROMPT nor KVW_TOKENS_GENERATED", fn, int32(which))
+	}
+	*outN = C.size_t(len(ids))
+	if tokens == nil {
+		return stOK
+	}
+	if uint64(capacity) < uint64(len(ids)) {
+		return fail(stTooSmall, "%s: %d tokens do not fit in capacity %d", fn, len(ids), uint64(capacity))
+	}
+	dst := unsafe.Slice((*int32)(unsafe.Pointer(tokens)), len(ids))
+	for i, t := range ids {
+		dst[i] = int32(t)
+	}
 	return stOK
 }
 

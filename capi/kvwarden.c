@@ -24,7 +24,7 @@ _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 _Static_assert(sizeof(kvw_engine_params) == 112, "kvw_engine_params v1");
-_Static_assert(sizeof(kvw_request_params) == 56, "kvw_request_params v1");
+_Static_assert(sizeof(kvw_request_params) == 64, "kvw_request_params v1");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
 
 // ---- thread-local last error ----------------------------------------------
@@ -153,6 +153,9 @@ kvw_request_params kvw_request_default_params(void) {
     p.temperature = 0.0f; // greedy
     p.top_k = 0;
     p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 0;
     p.seed = 0;
     return p;
 }
@@ -254,6 +257,11 @@ int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out) {
     int32_t st = kvwgo_request_result((uintptr_t)engine, id, &r);
     if (st == KVW_OK) copy_out(out, &r, sizeof r);
     return st;
+}
+
+int32_t kvw_request_tokens(kvw_engine* engine, uint64_t id, int32_t which, int32_t* tokens,
+                           size_t capacity, size_t* out_n) {
+    return kvwgo_request_tokens((uintptr_t)engine, id, which, tokens, capacity, out_n);
 }
 
 int32_t kvw_generate(kvw_engine* engine, const char* prompt, const kvw_request_params* params,

@@ -84,7 +84,8 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 	if req.MaxTokens < 0 {
 		return nil, RejectInvalidParams, fmt.Errorf("%w: max tokens %d is negative", ErrInvalidParams, req.MaxTokens)
 	}
-	if err := req.Sampling.Validate(); err != nil {
+	params := normalizeSampling(req.Sampling)
+	if err := params.Validate(); err != nil {
 		if !errors.Is(err, ErrInvalidParams) {
 			err = fmt.Errorf("%w: %w", ErrInvalidParams, err)
 		}
@@ -130,7 +131,6 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 	}
 	maxTok = min(maxTok, e.cfg.MaxContext-len(prompt))
 
-	params := req.Sampling
 	s := &seq{
 		tenant:    req.Tenant,
 		prompt:    prompt,
@@ -148,9 +148,22 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 // samplerFor builds the request's own sampler, seeded per request: the
 // request's seed when it gives one, otherwise one derived from its ID, so
 // no two requests share random state.
-func samplerFor(p sample.Params, id uint64) (*sample.Sampler, error) {
+func samplerFor(p sample.Params, id uint64) *sample.Sampler {
 	if p.Seed == 0 {
 		p.Seed = id*0x9E3779B97F4A7C15 + 1
 	}
 	return sample.New(p)
+}
+
+// normalizeSampling treats the zero values of TopP and RepeatPenalty,
+// which sample.Params.Validate rejects, as "not set" (disabled), so the
+// zero Request.Sampling means greedy decoding.
+func normalizeSampling(p sample.Params) sample.Params {
+	if p.TopP == 0 {
+		p.TopP = 1
+	}
+	if p.RepeatPenalty == 0 {
+		p.RepeatPenalty = 1
+	}
+	return p
 }

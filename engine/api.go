@@ -128,6 +128,11 @@ type Config struct {
 	// DisablePrefixCache turns the tenant-scoped prefix cache off.
 	DisablePrefixCache bool
 
+	// UnsafeSkipValidation skips the page-table validation before each
+	// step (invariant 4). It exists only to measure that check's cost in
+	// benchmarks; never set it in production.
+	UnsafeSkipValidation bool
+
 	Faults *Faults // fault injection for tests; nil in production
 
 	Logger *slog.Logger // nil = discard

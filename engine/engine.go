@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -246,5 +245,3 @@ func (e *Engine) ended(s *seq) {
 	}
 	e.mu.Unlock()
 }
-
-func since(t time.Time) time.Duration { return time.Since(t) }

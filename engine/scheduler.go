@@ -538,12 +538,7 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 		e.met.queue.observe(now.Sub(s.submitted))
 		e.met.cachedToks += uint64(cached)
 		e.met.mu.Unlock()
-		sp, err := samplerFor(s.params, s.id)
-		if err != nil {
-			sc.fail(s, fmt.Errorf("%w: sampler: %w", ErrInvalidParams, err))
-			return 0, true
-		}
-		s.sampler = sp
+		s.sampler = samplerFor(s.params, s.id)
 		prev := -1
 		if len(s.prompt) > 0 {
 			prev = s.prompt[len(s.prompt)-1]

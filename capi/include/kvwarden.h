@@ -270,19 +270,24 @@ KVW_API int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bo
 
 typedef struct kvw_request_params {
     uint32_t struct_size;     /* sizeof(kvw_request_params) */
-    int32_t max_tokens;       /* new tokens to generate; 0 = 128 */
-    float temperature;        /* 0 = greedy (default) */
-    int32_t top_k;            /* 0 = off */
-    float top_p;              /* 1 = off (default); (0, 1] */
-    int32_t no_bos;           /* bool: do not prepend BOS to the prompt */
+    int32_t max_tokens;       /* new tokens to generate; 0 = 128. Requests
+                               * whose prompt leaves less room end with
+                               * KVW_FINISH_LENGTH at max_context. */
+    float temperature;        /* 0 = greedy (default); finite, >= 0 */
+    int32_t top_k;            /* 0 = off (default) */
+    float top_p;              /* [0, 1]; 0 or 1 = off (default 1) */
+    float min_p;              /* [0, 1]; 0 = off (default) */
+    float repeat_penalty;     /* >= 0; 0 or 1 = off (default 1) */
+    int32_t repeat_last_n;    /* penalty window; 0 = off (default), -1 = all */
     uint64_t seed;            /* sampling seed; same seed, same output */
     const char* tenant;       /* NULL = "" (default tenant). Scopes the prefix
                                * cache and quotas; set it from the embedding
                                * application's own notion of a user, never
                                * from untrusted request content. Copied. */
-    const char* const* stop;  /* n_stop NUL-terminated stop strings; copied */
+    const char* const* stop;  /* n_stop NUL-terminated stop strings; copied.
+                               * The output ends before the first match. */
     uint32_t n_stop;          /* at most 16, each at most 256 bytes */
-    int32_t reserved0;
+    int32_t no_bos;           /* bool: do not prepend BOS to the prompt */
 } kvw_request_params;
 
 /* Defaults for kvw_request_params (struct_size set): greedy, 128 tokens. */
@@ -367,6 +372,15 @@ KVW_API void kvw_result_init(kvw_result* out);
 /* Writes the state of request id into *out (caller-owned; set struct_size).
  * Valid while the request runs (done 0) and after it ended. */
 KVW_API int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out);
+
+/* Copies the token IDs of an ended request (done; see kvw_request_result)
+ * into tokens: its prompt (which == KVW_TOKENS_PROMPT, BOS included) or its
+ * generated tokens (KVW_TOKENS_GENERATED). Size-query pattern as in
+ * kvw_tokenize. KVW_ERR_INVALID_ARGUMENT while the request still runs. */
+#define KVW_TOKENS_PROMPT 0
+#define KVW_TOKENS_GENERATED 1
+KVW_API int32_t kvw_request_tokens(kvw_engine* engine, uint64_t id, int32_t which,
+                                   int32_t* tokens, size_t capacity, size_t* out_n);
 
 /* Called by kvw_generate on the calling thread for each piece of text as it
  * is generated. piece is NUL-terminated (len bytes) and valid only during

@@ -54,7 +54,7 @@ func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 
 func runGenerate(ctx context.Context, args []string, e *env) error {
 	var f genFlags
-	fs := newFlagSet("generate", "generate [flags] [PROMPT]", e.stderr)
+	fs := newFlagSet("generate")
 	f.common.Register(fs)
 	fs.StringVar(&f.prompt, "prompt", "", "prompt `text` (instead of the argument or stdin)")
 	fs.IntVar(&f.maxTokens, "max-tokens", engine.DefaultMaxTokens, "most `tokens` to generate")
@@ -65,7 +65,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling seed; 0 = a random seed")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
-	pos, err := parseFlags(fs, args)
+	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,6 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
 		return err
 	}

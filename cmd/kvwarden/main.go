@@ -104,23 +104,22 @@ func exitCode(stderr io.Writer, cmd string, err error) int {
 	return cli.ExitFailure
 }
 
-// newFlagSet makes a flag set whose -h prints the usage line and flags.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet makes a flag set that reports nothing itself: parse errors are
+// reported once, by exitCode, and -h by parseFlags.
+func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args; on -h it prints the synopsis and the flags.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stderr io.Writer) ([]string, error) {
+	pos, err := cli.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "usage: kvwarden %s\n\nflags:\n", synopsis)
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
-	}
-	return fs
-}
-
-// parseFlags parses args, printing usage on -h.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, err := cli.Parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
 	}
 	return pos, err
 }

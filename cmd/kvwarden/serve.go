@@ -29,7 +29,7 @@ type serveFlags struct {
 
 func runServe(ctx context.Context, args []string, e *env) error {
 	var f serveFlags
-	fs := newFlagSet("serve", "serve [flags] --addr HOST:PORT", e.stderr)
+	fs := newFlagSet("serve")
 	f.common.Register(fs)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&f.apiKeys, "api-keys", "", "API key `file`: one \"KEY TENANT\" per line; the tenant comes only from the key (default: no auth, one tenant \"default\")")
@@ -39,7 +39,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	pos, err := parseFlags(fs, args)
+	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
 		return err
 	}

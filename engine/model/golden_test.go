@@ -17,9 +17,9 @@ import (
 )
 
 type goldenCase struct {
-	Prompt            string    `json:"prompt"`
-	PromptTokenIDs    []int     `json:"prompt_token_ids"`
-	GeneratedTokenIDs []int     `json:"generated_token_ids"`
+	Prompt            string        `json:"prompt"`
+	PromptTokenIDs    []int         `json:"prompt_token_ids"`
+	GeneratedTokenIDs []int         `json:"generated_token_ids"`
 	LogitsAfterPrompt *goldenLogits `json:"logits_after_prompt"`
 	LogitsAfter8      *goldenLogits `json:"logits_after_8_generated"`
 }

@@ -8,6 +8,11 @@
 // allocated, size arithmetic is overflow-checked, and every failure is a
 // *FormatError naming the field and its byte offset. It never panics and
 // never reads outside the input.
+//
+// FuzzParse (gguf_test.go) fuzzes Parse; its seed corpus in
+// testdata/fuzz/FuzzParse runs with every go test. For a short CI run:
+//
+//	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 30s ./engine/model/gguf/
 package gguf
 
 import (
@@ -230,7 +235,7 @@ func Parse(data []byte) (*File, error) {
 	}
 	switch {
 	case version == 2 || version == 3:
-	case version&0xffff == 0 && bits.ReverseBytes32(version) <= 3:
+	case version != 0 && version&0xffff == 0 && bits.ReverseBytes32(version) <= 3:
 		return nil, ferr("version", 4, "is %#x: a big-endian GGUF file, which is not supported", version)
 	default:
 		return nil, ferr("version", 4, "is %d: only GGUF versions 2 and 3 are supported", version)

@@ -82,7 +82,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			field := te.Field
+			field := strings.TrimPrefix(te.Field, "sampling.")
 			if field == "" {
 				return badRequest("", "invalid_json", "the request body must be a JSON object, got %s", te.Value)
 			}

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/metrics"
 	"github.com/kvwarden/kvwarden/engine"
 )
@@ -400,7 +401,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (strin
 		return "", req, p, e
 	}
 	req.Tenant = tenant
-	req.Sampling = samplingParams(p)
+	req.Sampling = cli.SamplingParams(p.temperature, p.topK, p.topP, p.seed)
 	return tenant, req, p, nil
 }
 

@@ -1,0 +1,54 @@
+/* Header/link test: compiled with -std=c99 -pedantic -Wall -Wextra -Werror
+ * against kvwarden.h and linked against libkvwarden. Every public function
+ * is referenced, so a missing or misnamed export fails the link. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "test_util.h"
+
+typedef struct {
+    const char* name;
+    void (*fn)(void);
+} sym;
+
+#define SYM(f) {#f, (void (*)(void))(f)}
+
+int main(void) {
+    const sym syms[] = {
+        SYM(kvw_status_string), SYM(kvw_last_error),     SYM(kvw_last_error_info),
+        SYM(kvw_clear_error),   SYM(kvw_version),        SYM(kvw_engine_default_params),
+        SYM(kvw_engine_open),   SYM(kvw_engine_close),   SYM(kvw_engine_max_context),
+        SYM(kvw_tokenize),      SYM(kvw_detokenize),     SYM(kvw_vocab_info),
+        SYM(kvw_request_default_params), SYM(kvw_submit), SYM(kvw_next),
+        SYM(kvw_abort),         SYM(kvw_request_free),   SYM(kvw_result_init),
+        SYM(kvw_request_result), SYM(kvw_request_tokens), SYM(kvw_generate),
+        SYM(kvw_stats_init),    SYM(kvw_engine_stats),
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
+
+    CHECK(strcmp(kvw_version(), KVW_VERSION_STRING) == 0);
+    CHECK(strcmp(kvw_status_string(KVW_ERR_REJECTED), "KVW_ERR_REJECTED") == 0);
+    CHECK(strcmp(kvw_status_string(12345), "KVW_ERR_UNKNOWN") == 0);
+    CHECK(strcmp(kvw_last_error(), "") == 0);
+
+    kvw_engine_params ep = kvw_engine_default_params();
+    CHECK(ep.struct_size == sizeof ep);
+    CHECK(ep.log_callback == NULL && ep.kv_checksum == KVW_CHECKSUM_HANDOFF);
+    kvw_request_params rp = kvw_request_default_params();
+    CHECK(rp.struct_size == sizeof rp);
+    CHECK(rp.temperature == 0.0f && rp.top_p == 1.0f && rp.repeat_penalty == 1.0f);
+
+    /* Every versioned struct is explicitly padded to a multiple of 8. */
+    CHECK(sizeof(kvw_engine_params) % 8 == 0);
+    CHECK(sizeof(kvw_request_params) % 8 == 0);
+    CHECK(sizeof(kvw_result) % 8 == 0);
+    CHECK(sizeof(kvw_stats) % 8 == 0);
+    CHECK(sizeof(kvw_error_info) % 8 == 0);
+    CHECK(offsetof(kvw_engine_params, struct_size) == 0);
+    CHECK(offsetof(kvw_request_params, struct_size) == 0);
+
+    kvw_error_info info = {sizeof info, 1, 1, 1, 1, 1, 1};
+    CHECK_ST(kvw_last_error_info(&info), KVW_OK);
+    CHECK(info.status == KVW_OK && info.limit == 0);
+    return finish("test_header");
+}

@@ -1,0 +1,355 @@
+#define _DEFAULT_SOURCE /* usleep */
+/* Misuse test: every wrong call returns a specific status, never crashes,
+ * and leaves valid handles valid. Uses the built-in model (no files). */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "test_util.h"
+
+static atomic_int log_calls;
+static atomic_int log_after_close;
+static atomic_int closed_flag;
+static int log_token;
+
+static void on_log(int32_t level, const char* msg, void* ud) {
+    (void)level;
+    if (ud != &log_token || msg == NULL) abort();
+    atomic_fetch_add(&log_calls, 1);
+    if (atomic_load(&closed_flag)) atomic_fetch_add(&log_after_close, 1);
+}
+
+static int32_t stop_at_once(const char* piece, size_t len, void* ud) {
+    (void)piece;
+    (void)len;
+    (*(int*)ud)++;
+    return 1;
+}
+
+static void* other_thread(void* arg) {
+    /* The last error is per thread: this thread has had no failure. */
+    int* ok = arg;
+    *ok = strcmp(kvw_last_error(), "") == 0;
+    kvw_error_info info = {sizeof info, 0, 0, 0, 0, 0, 0};
+    kvw_last_error_info(&info);
+    *ok = *ok && info.status == KVW_OK;
+    /* and a failure here does not change the main thread's */
+    kvw_engine_close(NULL);
+    return NULL;
+}
+
+static void test_open(void) {
+    kvw_engine* e = (kvw_engine*)0x1;
+    CHECK_ST(kvw_engine_open(NULL, NULL, NULL), KVW_ERR_INVALID_ARGUMENT);
+
+    kvw_engine_params p = kvw_engine_default_params();
+    p.struct_size = 0;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "struct_size") != NULL);
+    p.struct_size = 12;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    p.struct_size = sizeof p + 8; /* built against a newer header */
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "newer") != NULL);
+    CHECK(e == (kvw_engine*)0x1); /* untouched on failure */
+
+    p = kvw_engine_default_params();
+    p.kv_checksum = 99;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    p = kvw_engine_default_params();
+    p.max_seqs = -1;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+
+    /* Startup check: max_context larger than the pool can hold. */
+    p = kvw_engine_default_params();
+    p.page_size = 16;
+    p.kv_pages = 4;
+    p.max_context = 1000;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "1000") != NULL);
+
+    CHECK_ST(kvw_engine_open("/nonexistent/model.gguf", NULL, &e), KVW_ERR_IO);
+    CHECK(strstr(kvw_last_error(), "nonexistent") != NULL);
+    CHECK_ST(kvw_engine_open("\xff\xfe", NULL, &e), KVW_ERR_INVALID_ARGUMENT);
+
+    /* An older, smaller params struct: fields beyond it take defaults,
+     * whatever garbage follows in memory. */
+    union {
+        kvw_engine_params p;
+        unsigned char bytes[sizeof(kvw_engine_params)];
+    } old;
+    memset(old.bytes, 0xAB, sizeof old.bytes);
+    old.p.struct_size = 8; /* struct_size + page_size only */
+    old.p.page_size = 16;
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
+    if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
+}
+
+static void test_handles(kvw_engine* eng) {
+    int32_t n = 0;
+    CHECK_ST(kvw_engine_close(NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_engine_max_context((kvw_engine*)(uintptr_t)0x1234, &n), KVW_ERR_NOT_FOUND);
+    CHECK_ST(kvw_engine_max_context((kvw_engine*)&n, &n), KVW_ERR_NOT_FOUND);
+    CHECK_ST(kvw_engine_max_context(eng, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_engine_max_context(eng, &n), KVW_OK);
+    CHECK(n > 0);
+    CHECK_ST(kvw_vocab_info(eng, NULL, NULL, NULL), KVW_OK);
+
+    kvw_stats s;
+    CHECK_ST(kvw_engine_stats(eng, NULL), KVW_ERR_INVALID_ARGUMENT);
+    s.struct_size = 3;
+    CHECK_ST(kvw_engine_stats(eng, &s), KVW_ERR_INVALID_ARGUMENT);
+    kvw_stats_init(&s);
+    CHECK_ST(kvw_engine_stats(eng, &s), KVW_OK);
+    CHECK(s.pool_pages > 0 && s.struct_size == sizeof s);
+    /* A smaller (older) output struct gets only its prefix written. */
+    struct {
+        kvw_stats s;
+        uint64_t canary;
+    } small;
+    memset(&small, 0x5A, sizeof small);
+    small.s.struct_size = 16;
+    CHECK_ST(kvw_engine_stats(eng, &small.s), KVW_OK);
+    CHECK(small.s.struct_size == 16 && small.s.pool_pages > 0);
+    CHECK(small.s.pool_free == (int64_t)0x5A5A5A5A5A5A5A5ALL && small.canary == 0x5A5A5A5A5A5A5A5AULL);
+
+    CHECK_ST(kvw_last_error_info(NULL), KVW_ERR_INVALID_ARGUMENT);
+}
+
+static void test_tokens(kvw_engine* eng) {
+    size_t n = 0;
+    int32_t toks[4] = {-7, -7, -7, -7};
+    CHECK_ST(kvw_tokenize(eng, NULL, 1, NULL, 0, &n), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_tokenize(eng, "hi", 1, NULL, 0, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_tokenize(eng, "hi", 1, NULL, 5, &n), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_tokenize(eng, "bad \xc3\x28 utf8", 1, NULL, 0, &n), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "UTF-8") != NULL && strstr(kvw_last_error(), "offset 4") != NULL);
+    CHECK_ST(kvw_tokenize(eng, "hello world", 1, NULL, 0, &n), KVW_OK);
+    CHECK(n > 4);
+    size_t need = n;
+    CHECK_ST(kvw_tokenize(eng, "hello world", 1, toks, 4, &n), KVW_ERR_BUFFER_TOO_SMALL);
+    CHECK(n == need && toks[0] == -7);
+    int32_t* all = calloc(need, sizeof *all);
+    CHECK_ST(kvw_tokenize(eng, "hello world", 1, all, need, &n), KVW_OK);
+
+    char buf[64];
+    size_t len = 0;
+    CHECK_ST(kvw_detokenize(eng, all, need, NULL, 0, &len), KVW_OK);
+    CHECK(len == strlen("hello world"));
+    CHECK_ST(kvw_detokenize(eng, all, need, buf, len, &len), KVW_ERR_BUFFER_TOO_SMALL); /* no room for NUL */
+    CHECK_ST(kvw_detokenize(eng, all, need, buf, sizeof buf, &len), KVW_OK);
+    CHECK(strcmp(buf, "hello world") == 0);
+    int32_t bad[2] = {all[1], 1 << 30};
+    CHECK_ST(kvw_detokenize(eng, bad, 2, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    bad[1] = -1;
+    CHECK_ST(kvw_detokenize(eng, bad, 2, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_detokenize(eng, NULL, 3, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_detokenize(eng, NULL, 0, buf, sizeof buf, &len), KVW_OK);
+    CHECK(len == 0 && buf[0] == 0);
+    free(all);
+}
+
+static void test_submit(kvw_engine* eng) {
+    uint64_t id = 0;
+    kvw_request_params rp = kvw_request_default_params();
+    kvw_error_info info = {sizeof info, 0, 0, 0, 0, 0, 0};
+
+    CHECK_ST(kvw_submit(eng, NULL, NULL, &id), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_submit(eng, "hi", NULL, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_submit(eng, "\x80", NULL, &id), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_submit(eng, "", NULL, &id), KVW_ERR_INVALID_ARGUMENT);
+    kvw_last_error_info(&info);
+    CHECK(info.status == KVW_ERR_INVALID_ARGUMENT && info.reason == KVW_REJECT_EMPTY_PROMPT);
+
+    rp.temperature = -1.0f;
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    kvw_last_error_info(&info);
+    CHECK(info.reason == KVW_REJECT_INVALID_PARAMS);
+    rp = kvw_request_default_params();
+    rp.temperature = 0.8f;
+    rp.top_p = 1.5f;
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    rp = kvw_request_default_params();
+    rp.max_tokens = -5;
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    rp = kvw_request_default_params();
+    rp.n_stop = 2; /* stop NULL */
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    const char* stops[2] = {"ok", NULL};
+    rp.stop = stops;
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    stops[1] = "\xff";
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    rp.n_stop = 1000;
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    rp = kvw_request_default_params();
+    rp.tenant = "\xfe";
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    rp = kvw_request_default_params();
+    rp.struct_size = 4;
+    CHECK_ST(kvw_submit(eng, "hi", &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+
+    /* Too long for max_context: rejected with both numbers. */
+    int32_t max_ctx = 0;
+    REQUIRE_OK(kvw_engine_max_context(eng, &max_ctx));
+    size_t L = (size_t)max_ctx + 10;
+    char* lp = malloc(L + 1);
+    memset(lp, 'x', L);
+    lp[L] = 0;
+    CHECK_ST(kvw_submit(eng, lp, NULL, &id), KVW_ERR_REJECTED);
+    kvw_last_error_info(&info);
+    CHECK(info.status == KVW_ERR_REJECTED && info.reason == KVW_REJECT_TOO_LONG);
+    CHECK(info.limit == max_ctx && info.requested > info.limit && info.prompt_tokens > max_ctx);
+    kvw_result res;
+    kvw_result_init(&res);
+    CHECK_ST(kvw_generate(eng, lp, NULL, NULL, NULL, NULL, 0, NULL, &res), KVW_ERR_REJECTED);
+    CHECK(res.finish_reason == KVW_FINISH_REJECTED && res.limit == max_ctx && res.requested > max_ctx);
+    free(lp);
+
+    /* Thread-local last error. */
+    int other_ok = 0;
+    pthread_t t;
+    pthread_create(&t, NULL, other_thread, &other_ok);
+    pthread_join(t, NULL);
+    CHECK(other_ok);
+    kvw_last_error_info(&info);
+    CHECK(info.status == KVW_ERR_REJECTED); /* unchanged by the other thread */
+    kvw_clear_error();
+    CHECK(strcmp(kvw_last_error(), "") == 0);
+
+    /* An older, smaller request params struct (up to repeat_last_n). */
+    union {
+        kvw_request_params p;
+        unsigned char bytes[sizeof(kvw_request_params)];
+    } old;
+    memset(old.bytes, 0xEE, sizeof old.bytes);
+    old.p = kvw_request_default_params();
+    memset(&old.p.seed, 0xEE, sizeof old.p - offsetof(kvw_request_params, seed));
+    old.p.struct_size = offsetof(kvw_request_params, seed);
+    old.p.max_tokens = 3;
+    CHECK_ST(kvw_submit(eng, "hi", &old.p, &id), KVW_OK);
+
+    /* Stream request misuse. */
+    char buf[64];
+    size_t len = 99;
+    int32_t done = 7;
+    CHECK_ST(kvw_next(eng, id + 1000000, 0, buf, sizeof buf, &len, &done), KVW_ERR_NOT_FOUND);
+    CHECK_ST(kvw_next(eng, id, 0, buf, sizeof buf, NULL, &done), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_next(eng, id, 0, NULL, 10, &len, &done), KVW_ERR_INVALID_ARGUMENT);
+    /* Drain with a 1-byte buffer: nothing fits, size reported, nothing lost. */
+    int32_t st;
+    size_t total = 0;
+    for (int i = 0; i < 10000; i++) {
+        st = kvw_next(eng, id, 1000, buf, 1, &len, &done);
+        if (st == KVW_ERR_BUFFER_TOO_SMALL) {
+            CHECK(len > 0);
+            st = kvw_next(eng, id, 1000, buf, sizeof buf, &len, &done);
+            total += len;
+        }
+        if (st != KVW_OK && st != KVW_ERR_TIMEOUT) break;
+        if (done) break;
+    }
+    CHECK(done == 1);
+    kvw_result_init(&res);
+    CHECK_ST(kvw_request_result(eng, id, &res), KVW_OK);
+    CHECK(res.done && res.generated_tokens <= 3 && res.generated_tokens >= 1);
+    CHECK(res.finish_reason == KVW_FINISH_LENGTH || res.finish_reason == KVW_FINISH_STOP);
+    res.struct_size = 5;
+    CHECK_ST(kvw_request_result(eng, id, &res), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_request_result(eng, id, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_request_tokens(eng, id, KVW_TOKENS_GENERATED, NULL, 0, &len), KVW_OK);
+    CHECK(len == (size_t)res.generated_tokens);
+    CHECK_ST(kvw_request_tokens(eng, id, 9, NULL, 0, &len), KVW_ERR_INVALID_ARGUMENT);
+    /* after done, kvw_next keeps answering done */
+    CHECK_ST(kvw_next(eng, id, 0, buf, sizeof buf, &len, &done), KVW_OK);
+    CHECK(done == 1 && len == 0);
+    CHECK_ST(kvw_abort(eng, id), KVW_OK); /* ended: no-op */
+    CHECK_ST(kvw_request_free(eng, id), KVW_OK);
+    CHECK_ST(kvw_request_free(eng, id), KVW_ERR_NOT_FOUND);
+    CHECK_ST(kvw_next(eng, id, 0, buf, sizeof buf, &len, &done), KVW_ERR_NOT_FOUND);
+    CHECK_ST(kvw_abort(eng, id), KVW_ERR_NOT_FOUND);
+    CHECK_ST(kvw_abort(eng, 0), KVW_ERR_NOT_FOUND);
+
+    /* Abort, then the stream ends with KVW_ERR_ABORTED, repeatedly. */
+    rp = kvw_request_default_params();
+    rp.max_tokens = 500;
+    REQUIRE_OK(kvw_submit(eng, "abort me", &rp, &id));
+    CHECK_ST(kvw_abort(eng, id), KVW_OK);
+    CHECK_ST(kvw_abort(eng, id), KVW_OK);
+    for (;;) {
+        st = kvw_next(eng, id, 5000, buf, sizeof buf, &len, &done);
+        if (st != KVW_OK || done) break;
+    }
+    CHECK(st == KVW_ERR_ABORTED && done == 1);
+    CHECK_ST(kvw_next(eng, id, 0, buf, sizeof buf, &len, &done), KVW_ERR_ABORTED);
+    kvw_result_init(&res);
+    CHECK_ST(kvw_request_result(eng, id, &res), KVW_OK);
+    CHECK(res.done && res.status == KVW_ERR_ABORTED && res.finish_reason == KVW_FINISH_ABORT);
+    CHECK_ST(kvw_request_free(eng, id), KVW_OK);
+
+    /* Free while running. */
+    REQUIRE_OK(kvw_submit(eng, "free me", &rp, &id));
+    CHECK_ST(kvw_request_free(eng, id), KVW_OK);
+
+    /* kvw_generate: truncation into a small buffer, callback abort. */
+    char small[8];
+    memset(small, 'Z', sizeof small);
+    size_t full = 0;
+    rp.max_tokens = 40;
+    st = kvw_generate(eng, "truncate", &rp, NULL, NULL, small, sizeof small, &full, NULL);
+    CHECK(st == KVW_ERR_BUFFER_TOO_SMALL || (st == KVW_OK && full < sizeof small));
+    CHECK(strlen(small) < sizeof small && strlen(small) <= full);
+    int calls = 0;
+    kvw_result_init(&res);
+    st = kvw_generate(eng, "stop early", &rp, stop_at_once, &calls, NULL, 0, NULL, &res);
+    CHECK(st == KVW_ERR_ABORTED || (st == KVW_OK && calls == 0));
+    CHECK(calls <= 1);
+    if (st == KVW_ERR_ABORTED) CHECK(res.finish_reason == KVW_FINISH_ABORT);
+    CHECK_ST(kvw_generate(eng, "x", NULL, NULL, NULL, NULL, 3, NULL, NULL), KVW_ERR_INVALID_ARGUMENT);
+}
+
+static void test_after_close(kvw_engine* eng) {
+    uint64_t id = 0;
+    REQUIRE_OK(kvw_submit(eng, "left running", NULL, &id));
+    atomic_store(&closed_flag, 0);
+    CHECK_ST(kvw_engine_close(eng), KVW_OK);
+    atomic_store(&closed_flag, 1);
+    usleep(50 * 1000);
+    CHECK(atomic_load(&log_after_close) == 0);
+
+    char buf[16];
+    size_t n = 0;
+    int32_t done = 0, mc = 0;
+    kvw_stats s;
+    kvw_stats_init(&s);
+    CHECK_ST(kvw_engine_close(eng), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_engine_max_context(eng, &mc), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_tokenize(eng, "hi", 1, NULL, 0, &n), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_detokenize(eng, NULL, 0, NULL, 0, &n), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_submit(eng, "hi", NULL, &id), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_next(eng, id, 0, buf, sizeof buf, &n, &done), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_abort(eng, id), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_request_free(eng, id), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_engine_stats(eng, &s), KVW_ERR_CLOSED);
+    CHECK_ST(kvw_generate(eng, "hi", NULL, NULL, NULL, NULL, 0, NULL, NULL), KVW_ERR_CLOSED);
+    CHECK(strstr(kvw_last_error(), "closed") != NULL);
+}
+
+int main(void) {
+    test_open();
+
+    kvw_engine_params p = kvw_engine_default_params();
+    p.kv_memory_bytes = 16 << 20;
+    p.log_callback = on_log;
+    p.log_user_data = &log_token;
+    p.log_level = KVW_LOG_DEBUG;
+    kvw_engine* eng = NULL;
+    REQUIRE_OK(kvw_engine_open(NULL, &p, &eng));
+
+    test_handles(eng);
+    test_tokens(eng);
+    test_submit(eng);
+    test_after_close(eng);
+    printf("log callback calls: %d\n", atomic_load(&log_calls));
+    return finish("test_misuse");
+}

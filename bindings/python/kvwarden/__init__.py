@@ -1,0 +1,413 @@
+"""kvwarden: Python bindings (ctypes) for the kvwarden inference engine.
+
+    import kvwarden
+    with kvwarden.Engine("stories260K.bin", tokenizer_path="tok512.bin") as eng:
+        print(eng.generate("Once upon a time", max_tokens=32))
+        for piece in eng.stream("The cat", max_tokens=32, stop=["."]):
+            print(piece, end="", flush=True)
+
+The shared library is found through $KVWARDEN_LIB, else a copy bundled next
+to this module, else the system library path.
+
+All Engine methods are thread-safe; ctypes releases the GIL during every
+library call, so threads generate concurrently.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from ctypes import byref, c_char, c_int32, c_size_t, c_uint64, c_void_p
+from typing import Callable, Iterator, Optional, Sequence
+
+from . import _lib
+from ._lib import lib
+
+__all__ = [
+    "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
+    "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
+    "version", "library_path",
+]
+
+library_path = _lib.path
+
+
+def version() -> str:
+    """The library's version string."""
+    return lib.kvw_version().decode()
+
+
+class KvwardenError(Exception):
+    """Base of every kvwarden error. status is the C kvw_status code."""
+
+    def __init__(self, message: str, status: int = _lib.ERR_INTERNAL):
+        super().__init__(message)
+        self.status = status
+
+
+class InvalidArgumentError(KvwardenError, ValueError):
+    """Bad input: invalid UTF-8, empty prompt, bad sampling parameters, ..."""
+
+    def __init__(self, message, status=_lib.ERR_INVALID_ARGUMENT, reason=None):
+        super().__init__(message, status)
+        self.reason = reason
+
+
+class RejectedError(KvwardenError):
+    """Admission refused the request (too long, quota, overloaded).
+
+    reason is "too_long", "quota" or "overloaded"; for "too_long", limit is
+    the engine's max_context and requested the tokens the request needs."""
+
+    def __init__(self, message, status=_lib.ERR_REJECTED, reason=None, limit=0, requested=0,
+                 prompt_tokens=0):
+        super().__init__(message, status)
+        self.reason = reason
+        self.limit = limit
+        self.requested = requested
+        self.prompt_tokens = prompt_tokens
+
+
+class AbortedError(KvwardenError):
+    """The request was aborted (abort(), an early close, or engine close)."""
+
+
+class IsolationError(KvwardenError):
+    """A KV isolation check failed: an incident, the request was ended."""
+
+
+class NotFoundError(KvwardenError):
+    """Unknown or freed request."""
+
+
+class ClosedError(KvwardenError):
+    """The engine was closed."""
+
+
+class ModelLoadError(KvwardenError, OSError):
+    """The model or tokenizer could not be read."""
+
+
+_ERRORS = {
+    _lib.ERR_ABORTED: AbortedError,
+    _lib.ERR_ISOLATION: IsolationError,
+    _lib.ERR_NOT_FOUND: NotFoundError,
+    _lib.ERR_CLOSED: ClosedError,
+    _lib.ERR_IO: ModelLoadError,
+}
+
+
+def _error(status: int) -> KvwardenError:
+    """The exception for a failed call, from the calling thread's last error.
+    Must run on the thread that made the failing call (it does: ctypes calls
+    run on the calling Python thread)."""
+    msg = (lib.kvw_last_error() or b"").decode("utf-8", "replace")
+    if not msg:
+        msg = lib.kvw_status_string(status).decode()
+    info = _lib.kvw_error_info()
+    info.struct_size = ctypes.sizeof(info)
+    lib.kvw_last_error_info(byref(info))
+    reason = _lib.REJECT_REASONS.get(info.reason) if info.status == status else None
+    if status == _lib.ERR_REJECTED:
+        return RejectedError(msg, status, reason, info.limit, info.requested, info.prompt_tokens)
+    if status == _lib.ERR_INVALID_ARGUMENT:
+        return InvalidArgumentError(msg, status, reason)
+    return _ERRORS.get(status, KvwardenError)(msg, status)
+
+
+def _check(status: int) -> None:
+    if status != _lib.OK:
+        raise _error(status)
+
+
+def _text(s: str, what: str) -> bytes:
+    if not isinstance(s, str):
+        raise TypeError(f"{what} must be str, not {type(s).__name__}")
+    # surrogateescape'd or lone surrogates cannot be UTF-8: pass the bytes
+    # through so that the library reports invalid UTF-8 precisely.
+    b = s.encode("utf-8", "surrogateescape")
+    if b"\x00" in b:
+        raise InvalidArgumentError(f"{what} contains a NUL character")
+    return b
+
+
+class Stream:
+    """Iterator over the text pieces of one request (Engine.stream).
+
+    Closing it before the end (close(), leaving a with block, or garbage
+    collection) aborts the request. After the end, result holds the finish
+    reason and counts, and prompt_tokens / tokens the token IDs.
+    """
+
+    _BUF = 4096
+
+    def __init__(self, engine: "Engine", rid: int):
+        self._engine = engine
+        self._h = engine._h
+        self.id = rid
+        self._buf = ctypes.create_string_buffer(self._BUF)
+        self._len = c_size_t()
+        self._done = c_int32()
+        self._open = True
+        self.result: Optional[dict] = None
+        self.tokens: list[int] = []
+        self.prompt_tokens: list[int] = []
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> str:
+        if not self._open:
+            raise StopIteration
+        while True:
+            # A bounded wait keeps Ctrl-C responsive.
+            st = lib.kvw_next(self._h, self.id, 100, self._buf, self._BUF, byref(self._len),
+                              byref(self._done))
+            if st == _lib.ERR_TIMEOUT:
+                continue
+            if st != _lib.OK:
+                err = _error(st)
+                self._finish()
+                raise err
+            piece = self._buf.raw[: self._len.value].decode("utf-8")
+            if self._done.value:
+                self._finish()
+                if piece:
+                    return piece
+                raise StopIteration
+            if piece:
+                return piece
+
+    def _finish(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        res = _lib.kvw_result()
+        lib.kvw_result_init(byref(res))
+        if lib.kvw_request_result(self._h, self.id, byref(res)) == _lib.OK:
+            self.result = _result_dict(res)
+            if res.done:
+                self.tokens = _request_tokens(self._h, self.id, _lib.TOKENS_GENERATED)
+                self.prompt_tokens = _request_tokens(self._h, self.id, _lib.TOKENS_PROMPT)
+        lib.kvw_request_free(self._h, self.id)
+
+    def abort(self) -> None:
+        """Aborts the request; iteration then ends with AbortedError."""
+        if self._open:
+            _check(lib.kvw_abort(self._h, self.id))
+
+    def close(self) -> None:
+        """Stops the request (aborting it if it still runs) and frees it."""
+        if self._open:
+            self._open = False
+            lib.kvw_abort(self._h, self.id)  # no-op if ended; errors irrelevant here
+            lib.kvw_request_free(self._h, self.id)
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _request_tokens(h, rid: int, which: int) -> list[int]:
+    n = c_size_t()
+    if lib.kvw_request_tokens(h, rid, which, None, 0, byref(n)) != _lib.OK:
+        return []
+    arr = (c_int32 * max(n.value, 1))()
+    if lib.kvw_request_tokens(h, rid, which, arr, n.value, byref(n)) != _lib.OK:
+        return []
+    return list(arr[: n.value])
+
+
+def _result_dict(r: "_lib.kvw_result") -> dict:
+    return {
+        "done": bool(r.done),
+        "status": lib.kvw_status_string(r.status).decode(),
+        "finish_reason": _lib.FINISH_REASONS.get(r.finish_reason),
+        "prompt_tokens": r.prompt_tokens,
+        "generated_tokens": r.generated_tokens,
+        "cached_tokens": r.cached_tokens,
+        "ttft_ms": r.ttft_ms,
+        "prefill_ms": r.prefill_ms,
+        "decode_ms": r.decode_ms,
+        "decode_tps": r.decode_tps,
+    }
+
+
+class Engine:
+    """One kvwarden engine. Use as a context manager, or call close().
+
+    model_path None selects the built-in synthetic model. Keyword arguments
+    are the fields of kvw_engine_params (kv_memory_bytes, max_context,
+    tenant_quota, page_size, ...). log, if given, is called as
+    log(level: int, message: str) from engine threads; it must not raise.
+    """
+
+    def __init__(self, model_path: Optional[str] = None, tokenizer_path: Optional[str] = None, *,
+                 log: Optional[Callable[[int, str], None]] = None, log_level: int = _lib.LOG_WARN,
+                 **params):
+        p = lib.kvw_engine_default_params()
+        if tokenizer_path is not None:
+            p.tokenizer_path = _text(str(tokenizer_path), "tokenizer_path")
+        for k, v in params.items():
+            if k in ("struct_size", "log_callback", "log_user_data") or not hasattr(p, k):
+                raise TypeError(f"Engine() got an unexpected keyword argument {k!r}")
+            if isinstance(v, str):
+                v = _text(v, k)
+            elif isinstance(v, bool):
+                v = int(v)
+            setattr(p, k, v)
+        self._log_cb = None
+        if log is not None:
+            def trampoline(level, msg, _ud, _log=log):
+                try:
+                    _log(level, msg.decode("utf-8", "replace"))
+                except Exception:  # never let an exception cross into C
+                    pass
+            # Kept alive on self: C may call it until kvw_engine_close returns.
+            self._log_cb = _lib.LOG_CALLBACK(trampoline)
+            p.log_callback = self._log_cb
+            p.log_level = log_level
+        h = c_void_p()
+        mp = None if model_path is None else _text(str(model_path), "model_path")
+        _check(lib.kvw_engine_open(mp, byref(p), byref(h)))
+        self._h = h
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # -- lifecycle --
+
+    def close(self) -> None:
+        """Closes the engine; running streams end with AbortedError (or
+        NotFoundError for their later calls). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        _check(lib.kvw_engine_close(self._h))
+        self._log_cb = None  # no more calls after close returned
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not getattr(self, "_closed", True):
+                self.close()
+        except Exception:
+            pass
+
+    # -- requests --
+
+    @staticmethod
+    def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
+                repeat_penalty=1.0, repeat_last_n=0, seed=0, stop=None, tenant=None,
+                add_bos=True):
+        p = lib.kvw_request_default_params()
+        p.max_tokens = max_tokens
+        p.temperature = temperature
+        p.top_k = top_k
+        p.top_p = top_p
+        p.min_p = min_p
+        p.repeat_penalty = repeat_penalty
+        p.repeat_last_n = repeat_last_n
+        p.seed = seed
+        p.no_bos = 0 if add_bos else 1
+        keep = []
+        if tenant is not None:
+            p.tenant = _text(tenant, "tenant")
+        if stop:
+            if isinstance(stop, str):
+                stop = [stop]
+            arr = (ctypes.c_char_p * len(stop))(*[_text(s, "stop string") for s in stop])
+            keep.append(arr)
+            p.stop = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+            p.n_stop = len(stop)
+        return p, keep
+
+    def generate(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
+                 **sampling) -> str:
+        """Generates a completion of prompt and returns its text (greedy by
+        default). Raises RejectedError, AbortedError, IsolationError, ..."""
+        p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
+                               tenant=tenant, **sampling)
+        pieces: list[bytes] = []
+
+        def on_piece(ptr, n, _ud):
+            pieces.append(ctypes.string_at(ptr, n))
+            return 0
+
+        cb = _lib.PIECE_CALLBACK(on_piece)  # alive for the whole (blocking) call
+        st = lib.kvw_generate(self._h, _text(prompt, "prompt"), byref(p), cb, None, None, 0, None,
+                              None)
+        del keep
+        _check(st)
+        return b"".join(pieces).decode("utf-8")
+
+    def stream(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
+               top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+               stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
+               **sampling) -> Stream:
+        """Submits prompt and returns a Stream: an iterator of text pieces.
+        Closing the iterator early aborts the request."""
+        p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
+                               tenant=tenant, **sampling)
+        rid = c_uint64()
+        st = lib.kvw_submit(self._h, _text(prompt, "prompt"), byref(p), byref(rid))
+        del keep
+        _check(st)
+        return Stream(self, rid.value)
+
+    # -- tokens --
+
+    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
+        b = _text(text, "text")
+        n = c_size_t()
+        _check(lib.kvw_tokenize(self._h, b, int(add_bos), None, 0, byref(n)))
+        arr = (c_int32 * max(n.value, 1))()
+        _check(lib.kvw_tokenize(self._h, b, int(add_bos), arr, n.value, byref(n)))
+        return list(arr[: n.value])
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        arr = (c_int32 * max(len(tokens), 1))(*tokens)
+        n = c_size_t()
+        _check(lib.kvw_detokenize(self._h, arr, len(tokens), None, 0, byref(n)))
+        buf = (c_char * (n.value + 1))()
+        _check(lib.kvw_detokenize(self._h, arr, len(tokens), buf, n.value + 1, byref(n)))
+        return buf.raw[: n.value].decode("utf-8")
+
+    @property
+    def max_context(self) -> int:
+        out = c_int32()
+        _check(lib.kvw_engine_max_context(self._h, byref(out)))
+        return out.value
+
+    @property
+    def vocab(self) -> dict:
+        n, bos, eos = c_int32(), c_int32(), c_int32()
+        _check(lib.kvw_vocab_info(self._h, byref(n), byref(bos), byref(eos)))
+        return {"size": n.value, "bos": bos.value, "eos": eos.value}
+
+    def stats(self) -> dict:
+        """Engine and KV pool metrics (kvw_stats) as a dict."""
+        s = _lib.kvw_stats()
+        lib.kvw_stats_init(byref(s))
+        _check(lib.kvw_engine_stats(self._h, byref(s)))
+        return {name: getattr(s, name) for name, _ in s._fields_
+                if name not in ("struct_size", "reserved0")}

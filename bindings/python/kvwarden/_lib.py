@@ -1,0 +1,254 @@
+"""ctypes declarations of libkvwarden (capi/include/kvwarden.h).
+
+Every function's argtypes and restype are declared, with its C prototype in
+a comment. The structs mirror the header field by field; tests check their
+sizes against the library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_double,
+    c_float,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+
+# kvw_status
+OK = 0
+ERR_INVALID_ARGUMENT = -1
+ERR_REJECTED = -2
+ERR_ABORTED = -3
+ERR_ISOLATION = -4
+ERR_NOT_FOUND = -5
+ERR_CLOSED = -6
+ERR_INTERNAL = -7
+ERR_TIMEOUT = -8
+ERR_BUFFER_TOO_SMALL = -9
+ERR_IO = -10
+
+# kvw_finish_reason
+FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "abort", 4: "error", 5: "rejected"}
+# kvw_reject_reason
+REJECT_REASONS = {0: None, 1: "empty_prompt", 2: "too_long", 3: "invalid_params", 4: "quota", 5: "overloaded"}
+TOKENS_PROMPT = 0
+TOKENS_GENERATED = 1
+LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = 0, 1, 2, 3
+
+
+class kvw_error_info(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("status", c_int32),
+        ("reason", c_int32),
+        ("reserved0", c_int32),
+        ("limit", c_int64),
+        ("requested", c_int64),
+        ("prompt_tokens", c_int64),
+    ]
+
+
+# typedef void (*kvw_log_callback)(int32_t level, const char* msg, void* user_data);
+LOG_CALLBACK = CFUNCTYPE(None, c_int32, c_char_p, c_void_p)
+# typedef int32_t (*kvw_piece_callback)(const char* piece, size_t len, void* user_data);
+# (piece as void* so that ctypes does not stop at the NUL: use string_at(piece, len))
+PIECE_CALLBACK = CFUNCTYPE(c_int32, c_void_p, c_size_t, c_void_p)
+
+
+class kvw_engine_params(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("page_size", c_int32),
+        ("tokenizer_path", c_char_p),
+        ("device", c_char_p),
+        ("kv_pages", c_int64),
+        ("kv_memory_bytes", c_int64),
+        ("max_context", c_int32),
+        ("max_batch_tokens", c_int32),
+        ("max_seqs", c_int32),
+        ("max_queue", c_int32),
+        ("tenant_quota", c_int32),
+        ("kv_checksum", c_int32),
+        ("host_tier_bytes", c_int64),
+        ("compression", c_char_p),
+        ("zero_on_release", c_int32),
+        ("poison", c_int32),
+        ("disable_prefix_cache", c_int32),
+        ("log_level", c_int32),
+        ("log_callback", LOG_CALLBACK),
+        ("log_user_data", c_void_p),
+    ]
+
+
+class kvw_request_params(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("max_tokens", c_int32),
+        ("temperature", c_float),
+        ("top_k", c_int32),
+        ("top_p", c_float),
+        ("min_p", c_float),
+        ("repeat_penalty", c_float),
+        ("repeat_last_n", c_int32),
+        ("seed", c_uint64),
+        ("tenant", c_char_p),
+        ("stop", POINTER(c_char_p)),
+        ("n_stop", c_uint32),
+        ("no_bos", c_int32),
+    ]
+
+
+class kvw_result(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("status", c_int32),
+        ("finish_reason", c_int32),
+        ("done", c_int32),
+        ("engine_request_id", c_uint64),
+        ("prompt_tokens", c_int32),
+        ("generated_tokens", c_int32),
+        ("cached_tokens", c_int32),
+        ("reject_reason", c_int32),
+        ("limit", c_int64),
+        ("requested", c_int64),
+        ("queued_ms", c_double),
+        ("ttft_ms", c_double),
+        ("prefill_ms", c_double),
+        ("decode_ms", c_double),
+        ("prefill_tps", c_double),
+        ("decode_tps", c_double),
+    ]
+
+
+_STATS_FIELDS = (
+    [("struct_size", c_uint32), ("reserved0", c_int32)]
+    + [(n, c_int64) for n in (
+        "pool_pages", "pool_free", "pool_owned", "pool_sealed", "pool_releasing",
+        "pool_quarantined", "step_leases", "copy_leases", "prefix_leases")]
+    + [(n, c_uint64) for n in (
+        "page_allocs", "page_releases", "page_scrubs", "deferred_releases", "deferred_freed",
+        "deferred_quarantined", "checksum_failures", "isolation_violations", "stale_completions")]
+    + [(n, c_int64) for n in (
+        "host_tier_used_bytes", "host_tier_capacity_bytes", "waiting", "running", "swapped")]
+    + [(n, c_uint64) for n in (
+        "submitted", "admitted", "rejected", "finished", "aborted", "isolation_failures",
+        "prompt_tokens", "generated_tokens", "cached_tokens", "steps", "preemptions",
+        "prefix_hits", "prefix_misses")]
+    + [("ttft_mean_ms", c_double), ("step_mean_ms", c_double)]
+)
+
+
+class kvw_stats(Structure):
+    _fields_ = _STATS_FIELDS
+
+
+def _candidates():
+    env = os.environ.get("KVWARDEN_LIB")
+    if env:
+        yield env, "KVWARDEN_LIB"
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    name = "kvwarden.dll" if sys.platform == "win32" else (
+        "libkvwarden.dylib" if sys.platform == "darwin" else "libkvwarden.so")
+    yield os.path.join(here, name), "bundled copy"
+    found = ctypes.util.find_library("kvwarden")
+    if found:
+        yield found, "system library path"
+
+
+def _load():
+    tried = []
+    for path, how in _candidates():
+        if how != "system library path" and not os.path.exists(path):
+            tried.append(f"{path} ({how}: no such file)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(f"{path} ({how}: {e})")
+            if how == "KVWARDEN_LIB":
+                break
+    raise ImportError(
+        "kvwarden: cannot load libkvwarden. Set KVWARDEN_LIB to the path of libkvwarden.so "
+        "(build it with `go build -buildmode=c-shared -o libkvwarden.so ./capi` or "
+        "`cmake -S . -B build && cmake --build build`), or install the package with the "
+        "library bundled (copy it into the kvwarden/ package directory before `pip install`). "
+        "Tried: " + ("; ".join(tried) or "nothing"))
+
+
+lib, path = _load()
+
+_u64p = POINTER(c_uint64)
+_i32p = POINTER(c_int32)
+_szp = POINTER(c_size_t)
+
+
+def _decl(name, restype, argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = argtypes
+    return f
+
+
+# const char* kvw_status_string(int32_t status);
+_decl("kvw_status_string", c_char_p, [c_int32])
+# const char* kvw_last_error(void);
+_decl("kvw_last_error", c_char_p, [])
+# int32_t kvw_last_error_info(kvw_error_info* out);
+_decl("kvw_last_error_info", c_int32, [POINTER(kvw_error_info)])
+# void kvw_clear_error(void);
+_decl("kvw_clear_error", None, [])
+# const char* kvw_version(void);
+_decl("kvw_version", c_char_p, [])
+# kvw_engine_params kvw_engine_default_params(void);
+_decl("kvw_engine_default_params", kvw_engine_params, [])
+# int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params, kvw_engine** out_engine);
+_decl("kvw_engine_open", c_int32, [c_char_p, POINTER(kvw_engine_params), POINTER(c_void_p)])
+# int32_t kvw_engine_close(kvw_engine* engine);
+_decl("kvw_engine_close", c_int32, [c_void_p])
+# int32_t kvw_engine_max_context(kvw_engine* engine, int32_t* out);
+_decl("kvw_engine_max_context", c_int32, [c_void_p, _i32p])
+# int32_t kvw_tokenize(kvw_engine* engine, const char* text, int32_t add_bos, int32_t* tokens, size_t capacity, size_t* out_n);
+_decl("kvw_tokenize", c_int32, [c_void_p, c_char_p, c_int32, _i32p, c_size_t, _szp])
+# int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n, char* buf, size_t buf_size, size_t* out_len);
+_decl("kvw_detokenize", c_int32, [c_void_p, _i32p, c_size_t, POINTER(c_char), c_size_t, _szp])
+# int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos);
+_decl("kvw_vocab_info", c_int32, [c_void_p, _i32p, _i32p, _i32p])
+# kvw_request_params kvw_request_default_params(void);
+_decl("kvw_request_default_params", kvw_request_params, [])
+# int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params, uint64_t* out_id);
+_decl("kvw_submit", c_int32, [c_void_p, c_char_p, POINTER(kvw_request_params), _u64p])
+# int32_t kvw_next(kvw_engine* engine, uint64_t id, int32_t timeout_ms, char* buf, size_t buf_size, size_t* out_len, int32_t* out_done);
+_decl("kvw_next", c_int32, [c_void_p, c_uint64, c_int32, POINTER(c_char), c_size_t, _szp, _i32p])
+# int32_t kvw_abort(kvw_engine* engine, uint64_t id);
+_decl("kvw_abort", c_int32, [c_void_p, c_uint64])
+# int32_t kvw_request_free(kvw_engine* engine, uint64_t id);
+_decl("kvw_request_free", c_int32, [c_void_p, c_uint64])
+# void kvw_result_init(kvw_result* out);
+_decl("kvw_result_init", None, [POINTER(kvw_result)])
+# int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out);
+_decl("kvw_request_result", c_int32, [c_void_p, c_uint64, POINTER(kvw_result)])
+# int32_t kvw_request_tokens(kvw_engine* engine, uint64_t id, int32_t which, int32_t* tokens, size_t capacity, size_t* out_n);
+_decl("kvw_request_tokens", c_int32, [c_void_p, c_uint64, c_int32, _i32p, c_size_t, _szp])
+# int32_t kvw_generate(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
+#                      kvw_piece_callback on_piece, void* user_data, char* buf, size_t buf_size,
+#                      size_t* out_len, kvw_result* out_result);
+_decl("kvw_generate", c_int32, [c_void_p, c_char_p, POINTER(kvw_request_params), PIECE_CALLBACK,
+                                c_void_p, POINTER(c_char), c_size_t, _szp, POINTER(kvw_result)])
+# void kvw_stats_init(kvw_stats* out);
+_decl("kvw_stats_init", None, [POINTER(kvw_stats)])
+# int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
+_decl("kvw_engine_stats", c_int32, [c_void_p, POINTER(kvw_stats)])

@@ -1,0 +1,242 @@
+"""unittest suite of the kvwarden Python bindings.
+
+Needs KVWARDEN_LIB (or a bundled library). Model tests read stories260K from
+$KVWARDEN_TEST_MODELS (default ../shared/models beside the repository); they
+skip when it is absent, and fail when CI is set.
+"""
+import ctypes
+import gc
+import json
+import os
+import threading
+import unittest
+
+import kvwarden
+from kvwarden import _lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+MODELS = os.environ.get("KVWARDEN_TEST_MODELS") or os.path.join(ROOT, "..", "shared", "models")
+MODEL = os.path.join(MODELS, "stories260K.bin")
+TOKENIZER = os.path.join(MODELS, "tok512.bin")
+GOLDEN = os.path.join(MODELS, "..", "golden", "stories260K_greedy.json")
+
+
+def need_model(tc):
+    for p in (MODEL, TOKENIZER, GOLDEN):
+        if not os.path.exists(p):
+            if os.environ.get("CI"):
+                tc.fail(f"{p} not found and CI is set (set KVWARDEN_TEST_MODELS)")
+            tc.skipTest(f"{p} not found; set KVWARDEN_TEST_MODELS to run this test")
+
+
+class TestABI(unittest.TestCase):
+    def test_struct_sizes_match_library(self):
+        self.assertEqual(lib_default("kvw_engine_default_params").struct_size,
+                         ctypes.sizeof(_lib.kvw_engine_params))
+        self.assertEqual(lib_default("kvw_request_default_params").struct_size,
+                         ctypes.sizeof(_lib.kvw_request_params))
+        for cls, init in ((_lib.kvw_result, "kvw_result_init"), (_lib.kvw_stats, "kvw_stats_init")):
+            buf = (ctypes.c_uint8 * 4096)()
+            getattr(_lib.lib, init)(ctypes.cast(buf, ctypes.POINTER(cls)))
+            self.assertEqual(ctypes.c_uint32.from_buffer(buf).value, ctypes.sizeof(cls), cls.__name__)
+        self.assertEqual(ctypes.sizeof(_lib.kvw_error_info), 40)
+
+    def test_version(self):
+        self.assertRegex(kvwarden.version(), r"^\d+\.\d+\.\d+$")
+
+
+def lib_default(name):
+    return getattr(_lib.lib, name)()
+
+
+class TestStories260K(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.eng = None
+
+    def setUp(self):
+        need_model(self)
+        if TestStories260K.eng is None:
+            TestStories260K.eng = kvwarden.Engine(MODEL, tokenizer_path=TOKENIZER,
+                                                  kv_memory_bytes=32 << 20)
+        with open(GOLDEN) as f:
+            self.golden = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.eng is not None:
+            cls.eng.close()
+
+    def test_golden_greedy_tokens_and_text(self):
+        for case in self.golden["cases"]:
+            with self.subTest(prompt=case["prompt"]):
+                self.assertEqual(self.eng.tokenize(case["prompt"]), case["prompt_token_ids"])
+                n = len(case["generated_token_ids"])
+                s = self.eng.stream(case["prompt"], max_tokens=n)
+                text = "".join(s)
+                self.assertEqual(s.prompt_tokens, case["prompt_token_ids"])
+                self.assertEqual(s.tokens, case["generated_token_ids"])
+                self.assertEqual(text, case["generated_text"])
+                self.assertEqual(s.result["finish_reason"], "length")
+                self.assertEqual(self.eng.generate(case["prompt"], max_tokens=n), case["generated_text"])
+                self.assertEqual(self.eng.detokenize(case["prompt_token_ids"] + case["generated_token_ids"]),
+                                 case["prompt"] + case["generated_text"])
+
+    def test_stop_string(self):
+        text = self.eng.generate("Once upon a time", max_tokens=64, stop=["."])
+        self.assertEqual(text, ", there was a little girl named Lily")
+
+    def test_seeded_sampling_is_reproducible(self):
+        a = self.eng.generate("The cat", max_tokens=40, temperature=1.0, top_p=0.9, seed=7)
+        b = self.eng.generate("The cat", max_tokens=40, temperature=1.0, top_p=0.9, seed=7)
+        self.assertEqual(a, b)
+
+    def test_threads_greedy_outputs_are_isolated(self):
+        cases = self.golden["cases"]
+        errors = []
+
+        def work(i):
+            try:
+                for j in range(4):
+                    c = cases[(i + j) % len(cases)]
+                    n = len(c["generated_token_ids"])
+                    if (i + j) % 2:
+                        out = self.eng.generate(c["prompt"], max_tokens=n, tenant=f"t{i % 3}")
+                    else:
+                        out = "".join(self.eng.stream(c["prompt"], max_tokens=n, tenant=f"t{i % 3}"))
+                    if out != c["generated_text"]:
+                        errors.append((c["prompt"], out))
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(self.eng.stats()["isolation_failures"], 0)
+
+    def test_abort(self):
+        s = self.eng.stream("Once upon a time", max_tokens=400)
+        next(s)
+        s.abort()
+        with self.assertRaises(kvwarden.AbortedError):
+            for _ in s:
+                pass
+        self.assertEqual(s.result["finish_reason"], "abort")
+
+    def test_early_close_aborts(self):
+        before = self.eng.stats()["aborted"]
+        s = self.eng.stream("Once upon a time", max_tokens=400)
+        self.assertTrue(next(s))
+        s.close()
+        self.assertEqual(list(s), [])
+        with self.eng.stream("The cat", max_tokens=400) as s2:
+            next(s2)
+        for _ in range(100):
+            if self.eng.stats()["aborted"] >= before + 2:
+                break
+            threading.Event().wait(0.01)
+        self.assertGreaterEqual(self.eng.stats()["aborted"], before + 2)
+        self.assertEqual(self.eng.stats()["running"], 0)
+
+    def test_rejected_too_long(self):
+        limit = self.eng.max_context
+        with self.assertRaises(kvwarden.RejectedError) as cm:
+            self.eng.generate("a " * (limit + 5))
+        e = cm.exception
+        self.assertEqual(e.reason, "too_long")
+        self.assertEqual(e.limit, limit)
+        self.assertGreater(e.requested, limit)
+        self.assertIn(str(limit), str(e))
+        with self.assertRaises(kvwarden.RejectedError):
+            self.eng.stream("a " * (limit + 5))
+
+
+class TestBuiltin(unittest.TestCase):
+    """Bad input, close and use after close, on the built-in model."""
+
+    def setUp(self):
+        self.eng = kvwarden.Engine(None, kv_memory_bytes=8 << 20)
+
+    def tearDown(self):
+        self.eng.close()
+
+    def test_bad_input(self):
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            self.eng.generate("")
+        self.assertEqual(cm.exception.reason, "empty_prompt")
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            self.eng.generate("bad \udcff utf-8")  # a surrogate-escaped 0xff byte
+        self.assertIn("UTF-8", str(cm.exception))
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            self.eng.generate("hi", temperature=-1.0)
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            self.eng.generate("hi", max_tokens=-1)
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            self.eng.generate("hi", stop=["x"] * 100)
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            self.eng.generate("nul\x00inside")
+        with self.assertRaises(TypeError):
+            self.eng.generate(b"bytes")
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            self.eng.detokenize([10**6])
+        with self.assertRaises(TypeError):
+            kvwarden.Engine(None, no_such_param=1)
+        with self.assertRaises(kvwarden.ModelLoadError):
+            kvwarden.Engine("/nonexistent/model.gguf")
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            kvwarden.Engine(None, kv_pages=2, page_size=16, max_context=4096)
+        # the engine still works after all that
+        self.assertIsInstance(self.eng.generate("hi", max_tokens=4), str)
+
+    def test_tokenize_roundtrip(self):
+        ids = self.eng.tokenize("hello, wörld ✓")
+        self.assertEqual(self.eng.detokenize(ids), "hello, wörld ✓")
+        self.assertEqual(self.eng.tokenize("x", add_bos=False)[0] != self.eng.vocab["bos"], True)
+
+    def test_close_with_open_stream_and_use_after_close(self):
+        s = self.eng.stream("hello", max_tokens=500)
+        errs = []
+
+        def reader():
+            try:
+                for _ in s:
+                    pass
+            except kvwarden.KvwardenError as e:
+                errs.append(e)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        self.eng.close()
+        t.join(10)
+        self.assertFalse(t.is_alive())
+        if errs:  # it may also have finished first
+            self.assertIsInstance(errs[0], (kvwarden.AbortedError, kvwarden.NotFoundError,
+                                            kvwarden.ClosedError))
+        self.eng.close()  # idempotent
+        for call in (lambda: self.eng.generate("hi"), lambda: self.eng.stream("hi"),
+                     lambda: self.eng.tokenize("hi"), lambda: self.eng.detokenize([1]),
+                     self.eng.stats, lambda: self.eng.max_context):
+            with self.assertRaises(kvwarden.ClosedError):
+                call()
+        s.close()  # closing a stream of a closed engine is harmless
+        del s
+        gc.collect()
+
+    def test_log_callback_and_stats(self):
+        msgs = []
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20, log=lambda lvl, m: msgs.append((lvl, m)),
+                             log_level=_lib.LOG_DEBUG) as e:
+            e.generate("hi", max_tokens=3)
+            st = e.stats()
+        self.assertGreaterEqual(st["finished"], 1)
+        self.assertGreater(st["pool_pages"], 0)
+        n = len(msgs)
+        gc.collect()
+        self.assertEqual(len(msgs), n)  # nothing after close
+
+
+if __name__ == "__main__":
+    unittest.main()

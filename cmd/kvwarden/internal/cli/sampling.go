@@ -1,0 +1,19 @@
+package cli
+
+import "github.com/kvwarden/kvwarden/engine/sample"
+
+// SamplingParams builds the engine's sampling parameters from the knobs the
+// CLI and the HTTP API expose. Temperature 0 is greedy. Min-p and the
+// repetition penalty are off.
+func SamplingParams(temperature float64, topK int, topP float64, seed uint64) sample.Params {
+	if topP == 0 {
+		topP = 1
+	}
+	return sample.Params{
+		Temperature:   float32(temperature),
+		TopK:          topK,
+		TopP:          float32(topP),
+		RepeatPenalty: 1,
+		Seed:          seed,
+	}
+}

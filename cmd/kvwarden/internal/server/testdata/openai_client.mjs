@@ -1,0 +1,85 @@
+// Drives kvwarden serve with the official `openai` npm client.
+// Usage: node openai_client.mjs BASE_URL API_KEY MODEL
+import OpenAI from 'openai';
+
+const [baseURL, apiKey, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
+const out = {};
+
+function check(cond, msg) {
+  if (!cond) throw new Error('check failed: ' + msg);
+}
+
+const models = await client.models.list();
+out.models = models.data.map((m) => m.id);
+check(out.models.includes(model), 'model listed');
+
+const c = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 8, temperature: 0 });
+check(c.choices.length === 1 && typeof c.choices[0].text === 'string', 'completion text');
+check(c.usage.completion_tokens > 0 && c.usage.completion_tokens <= 8, 'completion usage');
+out.completion = { text: c.choices[0].text, finish: c.choices[0].finish_reason, usage: c.usage };
+
+const chat = await client.chat.completions.create({
+  model,
+  messages: [{ role: 'system', content: 'You tell stories.' }, { role: 'user', content: 'Tell me a story.' }],
+  max_tokens: 8,
+  temperature: 0,
+});
+check(chat.choices[0].message.role === 'assistant', 'chat role');
+out.chat = { text: chat.choices[0].message.content, finish: chat.choices[0].finish_reason, usage: chat.usage };
+
+const stream = await client.chat.completions.create({
+  model,
+  messages: [{ role: 'user', content: 'Once upon a time' }],
+  max_tokens: 8,
+  temperature: 0,
+  stream: true,
+  stream_options: { include_usage: true },
+});
+let text = '';
+let finish = null;
+let usage = null;
+let chunks = 0;
+for await (const chunk of stream) {
+  chunks++;
+  for (const ch of chunk.choices) {
+    text += ch.delta?.content ?? '';
+    if (ch.finish_reason) finish = ch.finish_reason;
+  }
+  if (chunk.usage) usage = chunk.usage;
+}
+check(finish === 'length' || finish === 'stop', 'stream finish ' + finish);
+check(usage && usage.completion_tokens > 0, 'stream usage');
+out.stream = { text, finish, chunks, usage };
+
+const cstream = await client.completions.create({ model, prompt: 'The cat', max_tokens: 6, temperature: 0, stream: true });
+let ctext = '';
+for await (const chunk of cstream) ctext += chunk.choices[0]?.text ?? '';
+out.completion_stream = ctext;
+
+try {
+  await client.completions.create({ model, prompt: 'word '.repeat(2000), max_tokens: 4 });
+  throw new Error('an over-length prompt was accepted');
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError, 'over-length is a BadRequestError: ' + e);
+  check(e.status === 400 && e.code === 'context_length_exceeded', 'context_length_exceeded, got ' + e.code);
+  out.too_long = { status: e.status, code: e.code, message: e.message };
+}
+
+try {
+  await new OpenAI({ baseURL, apiKey: 'wrong-key-123', maxRetries: 0 }).models.list();
+  throw new Error('a wrong key was accepted');
+} catch (e) {
+  check(e instanceof OpenAI.AuthenticationError && e.status === 401, 'wrong key is a 401: ' + e);
+  out.bad_key = { status: e.status, code: e.code };
+}
+
+try {
+  await client.completions.create({ model, prompt: 'hi', temperature: 7 });
+  throw new Error('temperature 7 was accepted');
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && e.param === 'temperature', 'bad temperature is a 400 naming the param: ' + e);
+  out.bad_param = { status: e.status, param: e.param };
+}
+
+console.log(JSON.stringify(out));

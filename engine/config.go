@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/device/cpu"
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/tokenizer"
+)
+
+// ErrDeviceUnavailable is wrapped when the requested device cannot be used.
+var ErrDeviceUnavailable = device.ErrUnavailable
+
+type resolved struct {
+	cfg        Config
+	weights    *model.Weights
+	ownWeights bool
+	tok        tokenizer.Tokenizer
+	pool       *kvcache.Pool
+	runner     Runner
+	backend    string
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, args...)...)
+}
+
+// checkFields validates the fields that do not need the model.
+func checkFields(c *Config) error {
+	switch {
+	case c.PageSize < 0 || c.PageSize > 1<<15:
+		return invalid("page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)
+	case c.KVPages < 0:
+		return invalid("KV pages %d is negative", c.KVPages)
+	case c.KVMemory < 0:
+		return invalid("KV memory %d bytes is negative", c.KVMemory)
+	case c.KVPages > 0 && c.KVMemory > 0:
+		return invalid("both KV pages (%d) and KV memory (%d bytes) are set; give one", c.KVPages, c.KVMemory)
+	case c.MaxContext < 0:
+		return invalid("max context %d is negative", c.MaxContext)
+	case c.MaxBatchTokens < 0:
+		return invalid("max batch tokens %d is negative", c.MaxBatchTokens)
+	case c.MaxSeqs < 0:
+		return invalid("max sequences %d is negative", c.MaxSeqs)
+	case c.MaxQueue < 0:
+		return invalid("max queue %d is negative", c.MaxQueue)
+	case c.TenantQuota < 0:
+		return invalid("tenant quota %d is negative", c.TenantQuota)
+	case c.HostTierBytes < 0:
+		return invalid("host tier %d bytes is negative", c.HostTierBytes)
+	case c.KVChecksum < ChecksumHandoff || c.KVChecksum > ChecksumOff:
+		return invalid("kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
+	}
+	switch c.Compression {
+	case "", "none", "s2", "zstd":
+	default:
+		return invalid("host tier compression %q (want none, s2 or zstd)", c.Compression)
+	}
+	if c.Compression != "" && c.Compression != "none" && c.HostTierBytes == 0 {
+		return invalid("host tier compression %q without a host tier (HostTierBytes is 0)", c.Compression)
+	}
+	if c.Weights != nil && c.ModelPath != "" {
+		return invalid("both Weights and ModelPath (%s) are set; give one", c.ModelPath)
+	}
+	if c.Weights != nil && c.Tokenizer == nil {
+		return invalid("Weights given without a Tokenizer")
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.MaxBatchTokens == 0 {
+		c.MaxBatchTokens = DefaultMaxBatchTokens
+	}
+	if c.MaxSeqs == 0 {
+		c.MaxSeqs = DefaultMaxSeqs
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	return nil
+}
+
+// pickBackend resolves Device. Only the CPU backend is compiled into this
+// build; the CUDA backend is a later piece of work (the backend loaded at
+// run time through purego).
+func pickBackend(name string) (device.Backend, error) {
+	switch name {
+	case "", "auto", "cpu":
+		return cpu.New(), nil
+	case "cuda":
+		return nil, fmt.Errorf("%w: device %q: the CUDA backend is not available in this build (searched the compiled-in backends: cpu; no CUDA backend package is linked, so libcuda.so.1 was not probed); use device \"cpu\" or \"auto\"",
+			device.ErrUnavailable, name)
+	}
+	return nil, invalid("device %q (want auto, cpu or cuda)", name)
+}
+
+func resolve(cfg Config) (r resolved, err error) {
+	c := cfg
+	if err := checkFields(&c); err != nil {
+		return r, err
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	be, err := pickBackend(c.Device)
+	if err != nil {
+		return r, err
+	}
+	r.backend = be.Name()
+	c.Device = be.Name()
+
+	// Model and tokenizer.
+	switch {
+	case c.Weights != nil:
+		r.weights, r.tok = c.Weights, c.Tokenizer
+		if err := r.weights.Check(); err != nil {
+			return r, invalid("weights: %v", err)
+		}
+	default:
+		w, tok, err := model.Open(c.ModelPath, c.TokenizerPath)
+		if err != nil {
+			return r, fmt.Errorf("engine: loading model: %w", err)
+		}
+		r.weights, r.ownWeights, r.tok = w, true, tok
+		if c.Tokenizer != nil {
+			r.tok = c.Tokenizer
+		}
+	}
+	defer func() {
+		if err != nil && r.ownWeights {
+			_ = r.weights.Close()
+		}
+	}()
+	mc := r.weights.Config
+	if v := r.tok.VocabSize(); v > mc.Vocab {
+		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
+	}
+
+	// Pool sizing.
+	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: device.F32}
+	pageBytes := geo.PageBytes()
+	if c.KVPages == 0 {
+		mem := c.KVMemory
+		if mem == 0 {
+			mem = DefaultKVMemory
+		}
+		c.KVPages = int(mem / pageBytes)
+		if c.KVPages == 0 {
+			return r, invalid("KV memory of %d bytes holds no page (one page of %d tokens is %d bytes for this model)", mem, c.PageSize, pageBytes)
+		}
+	}
+	c.KVMemory = int64(c.KVPages) * pageBytes
+	capacity := c.KVPages * c.PageSize
+
+	// Invariant 1: one request must fit the whole pool.
+	switch {
+	case c.MaxContext == 0:
+		c.MaxContext = capacity
+		if mc.MaxContext > 0 {
+			c.MaxContext = min(mc.MaxContext, capacity)
+		}
+	case c.MaxContext > capacity:
+		return r, fmt.Errorf("%w: MaxContext %d tokens exceeds the KV pool capacity of %d tokens (%d pages of %d tokens); raise KVPages/KVMemory or lower MaxContext",
+			ErrInvalidParams, c.MaxContext, capacity, c.KVPages, c.PageSize)
+	}
+	if c.MaxContext < 2 {
+		return r, invalid("MaxContext %d leaves no room for a prompt and a generated token", c.MaxContext)
+	}
+	if mc.MaxContext > 0 && c.MaxContext > mc.MaxContext {
+		c.Logger.Warn("engine: MaxContext exceeds the model's stated context length",
+			"max_context", c.MaxContext, "model_context", mc.MaxContext)
+	}
+
+	pool, err := kvcache.New(be, kvcache.Config{
+		Geometry: geo, Pages: c.KVPages, ZeroOnRelease: c.ZeroOnRelease, Poison: c.Poison,
+		HostTierBytes: c.HostTierBytes, Compression: c.Compression, Faults: c.poolFaults(), Logger: c.Logger,
+	})
+	if err != nil {
+		if errors.Is(err, kvcache.ErrConfig) {
+			return r, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+		}
+		return r, fmt.Errorf("engine: KV pool: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = pool.Close()
+		}
+	}()
+	if c.NewRunner != nil {
+		r.runner, err = c.NewRunner(pool)
+	} else {
+		r.runner, err = model.NewRunner(r.weights, pool)
+	}
+	if err != nil {
+		return r, fmt.Errorf("engine: runner: %w", err)
+	}
+	r.pool, r.cfg = pool, c
+	return r, nil
+}
+
+func (c *Config) poolFaults() *kvcache.Faults {
+	if c.Faults == nil {
+		return nil
+	}
+	return c.Faults.Pool
+}

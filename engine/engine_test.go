@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/sample"
+)
+
+func TestNewDefaultsBuiltinModel(t *testing.T) {
+	e, err := New(Config{})
+	require.NoError(t, err)
+	defer e.Close()
+	c := e.Config()
+	require.Equal(t, "cpu", e.Device())
+	require.Equal(t, DefaultPageSize, c.PageSize)
+	require.Equal(t, DefaultMaxBatchTokens, c.MaxBatchTokens)
+	// 256 MiB of pages; MaxContext = min(model context, pool capacity).
+	pb := kvcache.Geometry{PageSize: 16, Layers: 4, KVHeads: 4, HeadDim: 32, DType: device.F32}.PageBytes()
+	require.Equal(t, int(DefaultKVMemory/pb), c.KVPages)
+	require.Equal(t, min(model.DefaultConfig().MaxContext, c.KVPages*16), c.MaxContext)
+
+	r, err := e.Generate(t.Context(), Request{Prompt: "Hello", MaxTokens: 8})
+	require.NoError(t, err)
+	require.Len(t, r.Tokens, 8)
+	require.Equal(t, "length", r.FinishReason)
+}
+
+func TestNewDefaultMaxContextIsPoolWhenSmaller(t *testing.T) {
+	e, err := New(Config{KVPages: 10, PageSize: 8})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Equal(t, 80, e.MaxContext())
+}
+
+// Invariant 1, the incident's configuration: a context window larger than
+// the pool refuses to start, and the error names both numbers.
+func TestIncidentMaxContextAbovePoolRefusesToStart(t *testing.T) {
+	_, err := New(Config{KVPages: 10, PageSize: 16, MaxContext: 161})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	require.Contains(t, err.Error(), "MaxContext 161")
+	require.Contains(t, err.Error(), "160 tokens")
+
+	e, err := New(Config{KVPages: 10, PageSize: 16, MaxContext: 160})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+}
+
+func TestNewRejectsBadFields(t *testing.T) {
+	cases := map[string]Config{
+		"negative pages":      {KVPages: -1},
+		"both pages and mem":  {KVPages: 4, KVMemory: 1 << 20},
+		"page size":           {PageSize: 1 << 16},
+		"negative ctx":        {MaxContext: -5},
+		"negative batch":      {MaxBatchTokens: -1},
+		"negative seqs":       {MaxSeqs: -1},
+		"negative queue":      {MaxQueue: -1},
+		"negative quota":      {TenantQuota: -1},
+		"negative host":       {HostTierBytes: -1},
+		"compression no tier": {Compression: "zstd"},
+		"bad compression":     {HostTierBytes: 1 << 20, Compression: "lz4"},
+		"checksum":            {KVChecksum: Checksum(9)},
+		"device":              {Device: "tpu"},
+		"memory too small":    {KVMemory: 100},
+		"tiny context":        {MaxContext: 1},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := New(c)
+			require.ErrorIs(t, err, ErrInvalidParams)
+		})
+	}
+}
+
+func TestNewCUDAUnavailable(t *testing.T) {
+	_, err := New(Config{Device: "cuda"})
+	require.ErrorIs(t, err, device.ErrUnavailable)
+	require.Contains(t, err.Error(), "CUDA backend is not available in this build")
+	require.Contains(t, err.Error(), "searched")
+}
+
+func TestParseChecksum(t *testing.T) {
+	for _, s := range []string{"off", "handoff", "step"} {
+		c, err := ParseChecksum(s)
+		require.NoError(t, err)
+		require.Equal(t, s, c.String())
+	}
+	_, err := ParseChecksum("always")
+	require.ErrorIs(t, err, ErrInvalidParams)
+}
+
+func TestAdmissionRejections(t *testing.T) {
+	cfg := echoConfig(t, 16, 4) // 64 tokens
+	cfg.TenantQuota = 1
+	e := newEcho(t, cfg)
+	ctx := t.Context()
+
+	_, err := e.Submit(ctx, Request{})
+	require.ErrorIs(t, err, ErrEmptyPrompt)
+	_, err = e.Submit(ctx, Request{Prompt: "a", Tokens: []int{5}})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	_, err = e.Submit(ctx, Request{Tokens: []int{echoVocab}})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	_, err = e.Submit(ctx, Request{Prompt: "a", MaxTokens: -1})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	_, err = e.Submit(ctx, Request{Prompt: "a", Sampling: sample.Params{Temperature: -1}})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	_, err = e.Submit(ctx, Request{Prompt: "a", Stop: make([]string, MaxStopStrings+1)})
+	require.ErrorIs(t, err, ErrInvalidParams)
+
+	_, err = e.Submit(ctx, Request{Prompt: strings.Repeat("x", 63)}) // + BOS = 64 = MaxContext
+	var tooLong *PromptTooLongError
+	require.ErrorAs(t, err, &tooLong)
+	require.ErrorIs(t, err, ErrPromptTooLong)
+	require.Equal(t, 64, tooLong.Prompt)
+	require.Equal(t, 64, tooLong.Limit)
+
+	// Quota: one request in flight per tenant.
+	hold := make(chan struct{})
+	cfgHold := func(id uint64, st State) bool { return false }
+	_ = cfgHold
+	st, err := e.Submit(ctx, Request{Prompt: "a", Tenant: "t1", MaxTokens: 50})
+	require.NoError(t, err)
+	_, err2 := e.Submit(ctx, Request{Prompt: "b", Tenant: "t1"})
+	r := st.Wait()
+	close(hold)
+	if r.FinishReason == "length" && len(r.Tokens) == 50 {
+		// The first was still in flight when the second was submitted
+		// (it cannot finish before Submit returns an error or a stream).
+		require.ErrorIs(t, err2, ErrQuotaExceeded)
+	}
+	_, err = e.Generate(ctx, Request{Prompt: "b", Tenant: "t1", MaxTokens: 2})
+	require.NoError(t, err, "quota is released when a request ends")
+
+	s := e.Stats()
+	require.Equal(t, uint64(1), s.Rejected[RejectEmptyPrompt])
+	require.Equal(t, uint64(1), s.Rejected[RejectPromptTooLong])
+	require.Equal(t, uint64(5), s.Rejected[RejectInvalidParams])
+
+	require.NoError(t, e.Close())
+	_, err = e.Submit(ctx, Request{Prompt: "a"})
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestOverloaded(t *testing.T) {
+	cfg := echoConfig(t, 16, 4)
+	cfg.MaxQueue = 2
+	cfg.MaxSeqs = 1
+	block := make(chan struct{})
+	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, false)
+		r.afterStep = func(*model.Batch) { <-block }
+		return r, err
+	}
+	e := newEcho(t, cfg)
+	var streams []*Stream
+	// The first is scheduled (and blocks in its first step); the next two
+	// fill the queue; the fourth is refused.
+	st, err := e.Submit(t.Context(), Request{Prompt: "a", MaxTokens: 2})
+	require.NoError(t, err)
+	streams = append(streams, st)
+	require.Eventually(t, func() bool { return e.Stats().Running == 1 }, 5*time.Second, time.Millisecond)
+	for range 2 {
+		st, err := e.Submit(t.Context(), Request{Prompt: "a", MaxTokens: 2})
+		require.NoError(t, err)
+		streams = append(streams, st)
+	}
+	_, err = e.Submit(t.Context(), Request{Prompt: "a", MaxTokens: 2})
+	require.ErrorIs(t, err, ErrOverloaded)
+	close(block)
+	for _, st := range streams {
+		require.NoError(t, st.Wait().Err)
+	}
+	require.Equal(t, uint64(1), e.Stats().Rejected[RejectOverloaded])
+}
+
+// The incident, end to end: an over-long prompt is rejected at admission,
+// before any page is allocated, and produces no token.
+func TestIncidentOverlongPromptRejectedBeforeAllocation(t *testing.T) {
+	cfg := echoConfig(t, 8, 4) // 32 tokens
+	e := newEcho(t, cfg)
+	before := e.Pool().Stats()
+	prompt := tenantPrompt(1, 1, 40)
+	st, err := e.Submit(t.Context(), Request{Tokens: prompt, MaxTokens: 1})
+	require.Nil(t, st, "no stream, so no token can ever be produced")
+	require.ErrorIs(t, err, ErrPromptTooLong)
+	var tl *PromptTooLongError
+	require.ErrorAs(t, err, &tl)
+	require.Equal(t, 40, tl.Requested)
+	require.Equal(t, 32, tl.Limit)
+	time.Sleep(10 * time.Millisecond)
+	after := e.Pool().Stats()
+	require.Equal(t, before.Allocs, after.Allocs, "no page allocated for a rejected request")
+	require.Equal(t, 8, after.Free)
+	s := e.Stats()
+	require.Equal(t, uint64(0), s.Admitted)
+	require.Equal(t, uint64(0), s.GeneratedTokens)
+	require.Equal(t, uint64(0), s.Steps)
+
+	// A prompt that fits with a huge MaxTokens is clamped, not rejected,
+	// and ends with "length" exactly at MaxContext.
+	p := tenantPrompt(1, 2, 20)
+	r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 1000})
+	require.NoError(t, err)
+	want := echoOracle(p, 1000, 32, true)
+	require.Equal(t, want, r.Tokens)
+	if len(want) == 12 {
+		require.Equal(t, "length", r.FinishReason)
+	}
+}
+
+// The incident, end to end: a sequence that reserved pages it never wrote
+// (8 reserved, 1 written) fails the handoff check, and the engine's handoff
+// with the real scheduler accepts only written == expected.
+func TestIncidentReservedUnwrittenFailsHandoff(t *testing.T) {
+	cfg := echoConfig(t, 16, 4)
+	e := newEcho(t, cfg)
+	pool := e.Pool()
+	tab := pool.NewTable(kvcache.RequestID(1<<40), "x")
+	require.NoError(t, tab.Reserve(8*4))
+	r, err := newEchoRunner(pool, true)
+	require.NoError(t, err)
+	b := &model.Batch{Seqs: []model.Seq{{Tokens: []int{1}, Table: tab}}}
+	require.NoError(t, r.Forward(b))
+	before := pool.Stats().IsolationViolations
+	sc := &scheduler{e: e, pool: pool, ps: 4}
+	err = sc.handoff(&seq{id: 1 << 40, table: tab}, 1)
+	require.ErrorIs(t, err, ErrIsolation)
+	require.ErrorIs(t, err, kvcache.ErrHandoff)
+	require.Contains(t, err.Error(), "8 pages reserved, 1 written")
+	require.Equal(t, before+1, pool.Stats().IsolationViolations)
+	require.NoError(t, tab.Release())
+
+	// Same with KVChecksum off: the count check stays.
+	e.cfg.KVChecksum = ChecksumOff
+	tab = pool.NewTable(kvcache.RequestID(1<<41), "x")
+	require.NoError(t, tab.Reserve(8*4))
+	require.NoError(t, r.Forward(&model.Batch{Seqs: []model.Seq{{Tokens: []int{1}, Table: tab}}}))
+	err = sc.handoff(&seq{id: 1 << 41, table: tab}, 1)
+	require.ErrorIs(t, err, ErrIsolation)
+	require.NoError(t, tab.Release())
+}
+
+func TestStreamEventsAndResult(t *testing.T) {
+	e := newEcho(t, echoConfig(t, 64, 4))
+	p := tenantPrompt(2, 7, 9)
+	st, err := e.Submit(t.Context(), Request{Tokens: p, MaxTokens: 30})
+	require.NoError(t, err)
+	require.NotZero(t, st.ID())
+	var toks []int
+	var text strings.Builder
+	var last Event
+	for ev := range st.Events() {
+		if !ev.Done {
+			toks = append(toks, ev.Token)
+		}
+		text.WriteString(ev.Text)
+		last = ev
+	}
+	require.True(t, last.Done)
+	r := st.Wait()
+	require.Equal(t, r, *last.Result)
+	require.Equal(t, toks, r.Tokens)
+	require.Equal(t, r.Text, text.String())
+	require.Equal(t, echoOracle(p, 30, e.MaxContext(), true), toks)
+	got, ok := st.Result()
+	require.True(t, ok)
+	require.Equal(t, r.ID, got.ID)
+
+	// iter.Seq2 form.
+	st, err = e.Submit(t.Context(), Request{Tokens: p, MaxTokens: 30})
+	require.NoError(t, err)
+	toks = toks[:0]
+	for ev, err := range st.All() {
+		require.NoError(t, err)
+		if ev.Token >= 0 {
+			toks = append(toks, ev.Token)
+		}
+	}
+	require.Equal(t, echoOracle(p, 30, e.MaxContext(), true), toks)
+}
+
+func TestIDsNeverReused(t *testing.T) {
+	e := newEcho(t, echoConfig(t, 64, 4))
+	seen := map[uint64]bool{}
+	for i := range 20 {
+		r, err := e.Generate(t.Context(), Request{Tokens: tenantPrompt(1, i, 5), MaxTokens: 2})
+		require.NoError(t, err)
+		require.False(t, seen[r.ID])
+		seen[r.ID] = true
+	}
+}
+
+func TestContextCancelAborts(t *testing.T) {
+	cfg := echoConfig(t, 64, 4)
+	cfg.Faults = &Faults{}
+	e := newEcho(t, cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := e.Submit(ctx, Request{Tokens: tenantPrompt(1, 1, 5), MaxTokens: 1 << 20})
+	require.NoError(t, err)
+	<-st.Events() // first token is out: it is decoding
+	cancel()
+	r := st.Wait()
+	require.ErrorIs(t, r.Err, ErrAborted)
+	require.ErrorIs(t, r.Err, context.Canceled)
+	require.Equal(t, "abort", r.FinishReason)
+	waitPoolIdle(t, e)
+	require.ErrorIs(t, e.Abort(r.ID), ErrNotFound)
+}
+
+// waitPoolIdle waits until every page is free, quarantined or held only by
+// the prefix cache, with no step or copy lease: nothing leaked.
+func waitPoolIdle(t testing.TB, e *Engine) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s := e.Stats()
+		p := s.Pool
+		return s.Running == 0 && s.Waiting == 0 && s.Swapped == 0 &&
+			p.Owned == 0 && p.Sealed == 0 && p.StepLeases == 0 && p.CopyLeases == 0 &&
+			p.PrefixLeases == s.PrefixEntries && p.Releasing == s.PrefixEntries &&
+			p.Free+p.Quarantined+p.Releasing == p.Pages && p.HostEntries == 0 && p.HostTierUsed == 0
+	}, 10*time.Second, time.Millisecond, "pool not idle: %+v", e.Stats())
+}
+
+func TestCloseAbortsAndFreesEverything(t *testing.T) {
+	cfg := echoConfig(t, 32, 4)
+	cfg.HostTierBytes = 1 << 20
+	block := make(chan struct{})
+	var once sync.Once
+	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, false)
+		r.afterStep = func(*model.Batch) {
+			if r.steps == 3 {
+				once.Do(func() { <-block })
+			}
+		}
+		return r, err
+	}
+	e, err := New(cfg)
+	require.NoError(t, err)
+	var streams []*Stream
+	for i := range 10 {
+		st, err := e.Submit(t.Context(), Request{Tokens: tenantPrompt(1, i, 10), MaxTokens: 100})
+		require.NoError(t, err)
+		streams = append(streams, st)
+	}
+	done := make(chan error)
+	go func() { done <- e.Close() }()
+	time.Sleep(5 * time.Millisecond)
+	close(block)
+	require.NoError(t, <-done)
+	for _, st := range streams {
+		r := st.Wait()
+		if r.Err != nil {
+			require.ErrorIs(t, r.Err, ErrAborted)
+			require.ErrorIs(t, r.Err, ErrClosed)
+		}
+	}
+	p := e.Pool().Stats()
+	require.Equal(t, p.Pages, p.Free, "every page back: %+v", p)
+	require.Zero(t, p.PrefixLeases+p.StepLeases+p.CopyLeases)
+	require.NoError(t, e.Close(), "idempotent")
+	_, err = e.Generate(t.Context(), Request{Prompt: "x"})
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestAbortUnknown(t *testing.T) {
+	e := newEcho(t, echoConfig(t, 16, 4))
+	require.ErrorIs(t, e.Abort(12345), ErrNotFound)
+}
+
+func ExampleEngine_Generate() {
+	e, err := New(Config{KVPages: 64})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	r, err := e.Generate(context.Background(), Request{Prompt: "Once upon a time", MaxTokens: 4, Tenant: "acme"})
+	fmt.Println(len(r.Tokens), r.FinishReason, err)
+	// Output: 4 length <nil>
+}
+
+var _ = errors.Is

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Embedding surfaces: builds libkvwarden.so through CMake (the Go toolchain
+# does the compiling), then runs ctest: the header/link tests (C and C++),
+# the misuse and multi-threaded C tests, their AddressSanitizer builds, the
+# C example (built-in model and stories260K golden text), the install +
+# find_package/pkg-config consumer test, the Python unittest suite and the
+# Python example. Finally it checks `pip install ./bindings/python` with the
+# library bundled, in a scratch virtual environment.
+# Called by scripts/test.sh; runs on its own too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${KVWARDEN_EMBED_BUILD:-$root/build/embed}
+export KVWARDEN_TEST_MODELS=${KVWARDEN_TEST_MODELS:-$root/../shared/models}
+
+echo "--> cmake configure + build ($build)"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j2
+
+echo "--> ctest"
+ctest --test-dir "$build" --output-on-failure -j2
+
+echo "--> pip install ./bindings/python (library bundled), scratch venv"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp -r "$root/bindings/python" "$tmp/src"
+cp "$build/lib/libkvwarden.so" "$tmp/src/kvwarden/"
+python3 -m venv "$tmp/venv"
+# the in-tree build backend needs nothing from an index (works offline)
+"$tmp/venv/bin/pip" install -q --no-deps --no-index "$tmp/src"
+(cd "$tmp" && env -u KVWARDEN_LIB "$tmp/venv/bin/python" -c '
+import kvwarden, os
+assert os.path.dirname(kvwarden.library_path) == os.path.dirname(kvwarden.__file__), kvwarden.library_path
+with kvwarden.Engine(kv_memory_bytes=4 << 20) as e:
+    e.generate("hi", max_tokens=2)
+print("pip-installed kvwarden", kvwarden.version(), "uses", kvwarden.library_path)
+')
+echo "--> embedding tests passed"
