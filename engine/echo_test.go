@@ -226,6 +226,12 @@ func echoConfig(t testing.TB, pages, pageSize int) Config {
 	}
 }
 
+// noEOS makes the echo model never emit EOS (for long-running requests).
+func noEOS(cfg Config) Config {
+	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, false) }
+	return cfg
+}
+
 func newEcho(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	e, err := New(cfg)

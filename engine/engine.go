@@ -44,6 +44,7 @@ type Engine struct {
 	eos     []int
 	backend string
 
+	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
 	met    *metrics
 
@@ -83,8 +84,8 @@ func New(cfg Config) (*Engine, error) {
 			e.eos = append(e.eos, id)
 		}
 	}
-	s := newScheduler(e)
-	go s.loop()
+	e.sched = newScheduler(e)
+	go e.sched.loop()
 	return e, nil
 }
 
@@ -148,11 +149,14 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		return nil, ErrClosed
 	}
 	e.live[s.id] = s
-	e.inbox = append(e.inbox, s)
-	e.mu.Unlock()
+	// Registered under e.mu, before the scheduler can see s: the callback
+	// (which takes e.mu) cannot run before s is live, and st.stop is set
+	// before the scheduler can finish the stream.
 	st.stop = context.AfterFunc(ctx, func() {
 		_ = e.abort(s.id, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx)))
 	})
+	e.inbox = append(e.inbox, s)
+	e.mu.Unlock()
 	e.signal()
 	return st, nil
 }

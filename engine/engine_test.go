@@ -156,20 +156,22 @@ func TestOverloaded(t *testing.T) {
 	cfg := echoConfig(t, 16, 4)
 	cfg.MaxQueue = 2
 	cfg.MaxSeqs = 1
-	block := make(chan struct{})
+	block, entered := make(chan struct{}), make(chan struct{}, 100)
 	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
-		r.afterStep = func(*model.Batch) { <-block }
+		r.afterStep = func(*model.Batch) { entered <- struct{}{}; <-block }
 		return r, err
 	}
 	e := newEcho(t, cfg)
+	var unblock sync.Once
+	defer unblock.Do(func() { close(block) })
 	var streams []*Stream
 	// The first is scheduled (and blocks in its first step); the next two
 	// fill the queue; the fourth is refused.
 	st, err := e.Submit(t.Context(), Request{Prompt: "a", MaxTokens: 2})
 	require.NoError(t, err)
 	streams = append(streams, st)
-	require.Eventually(t, func() bool { return e.Stats().Running == 1 }, 5*time.Second, time.Millisecond)
+	<-entered
 	for range 2 {
 		st, err := e.Submit(t.Context(), Request{Prompt: "a", MaxTokens: 2})
 		require.NoError(t, err)
@@ -177,7 +179,7 @@ func TestOverloaded(t *testing.T) {
 	}
 	_, err = e.Submit(t.Context(), Request{Prompt: "a", MaxTokens: 2})
 	require.ErrorIs(t, err, ErrOverloaded)
-	close(block)
+	unblock.Do(func() { close(block) })
 	for _, st := range streams {
 		require.NoError(t, st.Wait().Err)
 	}
@@ -234,7 +236,7 @@ func TestIncidentReservedUnwrittenFailsHandoff(t *testing.T) {
 	require.NoError(t, r.Forward(b))
 	before := pool.Stats().IsolationViolations
 	sc := &scheduler{e: e, pool: pool, ps: 4}
-	err = sc.handoff(&seq{id: 1 << 40, table: tab}, 1)
+	err = sc.handoff(&seq{id: 1 << 40}, tab, 1)
 	require.ErrorIs(t, err, ErrIsolation)
 	require.ErrorIs(t, err, kvcache.ErrHandoff)
 	require.Contains(t, err.Error(), "8 pages reserved, 1 written")
@@ -246,7 +248,7 @@ func TestIncidentReservedUnwrittenFailsHandoff(t *testing.T) {
 	tab = pool.NewTable(kvcache.RequestID(1<<41), "x")
 	require.NoError(t, tab.Reserve(8*4))
 	require.NoError(t, r.Forward(&model.Batch{Seqs: []model.Seq{{Tokens: []int{1}, Table: tab}}}))
-	err = sc.handoff(&seq{id: 1 << 41, table: tab}, 1)
+	err = sc.handoff(&seq{id: 1 << 41}, tab, 1)
 	require.ErrorIs(t, err, ErrIsolation)
 	require.NoError(t, tab.Release())
 }
@@ -302,9 +304,7 @@ func TestIDsNeverReused(t *testing.T) {
 }
 
 func TestContextCancelAborts(t *testing.T) {
-	cfg := echoConfig(t, 64, 4)
-	cfg.Faults = &Faults{}
-	e := newEcho(t, cfg)
+	e := newEcho(t, noEOS(echoConfig(t, 64, 4)))
 	ctx, cancel := context.WithCancel(t.Context())
 	st, err := e.Submit(ctx, Request{Tokens: tenantPrompt(1, 1, 5), MaxTokens: 1 << 20})
 	require.NoError(t, err)

@@ -456,7 +456,7 @@ func (sc *scheduler) restore() bool {
 		sc.e.met.mu.Unlock()
 		did = true
 		// Host tier to device is a handoff (invariant 6).
-		if err := sc.handoff(s, s.fed); err != nil {
+		if err := sc.handoff(s, s.table, s.fed); err != nil {
 			sc.fail(s, fmt.Errorf("engine: restore handoff: %w", err))
 			continue
 		}
@@ -487,7 +487,7 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 		}
 		cached = n
 		if n > 0 {
-			if err := sc.handoff(s, t.Written()); err != nil {
+			if err := sc.handoff(s, t, t.Written()); err != nil {
 				_ = t.Release()
 				sc.fail(s, fmt.Errorf("engine: prefix cache handoff: %w", err))
 				sc.end(s)
@@ -556,8 +556,7 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 // expected, every page owned (or a same-tenant shared prefix) at its
 // generation, sealed checksums intact. With KVChecksum=off only the counts
 // are compared.
-func (sc *scheduler) handoff(s *seq, expected int) error {
-	t := s.table
+func (sc *scheduler) handoff(s *seq, t *kvcache.PageTable, expected int) error {
 	if sc.e.cfg.KVChecksum == ChecksumOff {
 		if w, pages := t.Written(), (t.Written()+sc.ps-1)/sc.ps; w != expected || t.Len() != pages {
 			return fmt.Errorf("%w: %w: request %d: %d pages reserved, %d written (%d tokens written, %d expected)",
@@ -646,7 +645,7 @@ func (sc *scheduler) forward() {
 		}
 		if s.state == StatePrefilling {
 			// Prefill to decode handoff (invariant 6).
-			if err := sc.handoff(s, s.fed); err != nil {
+			if err := sc.handoff(s, s.table, s.fed); err != nil {
 				sc.fail(s, fmt.Errorf("engine: prefill to decode handoff: %w", err))
 				continue
 			}

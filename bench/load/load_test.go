@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -24,7 +23,6 @@ func serve(t *testing.T, args ...string) string {
 	require.NoError(t, err, "%s", out)
 	if os.Getenv("TMP_NOPREFIX") != "" {
 		args = append(args, "--no-prefix-cache")
-	} // TMPDEV
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "info"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

@@ -92,8 +92,11 @@ func newRunner(dev *cuda.Device, c model.Config, pool *kvcache.Pool, opt Options
 		return nil, err
 	}
 	arena, ok := pool.Arena().(*cuda.Arena)
-	if !ok || arena.Device() != dev {
-		return nil, fmt.Errorf("gpu: the pool's arena (%T) is not device memory of %s", pool.Arena(), dev.Name())
+	if !ok {
+		return nil, fmt.Errorf("gpu: the pool's arena (%T) is not device memory; build the pool on cuda.BackendFor(dev)", pool.Arena())
+	}
+	if dev == nil || arena.Device() != dev {
+		return nil, fmt.Errorf("gpu: the pool's arena is not on the runner's device")
 	}
 	if c.HeadDim > 256 || c.Heads/c.KVHeads > 16 {
 		return nil, fmt.Errorf("%w: head dim %d with %d query heads per KV head (the attention kernel takes head dim <= 256, <= 16 per KV head)",

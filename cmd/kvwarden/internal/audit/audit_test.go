@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ func TestEchoRule(t *testing.T) {
 func TestAuditClean(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Config: engine.Config{DisablePrefixCache: os.Getenv("TMP_NOPREFIX") != ""} /*TMPDEV*/, Echo: true, Tenants: 6, PerTenant: 5, Rounds: 2})
+	rep, err := Run(ctx, Options{Echo: true, Tenants: 6, PerTenant: 5, Rounds: 2})
 	require.NoError(t, err)
 	for _, c := range rep.Checks {
 		t.Logf("%-4s %s: %s", c.Status, c.Name, c.Detail)
@@ -57,7 +56,7 @@ func TestAuditClean(t *testing.T) {
 func TestAuditCatchesForeignRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Config: engine.Config{DisablePrefixCache: os.Getenv("TMP_NOPREFIX") != ""} /*TMPDEV*/, Echo: true, Fault: FaultForeignRead, Tenants: 6, PerTenant: 5, Rounds: 1})
+	rep, err := Run(ctx, Options{Echo: true, Fault: FaultForeignRead, Tenants: 6, PerTenant: 5, Rounds: 1})
 	require.NoError(t, err)
 	require.False(t, rep.Clean)
 	require.NotZero(t, rep.Victim, "the fault must have fired")

@@ -65,7 +65,6 @@ func start(t *testing.T, s setup) *testServer {
 	t.Helper()
 	testenv.NoGoroutineLeak(t, 4)
 	cfg := s.cfg
-	cfg.DisablePrefixCache = os.Getenv("TMP_NOPREFIX") != "" // TMPDEV
 	if cfg.KVPages == 0 && cfg.KVMemory == 0 {
 		cfg.KVPages = 64
 	}

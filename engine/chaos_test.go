@@ -1,0 +1,330 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
+)
+
+// lockedRand is a rand shared by fault hooks on several goroutines.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (l *lockedRand) chance(p float64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64() < p
+}
+
+func (l *lockedRand) intn(n int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.IntN(n)
+}
+
+type chaosOpts struct {
+	requests int
+	corrupt  bool // inject page and copy corruption (KVChecksum=step)
+	seed     uint64
+}
+
+// TestChaos runs hundreds of concurrent requests from 8 tenants through a
+// pool far too small for them, with a host tier, shared prefixes within
+// tenants, random aborts (Abort, context cancel, and at every lifecycle
+// state), failing and slow copies and failing allocations. The echo model
+// makes every output exactly predictable from its own prompt, so:
+//   - every successful result equals its oracle (zero contamination);
+//   - every aborted result is a prefix of its oracle;
+//   - without injected corruption, no request fails at all;
+//   - with injected corruption, a corrupted page is never read: its
+//     requests fail with ErrIsolation or never read it (recompute, abort);
+//   - at the end no page, lease or host-tier byte is leaked.
+//
+// KVWARDEN_SOAK=1 runs it much longer.
+func TestChaos(t *testing.T) {
+	n := 800
+	rounds := 1
+	if os.Getenv("KVWARDEN_SOAK") != "" {
+		n, rounds = 3000, 10
+	}
+	for round := range rounds {
+		t.Run(fmt.Sprintf("faults/%d", round), func(t *testing.T) {
+			runChaos(t, chaosOpts{requests: n, seed: uint64(round) + 1})
+		})
+		t.Run(fmt.Sprintf("corruption/%d", round), func(t *testing.T) {
+			runChaos(t, chaosOpts{requests: n, corrupt: true, seed: uint64(round) + 100})
+		})
+	}
+}
+
+type chaosReq struct {
+	prompt    []int
+	tenant    string
+	maxTokens int
+	overlong  bool
+}
+
+func runChaos(t *testing.T, o chaosOpts) {
+	const (
+		tenants    = 8
+		pageSize   = 4
+		pages      = 40 // 160 tokens
+		maxContext = 64
+	)
+	rng := &lockedRand{r: rand.New(rand.NewPCG(o.seed, 7))}
+	cfg := echoConfig(t, pages, pageSize)
+	cfg.MaxContext = maxContext
+	cfg.MaxBatchTokens = 40
+	cfg.MaxSeqs = 12
+	cfg.MaxQueue = 4096
+	cfg.HostTierBytes = 24 * 128 // room for about 24 of the pool's 40 pages
+	cfg.Poison = true
+	if o.corrupt {
+		cfg.KVChecksum = ChecksumStep
+	}
+
+	var (
+		e            *Engine
+		corruptMu    sync.Mutex
+		corruptedReq = map[uint64]bool{}
+		corruptRefs  []kvcache.PageRef
+		copyCorrupt  atomic.Int64
+	)
+	pf := &kvcache.Faults{
+		FailCopy: func(ref kvcache.PageRef) error {
+			if rng.chance(0.03) {
+				return errors.New("injected copy failure")
+			}
+			return nil
+		},
+		CopyDelay: func(ref kvcache.PageRef) time.Duration {
+			if rng.chance(0.1) {
+				return 300 * time.Microsecond
+			}
+			return 0
+		},
+		FailAlloc: func() bool { return rng.chance(0.02) },
+	}
+	if o.corrupt {
+		pf.CorruptCopy = func(ref kvcache.PageRef) bool {
+			if !rng.chance(0.05) {
+				return false
+			}
+			info, err := e.Pool().Info(ref)
+			if err != nil || info.Leases[kvcache.LeasePrefix] != 0 {
+				return false // shared pages: the victim would be ambiguous
+			}
+			corruptMu.Lock()
+			corruptedReq[uint64(info.Owner)] = true
+			corruptMu.Unlock()
+			copyCorrupt.Add(1)
+			return true
+		}
+	}
+	cfg.Faults = &Faults{
+		Pool: pf,
+		AbortAt: func(id uint64, st State) bool {
+			return rng.chance(0.01)
+		},
+	}
+	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, true)
+		if err != nil || !o.corrupt {
+			return r, err
+		}
+		r.afterStep = func(b *model.Batch) {
+			if !rng.chance(0.03) {
+				return
+			}
+			// Corrupt a sealed own page of a sequence that is mid-prefill,
+			// so its next step reads the page again.
+			for _, s := range b.Seqs {
+				if s.Logits {
+					continue
+				}
+				tab := s.Table
+				for i, ref := range tab.Refs() {
+					if tab.Shared(i) || (i+1)*pageSize > tab.Written() {
+						continue
+					}
+					if err := pool.CorruptPage(ref.Index); err == nil {
+						corruptMu.Lock()
+						corruptedReq[uint64(tab.Request())] = true
+						corruptRefs = append(corruptRefs, ref)
+						corruptMu.Unlock()
+						return
+					}
+				}
+			}
+		}
+		return r, nil
+	}
+	e = newEcho(t, cfg)
+
+	// Shared prefixes per tenant: 3 each, of 9 to 20 tokens.
+	prefixes := make([][][]int, tenants)
+	for ten := range tenants {
+		for k := range 3 {
+			prefixes[ten] = append(prefixes[ten], tenantPrompt(ten, 10_000+k, 9+rng.intn(12)))
+		}
+	}
+	reqs := make([]chaosReq, o.requests)
+	for i := range reqs {
+		ten := i % tenants
+		var p []int
+		if rng.chance(0.6) {
+			p = append(p, prefixes[ten][rng.intn(3)]...)
+		}
+		p = append(p, tenantPrompt(ten, i, 4+rng.intn(16))[1:]...)
+		if p[0] != model.SyntheticBOS {
+			p = append([]int{model.SyntheticBOS}, p...)
+		}
+		r := chaosReq{prompt: p, tenant: fmt.Sprintf("tenant-%d", ten), maxTokens: 1 + rng.intn(60)}
+		if rng.chance(0.03) {
+			r.prompt = tenantPrompt(ten, i, maxContext+rng.intn(20))
+			r.overlong = true
+		}
+		reqs[i] = r
+	}
+
+	type outcome struct {
+		res      Result
+		err      error
+		streamed []int
+	}
+	outs := make([]outcome, len(reqs))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, rq := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(rng.intn(20_000)) * time.Microsecond)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			st, err := e.Submit(ctx, Request{Tokens: rq.prompt, Tenant: rq.tenant, MaxTokens: rq.maxTokens})
+			if err != nil {
+				outs[i].err = err
+				return
+			}
+			switch k := rng.intn(10); {
+			case k == 0:
+				go func() {
+					time.Sleep(time.Duration(rng.intn(5000)) * time.Microsecond)
+					_ = e.Abort(st.ID())
+				}()
+			case k == 1:
+				go func() {
+					time.Sleep(time.Duration(rng.intn(5000)) * time.Microsecond)
+					cancel()
+				}()
+			}
+			if i%2 == 0 {
+				for ev := range st.Events() {
+					if !ev.Done {
+						outs[i].streamed = append(outs[i].streamed, ev.Token)
+					}
+				}
+			}
+			outs[i].res = st.Wait()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var ok, aborted, isolation, rejected int
+	for i, rq := range reqs {
+		out := outs[i]
+		want := echoOracle(rq.prompt, rq.maxTokens, maxContext, true)
+		if rq.overlong {
+			require.ErrorIs(t, out.err, ErrPromptTooLong, "request %d", i)
+			rejected++
+			continue
+		}
+		require.NoError(t, out.err, "request %d admission", i)
+		r := out.res
+		if i%2 == 0 {
+			require.Equal(t, nilIfEmpty(r.Tokens), nilIfEmpty(out.streamed), "request %d: stream and result disagree", i)
+		}
+		switch {
+		case r.Err == nil:
+			require.Equal(t, want, nilIfEmpty(r.Tokens), "request %d (id %d, tenant %s): CONTAMINATED output", i, r.ID, rq.tenant)
+			ok++
+		case errors.Is(r.Err, ErrAborted):
+			require.LessOrEqual(t, len(r.Tokens), len(want), "request %d", i)
+			require.Equal(t, nilIfEmpty(want[:len(r.Tokens)]), nilIfEmpty(r.Tokens), "request %d: aborted output is not a prefix of its own", i)
+			aborted++
+		case errors.Is(r.Err, ErrIsolation):
+			require.True(t, o.corrupt, "request %d failed an isolation check without injected corruption: %v", i, r.Err)
+			isolation++
+		default:
+			t.Fatalf("request %d: unexpected error %v", i, r.Err)
+		}
+	}
+	waitPoolIdle(t, e)
+	s := e.Stats()
+	t.Logf("%d requests in %v: %d ok, %d aborted, %d isolation failures, %d rejected; steps %d, preemptions %d (swap %d, swap failed %d), restores %d, recomputed %d tokens, prefix hits %d, cached tokens %d; pool: %d checksum failures, %d quarantined, %d copy failures; copies corrupted %d, pages corrupted %d",
+		len(reqs), elapsed, ok, aborted, isolation, rejected, s.Steps, s.Preemptions, s.SwapOuts, s.SwapFails, s.SwapIns,
+		s.RecomputedTokens, s.PrefixHits, s.CachedTokens, s.Pool.ChecksumFailures, s.Pool.Quarantined, s.Pool.CopyFailures,
+		copyCorrupt.Load(), len(corruptRefs))
+	require.NotZero(t, s.Preemptions, "the pool must be under pressure")
+	require.NotZero(t, s.SwapOuts)
+	require.NotZero(t, s.PrefixHits)
+	require.Greater(t, ok, len(reqs)/2)
+
+	if o.corrupt {
+		corruptMu.Lock()
+		for id := range corruptedReq {
+			for i, out := range outs {
+				if out.res.ID == id && out.res.Err == nil {
+					// It succeeded: only possible if it never read the
+					// corrupted data, and then its output is exact (checked above).
+					require.Equal(t, echoOracle(reqs[i].prompt, reqs[i].maxTokens, maxContext, true), nilIfEmpty(out.res.Tokens))
+				}
+			}
+		}
+		// Every corrupted page was either caught (quarantined) or left the
+		// pool unread (freed: its generation moved on or it is free).
+		for _, ref := range corruptRefs {
+			info, err := e.Pool().Info(ref)
+			if err == nil {
+				require.Contains(t, []kvcache.PageState{kvcache.PageQuarantined, kvcache.PageFree, kvcache.PageReleasing}, info.State)
+			}
+		}
+		corruptMu.Unlock()
+		if len(corruptRefs) > 0 || copyCorrupt.Load() > 0 {
+			require.NotZero(t, s.Pool.ChecksumFailures+uint64(isolation))
+		}
+	} else {
+		require.Zero(t, s.IsolationFailures)
+		require.Zero(t, s.Pool.IsolationViolations)
+		require.Zero(t, s.Pool.Quarantined)
+	}
+
+	require.NoError(t, e.Close())
+	p := e.Pool().Stats()
+	require.Equal(t, p.Pages, p.Free+p.Quarantined, "leaked pages: %+v", p)
+	require.Zero(t, p.StepLeases+p.CopyLeases+p.PrefixLeases, "leaked leases: %+v", p)
+	require.Zero(t, p.HostTierUsed)
+	require.Zero(t, p.HostEntries)
+}
+
+func nilIfEmpty(s []int) []int {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}

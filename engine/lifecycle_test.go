@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
+)
+
+// pressureConfig: 8 pages of 4 tokens (32 tokens), MaxContext 32: two
+// requests that each grow to 32 tokens cannot both hold their pages, so the
+// newer one is preempted.
+func pressureConfig(t *testing.T, hostTier bool) Config {
+	cfg := noEOS(echoConfig(t, 8, 4))
+	cfg.Poison = true
+	if hostTier {
+		cfg.HostTierBytes = 1 << 20
+	}
+	return cfg
+}
+
+func runPair(t *testing.T, e *Engine) (Result, Result) {
+	pa, pb := tenantPrompt(1, 1, 6), tenantPrompt(2, 2, 6)
+	sa, err := e.Submit(t.Context(), Request{Tokens: pa, MaxTokens: 100, Tenant: "a"})
+	require.NoError(t, err)
+	sb, err := e.Submit(t.Context(), Request{Tokens: pb, MaxTokens: 100, Tenant: "b"})
+	require.NoError(t, err)
+	ra, rb := sa.Wait(), sb.Wait()
+	return ra, rb
+}
+
+func TestPreemptionSwapRestoresExactly(t *testing.T) {
+	e := newEcho(t, pressureConfig(t, true))
+	ra, rb := runPair(t, e)
+	require.NoError(t, ra.Err)
+	require.NoError(t, rb.Err)
+	require.Equal(t, echoOracle(tenantPrompt(1, 1, 6), 100, 32, false), ra.Tokens)
+	require.Equal(t, echoOracle(tenantPrompt(2, 2, 6), 100, 32, false), rb.Tokens)
+	require.Equal(t, "length", ra.FinishReason)
+	require.Len(t, ra.Tokens, 26, "finishes at MaxContext")
+	s := e.Stats()
+	require.NotZero(t, s.SwapOuts, "%+v", s)
+	require.Equal(t, s.SwapOuts, s.SwapIns)
+	require.Zero(t, s.IsolationFailures)
+	waitPoolIdle(t, e)
+}
+
+func TestPreemptionRecomputeExactly(t *testing.T) {
+	e := newEcho(t, pressureConfig(t, false))
+	ra, rb := runPair(t, e)
+	require.NoError(t, ra.Err)
+	require.NoError(t, rb.Err)
+	require.Equal(t, echoOracle(tenantPrompt(1, 1, 6), 100, 32, false), ra.Tokens)
+	require.Equal(t, echoOracle(tenantPrompt(2, 2, 6), 100, 32, false), rb.Tokens)
+	s := e.Stats()
+	require.NotZero(t, s.Preemptions)
+	require.Zero(t, s.SwapOuts)
+	require.NotZero(t, s.RecomputedTokens)
+	waitPoolIdle(t, e)
+}
+
+// No deadlock when the queue needs far more than the pool: only each
+// single request must fit.
+func TestQueueLargerThanPool(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		e := newEcho(t, pressureConfig(t, host))
+		var wg sync.WaitGroup
+		for i := range 24 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := tenantPrompt(i%3, i, 3+i%7)
+				r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 1000, Tenant: string(rune('a' + i%3))})
+				require.NoError(t, err)
+				require.Equal(t, echoOracle(p, 1000, 32, false), r.Tokens)
+			}()
+		}
+		wg.Wait()
+		waitPoolIdle(t, e)
+	}
+}
+
+// Abort in every lifecycle state: the request ends with ErrAborted, never
+// produces tokens after the abort, and every page and host copy comes back.
+func TestAbortInEveryState(t *testing.T) {
+	for _, state := range []State{StateWaiting, StatePrefilling, StateDecoding, StateSwapped} {
+		t.Run(state.String(), func(t *testing.T) {
+			cfg := pressureConfig(t, true)
+			var victim atomic.Uint64
+			cfg.Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+				return id == victim.Load() && st == state
+			}}
+			e := newEcho(t, cfg)
+			// The victim is the newer request of a pair, so it is the one
+			// preempted (swapped) when the pool runs out.
+			victim.Store(2)
+			before := e.Pool().Stats().Allocs
+			ra, rb := runPair(t, e)
+			require.NoError(t, ra.Err)
+			require.Equal(t, echoOracle(tenantPrompt(1, 1, 6), 100, 32, false), ra.Tokens)
+			require.Equal(t, uint64(2), rb.ID)
+			require.ErrorIs(t, rb.Err, ErrAborted)
+			require.Equal(t, "abort", rb.FinishReason)
+			// Whatever it produced before the abort is a prefix of its oracle.
+			want := echoOracle(tenantPrompt(2, 2, 6), 100, 32, false)
+			require.Equal(t, want[:len(rb.Tokens)], rb.Tokens)
+			switch state {
+			case StateWaiting:
+				require.Empty(t, rb.Tokens)
+			case StatePrefilling:
+				require.Empty(t, rb.Tokens)
+			case StateSwapped:
+				require.NotZero(t, e.Stats().SwapOuts)
+			}
+			waitPoolIdle(t, e)
+			if state == StateWaiting {
+				// Only A allocated.
+				require.LessOrEqual(t, e.Pool().Stats().Allocs-before, uint64(8))
+			}
+		})
+	}
+}
+
+// Abort while the swap-out copy is in flight: the pages hold a copy lease
+// and do not come back before the copy completes.
+func TestAbortDuringSwapOut(t *testing.T) {
+	cfg := pressureConfig(t, true)
+	var e *Engine
+	var checked atomic.Int32
+	var mu sync.Mutex
+	var bad []string
+	cfg.Faults = &Faults{Pool: &kvcache.Faults{
+		CopyDelay: func(ref kvcache.PageRef) time.Duration {
+			info, err := e.Pool().Info(ref)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || info.State == kvcache.PageFree || info.Leases[kvcache.LeaseCopy] == 0 {
+				bad = append(bad, ref.String())
+			}
+			if checked.Add(1) == 1 {
+				_ = e.Abort(uint64(info.Owner))
+			}
+			return 2 * time.Millisecond
+		},
+	}}
+	e = newEcho(t, cfg)
+	ra, rb := runPair(t, e)
+	require.NoError(t, ra.Err)
+	require.NotZero(t, checked.Load(), "a swap happened")
+	require.Empty(t, bad, "a page under copy was free or unleased")
+	require.ErrorIs(t, rb.Err, ErrAborted)
+	waitPoolIdle(t, e)
+}
+
+// Abort around a restore: requested while the restore is starting (from
+// inside the pool's allocation hook) and right after it (at the state the
+// restore enters). The restore copy completes and is verified; then the
+// pages go back through release.
+func TestAbortDuringRestore(t *testing.T) {
+	for _, mode := range []string{"inside", "after"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := pressureConfig(t, true)
+			var e *Engine
+			var swapped, fired atomic.Bool
+			cfg.Faults = &Faults{
+				AbortAt: func(id uint64, st State) bool {
+					if id != 2 {
+						return false
+					}
+					if st == StateSwapped {
+						swapped.Store(true)
+						return false
+					}
+					return mode == "after" && swapped.Load() && (st == StateDecoding || st == StatePrefilling)
+				},
+				Pool: &kvcache.Faults{FailAlloc: func() bool {
+					if mode == "inside" && swapped.Load() && !fired.Load() {
+						fired.Store(true)
+						_ = e.Abort(2)
+					}
+					return false
+				}},
+			}
+			e = newEcho(t, cfg)
+			ra, rb := runPair(t, e)
+			require.NoError(t, ra.Err)
+			require.True(t, swapped.Load())
+			require.ErrorIs(t, rb.Err, ErrAborted)
+			want := echoOracle(tenantPrompt(2, 2, 6), 100, 32, false)
+			require.Equal(t, want[:len(rb.Tokens)], rb.Tokens)
+			waitPoolIdle(t, e)
+		})
+	}
+}
+
+// Cancelling the context of a decoding request aborts it at the next step.
+func TestContextCancelWhileDecoding(t *testing.T) {
+	cfg := noEOS(echoConfig(t, 64, 4))
+	gate := make(chan struct{})
+	var once sync.Once
+	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, false)
+		r.afterStep = func(*model.Batch) {
+			if r.steps == 3 {
+				once.Do(func() { <-gate })
+			}
+		}
+		return r, err
+	}
+	e := newEcho(t, cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := e.Submit(ctx, Request{Tokens: tenantPrompt(1, 1, 5), MaxTokens: 200})
+	require.NoError(t, err)
+	ev := <-st.Events()
+	require.False(t, ev.Done)
+	cancel()
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.aborts) > 0
+	}, 5*time.Second, time.Millisecond)
+	close(gate)
+	r := st.Wait()
+	require.ErrorIs(t, r.Err, ErrAborted)
+	require.Less(t, len(r.Tokens), 10)
+	waitPoolIdle(t, e)
+}

@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// modelsDir is $KVWARDEN_TEST_MODELS or ../shared/models next to the
+// repository root. The test skips when it is missing, unless $CI is set.
+func modelsDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("KVWARDEN_TEST_MODELS")
+	if dir == "" {
+		wd, err := os.Getwd()
+		require.NoError(t, err)
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				dir = filepath.Join(d, "..", "shared", "models")
+				break
+			}
+			if filepath.Dir(d) == d {
+				dir = filepath.Join(wd, "..", "..", "shared", "models")
+				break
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("test models not found at %s (set KVWARDEN_TEST_MODELS): %v", dir, err)
+		}
+		t.Skipf("test models not found at %s (set KVWARDEN_TEST_MODELS to run this test)", dir)
+	}
+	return dir
+}
+
+type goldenCase struct {
+	Prompt    string `json:"prompt"`
+	PromptIDs []int  `json:"prompt_token_ids"`
+	Generated []int  `json:"generated_token_ids"`
+	Text      string `json:"generated_text"`
+}
+
+func loadGolden(t *testing.T, dir string) []goldenCase {
+	b, err := os.ReadFile(filepath.Join(dir, "..", "golden", "stories260K_greedy.json"))
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skipf("golden data missing: %v", err)
+	}
+	var g struct{ Cases []goldenCase }
+	require.NoError(t, json.Unmarshal(b, &g))
+	require.NotEmpty(t, g.Cases)
+	return g.Cases
+}
+
+func storiesEngine(t *testing.T, dir string, mut func(*Config)) *Engine {
+	cfg := Config{
+		ModelPath:     filepath.Join(dir, "stories260K.bin"),
+		TokenizerPath: filepath.Join(dir, "tok512.bin"),
+		KVPages:       128,
+		Poison:        true,
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	e, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// Greedy outputs of stories260K are identical to llama2.c's run.c whether a
+// request runs alone, in a busy batch, after preemption (swap and
+// recompute), or with its prefix served from the cache.
+func TestStories260KEquivalence(t *testing.T) {
+	dir := modelsDir(t)
+	cases := loadGolden(t, dir)
+
+	t.Run("alone", func(t *testing.T) {
+		e := storiesEngine(t, dir, nil)
+		for _, c := range cases {
+			// Text prompts tokenize to the golden ids (BOS + dummy prefix).
+			r, err := e.Generate(t.Context(), Request{Prompt: c.Prompt, MaxTokens: len(c.Generated)})
+			require.NoError(t, err)
+			require.Equal(t, c.PromptIDs, r.PromptTokens)
+			require.Equal(t, c.Generated, r.Tokens, c.Prompt)
+			require.Equal(t, "length", r.FinishReason)
+		}
+	})
+
+	busy := func(t *testing.T, e *Engine, copies int) {
+		var wg sync.WaitGroup
+		for k := range copies {
+			for _, c := range cases {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
+					require.NoError(t, err)
+					require.Equal(t, c.Generated, r.Tokens, c.Prompt)
+				}()
+			}
+		}
+		wg.Wait()
+	}
+	t.Run("busy batch", func(t *testing.T) {
+		e := storiesEngine(t, dir, func(c *Config) { c.MaxBatchTokens = 64 })
+		busy(t, e, 6)
+		require.Zero(t, e.Stats().Preemptions)
+	})
+	t.Run("preemption swap", func(t *testing.T) {
+		// 10 pages of 16 tokens: three 76-token requests (5 pages each)
+		// cannot run together.
+		e := storiesEngine(t, dir, func(c *Config) { c.KVPages = 10; c.HostTierBytes = 16 << 20 })
+		busy(t, e, 3)
+		s := e.Stats()
+		require.NotZero(t, s.SwapIns, "%+v", s)
+		require.Zero(t, s.IsolationFailures)
+	})
+	t.Run("preemption recompute", func(t *testing.T) {
+		e := storiesEngine(t, dir, func(c *Config) { c.KVPages = 10 })
+		busy(t, e, 3)
+		s := e.Stats()
+		require.NotZero(t, s.RecomputedTokens, "%+v", s)
+	})
+	t.Run("prefix hits", func(t *testing.T) {
+		e := storiesEngine(t, dir, func(c *Config) { c.KVChecksum = ChecksumStep })
+		for _, c := range cases {
+			r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: "t"})
+			require.NoError(t, err)
+			require.Equal(t, c.Generated, r.Tokens)
+			// Continue from the middle of the golden output: the prompt and
+			// the first 40 generated tokens are in the cache.
+			p := append(append([]int(nil), c.PromptIDs...), c.Generated[:40]...)
+			r, err = e.Generate(t.Context(), Request{Tokens: p, MaxTokens: len(c.Generated) - 40, Tenant: "t"})
+			require.NoError(t, err)
+			require.Equal(t, (len(p)-1)/16*16, r.CachedTokens)
+			require.Equal(t, c.Generated[40:], r.Tokens)
+		}
+		// Another tenant gets no hit and the same output.
+		c := cases[0]
+		p := append(append([]int(nil), c.PromptIDs...), c.Generated[:40]...)
+		r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 24, Tenant: "other"})
+		require.NoError(t, err)
+		require.Zero(t, r.CachedTokens)
+		require.Equal(t, c.Generated[40:], r.Tokens)
+	})
+}
