@@ -143,6 +143,11 @@ type Faults struct {
 	Pool *kvcache.Faults
 	// AbortAt aborts a request when it enters the named state.
 	AbortAt func(id uint64, state State) bool
+	// CorruptSealed, when it returns true, flips a byte of a page of
+	// request id right after a step sealed it (without updating its
+	// checksum), as a bad write or bit flip would. The handoff, step
+	// verification, swap-out and prefix-cache checks must catch it.
+	CorruptSealed func(id uint64, page kvcache.PageRef) bool
 }
 
 // State is a request's lifecycle state.

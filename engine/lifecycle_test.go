@@ -231,3 +231,35 @@ func TestContextCancelWhileDecoding(t *testing.T) {
 	require.Less(t, len(r.Tokens), 10)
 	waitPoolIdle(t, e)
 }
+
+// A page corrupted after it was sealed during prefill is caught before the
+// request can produce a token: at the prefill to decode handoff (default),
+// or at the very next step (KVChecksum=step). The page is quarantined, the
+// request fails with ErrIsolation, and the engine keeps serving.
+func TestCorruptSealedPageDetected(t *testing.T) {
+	for _, mode := range []Checksum{ChecksumHandoff, ChecksumStep} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := noEOS(echoConfig(t, 64, 4))
+			cfg.MaxBatchTokens = 8
+			cfg.KVChecksum = mode
+			var victim atomic.Uint64
+			victim.Store(1)
+			cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
+				return id == victim.Load() && victim.CompareAndSwap(id, 0)
+			}}
+			e := newEcho(t, cfg)
+			p := tenantPrompt(1, 1, 20)
+			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 5})
+			require.ErrorIs(t, err, ErrIsolation)
+			require.Empty(t, r.Tokens, "no token from corrupted KV")
+			s := e.Stats()
+			require.Equal(t, uint64(1), s.IsolationFailures)
+			require.Equal(t, uint64(1), s.Pool.ChecksumFailures)
+			require.Equal(t, 1, s.Pool.Quarantined)
+			r, err = e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 5})
+			require.NoError(t, err)
+			require.Equal(t, echoOracle(p, 5, e.MaxContext(), false), r.Tokens)
+			waitPoolIdle(t, e)
+		})
+	}
+}

@@ -620,23 +620,23 @@ func (sc *scheduler) forward() {
 	e.met.step.observe(now.Sub(start))
 	e.met.mu.Unlock()
 	if err != nil {
+		// A failed step may have written part of any member's slots; the
+		// tables did not advance, but fail them all rather than guess.
 		for _, s := range members {
-			if errors.Is(err, kvcache.ErrIsolation) {
-				sc.fail(s, fmt.Errorf("engine: forward step: %w", err))
-			} else {
-				sc.fail(s, fmt.Errorf("engine: forward step: %w", err))
-			}
+			sc.fail(s, fmt.Errorf("engine: forward step: %w", err))
 		}
 		return
 	}
 	for i, s := range members {
 		n := sc.inStep[s]
+		before := s.fed
 		s.fed += n
 		if w := s.table.Written(); w != s.fed {
 			sc.fail(s, fmt.Errorf("%w: request %d: table holds %d written tokens after the step, the scheduler fed %d",
 				ErrIsolation, s.id, w, s.fed))
 			continue
 		}
+		sc.injectCorruption(s, before)
 		if sc.prefix != nil {
 			sc.prefix.offer(s)
 		}
@@ -660,6 +660,21 @@ func (sc *scheduler) forward() {
 			continue
 		}
 		sc.emit(s, s.sampler.Sample(logits, s.ctx), now)
+	}
+}
+
+// injectCorruption runs the CorruptSealed fault hook on the pages this
+// step sealed.
+func (sc *scheduler) injectCorruption(s *seq, before int) {
+	f := sc.e.cfg.Faults
+	if f == nil || f.CorruptSealed == nil {
+		return
+	}
+	refs := s.table.Refs()
+	for i := before / sc.ps; i < s.fed/sc.ps && i < len(refs); i++ {
+		if !s.table.Shared(i) && f.CorruptSealed(s.id, refs[i]) {
+			_ = sc.pool.CorruptPage(refs[i].Index)
+		}
 	}
 }
 

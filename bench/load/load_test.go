@@ -21,8 +21,6 @@ func serve(t *testing.T, args ...string) string {
 	build := exec.Command("go", "build", "-o", bin, "github.com/kvwarden/kvwarden/cmd/kvwarden")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	if os.Getenv("TMP_NOPREFIX") != "" {
-		args = append(args, "--no-prefix-cache")
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "info"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

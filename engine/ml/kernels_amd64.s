@@ -44,6 +44,9 @@
 
 // func gemvF32(x *float32, w *float32, ws int, k int, dst *float32, nw int)
 // dst[r] = dot(x, w[r*ws:]) for r < nw, nw a multiple of 4.
+// Batch invariance: each output is one FMA chain over the 16-lane steps of
+// k, then the masked tail step, then REDUCE4 -- exactly gemmF32x4's
+// arithmetic, so a row's result does not depend on the batch size.
 TEXT ·gemvF32(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
@@ -70,10 +73,6 @@ gvrow:
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
 	XORQ AX, AX
 	MOVQ R9, BX
 	ANDQ $-128, BX
@@ -97,10 +96,10 @@ gvloop2:
 	VFMADD231PS (R12)(AX*1), Z8, Z1
 	VFMADD231PS (R13)(AX*1), Z8, Z2
 	VFMADD231PS (R14)(AX*1), Z8, Z3
-	VFMADD231PS 64(R11)(AX*1), Z9, Z4
-	VFMADD231PS 64(R12)(AX*1), Z9, Z5
-	VFMADD231PS 64(R13)(AX*1), Z9, Z6
-	VFMADD231PS 64(R14)(AX*1), Z9, Z7
+	VFMADD231PS 64(R11)(AX*1), Z9, Z0
+	VFMADD231PS 64(R12)(AX*1), Z9, Z1
+	VFMADD231PS 64(R13)(AX*1), Z9, Z2
+	VFMADD231PS 64(R14)(AX*1), Z9, Z3
 	ADDQ        $128, AX
 	JMP         gvloop2
 
@@ -128,10 +127,6 @@ gvtail:
 	VFMADD231PS Z9, Z8, Z3
 
 gvreduce:
-	VADDPS Z4, Z0, Z0
-	VADDPS Z5, Z1, Z1
-	VADDPS Z6, Z2, Z2
-	VADDPS Z7, Z3, Z3
 	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
 	VMOVUPS X0, (DX)
 	ADDQ    $16, DX
@@ -279,88 +274,19 @@ gmdone:
 	VZEROUPPER
 	RET
 
-// One Q8_0 block at offset off of R11 (scale, 32 int8) against 32 floats at
-// offset xoff of SI, accumulated into acc. Clobbers Z20..Z23.
-#define Q8BLOCK(off, xoff, acc) \
-	VPBROADCASTW off(R11), Y20        \
-	VCVTPH2PS    Y20, Z20             \
-	VPMOVSXBD    off+2(R11), Z21      \
-	VPMOVSXBD    off+18(R11), Z22     \
-	VCVTDQ2PS    Z21, Z21             \
-	VCVTDQ2PS    Z22, Z22             \
-	VMULPS       xoff(SI), Z21, Z21   \
-	VFMADD231PS  xoff+64(SI), Z22, Z21 \
-	VFMADD231PS  Z21, Z20, acc
-
-// func gemvQ8(x *float32, w *byte, rb int, nb int, dst *float32, nw int)
-// dst[r] = dot(x, dequant(w[r*rb:])) for r < nw; each row is nb Q8_0 blocks.
-TEXT ·gemvQ8(SB), NOSPLIT, $0-48
-	MOVQ w+8(FP), DI
-	MOVQ rb+16(FP), R8
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R10
-
-q8row:
-	TESTQ R10, R10
-	JZ    q8done
-	MOVQ  x+0(FP), SI
-	MOVQ  DI, R11
-	MOVQ  nb+24(FP), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-q8loop4:
-	CMPQ BX, $4
-	JLT  q8loop1
-	// Rows are contiguous: prefetch well ahead so one stream per core
-	// keeps enough DRAM reads in flight.
-	PREFETCHT0 2048(R11)
-	PREFETCHT0 2112(R11)
-	PREFETCHT0 2176(R11)
-	Q8BLOCK(0, 0, Z0)
-	Q8BLOCK(34, 128, Z1)
-	Q8BLOCK(68, 256, Z2)
-	Q8BLOCK(102, 384, Z3)
-	ADDQ $136, R11
-	ADDQ $512, SI
-	SUBQ $4, BX
-	JMP  q8loop4
-
-q8loop1:
-	TESTQ BX, BX
-	JZ    q8reduce
-	Q8BLOCK(0, 0, Z0)
-	ADDQ $34, R11
-	ADDQ $128, SI
-	DECQ BX
-	JMP  q8loop1
-
-q8reduce:
-	VADDPS Z1, Z0, Z0
-	VADDPS Z3, Z2, Z2
-	VADDPS Z2, Z0, Z0
-	REDUCE1(Z0, Y0, X0)
-	VMOVSS X0, (DX)
-	ADDQ   $4, DX
-	ADDQ   R8, DI
-	DECQ   R10
-	JMP    q8row
-
-q8done:
-	VZEROUPPER
-	RET
-
-// func gemvF16(x *float32, w *byte, ws int, k16 int, dst *float32, nw int)
-// dst[r] = dot(x[:k16], f16(w[r*ws:])[:k16]) for r < nw (a multiple of 4);
-// ws is the row stride in bytes, k16 a multiple of 16.
+// func gemvF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+// dst[r] = dot(x[:k], f16(w[r*ws:])[:k]) for r < nw (a multiple of 4);
+// ws is the row stride in bytes. The arithmetic is gemmF32x4's over the
+// decoded rows (one FMA chain, masked tail, REDUCE4).
 TEXT ·gemvF16(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
 	MOVQ ws+16(FP), R8
-	MOVQ k16+24(FP), R9
-	SHLQ $1, R9          // R9 = bytes of f16 per row to read
+	MOVQ k+24(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	SHLQ $5, R9          // R9 = bytes of f16 in whole 16-lane steps
+	TAILMASK
 	MOVQ dst+32(FP), DX
 	MOVQ nw+40(FP), R10
 	LEAQ (R8)(R8*2), R14
@@ -381,7 +307,7 @@ hvrow:
 
 hvloop:
 	CMPQ AX, R9
-	JGE  hvreduce
+	JGE  hvtail
 	VMOVUPS     (BX), Z8
 	VCVTPH2PS   (R11)(AX*1), Z9
 	VCVTPH2PS   (R12)(AX*1), Z10
@@ -394,6 +320,23 @@ hvloop:
 	ADDQ        $32, AX
 	ADDQ        $64, BX
 	JMP         hvloop
+
+hvtail:
+	KORTESTW K1, K1
+	JZ       hvreduce
+	VMOVUPS.Z    (BX), K1, Z8
+	VMOVDQU16.Z  (R11)(AX*1), K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VMOVDQU16.Z  (R12)(AX*1), K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VMOVDQU16.Z  (R13)(AX*1), K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VMOVDQU16.Z  (R14)(AX*1), K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z3
 
 hvreduce:
 	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)

@@ -117,17 +117,13 @@ g2loop:
 	JMP         g2loop
 
 g2red:
+	// The same reduction as gemmF32x4AVX2's (pairs within each 128-bit
+	// half, then the halves), so n=1 and n>1 agree bitwise.
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
 	VEXTRACTF128 $1, Y0, X8
 	VADDPS       X8, X0, X0
-	VEXTRACTF128 $1, Y1, X8
-	VADDPS       X8, X1, X1
-	VEXTRACTF128 $1, Y2, X8
-	VADDPS       X8, X2, X2
-	VEXTRACTF128 $1, Y3, X8
-	VADDPS       X8, X3, X3
-	VHADDPS      X1, X0, X0
-	VHADDPS      X3, X2, X2
-	VHADDPS      X2, X0, X0
 	VMOVUPS      X0, (DX)
 	ADDQ         $16, DX
 	LEAQ         (DI)(R8*4), DI
@@ -219,57 +215,5 @@ m2red:
 	JMP          m2row
 
 m2done:
-	VZEROUPPER
-	RET
-
-// func gemvQ8AVX2(x *float32, w *byte, rb int, nb int, dst *float32, nw int)
-TEXT ·gemvQ8AVX2(SB), NOSPLIT, $0-48
-	MOVQ w+8(FP), DI
-	MOVQ rb+16(FP), R8
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R10
-
-q2row:
-	TESTQ R10, R10
-	JZ    q2done
-	MOVQ  x+0(FP), SI
-	MOVQ  DI, R11
-	MOVQ  nb+24(FP), BX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-
-q2loop:
-	TESTQ BX, BX
-	JZ    q2red
-	VPBROADCASTW (R11), X4
-	VCVTPH2PS    X4, Y4
-	VPMOVSXBD    2(R11), Y5
-	VPMOVSXBD    10(R11), Y6
-	VPMOVSXBD    18(R11), Y7
-	VPMOVSXBD    26(R11), Y8
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VCVTDQ2PS    Y8, Y8
-	VMULPS       (SI), Y5, Y5
-	VMULPS       32(SI), Y6, Y6
-	VFMADD231PS  64(SI), Y7, Y5
-	VFMADD231PS  96(SI), Y8, Y6
-	VADDPS       Y6, Y5, Y5
-	VFMADD231PS  Y5, Y4, Y0
-	ADDQ         $34, R11
-	ADDQ         $128, SI
-	DECQ         BX
-	JMP          q2loop
-
-q2red:
-	HSUM8(Y0, X0)
-	VMOVSS X0, (DX)
-	ADDQ   $4, DX
-	ADDQ   R8, DI
-	DECQ   R10
-	JMP    q2row
-
-q2done:
 	VZEROUPPER
 	RET

@@ -2,11 +2,7 @@
 
 package ml
 
-import (
-	"encoding/binary"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // The kernels in use: AVX-512 where the CPU has it, else AVX2+FMA+F16C,
 // else plain Go. Tests and benchmarks switch levels with setSIMDLevel; the
@@ -85,9 +81,6 @@ func gemvF32AVX2(x *float32, w *float32, ws int, k8 int, dst *float32, nw int)
 
 //go:noescape
 func gemmF32x4AVX2(x *float32, xs int, w *float32, ws int, k8 int, dst *float32, ds int, nw int)
-
-//go:noescape
-func gemvQ8AVX2(x *float32, w *byte, rb int, nb int, dst *float32, nw int)
 
 func dot(a, b []float32) float32 {
 	switch {
@@ -177,10 +170,7 @@ func gemmF32x4(x *float32, xs int, w *float32, ws int, k int, dst *float32, ds i
 func gemvF32(x *float32, w *float32, ws int, k int, dst *float32, nw int)
 
 //go:noescape
-func gemvQ8(x *float32, w *byte, rb int, nb int, dst *float32, nw int)
-
-//go:noescape
-func gemvF16(x *float32, w *byte, ws int, k16 int, dst *float32, nw int)
+func gemvF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
 //go:noescape
 func dotAVX512(a, b *float32, n int) float32
@@ -198,59 +188,39 @@ func dequantQ8AVX512(dst *float32, src *byte, nb int)
 func dequantF16AVX512(dst *float32, src *byte, n int)
 
 // matmulRowsSIMD computes output columns [lo,hi) with the SIMD kernels.
+//
+// Batch invariance: every output is computed by the gemm4/gemv kernel
+// arithmetic (one FMA chain per output over k, the same tail and the same
+// horizontal reduction), whatever n is and wherever the row sits in the
+// batch or in a thread's chunk. Weight rows left over from a group of four
+// go through the same kernels on a zero-padded four-row copy.
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 	R, K := w.Rows, w.Cols
-	if n == 1 {
+	if n == 1 && (w.Type == F32 || w.Type == F16 && useAVX512) {
+		// The matvec streams the weights straight from memory.
 		n4 := lo + (hi-lo)&^3
-		switch {
-		case w.Type == F32:
-			wf := BytesF32(w.Data)
-			if n4 > lo {
-				gemv(x, wf[lo*K:], K, K, dst[lo:], n4-lo)
+		if n4 > lo {
+			if w.Type == F32 {
+				gemv(x, BytesF32(w.Data)[lo*K:], K, K, dst[lo:], n4-lo)
+			} else {
+				gemvF16(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
 			}
+		}
+		if n4 < hi {
+			buf := getScratch((hi - n4) * K)
 			for r := n4; r < hi; r++ {
-				dst[r] = dot(x, wf[r*K:(r+1)*K])
+				dequantRow((*buf)[(r-n4)*K:(r-n4+1)*K], w.Type, w.Data[r*rb:(r+1)*rb])
 			}
-			return true
-		case w.Type == Q8_0 && useAVX512:
-			gemvQ8(&x[0], &w.Data[lo*rb], rb, K/32, &dst[lo], hi-lo)
-			return true
-		case w.Type == Q8_0:
-			gemvQ8AVX2(&x[0], &w.Data[lo*rb], rb, K/32, &dst[lo], hi-lo)
-			return true
-		case w.Type == F16 && useAVX512 && K >= 16:
-			k16 := K &^ 15
-			if n4 > lo {
-				gemvF16(&x[0], &w.Data[lo*rb], rb, k16, &dst[lo], n4-lo)
-			}
-			for r := lo; r < hi; r++ {
-				row := w.Data[r*rb : (r+1)*rb]
-				j0 := k16
-				if r >= n4 {
-					j0 = 0
-					dst[r] = 0
-				}
-				var s float32
-				for j := j0; j < K; j++ {
-					s += x[j] * F16ToF32(binary.LittleEndian.Uint16(row[2*j:]))
-				}
-				dst[r] += s
-			}
-			return true
+			tailRows(dst, x, 1, R, K, *buf, n4, hi-n4)
+			scratch.Put(buf)
 		}
-		// Other types: decode each row, then one SIMD dot.
-		buf := getScratch(K)
-		for r := lo; r < hi; r++ {
-			dequantRow(*buf, w.Type, w.Data[r*rb:(r+1)*rb])
-			dst[r] = dot(x, *buf)
-		}
-		scratch.Put(buf)
 		return true
 	}
 
-	// n > 1: a GEMM. Sweep all activation rows across a tile of weight
-	// rows held as f32 (decoded once per tile for quantized types), four
-	// activation rows by four weight rows per micro-kernel step.
+	// A GEMM (or a matvec over decoded rows). Sweep all activation rows
+	// across a tile of weight rows held as f32 (decoded once per tile for
+	// other types), four activation rows by four weight rows per
+	// micro-kernel step.
 	tr := tileRows(K)
 	var buf *[]float32
 	if w.Type != F32 {
@@ -288,10 +258,93 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 				gemv(x[i*K:], tile, K, K, dst[i*R+t0:], nr4)
 			}
 		}
-		for r := nr4; r < nr; r++ {
-			for i := 0; i < n; i++ {
-				dst[i*R+t0+r] = dot(x[i*K:(i+1)*K], tile[r*K:(r+1)*K])
-			}
+		if nr4 < nr {
+			tailRows(dst, x, n, R, K, tile[nr4*K:nr*K], t0+nr4, nr-nr4)
+		}
+	}
+	return true
+}
+
+// tailRows computes output columns [r0,r0+m), m < 4, from their decoded
+// weight rows rows (m x K) with the four-row gemv on a zero-padded copy.
+func tailRows(dst, x []float32, n, R, K int, rows []float32, r0, m int) {
+	p := getScratch(4*K + 4)
+	pad, out := (*p)[:4*K], (*p)[4*K:]
+	copy(pad, rows[:m*K])
+	clear(pad[m*K:])
+	for i := 0; i < n; i++ {
+		gemv(x[i*K:(i+1)*K], pad, K, K, out, 4)
+		copy(dst[i*R+r0:i*R+r0+m], out[:m])
+	}
+	scratch.Put(p)
+}
+
+var hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
+
+// useQ8VNNI reports whether Q8_0 products use the AVX-512 VNNI kernels.
+func useQ8VNNI() bool { return useAVX512 && hasVNNI }
+
+//go:noescape
+func quantActQ8AVX512(dst *byte, x *float32, nb int)
+
+//go:noescape
+func packQ8Tile(dst *byte, w *byte, rb int, nb int)
+
+//go:noescape
+func gemmQ8x8(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+//go:noescape
+func gemmQ8x4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+//go:noescape
+func gemmQ8x1(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+// quantizeActQ8 encodes one activation row (see quantizeActQ8Generic).
+func quantizeActQ8(dst []byte, x []float32) {
+	if useQ8VNNI() {
+		quantActQ8AVX512(&dst[0], &x[0], len(x)/32)
+		return
+	}
+	quantizeActQ8Generic(dst, x)
+}
+
+// matmulQ8SIMD computes output columns [lo,hi) of a Q8_0 product from the
+// quantized activations: each 16-row weight tile is packed once, then
+// swept by all activation rows, eight at a time.
+func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
+	if !useQ8VNNI() {
+		return false
+	}
+	R, nb := w.Rows, w.Cols/32
+	as := nb * q8ActBlock
+	tp := getBytes(nb * q8PackBlock)
+	defer byteScratch.Put(tp)
+	tile := *tp
+	var pad *[]byte
+	for t0 := lo; t0 < hi; t0 += q8TileRows {
+		rows := min(q8TileRows, hi-t0)
+		src := w.Data[t0*rb:]
+		if rows < q8TileRows {
+			// A partial tile: pack a zero-padded copy (zero scales);
+			// the masked stores drop the padding lanes.
+			pad = getBytes(q8TileRows * rb)
+			defer byteScratch.Put(pad)
+			clear(*pad)
+			copy(*pad, src[:rows*rb])
+			src = *pad
+		}
+		packQ8Tile(&tile[0], &src[0], rb, nb)
+		mask := uint16(1)<<rows - 1
+		a := 0
+		for ; a+8 <= n; a += 8 {
+			gemmQ8x8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+		}
+		if a+4 <= n {
+			gemmQ8x4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+			a += 4
+		}
+		for ; a < n; a++ {
+			gemmQ8x1(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
 		}
 	}
 	return true

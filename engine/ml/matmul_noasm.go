@@ -25,3 +25,7 @@ func supportedLevels() []int      { return []int{levelGeneric} }
 func sumSIMD(p []float32) float32 { panic("unreachable") }
 func useSIMD() bool               { return false }
 func setSIMD(bool)                {}
+
+func quantizeActQ8(dst []byte, x []float32) { quantizeActQ8Generic(dst, x) }
+
+func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }

@@ -216,7 +216,13 @@ func TestQuantizeTypes(t *testing.T) {
 }
 
 // refMatMul is the float64 reference of MatMul over a dequantized matrix.
+// Q8_0 products quantize the activations too (see q8.go), so for Q8_0 the
+// reference uses the activations as quantized; TestQ8Accuracy bounds the
+// error that adds against f32 activations.
 func refMatMul(x []float32, n int, w *Matrix) []float64 {
+	if w.Type == Q8_0 {
+		x = dequantActQ8(x, w.Cols)
+	}
 	out := make([]float64, n*w.Rows)
 	row := make([]float32, w.Cols)
 	withGeneric(nil, func() {
@@ -231,6 +237,23 @@ func refMatMul(x []float32, n int, w *Matrix) []float64 {
 			}
 		}
 	})
+	return out
+}
+
+// dequantActQ8 returns rows of k activations as the Q8_0 product sees them.
+func dequantActQ8(x []float32, k int) []float32 {
+	out := make([]float32, len(x))
+	blk := make([]byte, k/32*q8ActBlock)
+	for i := 0; i < len(x)/k; i++ {
+		quantizeActQ8Generic(blk, x[i*k:(i+1)*k])
+		for b := 0; b < k/32; b++ {
+			ab := blk[b*q8ActBlock:]
+			d := math.Float32frombits(binary.LittleEndian.Uint32(ab))
+			for j := 0; j < 32; j++ {
+				out[i*k+b*32+j] = float32(int8(ab[8+j])) * d
+			}
+		}
+	}
 	return out
 }
 

@@ -1,0 +1,143 @@
+package ml
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+)
+
+// Q8_0 products run in integers, as llama.cpp's ggml_vec_dot_q8_0_q8_0:
+// each activation row is quantized per 32-value block to int8 with an f32
+// scale, the weight and activation blocks are dotted exactly in int32, and
+// the per-block products are scaled and summed in f32.
+//
+// The arithmetic of one output is fixed, whatever kernel computes it, so
+// results are bitwise identical for any batch size, batch position, thread
+// count and SIMD level:
+//
+//	acc := float32(0)
+//	for b := range blocks {
+//		s := int32 dot of the 32 int8 weights and 32 int8 activations
+//		sc := dw[b] * dx[b]          // f32 product, rounded
+//		acc += float32(s) * sc       // rounded product, then rounded sum
+//	}
+//
+// float32(s) is exact (|s| <= 32*128*127 < 2^24), and no step is fused.
+
+// q8ActBlock is the size of one quantized activation block: f32 scale dx,
+// int32 bias = -128*sum(q) (the correction the VNNI kernel needs for its
+// unsigned weights), then 32 int8 values.
+const q8ActBlock = 40
+
+// q8PackBlock is the size of one block of a packed 16-row weight tile: the
+// 32 values of each row as 8 vectors of 16 rows x 4 bytes (biased to
+// unsigned), then the 16 rows' scales as f32.
+const (
+	q8TileRows  = 16
+	q8PackBlock = 8*64 + 64
+)
+
+// quantizeActQ8Generic encodes x (len a multiple of 32) into dst (len
+// len(x)/32*q8ActBlock): per block d = max|x|/127, q = roundeven(x/d) (as
+// x * (1/d) in f32), like ggml's SIMD quantize_row_q8_0 but with an f32 d.
+func quantizeActQ8Generic(dst []byte, x []float32) {
+	for b := 0; b < len(x)/32; b++ {
+		xb := x[b*32 : b*32+32]
+		o := dst[b*q8ActBlock : (b+1)*q8ActBlock]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		var sum int32
+		for j, v := range xb {
+			q := int32(math.RoundToEven(float64(float32(v * id))))
+			q = max(-128, min(127, q))
+			o[8+j] = byte(int8(q))
+			sum += q
+		}
+		binary.LittleEndian.PutUint32(o, math.Float32bits(d))
+		binary.LittleEndian.PutUint32(o[4:], uint32(-128*sum))
+	}
+}
+
+// dotQ8Generic is the reference arithmetic of one output: row is nb Q8_0
+// blocks of the weight, act the nb quantized activation blocks.
+func dotQ8Generic(row, act []byte, nb int) float32 {
+	var acc float32
+	for b := 0; b < nb; b++ {
+		blk := row[b*34 : b*34+34]
+		ab := act[b*q8ActBlock : (b+1)*q8ActBlock]
+		w := blk[2:34]
+		q := ab[8:40]
+		var s int32
+		for j := range 32 {
+			s += int32(int8(w[j])) * int32(int8(q[j]))
+		}
+		dw := F16ToF32(binary.LittleEndian.Uint16(blk))
+		dx := math.Float32frombits(binary.LittleEndian.Uint32(ab))
+		sc := float32(dw * dx)
+		p := float32(float32(s) * sc)
+		acc = float32(acc + p)
+	}
+	return acc
+}
+
+// matmulQ8Generic computes output columns [lo,hi) of every activation row
+// from the quantized activations act (n rows of nb blocks).
+func matmulQ8Generic(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/32
+	as := nb * q8ActBlock
+	for r := lo; r < hi; r++ {
+		row := w.Data[r*rb : (r+1)*rb]
+		for i := 0; i < n; i++ {
+			dst[i*R+r] = dotQ8Generic(row, act[i*as:(i+1)*as], nb)
+		}
+	}
+}
+
+var byteScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+func getBytes(n int) *[]byte {
+	p := byteScratch.Get().(*[]byte)
+	if cap(*p) < n {
+		*p = make([]byte, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// matMulQ8 is MatMul for Q8_0 weights: quantize the activations once, then
+// split the weight rows across the pool in whole 16-row tiles.
+func matMulQ8(dst, x []float32, n int, w *Matrix, rb, threads int) {
+	R, K := w.Rows, w.Cols
+	nb := K / 32
+	as := nb * q8ActBlock
+	actp := getBytes(n * as)
+	defer byteScratch.Put(actp)
+	act := *actp
+	quant := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			quantizeActQ8(act[i*as:(i+1)*as], x[i*K:(i+1)*K])
+		}
+	}
+	if threads > 1 && n >= 8 {
+		parallelFor(n, (n+2*threads-1)/(2*threads), threads, quant)
+	} else {
+		quant(0, n)
+	}
+	chunk := (R + 4*threads - 1) / (4 * threads)
+	chunk = max(q8TileRows, (chunk+q8TileRows-1)&^(q8TileRows-1))
+	if threads == 1 {
+		chunk = R
+	}
+	parallelFor(R, chunk, threads, func(lo, hi int) {
+		if !matmulQ8SIMD(dst, act, n, w, rb, lo, hi) {
+			matmulQ8Generic(dst, act, n, w, rb, lo, hi)
+		}
+	})
+}
