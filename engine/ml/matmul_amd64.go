@@ -288,7 +288,7 @@ func useQ8VNNI() bool { return useAVX512 && hasVNNI }
 func quantActQ8AVX512(dst *byte, x *float32, nb int)
 
 //go:noescape
-func packQ8Tile(dst *byte, w *byte, rb int, nb int)
+func packQ8Tile(dst *byte, w *byte, rb int, nb int, pfd int)
 
 //go:noescape
 func gemmQ8x8(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
@@ -333,7 +333,13 @@ func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) b
 			copy(*pad, src[:rows*rb])
 			src = *pad
 		}
-		packQ8Tile(&tile[0], &src[0], rb, nb)
+		// Prefetch the next tile while packing this one (also across the
+		// chunk end: another thread's rows then come from the shared L3).
+		pfd := 0
+		if t0+2*q8TileRows <= w.Rows {
+			pfd = q8TileRows * rb
+		}
+		packQ8Tile(&tile[0], &src[0], rb, nb, pfd)
 		mask := uint16(1)<<rows - 1
 		a := 0
 		for ; a+8 <= n; a += 8 {
