@@ -30,7 +30,7 @@ func SiLUMul(gate, up []float32) {
 	}
 	up = up[:len(gate)]
 	for i, g := range gate {
-		s := g * (1 / (1 + float32(math.Exp(float64(-g)))))
+		s := g * (1 / (1 + expf(-g)))
 		gate[i] = s * up[i]
 	}
 }
@@ -123,11 +123,6 @@ func RoPE(v []float32, headDim, ropeDim int, pos int, theta float32, scale float
 	if headDim <= 0 || len(v)%headDim != 0 || ropeDim > headDim || ropeDim%2 != 0 {
 		panic(fmt.Sprintf("ml: RoPE len %d headDim %d ropeDim %d", len(v), headDim, ropeDim))
 	}
-	p := float32(pos)
-	if scale != 0 && scale != 1 {
-		p = p / scale
-	}
-	// Per pair index: cos and sin, shared by all heads.
 	var buf [256]float32
 	var cs []float32
 	if ropeDim <= len(buf) {
@@ -135,12 +130,33 @@ func RoPE(v []float32, headDim, ropeDim int, pos int, theta float32, scale float
 	} else {
 		cs = make([]float32, ropeDim)
 	}
-	for i := 0; i < ropeDim; i += 2 {
+	RoPETable(cs, headDim, pos, theta, scale)
+	RoPEApply(v, headDim, cs)
+}
+
+// RoPETable fills cs (length ropeDim) with the cos and sin pairs of
+// position pos, computed in float32 as llama2.c's run.c does. The forward
+// pass computes it once per token and applies it to Q and K of every layer.
+func RoPETable(cs []float32, headDim, pos int, theta, scale float32) {
+	p := float32(pos)
+	if scale != 0 && scale != 1 {
+		p = p / scale
+	}
+	for i := 0; i+1 < len(cs); i += 2 {
 		e := float32(i) / float32(headDim)
 		freq := 1 / float32(math.Pow(float64(theta), float64(e)))
 		val := p * freq
 		cs[i] = float32(math.Cos(float64(val)))
 		cs[i+1] = float32(math.Sin(float64(val)))
+	}
+}
+
+// RoPEApply rotates the adjacent pairs (i, i+1), i < len(cs), of every head
+// of v by the table from RoPETable.
+func RoPEApply(v []float32, headDim int, cs []float32) {
+	ropeDim := len(cs)
+	if headDim <= 0 || len(v)%headDim != 0 || ropeDim > headDim || ropeDim%2 != 0 {
+		panic(fmt.Sprintf("ml: RoPE len %d headDim %d ropeDim %d", len(v), headDim, ropeDim))
 	}
 	for h := 0; h+headDim <= len(v); h += headDim {
 		hv := v[h : h+ropeDim]

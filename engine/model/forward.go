@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
@@ -50,7 +51,7 @@ type Runner struct {
 
 	// Scratch, sized for the largest batch seen so far.
 	x, xb, q, k, v, att, hb, hb2 []float32
-	lx, logits                   []float32
+	lx, logits, rope             []float32
 	scores                       [][]float32
 }
 
@@ -185,6 +186,12 @@ func (r *Runner) Forward(b *Batch) error {
 		scale = 1
 	}
 
+	// RoPE's cos/sin depend only on the position: once per row, not per layer.
+	r.rope = grow(r.rope, n*ropeDim)
+	for i := range n {
+		ml.RoPETable(r.rope[i*ropeDim:(i+1)*ropeDim], c.HeadDim, rows[i].pos, c.RopeTheta, scale)
+	}
+
 	for l := range c.Layers {
 		L := &r.w.Layers[l]
 		for i := range n {
@@ -195,9 +202,9 @@ func (r *Runner) Forward(b *Batch) error {
 		ml.MatMul(r.k[:n*kvDim], xb, n, L.K)
 		ml.MatMul(r.v[:n*kvDim], xb, n, L.V)
 		for i := range n {
-			pos := rows[i].pos
-			ml.RoPE(r.q[i*qDim:(i+1)*qDim], c.HeadDim, ropeDim, pos, c.RopeTheta, scale)
-			ml.RoPE(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, ropeDim, pos, c.RopeTheta, scale)
+			cs := r.rope[i*ropeDim : (i+1)*ropeDim]
+			ml.RoPEApply(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
+			ml.RoPEApply(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
 			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
 			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
 			copy(r.kv[ko:ko+kvDim], r.k[i*kvDim:(i+1)*kvDim])
@@ -212,7 +219,8 @@ func (r *Runner) Forward(b *Batch) error {
 		}
 		ml.MatMul(r.hb[:n*c.Hidden], r.xb[:n*dim], n, L.Gate)
 		ml.MatMul(r.hb2[:n*c.Hidden], r.xb[:n*dim], n, L.Up)
-		ml.SiLUMul(r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
+		hb, hb2 := r.hb, r.hb2
+		ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { ml.SiLUMul(hb[lo:hi], hb2[lo:hi]) })
 		ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
 		ml.Add(r.x[:n*dim], r.xb[:n*dim])
 	}
@@ -257,64 +265,98 @@ func (r *Runner) Forward(b *Batch) error {
 // over positions 0..pos of the row's own sequence, reading K/V through its
 // page indices. Row i's span ends at its own position, so it reads only
 // slots written before this step or by earlier rows of this step.
+//
+// The loops run position-major within a row: each position's K (and V) row
+// holds every KV head contiguously, so it is streamed once for all query
+// heads instead of once per head at a page-sized stride.
 func (r *Runner) attention(layer int, rows []row) {
 	c := r.cfg
-	hd, qDim, kvDim := c.HeadDim, c.Heads*c.HeadDim, c.KVDim()
+	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
+	heads := c.Heads
 	group := c.Heads / c.KVHeads
 	inv := float32(1 / math.Sqrt(float64(hd)))
 	ps := r.geo.PageSize
+	pageElems := r.geo.PageElems()
+	kvDim := r.geo.KVDim()
+	kLayer := layer * 2 * ps * kvDim
+	vLayer := (layer*2 + 1) * ps * kvDim
 
-	work := func(lo, hi int, scores []float32) {
-		for u := lo; u < hi; u++ {
-			i, h := u/c.Heads, u%c.Heads
-			rw := rows[i]
-			span := rw.pos + 1
-			q := r.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
-			kvh := (h / group) * hd
-			sc := scores[:span]
-			for t := range span {
-				ko := r.geo.KOffset(rw.pages[t/ps], layer, t%ps) + kvh
-				sc[t] = ml.Dot(q, r.kv[ko:ko+hd]) * inv
-			}
-			ml.Softmax(sc)
-			out := r.att[i*qDim+h*hd : i*qDim+(h+1)*hd]
-			clear(out)
-			for t := range span {
-				vo := r.geo.VOffset(rw.pages[t/ps], layer, t%ps) + kvh
-				ml.Axpy(out, sc[t], r.kv[vo:vo+hd])
+	// One unit is a (row, head range). Decode of a single sequence splits
+	// its heads across threads; batches split by rows.
+	type unit struct{ row, h0, h1 int }
+	maxSpan, cost := 0, 0
+	for _, rw := range rows {
+		maxSpan = max(maxSpan, rw.pos+1)
+		cost += rw.pos + 1
+	}
+	cost *= heads * hd
+	threads := ml.Threads()
+	if cost < 1<<16 {
+		threads = 1
+	}
+	var units []unit
+	if len(rows) >= 2*threads || heads < 2 {
+		for i := range rows {
+			units = append(units, unit{i, 0, heads})
+		}
+	} else {
+		per := max(1, heads/max(1, (2*threads+len(rows)-1)/len(rows)))
+		for i := range rows {
+			for h := 0; h < heads; h += per {
+				units = append(units, unit{i, h, min(h+per, heads)})
 			}
 		}
 	}
-	_ = kvDim
+	threads = min(threads, len(units))
 
-	units := len(rows) * c.Heads
-	cost := 0
-	maxSpan := 0
-	for _, rw := range rows {
-		cost += rw.pos + 1
-		maxSpan = max(maxSpan, rw.pos+1)
+	work := func(u unit, sc []float32) {
+		rw := rows[u.row]
+		span := rw.pos + 1
+		q := r.q[u.row*qDim : (u.row+1)*qDim]
+		for t := range span {
+			base := int(rw.pages[t/ps])*pageElems + kLayer + (t%ps)*kvDim
+			for h := u.h0; h < u.h1; h++ {
+				ko := base + (h/group)*hd
+				sc[(h-u.h0)*span+t] = ml.Dot(q[h*hd:(h+1)*hd], r.kv[ko:ko+hd]) * inv
+			}
+		}
+		out := r.att[u.row*qDim : (u.row+1)*qDim]
+		for h := u.h0; h < u.h1; h++ {
+			ml.Softmax(sc[(h-u.h0)*span : (h-u.h0+1)*span])
+			clear(out[h*hd : (h+1)*hd])
+		}
+		for t := range span {
+			base := int(rw.pages[t/ps])*pageElems + vLayer + (t%ps)*kvDim
+			for h := u.h0; h < u.h1; h++ {
+				vo := base + (h/group)*hd
+				ml.Axpy(out[h*hd:(h+1)*hd], sc[(h-u.h0)*span+t], r.kv[vo:vo+hd])
+			}
+		}
 	}
-	cost *= c.Heads * hd
-	threads := ml.Threads()
-	if threads < 2 || cost < 1<<16 || units < 2 {
-		r.scores = growScores(r.scores, 1, maxSpan)
-		work(0, units, r.scores[0])
+
+	need := heads * maxSpan
+	if threads <= 1 {
+		r.scores = growScores(r.scores, 1, need)
+		for _, u := range units {
+			work(u, r.scores[0])
+		}
 		return
 	}
-	threads = min(threads, units)
-	r.scores = growScores(r.scores, threads, maxSpan)
+	r.scores = growScores(r.scores, threads, need)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	per := (units + threads - 1) / threads
 	for w := range threads {
-		lo, hi := w*per, min((w+1)*per, units)
-		if lo >= hi {
-			break
-		}
 		wg.Add(1)
-		go func(lo, hi int, s []float32) {
+		go func(sc []float32) {
 			defer wg.Done()
-			work(lo, hi, s)
-		}(lo, hi, r.scores[w])
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(units) {
+					return
+				}
+				work(units[i], sc)
+			}
+		}(r.scores[w])
 	}
 	wg.Wait()
 }
