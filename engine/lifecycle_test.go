@@ -263,3 +263,35 @@ func TestCorruptSealedPageDetected(t *testing.T) {
 		})
 	}
 }
+
+// When quarantine shrinks the pool below what a request needs, the request
+// fails loudly with ErrNoPages instead of the scheduler thrashing forever.
+func TestQuarantineShrinksPoolFailsLoudly(t *testing.T) {
+	cfg := pressureConfig(t, false)
+	var mu sync.Mutex
+	hit := map[uint64]bool{}
+	cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if id > 3 || hit[id] {
+			return false
+		}
+		hit[id] = true // one page of each of the first three requests
+		return true
+	}}
+	e := newEcho(t, cfg)
+	for i := range 3 {
+		_, err := e.Generate(t.Context(), Request{Tokens: tenantPrompt(1, i, 9), MaxTokens: 2})
+		require.ErrorIs(t, err, ErrIsolation)
+	}
+	require.Equal(t, 3, e.Stats().Pool.Quarantined)
+	// 5 usable pages (20 tokens): a request that may grow to 32 tokens fails,
+	// a small one still runs.
+	_, err := e.Generate(t.Context(), Request{Tokens: tenantPrompt(1, 9, 6), MaxTokens: 100})
+	require.ErrorIs(t, err, kvcache.ErrNoPages)
+	require.Contains(t, err.Error(), "quarantined")
+	p := tenantPrompt(1, 10, 6)
+	r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 10})
+	require.NoError(t, err)
+	require.Equal(t, echoOracle(p, 10, 32, false), r.Tokens)
+}

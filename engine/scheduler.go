@@ -345,9 +345,24 @@ func (sc *scheduler) reserve(s *seq, tokens int) bool {
 		}
 		v := sc.victim(s)
 		if v == nil {
+			sc.checkServable(s)
 			return false
 		}
 		sc.preempt(v)
+	}
+}
+
+// checkServable fails s if the pool can no longer hold it at its full
+// length: New checked MaxContext against the pool (invariant 1), but pages
+// quarantined since then shrink what is usable. Without this the oldest
+// sequence would preempt the others forever without ever fitting.
+func (sc *scheduler) checkServable(s *seq) {
+	total := min(len(s.prompt)+s.maxTokens, sc.e.cfg.MaxContext)
+	need := (total + sc.ps - 1) / sc.ps
+	st := sc.pool.Stats()
+	if usable := st.Pages - st.Quarantined; need > usable {
+		sc.fail(s, fmt.Errorf("%w: request %d needs up to %d pages (%d tokens), but only %d of the pool's %d pages are usable (%d quarantined after isolation failures)",
+			kvcache.ErrNoPages, s.id, need, total, usable, st.Pages, st.Quarantined))
 	}
 }
 
@@ -433,6 +448,10 @@ func (sc *scheduler) restore() bool {
 		switch {
 		case err == nil:
 		case errors.Is(err, kvcache.ErrNoPages):
+			if sc.checkServable(s); !s.runnable() {
+				sc.end(s)
+				continue
+			}
 			return did
 		case errors.Is(err, kvcache.ErrIsolation):
 			sc.fail(s, fmt.Errorf("engine: restore from host tier: %w", err))
@@ -518,6 +537,10 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 		_ = t.Release()
 		if !errors.Is(err, kvcache.ErrNoPages) {
 			sc.fail(s, fmt.Errorf("engine: reserving KV pages: %w", err))
+			sc.end(s)
+			return 0, true
+		}
+		if sc.checkServable(s); !s.runnable() {
 			sc.end(s)
 			return 0, true
 		}

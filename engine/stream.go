@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"sync"
+	"time"
 )
 
 // Stream is the output of one submitted request: its events (tokens with
@@ -28,6 +29,10 @@ type Stream struct {
 	result Result
 	stop   func() bool // stops the ctx watcher
 }
+
+// abandonGrace is how long event delivery waits for a reader once the
+// submitting context is cancelled.
+const abandonGrace = 5 * time.Second
 
 func newStream(ctx context.Context, id uint64) *Stream {
 	return &Stream{id: id, ctx: ctx, notify: make(chan struct{}, 1), done: make(chan struct{})}
@@ -57,9 +62,10 @@ func (s *Stream) Result() (Result, bool) {
 
 // Events returns the channel of events. The last event has Done set and
 // carries the Result; the channel is closed after it. The first call starts
-// delivery; later calls return the same channel. If the submitting context
-// is cancelled, the request is aborted and the channel still ends with its
-// Done event, unless nobody reads it, in which case delivery gives up.
+// delivery; later calls return the same channel. Callers of Events should
+// drain it. If the submitting context is cancelled, the request is aborted
+// and the channel still ends with its Done event; only if nobody reads it
+// for 5 s after the cancel does delivery give up and close the channel.
 func (s *Stream) Events() <-chan Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,11 +111,16 @@ func (s *Stream) pump() {
 			select {
 			case s.events <- ev:
 			case <-s.ctx.Done():
-				// The consumer's context is gone: the request is being
-				// aborted; hand over what can be handed without blocking.
+				// The submitter's context is gone and the request is being
+				// aborted. A consumer that still drains the channel gets
+				// every event, Done included; one that walked away is given
+				// up on after abandonGrace without a read, so this goroutine
+				// does not outlive it for long.
+				t := time.NewTimer(abandonGrace)
 				select {
 				case s.events <- ev:
-				default:
+					t.Stop()
+				case <-t.C:
 					return
 				}
 			}
