@@ -8,8 +8,10 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/device/cpu"
+	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
 
@@ -85,16 +87,31 @@ func checkFields(c *Config) error {
 	return nil
 }
 
-// pickBackend resolves Device. Only the CPU backend is compiled into this
-// build; the CUDA backend is a later piece of work (the backend loaded at
-// run time through purego).
-func pickBackend(name string) (device.Backend, error) {
+// pickBackend resolves Device. "auto" takes CUDA when a driver and a GPU
+// are present and logs which backend it chose; "cuda" fails with the list of
+// places that were searched for the driver.
+func pickBackend(name string, log *slog.Logger) (device.Backend, error) {
 	switch name {
-	case "", "auto", "cpu":
+	case "cpu":
 		return cpu.New(), nil
+	case "", "auto":
+		if err := cuda.Available(); err != nil {
+			log.Info("engine: device auto: using the CPU", "reason", err)
+			return cpu.New(), nil
+		}
+		b, err := cuda.NewBackend()
+		if err != nil {
+			log.Warn("engine: device auto: CUDA driver found but unusable, using the CPU", "reason", err)
+			return cpu.New(), nil
+		}
+		log.Info("engine: device auto: using CUDA")
+		return b, nil
 	case "cuda":
-		return nil, fmt.Errorf("%w: device %q: the CUDA backend is not available in this build (searched the compiled-in backends: cpu; no CUDA backend package is linked, so libcuda.so.1 was not probed); use device \"cpu\" or \"auto\"",
-			device.ErrUnavailable, name)
+		b, err := cuda.NewBackend()
+		if err != nil {
+			return nil, fmt.Errorf("device %q: %w", name, err)
+		}
+		return b, nil
 	}
 	return nil, invalid("device %q (want auto, cpu or cuda)", name)
 }
@@ -107,7 +124,7 @@ func resolve(cfg Config) (r resolved, err error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	be, err := pickBackend(c.Device)
+	be, err := pickBackend(c.Device, c.Logger)
 	if err != nil {
 		return r, err
 	}
@@ -142,7 +159,13 @@ func resolve(cfg Config) (r resolved, err error) {
 	}
 
 	// Pool sizing.
-	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: device.F32}
+	// KV in f32 on the CPU (exact against the reference); f16 on a GPU,
+	// where HBM bandwidth and capacity are what attention is bound by.
+	kvType := device.F32
+	if _, ok := be.(*cuda.Backend); ok {
+		kvType = device.F16
+	}
+	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: kvType}
 	pageBytes := geo.PageBytes()
 	if c.KVPages == 0 {
 		mem := c.KVMemory
@@ -193,6 +216,8 @@ func resolve(cfg Config) (r resolved, err error) {
 	}()
 	if c.NewRunner != nil {
 		r.runner, err = c.NewRunner(pool)
+	} else if cb, ok := be.(*cuda.Backend); ok {
+		r.runner, err = gpu.New(cb.Device(), r.weights, pool, gpu.DefaultOptions())
 	} else {
 		r.runner, err = model.NewRunner(r.weights, pool)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
@@ -83,10 +84,19 @@ func TestNewRejectsBadFields(t *testing.T) {
 }
 
 func TestNewCUDAUnavailable(t *testing.T) {
+	if cuda.Available() == nil {
+		t.Skip("a CUDA driver is present; this test covers machines without one")
+	}
 	_, err := New(Config{Device: "cuda"})
 	require.ErrorIs(t, err, device.ErrUnavailable)
-	require.Contains(t, err.Error(), "CUDA backend is not available in this build")
+	require.Contains(t, err.Error(), "no usable CUDA driver")
 	require.Contains(t, err.Error(), "searched")
+
+	// auto falls back to the CPU on a machine without a driver.
+	e, err := New(Config{Device: "auto", KVPages: 8})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Equal(t, "cpu", e.Device())
 }
 
 func TestParseChecksum(t *testing.T) {
