@@ -90,7 +90,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 	cfg.MaxBatchTokens = 40
 	cfg.MaxSeqs = 12
 	cfg.MaxQueue = 4096
-	cfg.HostTierBytes = 24 * 128 // room for 24 of the pool's 48 pages
+	cfg.HostTierBytes = 24 * 128 // room for 24 of the pool's 48 pages; swaps and prefix spill share it
 	cfg.Poison = true
 	if o.corrupt {
 		cfg.KVChecksum = ChecksumStep
@@ -102,6 +102,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 		corruptedReq = map[uint64]bool{}
 		corruptRefs  []kvcache.PageRef
 		copyCorrupt  atomic.Int64
+		spillCorrupt atomic.Int64
 	)
 	pf := &kvcache.Faults{
 		FailCopy: func(ref kvcache.PageRef) error {
@@ -124,8 +125,16 @@ func runChaos(t *testing.T, o chaosOpts) {
 				return false
 			}
 			info, err := e.Pool().Info(ref)
-			if err != nil || info.Leases[kvcache.LeasePrefix] != 0 {
-				return false // shared pages: the victim would be ambiguous
+			if err != nil {
+				return false
+			}
+			if info.Leases[kvcache.LeasePrefix] != 0 {
+				// A prefix page (a spill to the host tier, or a shared page
+				// in a swap): whoever hits it next is the victim, so there
+				// is no request to record; the oracle check of every
+				// successful output still proves it is never served.
+				spillCorrupt.Add(1)
+				return true
 			}
 			corruptMu.Lock()
 			corruptedReq[uint64(info.Owner)] = true
@@ -280,13 +289,14 @@ func runChaos(t *testing.T, o chaosOpts) {
 	}
 	waitPoolIdle(t, e)
 	s := e.Stats()
-	t.Logf("%d requests in %v: %d ok, %d aborted, %d isolation failures, %d rejected; steps %d, preemptions %d (swap %d, swap failed %d), restores %d, recomputed %d tokens, prefix hits %d, cached tokens %d; pool: %d checksum failures, %d quarantined, %d copy failures; copies corrupted %d, pages corrupted %d",
+	t.Logf("%d requests in %v: %d ok, %d aborted, %d isolation failures, %d rejected; steps %d, preemptions %d (swap %d, swap failed %d), restores %d, recomputed %d tokens, prefix hits %d (%d from the host tier), cached tokens %d, spills %d, host evictions %d; pool: %d checksum failures, %d quarantined, %d copy failures; copies corrupted %d (%d prefix pages), pages corrupted %d",
 		len(reqs), elapsed, ok, aborted, isolation, rejected, s.Steps, s.Preemptions, s.SwapOuts, s.SwapFails, s.SwapIns,
-		s.RecomputedTokens, s.PrefixHits, s.CachedTokens, s.Pool.ChecksumFailures, s.Pool.Quarantined, s.Pool.CopyFailures,
-		copyCorrupt.Load(), len(corruptRefs))
+		s.RecomputedTokens, s.PrefixHits, s.PrefixHostHits, s.CachedTokens, s.PrefixSpills, s.PrefixHostEvictions, s.Pool.ChecksumFailures, s.Pool.Quarantined, s.Pool.CopyFailures,
+		copyCorrupt.Load(), spillCorrupt.Load(), len(corruptRefs))
 	require.NotZero(t, s.Preemptions, "the pool must be under pressure")
 	require.NotZero(t, s.SwapOuts)
 	require.NotZero(t, s.PrefixHits)
+	require.NotZero(t, s.PrefixSpills, "evicted prefix pages spill to the host tier")
 	require.Greater(t, ok, len(reqs)/2)
 
 	if o.corrupt {

@@ -338,8 +338,9 @@ func waitPoolIdle(t testing.TB, e *Engine) {
 		return s.Running == 0 && s.Waiting == 0 && s.Swapped == 0 &&
 			p.Owned == 0 && p.Sealed == 0 && p.StepLeases == 0 && p.CopyLeases == 0 &&
 			p.PrefixLeases == s.PrefixEntries && p.Releasing <= s.PrefixEntries && // cache entries on quarantined pages hold leases too
-
-			p.Free+p.Quarantined+p.Releasing == p.Pages && p.HostEntries == 0 && p.HostTierUsed == 0
+			p.Free+p.Quarantined+p.Releasing == p.Pages &&
+			// Host copies left are spilled prefix-cache entries.
+			p.HostEntries == s.PrefixHostEntries && (p.HostEntries == 0) == (p.HostTierUsed == 0)
 	}, 10*time.Second, time.Millisecond, "pool not idle: %+v", e.Stats())
 }
 

@@ -152,3 +152,39 @@ func TestStories260KEquivalence(t *testing.T) {
 		require.Equal(t, c.Generated[40:], r.Tokens)
 	})
 }
+
+// Greedy outputs of stories260K are identical to llama2.c's run.c when the
+// cached prefix was evicted to the host tier and comes back from there.
+func TestStories260KPrefixHostTier(t *testing.T) {
+	dir := modelsDir(t)
+	cases := loadGolden(t, dir)
+	// 10 pages of 16 tokens: a 150-token request of another tenant pushes
+	// every cached page of the golden runs to the host tier.
+	e := storiesEngine(t, dir, func(c *Config) { c.KVPages = 10; c.HostTierBytes = 16 << 20 })
+	filler := make([]int, 100)
+	filler[0] = 1
+	for i := 1; i < len(filler); i++ {
+		filler[i] = 3 + (i*37)%500
+	}
+	for _, c := range cases {
+		r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: "t"})
+		require.NoError(t, err)
+		require.Equal(t, c.Generated, r.Tokens)
+		_, err = e.Generate(t.Context(), Request{Tokens: filler, MaxTokens: 50, Tenant: "filler"})
+		require.NoError(t, err)
+		before := e.Stats()
+		require.NotZero(t, before.PrefixHostEntries)
+
+		p := append(append([]int(nil), c.PromptIDs...), c.Generated[:40]...)
+		r, err = e.Generate(t.Context(), Request{Tokens: p, MaxTokens: len(c.Generated) - 40, Tenant: "t"})
+		require.NoError(t, err)
+		require.Equal(t, (len(p)-1)/16*16, r.CachedTokens)
+		require.Equal(t, c.Generated[40:], r.Tokens, c.Prompt)
+		after := e.Stats()
+		require.Equal(t, before.PrefixHostHits+uint64(r.CachedTokens/16), after.PrefixHostHits, "served from the host tier")
+	}
+	s := e.Stats()
+	require.NotZero(t, s.PrefixSpills)
+	require.Zero(t, s.IsolationFailures)
+	require.Zero(t, s.Pool.ChecksumFailures)
+}
