@@ -1,6 +1,7 @@
 package ml
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -22,8 +23,9 @@ func TestMatMulBatchInvariance(t *testing.T) {
 		Q8_0: {{50, 288}, {300, 768}},
 		Q4_0: {{50, 288}},
 		Q4_K: {{21, 512}},
+		Q6_K: {{21, 512}, {70, 768}},
 	}
-	for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K} {
+	for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
 		for _, s := range shapes[ty] {
 			r := rand.New(rand.NewPCG(uint64(ty), uint64(s.rows)))
 			w := randMatrix(t, r, ty, s.rows, s.cols)
@@ -123,5 +125,66 @@ func TestQ8Accuracy(t *testing.T) {
 		maxAbs, maxRel, math.Sqrt(sumSq/refSq))
 	if math.Sqrt(sumSq/refSq) > 0.01 {
 		t.Fatalf("rms relative error %.4g > 1%%", math.Sqrt(sumSq/refSq))
+	}
+}
+
+// TestQ8Levels requires the Q8_0 kernels of every SIMD level (AVX-512
+// VNNI, AVX2 with int16 products, plain Go) to give bitwise the reference
+// arithmetic of dotQ8Generic, on weights that use the whole int8 range
+// (-128 included, where a saturating VPMADDUBSW would be wrong) and on
+// activations quantized to ±127 throughout.
+func TestQ8Levels(t *testing.T) {
+	defer SetThreads(0)
+	r := rand.New(rand.NewPCG(41, 42))
+	const rows, cols = 45, 320
+	nb := cols / 32
+	data := make([]byte, rows*nb*34)
+	for b := 0; b < rows*nb; b++ {
+		blk := data[b*34 : b*34+34]
+		binary.LittleEndian.PutUint16(blk, F32ToF16(float32(r.Float64()*0.02)))
+		for j := 2; j < 34; j++ {
+			switch r.IntN(4) {
+			case 0:
+				blk[j] = 0x80 // -128
+			case 1:
+				blk[j] = 0x7f
+			default:
+				blk[j] = byte(r.Uint32())
+			}
+		}
+	}
+	w, err := NewMatrix(Q8_0, rows, cols, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2, 5, 9, 17} {
+		x := randF32(r, n*cols)
+		for i := range x {
+			if r.IntN(3) == 0 {
+				x[i] = float32(1 - 2*r.IntN(2)) // ±max: q = ±127
+			} else {
+				x[i] *= 0.3
+			}
+		}
+		act := make([]byte, n*nb*q8ActBlock)
+		want := make([]float32, n*rows)
+		for i := 0; i < n; i++ {
+			a := act[i*nb*q8ActBlock : (i+1)*nb*q8ActBlock]
+			quantizeActQ8Generic(a, x[i*cols:(i+1)*cols])
+			for o := 0; o < rows; o++ {
+				want[i*rows+o] = dotQ8Generic(data[o*nb*34:(o+1)*nb*34], a, nb)
+			}
+		}
+		for _, lvl := range supportedLevels() {
+			for _, threads := range []int{1, 2} {
+				SetThreads(threads)
+				saved := simdLevel()
+				setSIMDLevel(lvl)
+				got := make([]float32, n*rows)
+				MatMul(got, x, n, w)
+				setSIMDLevel(saved)
+				requireBits(t, want, got, rows, fmt.Sprintf("Q8_0 n=%d level=%d threads=%d", n, lvl, threads))
+			}
+		}
 	}
 }

@@ -71,3 +71,40 @@ func BenchmarkKernelGEMM(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatVecCPU streams the stories110M per-token weight set with n=1
+// products on one locked thread and reports GB/s by thread CPU time (time
+// slices lost to other processes on a shared machine do not count), next
+// to the same thread's read bandwidth with the SIMD sum kernel.
+func BenchmarkMatVecCPU(b *testing.B) {
+	for _, t := range []Type{Q8_0, F16, F32} {
+		b.Run(t.String(), func(b *testing.B) {
+			forEachPath(b, func(b *testing.B) {
+				if simdLevel() == levelGeneric {
+					b.Skip("generic")
+				}
+				s := stories110M(b, t)
+				x := randF32(rand.New(rand.NewPCG(2, 3)), bHidden)
+				dst := make([]float32, bVocab)
+				kernelBench(b, float64(s.bytes)/1e9, "GB/s", func() {
+					for _, m := range s.mats {
+						MatMul(dst[:m.Rows], x[:m.Cols], 1, m)
+					}
+				})
+			})
+		})
+	}
+	b.Run("sum", func(b *testing.B) {
+		bwBufOnce.Do(func() {
+			bwBuf = make([]float32, 1<<28)
+			for i := range bwBuf {
+				bwBuf[i] = float32(i & 1023)
+			}
+		})
+		if !useSIMD() {
+			b.Skip("no SIMD")
+		}
+		p := bwBuf[:1<<25] // 128 MiB, about the Q8_0 set
+		kernelBench(b, float64(len(p)*4)/1e9, "GB/s", func() { sumSIMD(p) })
+	})
+}

@@ -35,14 +35,6 @@ DATA q8iota<>+56(SB)/4, $14
 DATA q8iota<>+60(SB)/4, $15
 GLOBL q8iota<>(SB), RODATA|NOPTR, $64
 
-// VPSHUFB control: the low words of each 128-bit lane's dwords, packed
-// into its low 8 bytes.
-DATA q8lowords<>+0(SB)/8, $0x0d0c090805040100
-DATA q8lowords<>+8(SB)/8, $0x8080808080808080
-DATA q8lowords<>+16(SB)/8, $0x0d0c090805040100
-DATA q8lowords<>+24(SB)/8, $0x8080808080808080
-GLOBL q8lowords<>(SB), RODATA|NOPTR, $32
-
 // func quantActQ8AVX512(dst *byte, x *float32, nb int)
 // Each block of 32 floats becomes {f32 d, int32 -128*sum(q), 32 int8 q}:
 // d = max|x|/127, q = roundeven(x * (1/d)) (0 when d is 0).
@@ -578,8 +570,51 @@ TEXT ·gemvQ8VNNI(SB), NOSPLIT, $0-56
 	JMP          gvpf
 
 gvloop:
-	KXNORW          K0, K0, K1
-	VPGATHERDD      (SI)(Z28*1), K1, Z26
+	MOVWQZX         0(SI), AX
+	MOVWQZX         0(SI)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVWQZX         0(R8), AX
+	MOVWQZX         0(R8)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	MOVWQZX         0(R9), AX
+	MOVWQZX         0(R9)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X25
+	MOVWQZX         0(R10), AX
+	MOVWQZX         0(R10)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X25, X25
+	VINSERTI32X4    $1, X25, Y26, Y26
 	VBROADCASTI64X4 8(DI), Z30
 	VMOVDQU         2(SI), Y0
 	VINSERTI64X4    $1, 2(R8), Z0, Z0
@@ -643,7 +678,6 @@ gvloop:
 	VSHUFI32X4      $0xdd, Z12, Z8, Z17
 	VPADDD          Z17, Z16, Z16
 	VPADDD.BCST     4(DI), Z16, Z16
-	VPMOVDW         Z26, Y26
 	VCVTPH2PS       Y26, Z26
 	VMULPS.BCST     (DI), Z26, Z26
 	VCVTDQ2PS       Z16, Z16
@@ -659,8 +693,51 @@ gvloop:
 	JMP gvdone
 
 gvpf:
-	KXNORW          K0, K0, K1
-	VPGATHERDD      (SI)(Z28*1), K1, Z26
+	MOVWQZX         0(SI), AX
+	MOVWQZX         0(SI)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVWQZX         0(R8), AX
+	MOVWQZX         0(R8)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	MOVWQZX         0(R9), AX
+	MOVWQZX         0(R9)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X25
+	MOVWQZX         0(R10), AX
+	MOVWQZX         0(R10)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X25, X25
+	VINSERTI32X4    $1, X25, Y26, Y26
 	VBROADCASTI64X4 8(DI), Z30
 	VMOVDQU         2(SI), Y0
 	VINSERTI64X4    $1, 2(R8), Z0, Z0
@@ -740,7 +817,6 @@ gvpf:
 	VSHUFI32X4      $0xdd, Z12, Z8, Z17
 	VPADDD          Z17, Z16, Z16
 	VPADDD.BCST     4(DI), Z16, Z16
-	VPMOVDW         Z26, Y26
 	VCVTPH2PS       Y26, Z26
 	VMULPS.BCST     (DI), Z26, Z26
 	VCVTDQ2PS       Z16, Z16
@@ -777,17 +853,33 @@ TEXT ·gemvQ8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         x+24(FP), DI
 	LEAQ         (CX)(CX*2), DX
 	LEAQ         (SI)(CX*4), R8
-	VMOVD        CX, X15
-	VPBROADCASTD X15, Y15
-	VPMULLD      q8iota<>(SB), Y15, Y15
-	VMOVDQU      q8lowords<>(SB), Y13
 	VXORPS       Y14, Y14, Y14
 
 g2loop:
-	VPCMPEQD     Y12, Y12, Y12
-	VPGATHERDD   Y12, (SI)(Y15*1), Y11
 	VPMOVSXBW    8(DI), Y12
 	VPMOVSXBW    24(DI), Y10
+	MOVWQZX      0(SI), AX
+	MOVWQZX      0(SI)(CX*1), R9
+	SHLQ         $16, R9
+	ORQ          R9, AX
+	MOVWQZX      0(SI)(CX*2), R9
+	SHLQ         $32, R9
+	ORQ          R9, AX
+	MOVWQZX      0(SI)(DX*1), R9
+	SHLQ         $48, R9
+	ORQ          R9, AX
+	VMOVQ        AX, X11
+	MOVWQZX      0(R8), AX
+	MOVWQZX      0(R8)(CX*1), R9
+	SHLQ         $16, R9
+	ORQ          R9, AX
+	MOVWQZX      0(R8)(CX*2), R9
+	SHLQ         $32, R9
+	ORQ          R9, AX
+	MOVWQZX      0(R8)(DX*1), R9
+	SHLQ         $48, R9
+	ORQ          R9, AX
+	VPINSRQ      $1, AX, X11, X11
 	VPMOVSXBW    2(SI), Y8
 	VPMOVSXBW    18(SI), Y9
 	VPMADDWD     Y12, Y8, Y8
@@ -837,8 +929,6 @@ g2loop:
 	VPERM2I128   $0x20, Y4, Y0, Y1
 	VPERM2I128   $0x31, Y4, Y0, Y2
 	VPADDD       Y2, Y1, Y0
-	VPSHUFB      Y13, Y11, Y11
-	VPERMQ       $0x08, Y11, Y11
 	VCVTPH2PS    X11, Y11
 	VBROADCASTSS (DI), Y9
 	VMULPS       Y9, Y11, Y11

@@ -308,29 +308,82 @@ func quantizeActQ8(dst []byte, x []float32) {
 	quantizeActQ8Generic(dst, x)
 }
 
+//go:noescape
+func gemvQ8VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
+
+//go:noescape
+func gemvQ8AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
+
+// useQ8AVX2 reports whether Q8_0 products use the AVX2 kernel (SIMD on,
+// but no AVX-512 VNNI).
+func useQ8AVX2() bool { return useSIMD() && hasAVX2 && !useQ8VNNI() }
+
 // matmulQ8SIMD computes output columns [lo,hi) of a Q8_0 product from the
-// quantized activations: each 16-row weight tile is packed once, then
-// swept by all activation rows, eight at a time.
+// quantized activations. With VNNI, each 16-row weight tile is packed
+// once, then swept by all activation rows, eight at a time; a single
+// activation row reads the Q8_0 rows directly instead. Without VNNI, the
+// AVX2 kernel takes 8 rows for one activation row at a time.
 func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
-	if !useQ8VNNI() {
-		return false
+	switch {
+	case useQ8VNNI():
+		if n == 1 {
+			matvecQ8VNNI(dst, act, w, rb, lo, hi)
+		} else {
+			matmulQ8VNNI(dst, act, n, w, rb, lo, hi)
+		}
+		return true
+	case useQ8AVX2():
+		matmulQ8AVX2(dst, act, n, w, rb, lo, hi)
+		return true
 	}
+	return false
+}
+
+// paddedRows returns rows [r0, r0+rows) of w followed by zero rows up to
+// tile rows in all, in a pooled buffer the caller returns to byteScratch.
+func paddedRows(w *Matrix, rb, r0, rows, tile int) *[]byte {
+	p := getBytes(tile * rb)
+	clear(*p)
+	copy(*p, w.Data[r0*rb:(r0+rows)*rb])
+	return p
+}
+
+// matvecQ8VNNI is matmulQ8VNNI for one activation row, straight from the
+// Q8_0 rows.
+func matvecQ8VNNI(dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+	nb := w.Cols / 32
+	for t0 := lo; t0 < hi; t0 += q8TileRows {
+		rows := min(q8TileRows, hi-t0)
+		pfd := 0
+		if t0+2*q8TileRows <= w.Rows {
+			pfd = q8TileRows * rb // prefetch the next tile
+		}
+		if rows < q8TileRows {
+			pad := paddedRows(w, rb, t0, rows, q8TileRows)
+			gemvQ8VNNI(&(*pad)[0], rb, nb, &act[0], &dst[t0], uint16(1)<<rows-1, 0)
+			byteScratch.Put(pad)
+			continue
+		}
+		gemvQ8VNNI(&w.Data[t0*rb], rb, nb, &act[0], &dst[t0], 0xffff, pfd)
+	}
+}
+
+// matmulQ8VNNI packs each 16-row tile once and sweeps it with all n
+// activation rows, eight, four, then one at a time.
+func matmulQ8VNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, nb := w.Rows, w.Cols/32
 	as := nb * q8ActBlock
 	tp := getBytes(nb * q8PackBlock)
 	defer byteScratch.Put(tp)
 	tile := *tp
-	var pad *[]byte
 	for t0 := lo; t0 < hi; t0 += q8TileRows {
 		rows := min(q8TileRows, hi-t0)
 		src := w.Data[t0*rb:]
 		if rows < q8TileRows {
 			// A partial tile: pack a zero-padded copy (zero scales);
 			// the masked stores drop the padding lanes.
-			pad = getBytes(q8TileRows * rb)
+			pad := paddedRows(w, rb, t0, rows, q8TileRows)
 			defer byteScratch.Put(pad)
-			clear(*pad)
-			copy(*pad, src[:rows*rb])
 			src = *pad
 		}
 		// Prefetch the next tile while packing this one (also across the
@@ -353,5 +406,30 @@ func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) b
 			gemmQ8x1(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
 		}
 	}
-	return true
+}
+
+// q8AVX2Rows is the row count of the AVX2 kernel.
+const q8AVX2Rows = 8
+
+// matmulQ8AVX2 runs gemvQ8AVX2 over 8-row tiles, each tile (L1-resident
+// after the first activation row) for every activation row in turn.
+func matmulQ8AVX2(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/32
+	as := nb * q8ActBlock
+	var out [q8AVX2Rows]float32
+	for t0 := lo; t0 < hi; t0 += q8AVX2Rows {
+		rows := min(q8AVX2Rows, hi-t0)
+		if rows < q8AVX2Rows {
+			pad := paddedRows(w, rb, t0, rows, q8AVX2Rows)
+			for a := 0; a < n; a++ {
+				gemvQ8AVX2(&(*pad)[0], rb, nb, &act[a*as], &out[0])
+				copy(dst[a*R+t0:a*R+t0+rows], out[:rows])
+			}
+			byteScratch.Put(pad)
+			continue
+		}
+		for a := 0; a < n; a++ {
+			gemvQ8AVX2(&w.Data[t0*rb], rb, nb, &act[a*as], &dst[a*R+t0])
+		}
+	}
 }

@@ -1,5 +1,5 @@
 // Package ml owns the CPU numeric kernels of kvwarden: weight matrices in
-// their storage types (F32, F16, BF16, Q8_0, Q4_0, Q4_K), matrix products
+// their storage types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), matrix products
 // against activations, and the small vector operations of a Llama layer.
 package ml
 
@@ -18,6 +18,7 @@ const (
 	Q4_0 Type = 2
 	Q8_0 Type = 8
 	Q4_K Type = 12
+	Q6_K Type = 14
 	BF16 Type = 30
 )
 
@@ -33,6 +34,8 @@ func (t Type) String() string {
 		return "Q8_0"
 	case Q4_K:
 		return "Q4_K"
+	case Q6_K:
+		return "Q6_K"
 	case BF16:
 		return "BF16"
 	}
@@ -45,7 +48,7 @@ func (t Type) BlockSize() int {
 	switch t {
 	case Q4_0, Q8_0:
 		return 32
-	case Q4_K:
+	case Q4_K, Q6_K:
 		return 256
 	case F32, F16, BF16:
 		return 1
@@ -65,6 +68,8 @@ func (t Type) BlockBytes() int {
 		return 34
 	case Q4_K:
 		return 144
+	case Q6_K:
+		return 210
 	}
 	return 0
 }

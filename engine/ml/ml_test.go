@@ -194,6 +194,95 @@ func TestDequantQ4K(t *testing.T) {
 	}
 }
 
+// packQ6K builds one ggml block_q6_K from 256 six-bit values L (0..63,
+// the value q+32), 16 int8 scales and the f16 scale d, with the packing of
+// ggml's quantize_row_q6_K_ref: per half of 128, ql[l] holds the low
+// nibbles of L[l] and L[l+64], ql[l+32] those of L[l+32] and L[l+96], and
+// qh[l] the high 2 bits of L[l], L[l+32], L[l+64], L[l+96].
+func packQ6K(L *[256]uint8, sc *[16]int8, d uint16) []byte {
+	blk := make([]byte, 210)
+	ql, qh := blk[:128], blk[128:192]
+	for j := 0; j < 256; j += 128 {
+		for l := 0; l < 32; l++ {
+			q1, q2, q3, q4 := L[j+l], L[j+l+32], L[j+l+64], L[j+l+96]
+			ql[l] = q1&0xf | (q3&0xf)<<4
+			ql[l+32] = q2&0xf | (q4&0xf)<<4
+			qh[l] = q1>>4 | (q2>>4)<<2 | (q3>>4)<<4 | (q4>>4)<<6
+		}
+		ql, qh = ql[64:], qh[32:]
+	}
+	for i, v := range sc {
+		blk[192+i] = byte(v)
+	}
+	binary.LittleEndian.PutUint16(blk[208:], d)
+	return blk
+}
+
+func TestDequantQ6K(t *testing.T) {
+	require.Equal(t, "Q6_K", Q6_K.String())
+	require.Equal(t, 256, Q6_K.BlockSize())
+	require.Equal(t, 210, Q6_K.BlockBytes())
+
+	// A hand-checked block: d = 0.5, element e = scale[e/16]*(L[e]-32)*d.
+	var L [256]uint8
+	var sc [16]int8
+	for e := range L {
+		L[e] = 32
+	}
+	L[0], L[1], L[17], L[40], L[64+3], L[96+31], L[128] = 63, 0, 33, 48, 1, 20, 31
+	sc[0], sc[1], sc[2], sc[4], sc[7], sc[8] = 2, -3, 5, 127, -128, 1
+	blk := packQ6K(&L, &sc, 0x3800) // 0.5
+	m, err := NewMatrix(Q6_K, 1, 256, blk)
+	require.NoError(t, err)
+	got := make([]float32, 256)
+	Dequantize(got, m, 0)
+	want := make([]float32, 256)
+	want[0] = 2 * 31 * 0.5
+	want[1] = 2 * -32 * 0.5
+	want[17] = -3 * 1 * 0.5
+	want[40] = 5 * 16 * 0.5
+	want[64+3] = 127 * -31 * 0.5
+	want[96+31] = -128 * -12 * 0.5
+	want[128] = 1 * -1 * 0.5
+	require.Equal(t, want, got)
+
+	// Random blocks against the same formula, rounded as ggml rounds it.
+	r := rand.New(rand.NewPCG(23, 24))
+	const blocks = 3
+	var data []byte
+	ref := make([]float32, 0, blocks*256)
+	for b := 0; b < blocks; b++ {
+		for e := range L {
+			L[e] = uint8(r.IntN(64))
+		}
+		for i := range sc {
+			sc[i] = int8(r.Uint32())
+		}
+		h := F32ToF16(float32(r.Float64()*0.01 + 1e-4))
+		data = append(data, packQ6K(&L, &sc, h)...)
+		d := F16ToF32(h)
+		for e := range L {
+			ref = append(ref, float32(d*float32(sc[e/16]))*float32(int(L[e])-32))
+		}
+	}
+	m, err = NewMatrix(Q6_K, 1, blocks*256, data)
+	require.NoError(t, err)
+	got = make([]float32, blocks*256)
+	Dequantize(got, m, 0)
+	require.Equal(t, ref, got)
+	for _, lvl := range supportedLevels() {
+		saved := simdLevel()
+		setSIMDLevel(lvl)
+		Dequantize(got, m, 0)
+		setSIMDLevel(saved)
+		require.Equal(t, ref, got, "level %d", lvl)
+	}
+	_, err = Quantize(Q6_K, 1, 256, make([]float32, 256))
+	require.Error(t, err)
+	_, err = NewMatrix(Q6_K, 1, 100, make([]byte, 210))
+	require.Error(t, err)
+}
+
 func TestQuantizeTypes(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	src := randF32(r, 3*64)
@@ -258,6 +347,18 @@ func dequantActQ8(x []float32, k int) []float32 {
 }
 
 func randMatrix(t *testing.T, r *rand.Rand, ty Type, rows, cols int) *Matrix {
+	if ty == Q6_K {
+		data := make([]byte, rows*cols/256*210)
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		for b := 0; b < len(data); b += 210 { // a sane finite scale
+			binary.LittleEndian.PutUint16(data[b+208:], F32ToF16(float32(r.Float64()*0.001)))
+		}
+		m, err := NewMatrix(Q6_K, rows, cols, data)
+		require.NoError(t, err)
+		return m
+	}
 	if ty == Q4_K {
 		data := make([]byte, rows*cols/256*144)
 		for i := range data {
@@ -284,12 +385,12 @@ func TestMatMul(t *testing.T) {
 	kshape := []shape{{1, 256}, {5, 256}, {12, 512}}
 	for _, threads := range []int{1, 2, 3} {
 		SetThreads(threads)
-		for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K} {
+		for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
 			shapes := plain
 			switch ty {
 			case Q8_0, Q4_0:
 				shapes = blocked
-			case Q4_K:
+			case Q4_K, Q6_K:
 				shapes = kshape
 			}
 			for _, s := range shapes {

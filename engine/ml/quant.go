@@ -155,6 +155,8 @@ func dequantRow(dst []float32, t Type, src []byte) {
 		}
 	case Q4_K:
 		dequantQ4K(dst, src)
+	case Q6_K:
+		dequantQ6K(dst, src)
 	default:
 		panic(fmt.Sprintf("ml: cannot dequantize %v", t))
 	}
@@ -203,6 +205,33 @@ func dequantQ4K(dst []float32, src []byte) {
 			}
 			q = q[32:]
 			is += 2
+		}
+	}
+}
+
+// dequantQ6K is ggml's dequantize_row_q6_K: super-blocks of 256 elements,
+// {128 bytes of low nibbles ql, 64 bytes of 2-bit high parts qh, 16 int8
+// scales, f16 d}; element e is d*scales[e/16]*(q-32) for its 6-bit q,
+// rounded as ggml does (d*scale first, then times q).
+func dequantQ6K(dst []float32, src []byte) {
+	for i := 0; i < len(dst)/256; i++ {
+		blk := src[i*210 : i*210+210]
+		d := F16ToF32(binary.LittleEndian.Uint16(blk[208:]))
+		ql, qh, sc := blk[:128], blk[128:192], blk[192:208]
+		y := dst[i*256 : i*256+256]
+		for n := 0; n < 2; n++ {
+			for l := 0; l < 32; l++ {
+				is := l / 16
+				q1 := int32(ql[l]&0xf|(qh[l]>>0&3)<<4) - 32
+				q2 := int32(ql[l+32]&0xf|(qh[l]>>2&3)<<4) - 32
+				q3 := int32(ql[l]>>4|(qh[l]>>4&3)<<4) - 32
+				q4 := int32(ql[l+32]>>4|(qh[l]>>6&3)<<4) - 32
+				y[l] = float32(d*float32(int8(sc[is]))) * float32(q1)
+				y[l+32] = float32(d*float32(int8(sc[is+2]))) * float32(q2)
+				y[l+64] = float32(d*float32(int8(sc[is+4]))) * float32(q3)
+				y[l+96] = float32(d*float32(int8(sc[is+6]))) * float32(q4)
+			}
+			y, ql, qh, sc = y[128:], ql[64:], qh[32:], sc[8:]
 		}
 	}
 }

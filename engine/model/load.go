@@ -39,7 +39,7 @@ func Load(path string) (*Weights, *gguf.File, error) {
 
 // LoadGGUF maps a GGUF file of architecture "llama" and returns its
 // weights, which point into the mapping wherever the storage type allows
-// (F32, F16, BF16, Q8_0, Q4_0 and Q4_K matrices are not copied), together
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K matrices are not copied), together
 // with the parsed file for the tokenizer (tokenizer.ggml.* metadata).
 // Weights.Close unmaps the file.
 //
@@ -357,10 +357,10 @@ func (g ggufLoader) matrix(name string, rows, cols int) (*ml.Matrix, error) {
 	}
 	var typ ml.Type
 	switch t.Type {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K:
+	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
 		typ = ml.Type(t.Type)
 	default:
-		return nil, fmt.Errorf("model: gguf tensor %s has type %v, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K are)", t.Name, t.Type)
+		return nil, fmt.Errorf("model: gguf tensor %s has type %v, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)", t.Name, t.Type)
 	}
 	data := t.Data
 	// The kernels read F32 as float32 and 16-bit values as uint16; GGUF's

@@ -323,6 +323,17 @@ func TestFromGGUFTiny(t *testing.T) {
 	require.Equal(t, float32(7.75), l.AttnNorm[31])
 	require.Equal(t, float32(-31), l.FFNNorm[31])
 
+	// Q6_K (what Q4_K_M files use for some matrices) loads too.
+	m = newTinyModel()
+	q6k := m.tensor("blk.0.ffn_down.weight")
+	q6k.typ, q6k.dims = gguf.TypeQ6_K, []uint64{256, 32}
+	m.set("llama.feed_forward_length", uint32(256))
+	m.tensor("blk.0.ffn_gate.weight").dims = []uint64{32, 256}
+	m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
+	w, err = m.load(t)
+	require.NoError(t, err)
+	require.Equal(t, ml.Q6_K, w.Layers[0].Down.Type)
+
 	// An odd alignment leaves F32 data misaligned; the loader copies it.
 	w, err = newTinyModel().set("general.alignment", uint32(1)).set("general.name", "x").load(t)
 	require.NoError(t, err)
@@ -387,8 +398,8 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.tensor("blk.0.ffn_gate.weight").dims = []uint64{32, 256}
 			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
 			q := m.tensor("blk.0.ffn_down.weight")
-			q.typ, q.dims = gguf.TypeQ6_K, []uint64{256, 32}
-		}, "model: gguf tensor blk.0.ffn_down.weight has type Q6_K, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K are)"},
+			q.typ, q.dims = gguf.TypeQ5_K, []uint64{256, 32}
+		}, "model: gguf tensor blk.0.ffn_down.weight has type Q5_K, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
 			"model: gguf tensor output_norm.weight has type Q8_0; norm weights must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },

@@ -63,8 +63,28 @@ gvdone:
 }
 
 func gemvVNNIBody(label string, prefetch bool) {
-	P("\tKXNORW          K0, K0, K1")
-	P("\tVPGATHERDD      (SI)(Z28*1), K1, Z26")
+	// The 16 rows' f16 scales, by integer loads and shifts (a VPGATHERDD
+	// costs more than the rest of the step): four rows to a GPR, then
+	// into the words of Y26 in row order.
+	for g := 0; g < 4; g++ {
+		P("\tMOVWQZX         %s, AX", rowAddr(4*g, 0))
+		for r := 1; r < 4; r++ {
+			P("\tMOVWQZX         %s, R15", rowAddr(4*g+r, 0))
+			P("\tSHLQ            $%d, R15", 16*r)
+			P("\tORQ             R15, AX")
+		}
+		switch g {
+		case 0:
+			P("\tVMOVQ           AX, X26")
+		case 1:
+			P("\tVPINSRQ         $1, AX, X26, X26")
+		case 2:
+			P("\tVMOVQ           AX, X25")
+		case 3:
+			P("\tVPINSRQ         $1, AX, X25, X25")
+			P("\tVINSERTI32X4    $1, X25, Y26, Y26")
+		}
+	}
 	P("\tVBROADCASTI64X4 8(DI), Z30")
 	for k := 0; k < 8; k++ {
 		lo, hi := k, k+4
@@ -96,7 +116,6 @@ func gemvVNNIBody(label string, prefetch bool) {
 	VSHUFI32X4      $0xdd, Z12, Z8, Z17
 	VPADDD          Z17, Z16, Z16
 	VPADDD.BCST     4(DI), Z16, Z16
-	VPMOVDW         Z26, Y26
 	VCVTPH2PS       Y26, Z26
 	VMULPS.BCST     (DI), Z26, Z26
 	VCVTDQ2PS       Z16, Z16
@@ -140,17 +159,25 @@ TEXT ·gemvQ8AVX2(SB), NOSPLIT, $0-40
 	MOVQ         x+24(FP), DI
 	LEAQ         (CX)(CX*2), DX
 	LEAQ         (SI)(CX*4), R8
-	VMOVD        CX, X15
-	VPBROADCASTD X15, Y15
-	VPMULLD      q8iota<>(SB), Y15, Y15
-	VMOVDQU      q8lowords<>(SB), Y13
 	VXORPS       Y14, Y14, Y14
 
 g2loop:
-	VPCMPEQD     Y12, Y12, Y12
-	VPGATHERDD   Y12, (SI)(Y15*1), Y11
 	VPMOVSXBW    8(DI), Y12
 	VPMOVSXBW    24(DI), Y10`)
+	// The 8 rows' f16 scales, four to a GPR, then into the words of X11.
+	for g := 0; g < 2; g++ {
+		P("\tMOVWQZX      %s, AX", rowAddr(4*g, 0))
+		for r := 1; r < 4; r++ {
+			P("\tMOVWQZX      %s, R9", rowAddr(4*g+r, 0))
+			P("\tSHLQ         $%d, R9", 16*r)
+			P("\tORQ          R9, AX")
+		}
+		if g == 0 {
+			P("\tVMOVQ        AX, X11")
+		} else {
+			P("\tVPINSRQ      $1, AX, X11, X11")
+		}
+	}
 	for k := 0; k < 8; k++ {
 		P("\tVPMOVSXBW    %s, Y8", rowAddr(k, 2))
 		P("\tVPMOVSXBW    %s, Y9", rowAddr(k, 18))
@@ -167,8 +194,6 @@ g2loop:
 	VPERM2I128   $0x20, Y4, Y0, Y1
 	VPERM2I128   $0x31, Y4, Y0, Y2
 	VPADDD       Y2, Y1, Y0
-	VPSHUFB      Y13, Y11, Y11
-	VPERMQ       $0x08, Y11, Y11
 	VCVTPH2PS    X11, Y11
 	VBROADCASTSS (DI), Y9
 	VMULPS       Y9, Y11, Y11

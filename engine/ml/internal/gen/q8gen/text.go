@@ -23,14 +23,6 @@ GLOBL q8bias<>(SB), RODATA|NOPTR, $4
 `
 
 const iotaEnd = `GLOBL q8iota<>(SB), RODATA|NOPTR, $64
-
-// VPSHUFB control: the low words of each 128-bit lane's dwords, packed
-// into its low 8 bytes.
-DATA q8lowords<>+0(SB)/8, $0x0d0c090805040100
-DATA q8lowords<>+8(SB)/8, $0x8080808080808080
-DATA q8lowords<>+16(SB)/8, $0x0d0c090805040100
-DATA q8lowords<>+24(SB)/8, $0x8080808080808080
-GLOBL q8lowords<>(SB), RODATA|NOPTR, $32
 `
 
 const quantPackText = `// func quantActQ8AVX512(dst *byte, x *float32, nb int)
