@@ -168,8 +168,11 @@ func BenchmarkEngineConcurrency(b *testing.B) {
 }
 
 // BenchmarkEnginePrefixCache: time to first token of a request whose 512
-// first tokens were prefilled before by the same tenant, with the prefix
-// cache on (hit) and off (full prefill), and the speedup.
+// first tokens were prefilled before by the same tenant: with the prefix
+// cache off (cold: full prefill), on with the prefix still on the device
+// (device hit), and on with the prefix evicted to the host tier in between
+// (host hit: its pages restored, checksums verified, then shared), and the
+// speedups against cold.
 func BenchmarkEnginePrefixCache(b *testing.B) {
 	w := weights110M(b)
 	vocab := w.Config.Vocab
@@ -183,8 +186,8 @@ func BenchmarkEnginePrefixCache(b *testing.B) {
 		require.NoError(b, err)
 		return time.Since(t0), r.CachedTokens
 	}
-	var cold, hit time.Duration
-	var cached int
+	var cold, hit, host time.Duration
+	var cached, hostCached, hostPages int
 	for i := range b.N {
 		eOff := engineFor(b, w, func(c *engine.Config) { c.DisablePrefixCache = true })
 		_, _ = measure(eOff, -1)
@@ -197,11 +200,33 @@ func BenchmarkEnginePrefixCache(b *testing.B) {
 		cached = c
 		_ = eOff.Close()
 		_ = eOn.Close()
+
+		// Host tier: a 40-page pool (640 tokens) with a host tier. After
+		// the prefix is cached, a 600-token request of another tenant
+		// needs 38 pages, which evicts (spills) the prefix's pages.
+		eHost := engineFor(b, w, func(c *engine.Config) {
+			c.KVMemory, c.KVPages, c.MaxContext = 0, 40, 640
+			c.HostTierBytes = 256 << 20
+		})
+		_, _ = measure(eHost, -1)
+		_, err := eHost.Generate(context.Background(), engine.Request{Tokens: benchPrompt(777, 600, vocab), MaxTokens: 1, Tenant: "filler"})
+		require.NoError(b, err)
+		before := eHost.Stats()
+		require.NotZero(b, before.PrefixHostEntries)
+		d, c = measure(eHost, i)
+		host += d
+		hostCached = c
+		hostPages = int(eHost.Stats().PrefixHostHits - before.PrefixHostHits)
+		_ = eHost.Close()
 	}
 	b.ReportMetric(float64(cold.Microseconds())/1000/float64(b.N), "ttft_cold_ms")
 	b.ReportMetric(float64(hit.Microseconds())/1000/float64(b.N), "ttft_hit_ms")
+	b.ReportMetric(float64(host.Microseconds())/1000/float64(b.N), "ttft_host_hit_ms")
 	b.ReportMetric(float64(cold)/float64(hit), "speedup")
+	b.ReportMetric(float64(cold)/float64(host), "speedup_host")
 	b.ReportMetric(float64(cached), "cached_tokens")
+	b.ReportMetric(float64(hostCached), "host_cached_tokens")
+	b.ReportMetric(float64(hostPages), "host_pages")
 }
 
 // BenchmarkEnginePreemption: what it costs to take a 256-token sequence

@@ -8,10 +8,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/internal/testmodels"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // BenchmarkKVCompression measures host-tier compression on real KV data:

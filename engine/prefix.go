@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/zeebo/xxh3"
@@ -34,13 +36,38 @@ import (
 // leaf-first, so parents stay younger than their children and are evicted
 // after them.
 //
+// Host tier (Config.HostTierBytes > 0): an evicted entry is not dropped but
+// spilled: its sealed page is copied to the host tier (Pool.OffloadRetained,
+// which checks the device data against the sealed checksum as it copies;
+// the host copy records the page's tenant) and the entry stays in the index,
+// host-resident, in a second LRU. Host entries are dropped LRU when the
+// host tier is full, and a swap-out of a running sequence always wins over
+// them (dropHostFor). A hit on a host entry restores it into a fresh device
+// page (Pool.Restore verifies the checksum on the device before the page is
+// usable: the host tier to device handoff), re-indexes it as
+// device-resident and then shares it with the request exactly like any
+// other hit (AppendShared, verified again). The restored page is owned by
+// the request it was restored for only until the cache's prefix lease takes
+// over, as for a page the request computed itself.
+//
+// Fail closed: a host copy that fails its restore checksum (a bad transfer,
+// a flipped bit in host memory) ends the request that hit it with
+// ErrIsolation, the device page it was restored into is quarantined by the
+// pool, the host copy is discarded, and nothing of it is ever served; the
+// next request for that prefix recomputes. The host tier is scoped like the
+// device cache: the key still includes the tenant, and Restore refuses a
+// host copy of another tenant.
+//
 // Owned by the scheduler goroutine.
 type prefixCache struct {
 	pool    *kvcache.Pool
 	met     *metrics
+	log     *slog.Logger
 	ps      int
+	spill   bool // evictions go to the host tier
 	entries map[prefixKey]*list.Element
-	lru     *list.List // front = most recently used; values are *prefixEntry
+	lru     *list.List // device-resident; front = most recently used; values are *prefixEntry
+	hostLRU *list.List // host-resident; front = most recently spilled or touched
 }
 
 type prefixKey struct {
@@ -52,17 +79,22 @@ type prefixEntry struct {
 	key    prefixKey
 	parent uint64
 	tokens []int
-	ref    kvcache.PageRef
+	ref    kvcache.PageRef   // the device page, while host == nil
+	host   *kvcache.HostPage // the host copy of a spilled entry
 }
 
 const prefixSeed = 0x6b76707265666978 // "kvprefix"
 
-func newPrefixCache(pool *kvcache.Pool, met *metrics) *prefixCache {
-	return &prefixCache{pool: pool, met: met, ps: pool.Geometry().PageSize,
-		entries: map[prefixKey]*list.Element{}, lru: list.New()}
+func newPrefixCache(pool *kvcache.Pool, met *metrics, log *slog.Logger, spill bool) *prefixCache {
+	return &prefixCache{pool: pool, met: met, log: log, ps: pool.Geometry().PageSize, spill: spill,
+		entries: map[prefixKey]*list.Element{}, lru: list.New(), hostLRU: list.New()}
 }
 
+// len is the number of device-resident entries (each holds a prefix lease).
 func (c *prefixCache) len() int { return c.lru.Len() }
+
+// hostLen is the number of host-resident entries.
+func (c *prefixCache) hostLen() int { return c.hostLRU.Len() }
 
 // chainHash is the hash of page i of s.ctx chained over all pages before it.
 func (c *prefixCache) chainHash(s *seq, i int) uint64 {
@@ -84,11 +116,16 @@ func (c *prefixCache) chainHash(s *seq, i int) uint64 {
 
 // attach appends the longest cached prefix of s.ctx to the empty table t
 // and returns the number of tokens it covers. At least one token is always
-// left to compute, since the step that computes it yields the logits. An
-// error means a cached page failed its checksum: an isolation failure.
-func (c *prefixCache) attach(s *seq, t *kvcache.PageTable) (int, error) {
+// left to compute, since the step that computes it yields the logits.
+// Host-resident entries on the way are restored first (see restore); a
+// restore leaves keepFree pages free for the running sequences, and where
+// it cannot, the prefix ends there. An error means a cached page failed its
+// checksum, on the device or on its way back from the host tier: an
+// isolation failure.
+func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error) {
 	maxPages := (len(s.ctx) - 1) / c.ps
 	var chain []*list.Element
+	hostHits := 0
 	parent := uint64(prefixSeed)
 	for i := range maxPages {
 		h := c.chainHash(s, i)
@@ -100,12 +137,25 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable) (int, error) {
 		if ent.parent != parent || !slices.Equal(ent.tokens, s.ctx[i*c.ps:(i+1)*c.ps]) {
 			break // a hash collision: never reuse K/V of other tokens
 		}
+		fromHost := ent.host != nil
+		if fromHost {
+			var err error
+			if el, err = c.restore(s, el, keepFree); err != nil {
+				return 0, err
+			}
+			if el == nil {
+				break // no page to restore into, or the copy is gone: compute
+			}
+		}
 		if err := t.AppendShared(ent.ref); err != nil {
 			c.remove(el)
 			if errors.Is(err, kvcache.ErrIsolation) {
 				return 0, err
 			}
 			break // e.g. the page was quarantined meanwhile
+		}
+		if fromHost {
+			hostHits++
 		}
 		chain = append(chain, el)
 		parent = h
@@ -115,6 +165,7 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable) (int, error) {
 	}
 	c.met.mu.Lock()
 	c.met.prefixHits += uint64(len(chain))
+	c.met.prefixHostHits += uint64(hostHits)
 	if len(chain) < maxPages {
 		c.met.prefixMiss++
 	}
@@ -123,6 +174,69 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable) (int, error) {
 		s.offered = n
 	}
 	return len(chain) * c.ps, nil
+}
+
+// restore brings the host-resident entry el back to the device for s: a
+// fresh page, filled from the host copy and verified on the device before
+// anything can read it (Pool.Restore: the host tier to device handoff),
+// then held by the cache's prefix lease like any device entry. It makes
+// room by evicting device entries (never ones s already shares, which hold
+// s's lease), but leaves keepFree pages free.
+//
+// It returns the entry's new element; nil when there is no page to spare
+// (the entry stays on the host) or the copy is unusable (dropped); or an
+// isolation error when the copy failed its checksum on restore. Then the
+// pool has quarantined the page it was restored into, the copy is dropped,
+// and the request that hit it must fail (fail closed).
+func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Element, error) {
+	ent := el.Value.(*prefixEntry)
+	// Out of the index while it restores, so the evictions below cannot
+	// drop its host copy.
+	c.hostLRU.Remove(el)
+	delete(c.entries, ent.key)
+	putBack := func() { c.entries[ent.key] = c.hostLRU.PushFront(ent) }
+	for c.pool.FreePages() <= keepFree {
+		if !c.evict() {
+			putBack()
+			return nil, nil
+		}
+	}
+	tenant := kvcache.Tenant(ent.key.tenant)
+	// The page is restored into a table of s's own, then retained by the
+	// cache and released by the table, so it ends up held by the cache
+	// alone, and s shares it through AppendShared like any other hit.
+	scratch := c.pool.NewTable(kvcache.RequestID(s.id), tenant)
+	defer func() { _ = scratch.Release() }()
+	var ref kvcache.PageRef
+	var err error
+	for {
+		ref, err = c.pool.Restore(ent.host, scratch)
+		if errors.Is(err, kvcache.ErrNoPages) && c.evict() {
+			continue
+		}
+		break
+	}
+	if err == nil {
+		err = c.pool.Retain(ref, tenant)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, kvcache.ErrNoPages):
+		putBack()
+		return nil, nil
+	default:
+		c.dropCopy(ent)
+		if errors.Is(err, kvcache.ErrIsolation) {
+			return nil, fmt.Errorf("prefix page of request %d restored from the host tier: %w", s.id, err)
+		}
+		c.log.Warn("engine: prefix page restore from the host tier failed; recomputing", "request", s.id, "err", err)
+		return nil, nil
+	}
+	ent.host.Discard()
+	ent.host, ent.ref = nil, ref
+	el = c.lru.PushFront(ent)
+	c.entries[ent.key] = el
+	return el, nil
 }
 
 // offer registers the full pages s has written since the last offer.
@@ -139,11 +253,19 @@ func (c *prefixCache) offer(s *seq) {
 		}
 		h := c.chainHash(s, i)
 		key := prefixKey{s.tenant, h}
-		if _, ok := c.entries[key]; ok {
-			continue
+		el, ok := c.entries[key]
+		if ok {
+			// Only a host entry is replaced, by the device page s has just
+			// computed again (a restore saved); never on a hash collision.
+			if ent := el.Value.(*prefixEntry); ent.host == nil || !slices.Equal(ent.tokens, s.ctx[i*c.ps:(i+1)*c.ps]) {
+				continue
+			}
 		}
 		if err := c.pool.Retain(refs[i], kvcache.Tenant(s.tenant)); err != nil {
 			continue // not sealed (e.g. quarantined): not shareable
+		}
+		if ok {
+			c.remove(el) // drops the host copy
 		}
 		parent := uint64(prefixSeed)
 		if i > 0 {
@@ -155,9 +277,10 @@ func (c *prefixCache) offer(s *seq) {
 	s.offered = full
 }
 
-// evict drops the least recently used entry whose page only the cache
-// holds, so that the page returns to the free list, and reports whether it
-// found one. Entries on quarantined pages are dropped on the way.
+// evict frees the page of the least recently used device entry that only
+// the cache holds and reports whether it found one. With a host tier the
+// entry is spilled there (see spill) and stays in the index; else it is
+// dropped. Entries on quarantined pages are dropped on the way.
 func (c *prefixCache) evict() bool {
 	for el := c.lru.Back(); el != nil; {
 		prev := el.Prev()
@@ -168,27 +291,120 @@ func (c *prefixCache) evict() bool {
 			c.remove(el)
 		case info.State == kvcache.PageReleasing && info.Leases[kvcache.LeasePrefix] == 1 &&
 			info.Leases[kvcache.LeaseStep] == 0 && info.Leases[kvcache.LeaseCopy] == 0:
-			c.remove(el)
-			return true
+			if !c.spill {
+				c.remove(el)
+				return true
+			}
+			if c.spillEntry(el) {
+				return true
+			}
 		}
 		el = prev
 	}
 	return false
 }
 
-func (c *prefixCache) remove(el *list.Element) {
+// spillEntry copies the device entry el to the host tier, making room
+// there by dropping host entries LRU, and then drops the cache's lease so
+// the page frees. It waits for the copy (a page on the CPU; the copy lease
+// would keep the page anyway), so the page is free when it returns true.
+// If the copy cannot be made (host tier full of swapped sequences, a failed
+// copy) the entry is dropped instead; if the page fails its sealed checksum
+// as it is copied, the pool quarantines it and spillEntry returns false.
+func (c *prefixCache) spillEntry(el *list.Element) bool {
 	ent := el.Value.(*prefixEntry)
 	c.lru.Remove(el)
 	delete(c.entries, ent.key)
+	var hp *kvcache.HostPage
+	var err error
+	for {
+		hp, err = c.pool.OffloadRetained(ent.ref, kvcache.Tenant(ent.key.tenant))
+		if errors.Is(err, kvcache.ErrHostTierFull) && c.dropHost() {
+			continue
+		}
+		break
+	}
+	if err == nil {
+		err = hp.Wait()
+	}
+	_ = c.pool.Drop(ent.ref, kvcache.LeasePrefix)
+	c.met.mu.Lock()
+	c.met.prefixEvict++
+	if err == nil {
+		c.met.prefixSpill++
+	}
+	c.met.mu.Unlock()
+	if err != nil {
+		if hp != nil {
+			hp.Discard()
+		}
+		if errors.Is(err, kvcache.ErrIsolation) {
+			c.log.Error("engine: cached prefix page failed its checksum on spill; quarantined", "page", ent.ref, "tenant", ent.key.tenant, "err", err)
+			return false
+		}
+		return true
+	}
+	ent.host, ent.ref = hp, kvcache.PageRef{}
+	c.entries[ent.key] = c.hostLRU.PushFront(ent)
+	return true
+}
+
+// dropHost drops the least recently used host entry, if there is one.
+func (c *prefixCache) dropHost() bool {
+	el := c.hostLRU.Back()
+	if el == nil {
+		return false
+	}
+	c.remove(el)
+	return true
+}
+
+// dropHostFor drops host entries, LRU, until the host tier has need bytes
+// free or none is left, and reports whether it dropped any: a swap-out of
+// a running sequence wins over spilled prefix pages.
+func (c *prefixCache) dropHostFor(need int64) bool {
+	dropped := false
+	for c.hostLRU.Len() > 0 {
+		if st := c.pool.Stats(); st.HostTierCapacity-st.HostTierUsed >= need {
+			break
+		}
+		dropped = c.dropHost() || dropped
+	}
+	return dropped
+}
+
+// dropCopy discards the host copy of ent, which is out of the index.
+func (c *prefixCache) dropCopy(ent *prefixEntry) {
+	ent.host.Discard()
+	ent.host = nil
+	c.met.mu.Lock()
+	c.met.prefixHostEvict++
+	c.met.mu.Unlock()
+}
+
+// remove drops the entry el from the index and releases what it holds:
+// the prefix lease of a device entry, the host copy of a host entry.
+func (c *prefixCache) remove(el *list.Element) {
+	ent := el.Value.(*prefixEntry)
+	delete(c.entries, ent.key)
+	if ent.host != nil {
+		c.hostLRU.Remove(el)
+		c.dropCopy(ent)
+		return
+	}
+	c.lru.Remove(el)
 	_ = c.pool.Drop(ent.ref, kvcache.LeasePrefix)
 	c.met.mu.Lock()
 	c.met.prefixEvict++
 	c.met.mu.Unlock()
 }
 
-// clear drops every entry (Close).
+// clear drops every entry, on the device and in the host tier (Close).
 func (c *prefixCache) clear() {
 	for el := c.lru.Back(); el != nil; el = c.lru.Back() {
+		c.remove(el)
+	}
+	for el := c.hostLRU.Back(); el != nil; el = c.hostLRU.Back() {
 		c.remove(el)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
 )
 
 // Prefix cache host tier: evicted entries spill to the host tier and come
@@ -280,6 +281,21 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	cfg := pressureConfig(t, true) // 8 pages of 4 tokens, MaxContext 32
 	pb := e0PageBytes(t, cfg)
 	cfg.HostTierBytes = 8 * pb // as much as the whole pool
+	// The pair's first step waits until both are submitted, so the pool
+	// is surely contended (however slow the machine).
+	var gated atomic.Bool
+	gate := make(chan struct{})
+	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, false)
+		if err == nil {
+			r.afterStep = func(*model.Batch) {
+				if gated.CompareAndSwap(true, false) {
+					<-gate
+				}
+			}
+		}
+		return r, err
+	}
 	e := newEcho(t, cfg)
 	// Fill the host tier with spilled prefix pages of tenant x.
 	for i := range 4 {
@@ -294,11 +310,18 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	require.Equal(t, int64(s.PrefixHostEntries)*pb, s.Pool.HostTierUsed)
 	require.LessOrEqual(t, s.Pool.HostTierUsed, cfg.HostTierBytes)
 
-	ra, rb := runPair(t, e)
+	gated.Store(true)
+	pa, pb2 := tenantPrompt(1, 1, 6), tenantPrompt(2, 2, 6)
+	sa, err := e.Submit(t.Context(), Request{Tokens: pa, MaxTokens: 100, Tenant: "a"})
+	require.NoError(t, err)
+	sb, err := e.Submit(t.Context(), Request{Tokens: pb2, MaxTokens: 100, Tenant: "b"})
+	require.NoError(t, err)
+	close(gate)
+	ra, rb := sa.Wait(), sb.Wait()
 	require.NoError(t, ra.Err)
 	require.NoError(t, rb.Err)
-	require.Equal(t, echoOracle(tenantPrompt(1, 1, 6), 100, 32, false), ra.Tokens)
-	require.Equal(t, echoOracle(tenantPrompt(2, 2, 6), 100, 32, false), rb.Tokens)
+	require.Equal(t, echoOracle(pa, 100, 32, false), ra.Tokens)
+	require.Equal(t, echoOracle(pb2, 100, 32, false), rb.Tokens)
 	s = e.Stats()
 	require.NotZero(t, s.SwapOuts, "%+v", s)
 	require.Zero(t, s.SwapFails, "a swap-out never loses to spilled prefix pages")

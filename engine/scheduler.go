@@ -23,7 +23,8 @@ import (
 //     sequence first, then prefill chunks of running prefills, then the
 //     first chunk of queue heads (chunked prefill, colocated with decode).
 //   - Pages: when a running sequence cannot reserve, the prefix cache gives
-//     up LRU pages that nobody else holds, then the newest running sequence
+//     up LRU pages that nobody else holds (spilling them to the host tier
+//     when there is one), then the newest running sequence
 //     (newer than the one asking, and not already in this step) is
 //     preempted: swapped to the host tier when there is one, else freed to
 //     be recomputed later. The oldest running sequence can therefore always
@@ -56,7 +57,7 @@ func newScheduler(e *Engine) *scheduler {
 		byID: map[uint64]*seq{}, inStep: map[*seq]int{},
 	}
 	if !e.cfg.DisablePrefixCache {
-		sc.prefix = newPrefixCache(e.pool, e.met)
+		sc.prefix = newPrefixCache(e.pool, e.met, e.log, e.cfg.HostTierBytes > 0)
 	}
 	return sc
 }
@@ -263,6 +264,7 @@ func (sc *scheduler) gauges() {
 	m.waiting, m.swapped, m.running = w, sw, len(sc.run)
 	if sc.prefix != nil {
 		m.prefixEntries = sc.prefix.len()
+		m.prefixHostEntries = sc.prefix.hostLen()
 	}
 	m.mu.Unlock()
 }
@@ -391,6 +393,14 @@ func (sc *scheduler) preempt(v *seq) {
 	e.met.mu.Unlock()
 	if e.cfg.HostTierBytes > 0 && v.fed > 0 && v.runnable() {
 		sw, err := sc.pool.SwapOut(v.table)
+		if errors.Is(err, kvcache.ErrHostTierFull) && sc.prefix != nil {
+			// Preemption wins over prefix spill: spilled prefix pages give
+			// their host room back, LRU, and the swap is tried again.
+			pages := (v.table.Written() + sc.ps - 1) / sc.ps
+			if sc.prefix.dropHostFor(int64(pages) * sc.pool.Geometry().PageBytes()) {
+				sw, err = sc.pool.SwapOut(v.table)
+			}
+		}
 		if err == nil {
 			v.table, v.swapped = nil, sw
 			e.met.mu.Lock()
@@ -496,8 +506,15 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 	e := sc.e
 	t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
 	cached := 0
+	// Pages to leave free for the decode steps of running sequences: a
+	// newcomer is not admitted only to be preempted at once, and a prefix
+	// restore from the host tier does not take the last free pages either.
+	head := 0
+	if len(sc.run) > 0 {
+		head = max(1, sc.pool.Pages()/100)
+	}
 	if sc.prefix != nil {
-		n, err := sc.prefix.attach(s, t)
+		n, err := sc.prefix.attach(s, t, head)
 		if err != nil {
 			_ = t.Release()
 			sc.fail(s, fmt.Errorf("engine: prefix cache handoff: %w", err))
@@ -517,10 +534,7 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 	start := t.Written()
 	n := min(len(s.ctx)-start, budget)
 	need := (start+n+sc.ps-1)/sc.ps - t.Len()
-	// Keep headroom for the decode steps of running sequences, so a
-	// newcomer is not admitted only to be preempted at once.
 	if len(sc.run) > 0 && need > 0 {
-		head := max(1, sc.pool.Pages()/100)
 		if sc.pool.FreePages() < need+head && !(sc.prefix != nil && sc.prefix.evict()) {
 			_ = t.Release()
 			return 0, false

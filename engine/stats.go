@@ -126,10 +126,17 @@ type Stats struct {
 	SwapIns     uint64
 	SwapFails   uint64 // swap-outs that failed and fell back to recompute
 
-	PrefixEntries   int
-	PrefixHits      uint64 // pages served from the prefix cache
+	PrefixEntries   int    // device-resident entries
+	PrefixHits      uint64 // pages served from the prefix cache (either tier)
 	PrefixMisses    uint64 // lookups that found no page
-	PrefixEvictions uint64
+	PrefixEvictions uint64 // entries that left the device (spilled or dropped)
+
+	// Host tier of the prefix cache (HostTierBytes > 0): evicted entries
+	// are spilled there and restored, verified, on a hit.
+	PrefixHostEntries   int    // host-resident entries
+	PrefixSpills        uint64 // evicted device entries copied to the host tier
+	PrefixHostHits      uint64 // pages restored from the host tier and served (also counted in PrefixHits)
+	PrefixHostEvictions uint64 // host entries dropped: LRU, room for a swap-out, a failed restore, Close
 
 	TTFT      Histogram // submit to first token
 	InterTok  Histogram // between consecutive tokens of a request
@@ -148,8 +155,10 @@ type metrics struct {
 	rejected, finished                     map[string]uint64
 	promptToks, genToks, cachedToks, recmp uint64
 	steps, preempt, swapOut, swapIn, swapF uint64
-	prefixEntries                          int
+	prefixEntries, prefixHostEntries       int
 	prefixHits, prefixMiss, prefixEvict    uint64
+	prefixSpill, prefixHostHits            uint64
+	prefixHostEvict                        uint64
 
 	ttft, itl, step, queue histogram
 }
@@ -175,6 +184,7 @@ func (m *metrics) snapshot() Stats {
 		PromptTokens:      m.promptToks, GeneratedTokens: m.genToks, CachedTokens: m.cachedToks, RecomputedTokens: m.recmp,
 		Steps: m.steps, Preemptions: m.preempt, SwapOuts: m.swapOut, SwapIns: m.swapIn, SwapFails: m.swapF,
 		PrefixEntries: m.prefixEntries, PrefixHits: m.prefixHits, PrefixMisses: m.prefixMiss, PrefixEvictions: m.prefixEvict,
+		PrefixHostEntries: m.prefixHostEntries, PrefixSpills: m.prefixSpill, PrefixHostHits: m.prefixHostHits, PrefixHostEvictions: m.prefixHostEvict,
 		TTFT: m.ttft.snapshot(), InterTok: m.itl.snapshot(), StepTime: m.step.snapshot(), QueueTime: m.queue.snapshot(),
 	}
 }

@@ -312,6 +312,21 @@ type HostPage struct {
 // it meanwhile without the page being reused under the copy. Wait for the
 // result before Restore.
 func (p *Pool) Offload(ref PageRef, tenant Tenant) (*HostPage, error) {
+	return p.offload(ref, tenant, false)
+}
+
+// OffloadRetained is Offload for a page that the caller keeps alive with a
+// prefix lease of its own (Retain): the prefix cache spilling an entry to
+// the host tier. Unlike Offload it also accepts a page whose writer has
+// released it (releasing, alive only through prefix leases); the page must
+// still be sealed, and its data is verified against the sealed checksum as
+// it is copied. The caller may drop its prefix lease once Wait returns (or
+// at once: the copy lease keeps the page until the copy completes).
+func (p *Pool) OffloadRetained(ref PageRef, tenant Tenant) (*HostPage, error) {
+	return p.offload(ref, tenant, true)
+}
+
+func (p *Pool) offload(ref PageRef, tenant Tenant, retained bool) (*HostPage, error) {
 	if p.host == nil {
 		return nil, ErrNoHostTier
 	}
@@ -333,6 +348,9 @@ func (p *Pool) Offload(ref PageRef, tenant Tenant) (*HostPage, error) {
 	switch m.state {
 	case PageSealed:
 	case PageReleasing:
+		if retained && m.sealed && p.ext[ref.Index].leases[LeasePrefix] > 0 {
+			break
+		}
 		p.mu.Unlock()
 		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, ErrReleasing)
 	case PageQuarantined:

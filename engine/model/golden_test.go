@@ -11,9 +11,9 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/device/cpu"
-	"github.com/kvwarden/kvwarden/internal/testmodels"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 type goldenCase struct {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/internal/testmodels"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // TestOpenTokenizers: the llama2.c pair and the GGUF conversion encode the
