@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,6 +113,22 @@ type echoRunner struct {
 	// the scheduler goroutine): the chaos test injects page corruption here.
 	afterStep func(b *model.Batch)
 	steps     int
+	// hold, when armed, blocks the next Forward until released, so a test
+	// can line up requests while a step is known to be in progress.
+	hold atomic.Pointer[stepHold]
+}
+
+type stepHold struct{ entered, release chan struct{} }
+
+// holdNextStep arms e's echo runner: its next Forward blocks. entered is
+// closed once that step has started; release lets it finish.
+func holdNextStep(t testing.TB, e *Engine) (entered <-chan struct{}, release func()) {
+	r, ok := e.runner.(*echoRunner)
+	require.True(t, ok, "holdNextStep needs the echo runner")
+	h := &stepHold{entered: make(chan struct{}), release: make(chan struct{})}
+	r.hold.Store(h)
+	var once sync.Once
+	return h.entered, func() { once.Do(func() { close(h.release) }) }
 }
 
 func newEchoRunner(pool *kvcache.Pool, eos bool) (*echoRunner, error) {
@@ -158,6 +176,10 @@ func (r *echoRunner) read(page uint32, slot int) (h uint64, tok, pos int, extra 
 }
 
 func (r *echoRunner) Forward(b *model.Batch) error {
+	if h := r.hold.Swap(nil); h != nil {
+		close(h.entered)
+		<-h.release
+	}
 	r.steps++
 	ps := r.geo.PageSize
 	if cap(b.Logits) < len(b.Seqs) {

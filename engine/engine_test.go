@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,6 +113,15 @@ func TestParseChecksum(t *testing.T) {
 func TestAdmissionRejections(t *testing.T) {
 	cfg := echoConfig(t, 16, 4) // 64 tokens
 	cfg.TenantQuota = 1
+	hold, held := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	var once sync.Once
+	cfg.Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+		if armed.Load() {
+			once.Do(func() { close(held); <-hold })
+		}
+		return false
+	}}
 	e := newEcho(t, cfg)
 	ctx := t.Context()
 
@@ -135,20 +145,20 @@ func TestAdmissionRejections(t *testing.T) {
 	require.Equal(t, 64, tooLong.Prompt)
 	require.Equal(t, 64, tooLong.Limit)
 
-	// Quota: one request in flight per tenant.
-	hold := make(chan struct{})
-	cfgHold := func(id uint64, st State) bool { return false }
-	_ = cfgHold
+	// Quota: one request in flight per tenant. The fault hook holds the
+	// scheduler while the first request is in flight, so the second Submit
+	// deterministically meets a full quota.
+	armed.Store(true)
 	st, err := e.Submit(ctx, Request{Prompt: "a", Tenant: "t1", MaxTokens: 50})
 	require.NoError(t, err)
-	_, err2 := e.Submit(ctx, Request{Prompt: "b", Tenant: "t1"})
-	r := st.Wait()
+	<-held
+	_, err = e.Submit(ctx, Request{Prompt: "b", Tenant: "t1"})
+	require.ErrorIs(t, err, ErrQuotaExceeded)
+	other, err := e.Submit(ctx, Request{Prompt: "c", Tenant: "t2", MaxTokens: 1})
+	require.NoError(t, err, "the quota is per tenant")
 	close(hold)
-	if r.FinishReason == "length" && len(r.Tokens) == 50 {
-		// The first was still in flight when the second was submitted
-		// (it cannot finish before Submit returns an error or a stream).
-		require.ErrorIs(t, err2, ErrQuotaExceeded)
-	}
+	require.NoError(t, st.Wait().Err)
+	require.NoError(t, other.Wait().Err)
 	_, err = e.Generate(ctx, Request{Prompt: "b", Tenant: "t1", MaxTokens: 2})
 	require.NoError(t, err, "quota is released when a request ends")
 
@@ -156,6 +166,7 @@ func TestAdmissionRejections(t *testing.T) {
 	require.Equal(t, uint64(1), s.Rejected[RejectEmptyPrompt])
 	require.Equal(t, uint64(1), s.Rejected[RejectPromptTooLong])
 	require.Equal(t, uint64(5), s.Rejected[RejectInvalidParams])
+	require.Equal(t, uint64(1), s.Rejected[RejectQuota])
 
 	require.NoError(t, e.Close())
 	_, err = e.Submit(ctx, Request{Prompt: "a"})

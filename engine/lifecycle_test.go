@@ -27,10 +27,16 @@ func pressureConfig(t *testing.T, hostTier bool) Config {
 
 func runPair(t *testing.T, e *Engine) (Result, Result) {
 	pa, pb := tenantPrompt(1, 1, 6), tenantPrompt(2, 2, 6)
+	// b is submitted while a's first step is still running, so a cannot
+	// finish alone on a fast machine and the pair always contends.
+	entered, release := holdNextStep(t, e)
+	defer release()
 	sa, err := e.Submit(t.Context(), Request{Tokens: pa, MaxTokens: 100, Tenant: "a"})
 	require.NoError(t, err)
+	<-entered
 	sb, err := e.Submit(t.Context(), Request{Tokens: pb, MaxTokens: 100, Tenant: "b"})
 	require.NoError(t, err)
+	release()
 	ra, rb := sa.Wait(), sb.Wait()
 	return ra, rb
 }
