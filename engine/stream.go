@@ -153,6 +153,8 @@ func (s *Stream) finish(r Result, tail string) {
 	}
 	s.result = r
 	rc := r
-	s.push(Event{Token: -1, Text: tail, Done: true, Result: &rc})
+	// Result must report done by the time a reader sees the Done event:
+	// callers (the C API among them) ask for the Result right after it.
 	close(s.done)
+	s.push(Event{Token: -1, Text: tail, Done: true, Result: &rc})
 }
