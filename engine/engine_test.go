@@ -414,3 +414,20 @@ func ExampleEngine_Generate() {
 }
 
 var _ = errors.Is
+
+// A reader that sees the Done event can ask for the Result at once: the C
+// API and the Python binding do exactly that.
+func TestResultReadyAtDoneEvent(t *testing.T) {
+	e := newEcho(t, echoConfig(t, 16, 4))
+	for i := range 200 {
+		st, err := e.Submit(t.Context(), Request{Tokens: tenantPrompt(1, i, 3), MaxTokens: 2})
+		require.NoError(t, err)
+		for ev := range st.Events() {
+			if ev.Done {
+				r, done := st.Result()
+				require.True(t, done, "Result not ready when the Done event arrived")
+				require.Equal(t, ev.Result.ID, r.ID)
+			}
+		}
+	}
+}
