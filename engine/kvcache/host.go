@@ -21,7 +21,7 @@ import (
 // Splitting the floats into byte planes first would give zstd 1.18-1.30;
 // that, or f16 KV (half the bytes for free), is the lever if the host tier
 // becomes the bottleneck. Re-measure on real model KV before changing this.
-// Figures: bench/kvcache/RESULTS.md.
+// Figures: bench/RESULTS.md.
 const DefaultCompression = "none"
 
 func parseCompression(c string) (string, error) {
