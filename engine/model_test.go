@@ -8,34 +8,16 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // modelsDir is $KVWARDEN_TEST_MODELS or ../shared/models next to the
 // repository root. The test skips when it is missing, unless $CI is set.
 func modelsDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("KVWARDEN_TEST_MODELS")
-	if dir == "" {
-		wd, err := os.Getwd()
-		require.NoError(t, err)
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				dir = filepath.Join(d, "..", "shared", "models")
-				break
-			}
-			if filepath.Dir(d) == d {
-				dir = filepath.Join(wd, "..", "..", "shared", "models")
-				break
-			}
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("test models not found at %s (set KVWARDEN_TEST_MODELS): %v", dir, err)
-		}
-		t.Skipf("test models not found at %s (set KVWARDEN_TEST_MODELS to run this test)", dir)
-	}
-	return dir
+	testmodels.Path(t, "stories260K.bin")
+	return testmodels.Dir(t)
 }
 
 type goldenCase struct {

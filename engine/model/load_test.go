@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/internal/testmodels"
+
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
@@ -19,27 +21,7 @@ import (
 // When it is missing the test is skipped, or fails if $CI is set.
 func testModelsDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("KVWARDEN_TEST_MODELS")
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(wd, "..", "..", "..", "shared", "models")
-		for d := wd; filepath.Dir(d) != d; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				dir = filepath.Join(d, "..", "shared", "models")
-				break
-			}
-		}
-	}
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("test models not found at %s (set KVWARDEN_TEST_MODELS): %v", dir, err)
-		}
-		t.Skipf("test models not found at %s (set KVWARDEN_TEST_MODELS to run this test)", dir)
-	}
-	return dir
+	return testmodels.RequireDir(t)
 }
 
 var stories260KConfig = Config{

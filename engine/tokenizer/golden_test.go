@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // modelDir returns the shared model directory: $KVWARDEN_TEST_MODELS, or
@@ -15,27 +17,7 @@ import (
 // set.
 func modelDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("KVWARDEN_TEST_MODELS")
-	if dir == "" {
-		wd, err := os.Getwd()
-		require.NoError(t, err)
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				dir = filepath.Join(d, "..", "shared", "models")
-				break
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	if dir == "" {
-		missingData(t, "cannot locate module root to find ../shared/models; set KVWARDEN_TEST_MODELS")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		missingData(t, "test models not found at "+dir+" (set KVWARDEN_TEST_MODELS): "+err.Error())
-	}
-	return dir
+	return testmodels.RequireDir(t)
 }
 
 func missingData(t testing.TB, msg string) {

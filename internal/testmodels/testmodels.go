@@ -65,3 +65,17 @@ func Golden(tb testing.TB, name string) string {
 	}
 	return p
 }
+
+// RequireDir is Dir, skipping the test when the directory is absent (or
+// failing it when CI is set).
+func RequireDir(tb testing.TB) string {
+	tb.Helper()
+	d := Dir(tb)
+	if _, err := os.Stat(d); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("test models not found at %s (set KVWARDEN_TEST_MODELS): %v", d, err)
+		}
+		tb.Skipf("test models not found at %s; set KVWARDEN_TEST_MODELS to run this test", d)
+	}
+	return d
+}

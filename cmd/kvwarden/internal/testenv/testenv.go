@@ -5,64 +5,30 @@
 package testenv
 
 import (
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
-// Root is the repository root: the nearest directory above the working
-// directory that holds go.mod.
-func Root(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("testenv: no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+// Root is the repository root.
+func Root(tb testing.TB) string { return testmodels.Root(tb) }
 
 // ModelDir is the test model directory.
-func ModelDir(tb testing.TB) string {
-	tb.Helper()
-	if d := os.Getenv("KVWARDEN_TEST_MODELS"); d != "" {
-		return d
-	}
-	return filepath.Join(Root(tb), "..", "shared", "models")
-}
-
-func need(tb testing.TB, p string) string {
-	tb.Helper()
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("test file %s not found (set KVWARDEN_TEST_MODELS): %v", p, err)
-		}
-		tb.Skipf("test file %s not found; set KVWARDEN_TEST_MODELS to run this test", p)
-	}
-	return p
-}
+func ModelDir(tb testing.TB) string { return testmodels.Dir(tb) }
 
 // Model returns the path of a test model file.
 func Model(tb testing.TB, name string) string {
 	tb.Helper()
-	return need(tb, filepath.Join(ModelDir(tb), name))
+	return testmodels.Path(tb, name)
 }
 
 // Golden returns the path of a file in the golden directory beside the
 // model directory.
 func Golden(tb testing.TB, name string) string {
 	tb.Helper()
-	return need(tb, filepath.Join(ModelDir(tb), "..", "golden", name))
+	return testmodels.Golden(tb, name)
 }
 
 // NoGoroutineLeak records the goroutine count and, at cleanup, waits up to
