@@ -29,3 +29,13 @@ func setSIMD(bool)                {}
 func quantizeActQ8(dst []byte, x []float32) { quantizeActQ8Generic(dst, x) }
 
 func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }
+
+func siluMul(gate, up []float32) { siluMulGeneric(gate, up) }
+
+func attnScores(dst, q, kv []float32, offs []int, scale float32) {
+	attnScoresGeneric(dst, q, kv, offs, scale)
+}
+
+func attnAccum(out, w, kv []float32, offs []int) { attnAccumGeneric(out, w, kv, offs) }
+
+func expShift(x []float32, m float32) { expShiftGeneric(x, m) }

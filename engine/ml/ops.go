@@ -28,11 +28,7 @@ func SiLUMul(gate, up []float32) {
 	if len(gate) != len(up) {
 		panic(fmt.Sprintf("ml: SiLUMul lengths %d and %d", len(gate), len(up)))
 	}
-	up = up[:len(gate)]
-	for i, g := range gate {
-		s := g * (1 / (1 + expf(-g)))
-		gate[i] = s * up[i]
-	}
+	siluMul(gate, up)
 }
 
 // Add computes dst += x.
@@ -92,7 +88,8 @@ func axpyGeneric(dst []float32, a float32, x []float32) {
 }
 
 // Softmax normalizes x in place into probabilities, subtracting the max
-// first as llama2.c does.
+// first as llama2.c does. The exponentials are expf's (within about 1 ulp
+// of math.Exp), identical at every SIMD level.
 func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
@@ -103,10 +100,9 @@ func Softmax(x []float32) {
 			m = v
 		}
 	}
+	expShift(x, m)
 	var sum float32
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - m)))
-		x[i] = e
+	for _, e := range x {
 		sum += e
 	}
 	inv := sum

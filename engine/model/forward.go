@@ -53,6 +53,7 @@ type Runner struct {
 	x, xb, q, k, v, att, hb, hb2 []float32
 	lx, logits, rope             []float32
 	scores                       [][]float32
+	offs                         [][]int
 }
 
 // NewRunner checks that pool's geometry matches the model and that its
@@ -266,9 +267,10 @@ func (r *Runner) Forward(b *Batch) error {
 // page indices. Row i's span ends at its own position, so it reads only
 // slots written before this step or by earlier rows of this step.
 //
-// The loops run position-major within a row: each position's K (and V) row
-// holds every KV head contiguously, so it is streamed once for all query
-// heads instead of once per head at a page-sized stride.
+// A row's K/V slot offsets are resolved once per layer; each head's scores
+// and weighted V sum are then one kernel call each over all positions
+// (ml.AttnScores, ml.AttnAccum), whose per-position arithmetic does not
+// depend on the span, the batch or the thread split.
 func (r *Runner) attention(layer int, rows []row) {
 	c := r.cfg
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
@@ -309,56 +311,70 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	threads = min(threads, len(units))
 
-	work := func(u unit, sc []float32) {
+	// A row's K and V of one layer and position: one offset per position,
+	// shared by all heads (each head adds its own kvHead*hd by slicing kv).
+	// V sits ps*kvDim after K in the same page.
+	vDelta := vLayer - kLayer
+	work := func(u unit, sc []float32, offs []int) {
 		rw := rows[u.row]
 		span := rw.pos + 1
-		q := r.q[u.row*qDim : (u.row+1)*qDim]
+		offs = offs[:span]
 		for t := range span {
-			base := int(rw.pages[t/ps])*pageElems + kLayer + (t%ps)*kvDim
-			for h := u.h0; h < u.h1; h++ {
-				ko := base + (h/group)*hd
-				sc[(h-u.h0)*span+t] = ml.Dot(q[h*hd:(h+1)*hd], r.kv[ko:ko+hd]) * inv
-			}
+			offs[t] = int(rw.pages[t/ps])*pageElems + kLayer + (t%ps)*kvDim
 		}
+		q := r.q[u.row*qDim : (u.row+1)*qDim]
 		out := r.att[u.row*qDim : (u.row+1)*qDim]
 		for h := u.h0; h < u.h1; h++ {
-			ml.Softmax(sc[(h-u.h0)*span : (h-u.h0+1)*span])
-			clear(out[h*hd : (h+1)*hd])
-		}
-		for t := range span {
-			base := int(rw.pages[t/ps])*pageElems + vLayer + (t%ps)*kvDim
-			for h := u.h0; h < u.h1; h++ {
-				vo := base + (h/group)*hd
-				ml.Axpy(out[h*hd:(h+1)*hd], sc[(h-u.h0)*span+t], r.kv[vo:vo+hd])
-			}
+			kvh := (h / group) * hd
+			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
+			ml.AttnScores(s, q[h*hd:(h+1)*hd], r.kv[kvh:], offs, inv)
+			ml.Softmax(s)
+			o := out[h*hd : (h+1)*hd]
+			clear(o)
+			ml.AttnAccum(o, s, r.kv[vDelta+kvh:], offs)
 		}
 	}
 
 	need := heads * maxSpan
 	if threads <= 1 {
 		r.scores = growScores(r.scores, 1, need)
+		r.offs = growOffs(r.offs, 1, maxSpan)
 		for _, u := range units {
-			work(u, r.scores[0])
+			work(u, r.scores[0], r.offs[0])
 		}
 		return
 	}
 	r.scores = growScores(r.scores, threads, need)
+	r.offs = growOffs(r.offs, threads, maxSpan)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range threads {
 		wg.Add(1)
-		go func(sc []float32) {
+		go func(sc []float32, offs []int) {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(units) {
 					return
 				}
-				work(units[i], sc)
+				work(units[i], sc, offs)
 			}
-		}(r.scores[w])
+		}(r.scores[w], r.offs[w])
 	}
 	wg.Wait()
+}
+
+func growOffs(s [][]int, n, span int) [][]int {
+	for len(s) < n {
+		s = append(s, nil)
+	}
+	for i := range n {
+		if cap(s[i]) < span {
+			s[i] = make([]int, span)
+		}
+		s[i] = s[i][:span]
+	}
+	return s
 }
 
 func growScores(s [][]float32, n, span int) [][]float32 {
