@@ -11,4 +11,4 @@ run ml        -run '^$' -bench 'Bandwidth|MatVec$|GEMM$' -benchtime 10x ./engine
 run model     -run '^$' -bench 'Decode|Prefill' -benchtime 20x ./bench/
 run compress  -run '^$' -bench KVCompression -benchtime 3x ./bench/
 run engine    -run '^$' -bench 'Engine(Concurrency|PrefixCache|Preemption)' -benchtime 1x ./bench/
-run safety    -run '^$' -bench 'EngineSafety' -benchtime 4x ./bench/
+run safety    -run '^$' -bench 'EngineSafety' -benchtime 8x ./bench/
