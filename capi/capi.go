@@ -193,18 +193,7 @@ func kvwgo_tokenize(hv C.uintptr_t, text *C.char, addBOS C.int32_t, tokens *C.in
 	if err != nil {
 		return fail(stInvalid, "%s: %v", fn, err)
 	}
-	*outN = C.size_t(len(ids))
-	if tokens == nil {
-		return stOK // size query
-	}
-	if uint64(capacity) < uint64(len(ids)) {
-		return fail(stTooSmall, "%s: %d tokens do not fit in capacity %d", fn, len(ids), uint64(capacity))
-	}
-	dst := unsafe.Slice((*int32)(unsafe.Pointer(tokens)), len(ids))
-	for i, id := range ids {
-		dst[i] = int32(id)
-	}
-	return stOK
+	return putTokens(fn, ids, tokens, capacity, outN)
 }
 
 //export kvwgo_detokenize
@@ -596,18 +585,7 @@ func kvwgo_request_tokens(hv C.uintptr_t, id C.uint64_t, which C.int32_t, tokens
 	default:
 		return fail(stInvalid, "%s: which %d is neither KVW_TOKENS_PROMPT nor KVW_TOKENS_GENERATED", fn, int32(which))
 	}
-	*outN = C.size_t(len(ids))
-	if tokens == nil {
-		return stOK
-	}
-	if uint64(capacity) < uint64(len(ids)) {
-		return fail(stTooSmall, "%s: %d tokens do not fit in capacity %d", fn, len(ids), uint64(capacity))
-	}
-	dst := unsafe.Slice((*int32)(unsafe.Pointer(tokens)), len(ids))
-	for i, t := range ids {
-		dst[i] = int32(t)
-	}
-	return stOK
+	return putTokens(fn, ids, tokens, capacity, outN)
 }
 
 //export kvwgo_generate
@@ -735,5 +713,23 @@ func kvwgo_engine_stats(hv C.uintptr_t, out *C.kvw_stats) (st C.int32_t) {
 	out.prefix_misses = C.uint64_t(s.PrefixMisses)
 	out.ttft_mean_ms = C.double(float64(s.TTFT.Mean()) / float64(time.Millisecond))
 	out.step_mean_ms = C.double(float64(s.StepTime.Mean()) / float64(time.Millisecond))
+	return stOK
+}
+
+// putTokens stores ids for the caller with the size-query pattern: *outN
+// always gets the count; tokens == NULL asks only for it; a capacity that
+// is too small fails with KVW_ERR_BUFFER_TOO_SMALL and writes nothing.
+func putTokens(fn string, ids []int, tokens *C.int32_t, capacity C.size_t, outN *C.size_t) C.int32_t {
+	*outN = C.size_t(len(ids))
+	if tokens == nil {
+		return stOK
+	}
+	if uint64(capacity) < uint64(len(ids)) {
+		return fail(stTooSmall, "%s: %d tokens do not fit in capacity %d", fn, len(ids), uint64(capacity))
+	}
+	dst := unsafe.Slice((*int32)(unsafe.Pointer(tokens)), len(ids))
+	for i, id := range ids {
+		dst[i] = int32(id)
+	}
 	return stOK
 }
