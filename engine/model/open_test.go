@@ -51,6 +51,9 @@ func TestOpenErrors(t *testing.T) {
 	require.ErrorContains(t, err, "llama2.c checkpoint; give its tokenizer file")
 	_, _, err = Open("", "tok.bin")
 	require.ErrorContains(t, err, "needs a model path")
+	// The 32000-token Llama 2 tokenizer is not stories260K's.
+	_, _, err = Open(testmodels.Path(t, "stories260K.bin"), testmodels.Path(t, "tokenizer.bin"))
+	require.ErrorContains(t, err, "more tokens than the model's vocabulary of 512")
 	w, tok, err := Open("", "")
 	require.NoError(t, err)
 	require.Equal(t, w.Config.Vocab, tok.VocabSize())

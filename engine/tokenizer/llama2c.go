@@ -35,7 +35,10 @@ func LoadLlama2C(path string, vocabSize int) (*SentencePiece, error) {
 
 // ReadLlama2C reads a llama2.c tokenizer from r: int32 max_token_length,
 // then vocabSize times (float32 score, int32 len, len bytes), little endian.
-// Spaces are stored as ASCII spaces. Trailing data is ignored, as in run.c.
+// Spaces are stored as ASCII spaces. Unlike run.c, which ignores trailing
+// data, a file with more tokens than vocabSize is refused: it is a tokenizer
+// for another model (tokenizer.bin's 32000 pieces read as stories260K's 512
+// would tokenize without error, and wrongly).
 func ReadLlama2C(r io.Reader, vocabSize int) (*SentencePiece, error) {
 	if vocabSize <= 0 || vocabSize > maxVocab {
 		return nil, fmt.Errorf("tokenizer: llama2.c vocab size %d outside [1, %d]", vocabSize, maxVocab)
@@ -76,6 +79,9 @@ func ReadLlama2C(r io.Reader, vocabSize int) (*SentencePiece, error) {
 			return nil, err
 		}
 		pieces[i] = string(buf[:n])
+	}
+	if _, err := br.ReadByte(); err == nil {
+		return nil, fmt.Errorf("tokenizer: llama2.c file has data after token %d at offset %d: it holds more tokens than the model's vocabulary of %d (a tokenizer for another model?)", vocabSize-1, off, vocabSize)
 	}
 	bos, eos, unk := 1, 2, 0
 	if vocabSize < 3 {
