@@ -132,6 +132,10 @@ var (
 	dPrefix         = desc("prefix_cache_lookups_total", "Prefix cache page lookups by result (hit, miss).", "result")
 	dPrefixEntries  = desc("prefix_cache_entries", "Pages indexed in the tenant-scoped prefix cache.")
 	dPrefixEvict    = desc("prefix_cache_evictions_total", "Prefix cache entries evicted.")
+	dPrefixHost     = desc("prefix_cache_host_entries", "Prefix cache pages spilled to the host tier and still indexed there.")
+	dPrefixSpills   = desc("prefix_cache_spills_total", "Evicted prefix cache pages copied to the host tier.")
+	dPrefixHostHits = desc("prefix_cache_host_hits_total", "Prefix cache pages restored from the host tier (checksum verified) and served.")
+	dPrefixHostEvic = desc("prefix_cache_host_evictions_total", "Host-tier prefix cache entries dropped.")
 	dStepTime       = desc("engine_step_seconds", "Duration of one scheduler step, forward pass included.")
 	dQueueTime      = desc("engine_queue_seconds", "Submit to first scheduled.")
 )
@@ -143,7 +147,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dPages, dPagesTotal, dLeases, dAllocs, dReleases, dScrubs, dDeferred, dDeferredDur,
 		dChecksum, dIsolation, dIsoRequests, dStale, dCopyFail, dScrubFail, dHostBytes, dHostEntries, dHostMoved, dSeqs,
 		dEngineRejected, dEngineFinished, dSteps, dPreempt, dSwaps, dRecompute, dPrefix, dPrefixEntries, dPrefixEvict,
-		dStepTime, dQueueTime} {
+		dPrefixHost, dPrefixSpills, dPrefixHostHits, dPrefixHostEvic, dStepTime, dQueueTime} {
 		ch <- d
 	}
 }
@@ -204,6 +208,10 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dPrefix, float64(s.PrefixMisses), "miss")
 	gauge(dPrefixEntries, float64(s.PrefixEntries))
 	counter(dPrefixEvict, float64(s.PrefixEvictions))
+	gauge(dPrefixHost, float64(s.PrefixHostEntries))
+	counter(dPrefixSpills, float64(s.PrefixSpills))
+	counter(dPrefixHostHits, float64(s.PrefixHostHits))
+	counter(dPrefixHostEvic, float64(s.PrefixHostEvictions))
 	ch <- constHistogram(dStepTime, s.StepTime.Bounds, s.StepTime.Counts, s.StepTime.Count, s.StepTime.Sum)
 	ch <- constHistogram(dQueueTime, s.QueueTime.Bounds, s.QueueTime.Counts, s.QueueTime.Count, s.QueueTime.Sum)
 }

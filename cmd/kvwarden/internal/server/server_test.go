@@ -707,6 +707,9 @@ func TestMetricsExposition(t *testing.T) {
 		`kvwarden_host_tier_bytes{kind="used"}`,
 		`kvwarden_engine_finished_total{reason="length"} 1`,
 		"kvwarden_engine_step_seconds_bucket",
+		"kvwarden_prefix_cache_spills_total 0",
+		"kvwarden_prefix_cache_host_hits_total 0",
+		"kvwarden_prefix_cache_host_entries 0",
 	} {
 		require.Contains(t, m, name)
 	}
