@@ -63,13 +63,19 @@ func serve(t *testing.T, args ...string) string {
 
 func TestLoadBelowSaturation(t *testing.T) {
 	url := serve(t, "--kv-pages", "128", "--max-context", "256")
-	rep, err := Run(context.Background(), Config{URL: url, Prompt: "Once upon a time", MaxTokens: 8, Clients: 2, Duration: 2 * time.Second})
-	require.NoError(t, err)
-	t.Log(rep)
-	require.Zero(t, rep.Errors, "%v", rep.FirstErrors)
-	require.Zero(t, rep.Overloaded)
-	require.Positive(t, rep.OK)
-	require.Positive(t, rep.TokensPerS)
+	for _, stream := range []bool{false, true} {
+		rep, err := Run(context.Background(), Config{URL: url, Prompt: "Once upon a time", MaxTokens: 8, Clients: 2, Duration: 2 * time.Second, Stream: stream})
+		require.NoError(t, err)
+		t.Log(rep)
+		require.Zero(t, rep.Errors, "%v", rep.FirstErrors)
+		require.Zero(t, rep.Overloaded)
+		require.Positive(t, rep.OK)
+		require.Positive(t, rep.TokensPerS)
+		if stream {
+			require.Positive(t, rep.TTFTP50ms)
+			require.LessOrEqual(t, rep.TTFTP50ms, rep.P50ms, "the first token comes before the end")
+		}
+	}
 }
 
 func TestLoadAboveSaturation(t *testing.T) {

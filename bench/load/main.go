@@ -8,10 +8,13 @@
 //	go run ./bench/load --url http://127.0.0.1:8080 --clients 8 --duration 10s
 //
 // Below saturation the error count must be 0; above it, overload must show
-// up as clean 429s and still no errors.
+// up as clean 429s and still no errors. With --stream the requests use
+// server-sent events, and the report adds time to first token (p50/p99); a
+// stream that ends without `data: [DONE]` counts as an error.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -37,6 +40,7 @@ type Config struct {
 	Clients   int
 	Duration  time.Duration
 	Timeout   time.Duration // per request
+	Stream    bool          // stream: true, measuring time to first token
 }
 
 // Report of a load run.
@@ -52,12 +56,21 @@ type Report struct {
 	TokensPerS   float64  `json:"tokens_per_s"`
 	P50ms        float64  `json:"p50_ms"`
 	P99ms        float64  `json:"p99_ms"`
+	TTFTP50ms    float64  `json:"ttft_p50_ms,omitempty"`
+	TTFTP99ms    float64  `json:"ttft_p99_ms,omitempty"`
 	FirstErrors  []string `json:"first_errors,omitempty"`
 }
 
 func (r Report) String() string {
 	return fmt.Sprintf("clients %d, %.1fs: %d requests, %d ok, %d overloaded (429/503), %d errors; %.1f req/s, %.1f tokens/s; latency p50 %.1f ms, p99 %.1f ms",
-		r.Clients, r.Seconds, r.Requests, r.OK, r.Overloaded, r.Errors, r.RequestsPerS, r.TokensPerS, r.P50ms, r.P99ms)
+		r.Clients, r.Seconds, r.Requests, r.OK, r.Overloaded, r.Errors, r.RequestsPerS, r.TokensPerS, r.P50ms, r.P99ms) + r.ttft()
+}
+
+func (r Report) ttft() string {
+	if r.TTFTP50ms == 0 && r.TTFTP99ms == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; time to first token p50 %.1f ms, p99 %.1f ms", r.TTFTP50ms, r.TTFTP99ms)
 }
 
 type completion struct {
@@ -81,7 +94,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
 	}
-	body, _ := json.Marshal(map[string]any{"model": cfg.Model, "prompt": cfg.Prompt, "max_tokens": cfg.MaxTokens, "temperature": 0})
+	body, _ := json.Marshal(map[string]any{"model": cfg.Model, "prompt": cfg.Prompt, "max_tokens": cfg.MaxTokens, "temperature": 0, "stream": cfg.Stream})
 	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Clients, MaxConnsPerHost: cfg.Clients}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: cfg.Timeout}
@@ -93,6 +106,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		mu   sync.Mutex
 		rep  = Report{Clients: cfg.Clients}
 		lats []time.Duration
+		ttfs []time.Duration
 		wg   sync.WaitGroup
 	)
 	fail := func(msg string) {
@@ -115,8 +129,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				}
 				resp, err := client.Do(req)
 				var raw []byte
+				var sse streamed
 				if err == nil {
-					raw, err = io.ReadAll(resp.Body)
+					if cfg.Stream && resp.StatusCode == http.StatusOK {
+						sse, err = readStream(resp.Body, t0)
+					} else {
+						raw, err = io.ReadAll(resp.Body)
+					}
 					resp.Body.Close()
 				}
 				lat := time.Since(t0)
@@ -125,6 +144,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				switch {
 				case err != nil:
 					fail(err.Error())
+				case resp.StatusCode == http.StatusOK && cfg.Stream:
+					if !sse.done {
+						fail("stream ended without data: [DONE]")
+						break
+					}
+					rep.OK++
+					rep.Tokens += sse.chunks
+					lats = append(lats, lat)
+					if sse.first > 0 {
+						ttfs = append(ttfs, sse.first)
+					}
 				case resp.StatusCode == http.StatusOK:
 					var c completion
 					if jerr := json.Unmarshal(raw, &c); jerr != nil || len(c.Choices) != 1 || c.Usage == nil || c.Choices[0].FinishReason == nil {
@@ -158,7 +188,44 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	slices.Sort(lats)
 	rep.P50ms = quantileMS(lats, 0.50)
 	rep.P99ms = quantileMS(lats, 0.99)
+	slices.Sort(ttfs)
+	rep.TTFTP50ms = quantileMS(ttfs, 0.50)
+	rep.TTFTP99ms = quantileMS(ttfs, 0.99)
 	return rep, nil
+}
+
+// streamed is what one server-sent-event response held.
+type streamed struct {
+	first  time.Duration // first chunk with text, from the request's start
+	chunks int           // chunks with text (one token each, or a held-back group)
+	done   bool          // saw data: [DONE]
+}
+
+func readStream(r io.Reader, t0 time.Time) (streamed, error) {
+	var s streamed
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			s.done = true
+			continue
+		}
+		var c completion
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return s, fmt.Errorf("bad event %.100q: %w", data, err)
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Text != "" {
+			if s.chunks == 0 {
+				s.first = time.Since(t0)
+			}
+			s.chunks++
+		}
+	}
+	return s, sc.Err()
 }
 
 func quantileMS(sorted []time.Duration, q float64) float64 {
@@ -182,6 +249,7 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to run (at most 10m)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "per-request timeout")
 	flag.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	flag.BoolVar(&cfg.Stream, "stream", false, "stream responses (SSE) and report time to first token")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
