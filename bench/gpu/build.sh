@@ -12,9 +12,10 @@ mkdir -p "$bin/ptx" "$bin/shared/models" "$bin/shared/golden"
 export CGO_ENABLED=0 # purego needs no cgo; no libc version coupling to the GPU machine
 go test -c -o "$bin/cuda.test" ./engine/device/cuda
 go test -c -o "$bin/gpu.test" ./engine/model/gpu
+go test -c -o "$bin/engine.test" ./engine
 cp engine/device/cuda/ptx/*.ptx "$bin/ptx/"
 models=${KVWARDEN_TEST_MODELS:-$root/../shared/models}
-for f in stories260K.bin; do
+for f in stories260K.bin tok512.bin; do
   if [ -f "$models/$f" ]; then cp "$models/$f" "$bin/shared/models/"; else echo "build: $models/$f not found; the golden GPU test will skip" >&2; fi
 done
 golden=$models/../golden

@@ -12,7 +12,7 @@ bin=$root/bench/gpu/bin
 OUT=${OUT:-$root/bench/gpu/out}
 mkdir -p "$OUT"
 t0=$(date +%s)
-if [ ! -x "$bin/cuda.test" ] || [ ! -x "$bin/gpu.test" ]; then
+if [ ! -x "$bin/cuda.test" ] || [ ! -x "$bin/gpu.test" ] || [ ! -x "$bin/engine.test" ]; then
   echo "check: $bin has no test binaries; run bench/gpu/build.sh on the build machine first" >&2
   exit 2
 fi
@@ -67,10 +67,11 @@ run() { # name timeout cmd...
   fi
 }
 echo >> "$summary"; echo "## tests" >> "$summary"
-run cuda-tests 150 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=140s
-run gpu-tests 150 "$bin/gpu.test" -test.v -test.count=1 -test.timeout=140s -test.run 'GPU|Slot|Pack|Refuses' -test.skip 'Bench'
+run cuda-tests 120 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=110s
+run gpu-tests 120 "$bin/gpu.test" -test.v -test.count=1 -test.timeout=110s -test.run 'GPU|Slot|Pack|Refuses' -test.skip 'Bench'
+run engine-gpu 60 "$bin/engine.test" -test.v -test.count=1 -test.timeout=50s -test.run 'TestGPUEngineIsolation'
 echo >> "$summary"; echo "## benchmark" >> "$summary"
-KVWARDEN_GPU_BENCH=1 KVWARDEN_BENCH_OUT=$OUT run gpu-bench 200 "$bin/gpu.test" -test.v -test.count=1 -test.timeout=190s -test.run 'TestGPUBenchLlama1B'
+KVWARDEN_GPU_BENCH=1 KVWARDEN_BENCH_OUT=$OUT run gpu-bench 180 "$bin/gpu.test" -test.v -test.count=1 -test.timeout=170s -test.run 'TestGPUBenchLlama1B'
 [ -f "$OUT/gpu-bench.md" ] && cat "$OUT/gpu-bench.md" >> "$summary"
 echo >> "$summary"
 echo "total: $(( $(date +%s) - t0 ))s, $fails failing step(s)" | tee -a "$summary"
