@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
@@ -37,7 +38,7 @@ func BenchmarkKVCompression(b *testing.B) {
 		batch := &model.Batch{Seqs: []model.Seq{{Tokens: ids, Table: tab, Logits: true}}}
 		require.NoError(b, r.Forward(batch))
 		for tab.Written() < 128 {
-			batch.Seqs[0] = model.Seq{Tokens: []int{argmax(batch.Logits[0])}, Table: tab, Logits: true}
+			batch.Seqs[0] = model.Seq{Tokens: []int{sample.Argmax(batch.Logits[0])}, Table: tab, Logits: true}
 			require.NoError(b, r.Forward(batch))
 		}
 		for _, idx := range tab.Pages() {
@@ -73,14 +74,4 @@ func BenchmarkKVCompression(b *testing.B) {
 			b.ReportMetric(float64(len(pages)), "pages")
 		})
 	}
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/device/cpu"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
@@ -54,16 +55,6 @@ func newTestPool(t testing.TB, c Config, pages int) *kvcache.Pool {
 	return p
 }
 
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
 func maxAbsDiff(a, b []float32) float64 {
 	m := 0.0
 	for i := range a {
@@ -91,7 +82,7 @@ func greedy(t testing.TB, r *Runner, pool *kvcache.Pool, id kvcache.RequestID, p
 	}
 	afterPrompt = append([]float32(nil), logits...)
 	for k := range n {
-		tok := argmax(logits)
+		tok := sample.Argmax(logits)
 		out = append(out, tok)
 		if k == n-1 {
 			break
@@ -216,7 +207,7 @@ func TestBatchInvariance(t *testing.T) {
 		require.NoError(t, r.Forward(b))
 		for i, s := range members {
 			if b.Logits[i] != nil {
-				s.next = argmax(b.Logits[i])
+				s.next = sample.Argmax(b.Logits[i])
 				s.out = append(s.out, s.next)
 			}
 		}
@@ -257,7 +248,7 @@ func TestQuantizedTolerance(t *testing.T) {
 				b := teacherForced(t, q, pool, kvcache.RequestID(2*i+2), seq)
 				for j := len(gc.PromptTokenIDs) - 1; j < len(seq)-1; j++ {
 					worst = math.Max(worst, maxAbsDiff(a[j], b[j]))
-					if argmax(a[j]) == argmax(b[j]) {
+					if sample.Argmax(a[j]) == sample.Argmax(b[j]) {
 						agree++
 					}
 					total++

@@ -140,12 +140,12 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 	}
 	s.penalize(logits, history)
 	if s.p.Temperature == 0 {
-		return argmax(logits)
+		return Argmax(logits)
 	}
 	c := s.distribution(logits)
 	r := s.rng.Float64()
 	if len(c) == 0 {
-		return argmax(logits)
+		return Argmax(logits)
 	}
 	var acc float64
 	for _, x := range c {
@@ -157,9 +157,9 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 	return int(c[len(c)-1].id) // rounding: acc ended just below 1
 }
 
-// argmax returns the index of the first maximum, ignoring NaN (0 when all
-// are NaN).
-func argmax(logits []float32) int {
+// Argmax is the greedy choice: the index of the first maximum, as llama2.c's
+// sample_argmax picks it, ignoring NaN (0 when all are NaN).
+func Argmax(logits []float32) int {
 	best := -1
 	var bv float32
 	for i, v := range logits {

@@ -14,6 +14,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
@@ -89,16 +90,6 @@ type goldenCase struct {
 	} `json:"logits_after_prompt"`
 }
 
-func argmax(x []float32) int {
-	b := 0
-	for i, v := range x {
-		if v > x[b] {
-			b = i
-		}
-	}
-	return b
-}
-
 // TestGPUGoldenStories260K reproduces llama2.c's greedy tokens on the GPU.
 // f32 weights and f32 KV: every token exact, logits after the prompt within
 // 1e-3 absolute. f16 weights and f16 KV: logits within 5e-2 and the first
@@ -152,7 +143,7 @@ func TestGPUGoldenStories260K(t *testing.T) {
 					}
 					var out []int
 					for k := range n {
-						tok := argmax(logits)
+						tok := sample.Argmax(logits)
 						out = append(out, tok)
 						if k == n-1 {
 							break
@@ -223,7 +214,7 @@ func TestGPUBatchMatchesCPU(t *testing.T) {
 			if len(next[i]) > 8 {
 				next[i] = next[i][8:]
 			} else {
-				next[i] = []int{argmax(cb.Logits[i])}
+				next[i] = []int{sample.Argmax(cb.Logits[i])}
 			}
 		}
 	}
@@ -237,8 +228,8 @@ func TestGPUBatchMatchesCPU(t *testing.T) {
 	out := make([]int, len(prompts))
 	require.NoError(t, gr.ForwardArgmax(&b2, out))
 	require.Equal(t, -1, out[1])
-	require.Equal(t, argmax(b1.Logits[0]), out[0])
-	require.Equal(t, argmax(b1.Logits[2]), out[2])
+	require.Equal(t, sample.Argmax(b1.Logits[0]), out[0])
+	require.Equal(t, sample.Argmax(b1.Logits[2]), out[2])
 }
 
 func relErr(got, want []float32) float64 {
