@@ -140,10 +140,11 @@ func matmulIntGeneric(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi in
 	tr := w.Type.traits()
 	R, nb := w.Rows, w.Cols/tr.blockSize
 	as := w.Cols / tr.act.blockSize() * tr.act.blockBytes()
+	nbs := make([]normBlock, nb)
 	for r := lo; r < hi; r++ {
-		row := w.Data[r*rb : (r+1)*rb]
+		unpackRow(tr, nbs, w.Data[r*rb:(r+1)*rb])
 		for i := 0; i < n; i++ {
-			dst[i*R+r] = tr.dot(row, act[i*as:(i+1)*as], nb)
+			dst[i*R+r] = dotNorm(tr, nbs, act[i*as:(i+1)*as])
 		}
 	}
 }

@@ -96,89 +96,6 @@ func dotScaledMin(acc float32, s, sumy int32, dw, m, dx float32) float32 {
 	return float32(acc + p)
 }
 
-func dotQ4_0(row, act []byte, nb int) float32 {
-	var acc float32
-	for b := 0; b < nb; b++ {
-		blk := row[b*18 : b*18+18]
-		dx, _, q := q8Act(act[b*q8ActBlock:])
-		var s int32
-		for j := 0; j < 16; j++ {
-			s += (int32(blk[2+j]&0xf) - 8) * int32(int8(q[j]))
-			s += (int32(blk[2+j]>>4) - 8) * int32(int8(q[j+16]))
-		}
-		acc = dotScaled(acc, s, f16At(blk, 0), dx)
-	}
-	return acc
-}
-
-func dotQ4_1(row, act []byte, nb int) float32 {
-	var acc float32
-	for b := 0; b < nb; b++ {
-		blk := row[b*20 : b*20+20]
-		dx, sum, q := q8Act(act[b*q8ActBlock:])
-		var s int32
-		for j := 0; j < 16; j++ {
-			s += int32(blk[4+j]&0xf) * int32(int8(q[j]))
-			s += int32(blk[4+j]>>4) * int32(int8(q[j+16]))
-		}
-		acc = dotScaledMin(acc, s, sum, f16At(blk, 0), f16At(blk, 2), dx)
-	}
-	return acc
-}
-
-func dotQ5_0(row, act []byte, nb int) float32 {
-	var acc float32
-	for b := 0; b < nb; b++ {
-		blk := row[b*22 : b*22+22]
-		qh := binary.LittleEndian.Uint32(blk[2:])
-		qs := blk[6:22]
-		dx, _, q := q8Act(act[b*q8ActBlock:])
-		var s int32
-		for j := 0; j < 16; j++ {
-			h0 := int32(qh>>j&1) << 4
-			h1 := int32(qh>>(j+16)&1) << 4
-			s += (int32(qs[j]&0xf) | h0 - 16) * int32(int8(q[j]))
-			s += (int32(qs[j]>>4) | h1 - 16) * int32(int8(q[j+16]))
-		}
-		acc = dotScaled(acc, s, f16At(blk, 0), dx)
-	}
-	return acc
-}
-
-func dotQ5_1(row, act []byte, nb int) float32 {
-	var acc float32
-	for b := 0; b < nb; b++ {
-		blk := row[b*24 : b*24+24]
-		qh := binary.LittleEndian.Uint32(blk[4:])
-		qs := blk[8:24]
-		dx, sum, q := q8Act(act[b*q8ActBlock:])
-		var s int32
-		for j := 0; j < 16; j++ {
-			h0 := int32(qh>>j&1) << 4
-			h1 := int32(qh>>(j+16)&1) << 4
-			s += (int32(qs[j]&0xf) | h0) * int32(int8(q[j]))
-			s += (int32(qs[j]>>4) | h1) * int32(int8(q[j+16]))
-		}
-		acc = dotScaledMin(acc, s, sum, f16At(blk, 0), f16At(blk, 2), dx)
-	}
-	return acc
-}
-
-func dotIQ4NL(row, act []byte, nb int) float32 {
-	var acc float32
-	for b := 0; b < nb; b++ {
-		blk := row[b*18 : b*18+18]
-		dx, _, q := q8Act(act[b*q8ActBlock:])
-		var s int32
-		for j := 0; j < 16; j++ {
-			s += int32(kvaluesIQ4NL[blk[2+j]&0xf]) * int32(int8(q[j]))
-			s += int32(kvaluesIQ4NL[blk[2+j]>>4]) * int32(int8(q[j+16]))
-		}
-		acc = dotScaled(acc, s, f16At(blk, 0), dx)
-	}
-	return acc
-}
-
 // superBlock adds one K-quant super-block: acc + isum*(d*dx) - msum*(dmin*dx).
 func superBlock(acc float32, isum, msum int32, d, dmin, dx float32) float32 {
 	a := float32(float32(d*dx) * float32(isum))
@@ -186,157 +103,230 @@ func superBlock(acc float32, isum, msum int32, d, dmin, dx float32) float32 {
 	return float32(acc + float32(a-m))
 }
 
-// dot16 is the integer dot of 16 weight values w (already decoded to
-// small ints) with 16 int8 activations.
-func dot16(w *[16]int32, q []byte) int32 {
+// normBlock is one weight block in a normal form shared by all integer
+// types, decoded once per weight row and dotted with every activation row:
+// values w as small signed integers (32 of them for the 32-value types,
+// 256 for super-blocks), and the block's scales. For super-blocks, sc and
+// mn are the integer scale and min of each 16 values and d, dmin the f16
+// factors; for 32-value blocks, d is the scale and dmin the offset m of
+// Q4_1/Q5_1 (the value is w*d + m).
+type normBlock struct {
+	w       [256]int8
+	sc, mn  [16]int32
+	d, dmin float32
+}
+
+// dot32 is the reference arithmetic of a 32-value type: per block the
+// exact int32 dot s of weights and activations, then acc + s*(d*dx), plus
+// sum(q)*(m*dx) when the type has an offset.
+func dot32(nbs []normBlock, act []byte, withMin bool) float32 {
+	var acc float32
+	for b := range nbs {
+		nf := &nbs[b]
+		dx, sum, q := q8Act(act[b*q8ActBlock:])
+		s := dotInt8((*[32]int8)(nf.w[:32]), (*[32]byte)(q))
+		if withMin {
+			acc = dotScaledMin(acc, s, sum, nf.d, nf.dmin, dx)
+		} else {
+			acc = dotScaled(acc, s, nf.d, dx)
+		}
+	}
+	return acc
+}
+
+func dotInt8(w *[32]int8, q *[32]byte) int32 {
 	var s int32
-	for l := 0; l < 16; l++ {
-		s += w[l] * int32(int8(q[l]))
+	for l := range w {
+		s += int32(w[l]) * int32(int8(q[l]))
 	}
 	return s
 }
 
-func dotQ2K(row, act []byte, nb int) float32 {
+// dotK is the reference arithmetic of a super-block type: per super-block
+// isum = sum over groups of sc*dot(w, q) and msum = sum of mn*bsum, exact
+// in int32, then acc + isum*(d*dx) - msum*(dmin*dx) (see superBlock).
+func dotK(nbs []normBlock, act []byte) float32 {
 	var acc float32
-	var w [16]int32
-	for i := 0; i < nb; i++ {
-		blk := row[i*84 : i*84+84]
-		sc, qw := blk[:16], blk[16:80]
-		dx, bsums, q := q8KAct(act[i*q8KActBlock:])
+	for b := range nbs {
+		nf := &nbs[b]
+		dx, bsums, q := q8KAct(act[b*q8KActBlock:])
 		var isum, msum int32
 		for g := 0; g < 16; g++ {
-			msum += int32(sc[g]>>4) * bsums[g]
-		}
-		// Group g (16 values) = 128-half g/8, shift pair (g%8)/2, bytes
-		// 16*(g%2) of that half's 32.
-		for g := 0; g < 16; g++ {
-			half, shift, off := g/8, 2*((g%8)/2), 16*(g%2)
-			src := qw[32*half+off:]
+			w := (*[16]int8)(nf.w[16*g:])
+			qg := (*[16]byte)(q[16*g:])
+			var s int32
 			for l := range w {
-				w[l] = int32(src[l] >> shift & 3)
+				s += int32(w[l]) * int32(int8(qg[l]))
 			}
-			isum += int32(sc[g]&0xf) * dot16(&w, q[16*g:])
+			isum += nf.sc[g] * s
+			msum += nf.mn[g] * bsums[g]
 		}
-		acc = superBlock(acc, isum, msum, f16At(blk, 80), f16At(blk, 82), dx)
+		acc = superBlock(acc, isum, msum, nf.d, nf.dmin, dx)
 	}
 	return acc
 }
 
-func dotQ3K(row, act []byte, nb int) float32 {
-	var acc float32
-	var w [16]int32
-	for i := 0; i < nb; i++ {
-		blk := row[i*110 : i*110+110]
-		hm, qw := blk[:32], blk[32:96]
-		scales := q3KScales(blk[96:108])
-		dx, _, q := q8KAct(act[i*q8KActBlock:])
-		var isum int32
-		for g := 0; g < 16; g++ {
-			half, shift, off := g/8, 2*((g%8)/2), 16*(g%2)
-			m := byte(1) << (4*half + (g%8)/2)
-			src := qw[32*half+off:]
-			for l := range w {
-				v := int32(src[l] >> shift & 3)
-				if hm[off+l]&m == 0 {
-					v -= 4
-				}
-				w[l] = v
-			}
-			isum += int32(scales[g]) * dot16(&w, q[16*g:])
-		}
-		acc = superBlock(acc, isum, 0, f16At(blk, 108), 0, dx)
+// unpackRow decodes the nb blocks of one weight row into normal form.
+func unpackRow(tr *typeTraits, dst []normBlock, row []byte) {
+	bb := tr.blockBytes
+	for b := range dst {
+		tr.unpack(&dst[b], row[b*bb:(b+1)*bb])
 	}
-	return acc
 }
 
-// dotK4Like is the Q4_K/Q5_K super-block: eight sub-blocks of 32 with
-// 6-bit scales and mins; qh (nil for Q4_K) holds Q5_K's fifth bits.
-func dotK4Like(acc float32, blk, scales, ql, qh, ab []byte) float32 {
-	dx, bsums, q := q8KAct(ab)
-	var isum, msum int32
-	var w [16]int32
+// dotNorm is the product of one unpacked weight row with one quantized
+// activation row.
+func dotNorm(tr *typeTraits, nbs []normBlock, act []byte) float32 {
+	if tr.act == actQ8K {
+		return dotK(nbs, act)
+	}
+	return dot32(nbs, act, tr.withMin)
+}
+
+// dotRef is the reference arithmetic of one output: weight row (nb
+// blocks) times one quantized activation row.
+func dotRef(tr *typeTraits, row, act []byte, nb int) float32 {
+	nbs := make([]normBlock, nb)
+	unpackRow(tr, nbs, row)
+	return dotNorm(tr, nbs, act)
+}
+
+func unpackQ4_0(nf *normBlock, blk []byte) {
+	nf.d = f16At(blk, 0)
+	for j := 0; j < 16; j++ {
+		nf.w[j] = int8(blk[2+j]&0xf) - 8
+		nf.w[j+16] = int8(blk[2+j]>>4) - 8
+	}
+}
+
+func unpackQ4_1(nf *normBlock, blk []byte) {
+	nf.d, nf.dmin = f16At(blk, 0), f16At(blk, 2)
+	for j := 0; j < 16; j++ {
+		nf.w[j] = int8(blk[4+j] & 0xf)
+		nf.w[j+16] = int8(blk[4+j] >> 4)
+	}
+}
+
+func unpackQ5_0(nf *normBlock, blk []byte) {
+	nf.d = f16At(blk, 0)
+	qh := binary.LittleEndian.Uint32(blk[2:])
+	for j := 0; j < 16; j++ {
+		nf.w[j] = int8(blk[6+j]&0xf|byte(qh>>j&1)<<4) - 16
+		nf.w[j+16] = int8(blk[6+j]>>4|byte(qh>>(j+16)&1)<<4) - 16
+	}
+}
+
+func unpackQ5_1(nf *normBlock, blk []byte) {
+	nf.d, nf.dmin = f16At(blk, 0), f16At(blk, 2)
+	qh := binary.LittleEndian.Uint32(blk[4:])
+	for j := 0; j < 16; j++ {
+		nf.w[j] = int8(blk[8+j]&0xf | byte(qh>>j&1)<<4)
+		nf.w[j+16] = int8(blk[8+j]>>4 | byte(qh>>(j+16)&1)<<4)
+	}
+}
+
+func unpackQ8_0(nf *normBlock, blk []byte) {
+	nf.d = f16At(blk, 0)
+	for j := 0; j < 32; j++ {
+		nf.w[j] = int8(blk[2+j])
+	}
+}
+
+func unpackIQ4NL(nf *normBlock, blk []byte) {
+	nf.d = f16At(blk, 0)
+	for j := 0; j < 16; j++ {
+		nf.w[j] = kvaluesIQ4NL[blk[2+j]&0xf]
+		nf.w[j+16] = kvaluesIQ4NL[blk[2+j]>>4]
+	}
+}
+
+// unpackQ2K: group g (16 values) is 128-half g/8, bit pair (g%8)/2 of
+// bytes 16*(g%2).. of that half's 32; scale and min are the nibbles of
+// scales[g].
+func unpackQ2K(nf *normBlock, blk []byte) {
+	sc, qw := blk[:16], blk[16:80]
+	nf.d, nf.dmin = f16At(blk, 80), f16At(blk, 82)
+	for g := 0; g < 16; g++ {
+		half, shift, off := g/8, 2*((g%8)/2), 16*(g%2)
+		src := qw[32*half+off:]
+		for l := 0; l < 16; l++ {
+			nf.w[16*g+l] = int8(src[l] >> shift & 3)
+		}
+		nf.sc[g], nf.mn[g] = int32(sc[g]&0xf), int32(sc[g]>>4)
+	}
+}
+
+// unpackQ3K: the low bits as Q2_K; value minus 4 where the hmask bit
+// (bit 4*half + pair of hmask[16*(g%2)+l]) is clear.
+func unpackQ3K(nf *normBlock, blk []byte) {
+	hm, qw := blk[:32], blk[32:96]
+	scales := q3KScales(blk[96:108])
+	nf.d, nf.dmin = f16At(blk, 108), 0
+	for g := 0; g < 16; g++ {
+		half, pair, off := g/8, (g%8)/2, 16*(g%2)
+		m := byte(1) << (4*half + pair)
+		src := qw[32*half+off:]
+		for l := 0; l < 16; l++ {
+			v := int8(src[l] >> (2 * pair) & 3)
+			if hm[off+l]&m == 0 {
+				v -= 4
+			}
+			nf.w[16*g+l] = v
+		}
+		nf.sc[g], nf.mn[g] = int32(scales[g]), 0
+	}
+}
+
+// unpackK4Like: Q4_K/Q5_K sub-block s (32 values) in the low (even s) or
+// high (odd s) nibbles of 32-byte chunk s/2 of ql; Q5_K's fifth bit in
+// qh[l] bit s.
+func unpackK4Like(nf *normBlock, blk, ql, qh []byte) {
+	nf.d, nf.dmin = f16At(blk, 0), f16At(blk, 2)
 	for s := 0; s < 8; s++ {
-		sc, m := getScaleMinK4(s, scales)
-		msum += int32(m) * (bsums[2*s] + bsums[2*s+1])
+		sc, m := getScaleMinK4(s, blk[4:16])
 		chunk := ql[32*(s/2):]
 		shift := 4 * (s % 2)
-		var si int32
-		for h := 0; h < 2; h++ {
-			for l := range w {
-				v := int32(chunk[16*h+l] >> shift & 0xf)
-				if qh != nil && qh[16*h+l]>>s&1 != 0 {
-					v += 16
-				}
-				w[l] = v
+		for l := 0; l < 32; l++ {
+			v := chunk[l] >> shift & 0xf
+			if qh != nil {
+				v |= (qh[l] >> s & 1) << 4
 			}
-			si += dot16(&w, q[32*s+16*h:])
+			nf.w[32*s+l] = int8(v)
 		}
-		isum += int32(sc) * si
+		nf.sc[2*s], nf.sc[2*s+1] = int32(sc), int32(sc)
+		nf.mn[2*s], nf.mn[2*s+1] = int32(m), int32(m)
 	}
-	return superBlock(acc, isum, msum, f16At(blk, 0), f16At(blk, 2), dx)
 }
 
-func dotQ4K(row, act []byte, nb int) float32 {
-	var acc float32
-	for i := 0; i < nb; i++ {
-		blk := row[i*144 : i*144+144]
-		acc = dotK4Like(acc, blk, blk[4:16], blk[16:144], nil, act[i*q8KActBlock:])
-	}
-	return acc
-}
+func unpackQ4K(nf *normBlock, blk []byte) { unpackK4Like(nf, blk, blk[16:144], nil) }
+func unpackQ5K(nf *normBlock, blk []byte) { unpackK4Like(nf, blk, blk[48:176], blk[16:48]) }
 
-func dotQ5K(row, act []byte, nb int) float32 {
-	var acc float32
-	for i := 0; i < nb; i++ {
-		blk := row[i*176 : i*176+176]
-		acc = dotK4Like(acc, blk, blk[4:16], blk[48:176], blk[16:48], act[i*q8KActBlock:])
-	}
-	return acc
-}
-
-func dotQ6K(row, act []byte, nb int) float32 {
-	var acc float32
-	var w [16]int32
-	for i := 0; i < nb; i++ {
-		blk := row[i*210 : i*210+210]
-		ql, qh, sc := blk[:128], blk[128:192], blk[192:208]
-		dx, _, q := q8KAct(act[i*q8KActBlock:])
-		var isum int32
-		// Group g of 16: 128-half n = g/8, quarter k = (g%8)/2 (which of
-		// the four values packed per ql/qh byte pair), bytes 16*(g%2).
-		for g := 0; g < 16; g++ {
-			n, k, off := g/8, (g%8)/2, 16*(g%2)
-			lo := ql[64*n+32*(k%2)+off:]
-			hi := qh[32*n+off:]
-			for l := range w {
-				w[l] = int32(lo[l]>>(4*(k/2))&0xf|(hi[l]>>(2*k)&3)<<4) - 32
-			}
-			isum += int32(int8(sc[g])) * dot16(&w, q[16*g:])
+// unpackQ6K: group g of 16 is 128-half n = g/8, quarter k = (g%8)/2 (which
+// of the four values packed per ql/qh byte pair), bytes 16*(g%2).
+func unpackQ6K(nf *normBlock, blk []byte) {
+	ql, qh, sc := blk[:128], blk[128:192], blk[192:208]
+	nf.d, nf.dmin = f16At(blk, 208), 0
+	for g := 0; g < 16; g++ {
+		n, k, off := g/8, (g%8)/2, 16*(g%2)
+		lo := ql[64*n+32*(k%2)+off:]
+		hi := qh[32*n+off:]
+		for l := 0; l < 16; l++ {
+			nf.w[16*g+l] = int8(lo[l]>>(4*(k/2))&0xf|(hi[l]>>(2*k)&3)<<4) - 32
 		}
-		acc = superBlock(acc, isum, 0, f16At(blk, 208), 0, dx)
+		nf.sc[g], nf.mn[g] = int32(int8(sc[g])), 0
 	}
-	return acc
 }
 
-func dotIQ4XS(row, act []byte, nb int) float32 {
-	var acc float32
-	var w [16]int32
-	for i := 0; i < nb; i++ {
-		blk := row[i*136 : i*136+136]
-		qs := blk[8:136]
-		dx, _, q := q8KAct(act[i*q8KActBlock:])
-		var isum int32
-		for ib := 0; ib < 8; ib++ {
-			var si int32
-			for h := 0; h < 2; h++ {
-				for l := range w {
-					w[l] = int32(kvaluesIQ4NL[qs[16*ib+l]>>(4*h)&0xf])
-				}
-				si += dot16(&w, q[32*ib+16*h:])
-			}
-			isum += int32(iq4XSScale(blk, ib)) * si
+func unpackIQ4XS(nf *normBlock, blk []byte) {
+	qs := blk[8:136]
+	nf.d, nf.dmin = f16At(blk, 0), 0
+	for ib := 0; ib < 8; ib++ {
+		for j := 0; j < 16; j++ {
+			nf.w[32*ib+j] = kvaluesIQ4NL[qs[16*ib+j]&0xf]
+			nf.w[32*ib+j+16] = kvaluesIQ4NL[qs[16*ib+j]>>4]
 		}
-		acc = superBlock(acc, isum, 0, f16At(blk, 0), 0, dx)
+		ls := int32(iq4XSScale(blk, ib))
+		nf.sc[2*ib], nf.sc[2*ib+1] = ls, ls
+		nf.mn[2*ib], nf.mn[2*ib+1] = 0, 0
 	}
-	return acc
 }

@@ -95,14 +95,16 @@ type typeTraits struct {
 	// (sized) but cannot be computed with.
 	dequant func(dst []float32, src []byte)
 
-	// act and dot define the product of a weight row with an activation
-	// row. act is the activation format; for actQ8/actQ8K, dot is the
-	// reference arithmetic of one output from nb weight blocks and the
-	// quantized activation blocks, exact in integers within a block. A
-	// SIMD kernel for the type (see matmulIntSIMD) must reproduce dot bit
-	// for bit, so results do not depend on the kernel, batch or threads.
-	act actFormat
-	dot func(row, act []byte, nb int) float32
+	// act and unpack define the product of a weight row with an
+	// activation row: act is the activation format, unpack decodes one
+	// weight block into the normal form whose integer dot (dotNorm, with
+	// the offset term where withMin) is the reference arithmetic of every
+	// output. A SIMD kernel for the type (see matmulIntSIMD) must
+	// reproduce it bit for bit, so results do not depend on the kernel,
+	// the batch or the threads.
+	act     actFormat
+	unpack  func(nf *normBlock, blk []byte)
+	withMin bool
 }
 
 // traits is the one table of storage types, as in ggml's type_traits.
@@ -110,26 +112,26 @@ var traits = map[Type]*typeTraits{
 	F32:     {name: "F32", blockSize: 1, blockBytes: 4, dequant: dequantF32},
 	F16:     {name: "F16", blockSize: 1, blockBytes: 2, dequant: dequantF16},
 	BF16:    {name: "BF16", blockSize: 1, blockBytes: 2, dequant: dequantBF16},
-	Q4_0:    {name: "Q4_0", blockSize: 32, blockBytes: 18, dequant: dequantQ4_0, act: actQ8, dot: dotQ4_0},
-	Q4_1:    {name: "Q4_1", blockSize: 32, blockBytes: 20, dequant: dequantQ4_1, act: actQ8, dot: dotQ4_1},
-	Q5_0:    {name: "Q5_0", blockSize: 32, blockBytes: 22, dequant: dequantQ5_0, act: actQ8, dot: dotQ5_0},
-	Q5_1:    {name: "Q5_1", blockSize: 32, blockBytes: 24, dequant: dequantQ5_1, act: actQ8, dot: dotQ5_1},
-	Q8_0:    {name: "Q8_0", blockSize: 32, blockBytes: 34, dequant: dequantQ8_0, act: actQ8, dot: dotQ8Generic},
+	Q4_0:    {name: "Q4_0", blockSize: 32, blockBytes: 18, dequant: dequantQ4_0, act: actQ8, unpack: unpackQ4_0},
+	Q4_1:    {name: "Q4_1", blockSize: 32, blockBytes: 20, dequant: dequantQ4_1, act: actQ8, unpack: unpackQ4_1, withMin: true},
+	Q5_0:    {name: "Q5_0", blockSize: 32, blockBytes: 22, dequant: dequantQ5_0, act: actQ8, unpack: unpackQ5_0},
+	Q5_1:    {name: "Q5_1", blockSize: 32, blockBytes: 24, dequant: dequantQ5_1, act: actQ8, unpack: unpackQ5_1, withMin: true},
+	Q8_0:    {name: "Q8_0", blockSize: 32, blockBytes: 34, dequant: dequantQ8_0, act: actQ8, unpack: unpackQ8_0},
 	Q8_1:    {name: "Q8_1", blockSize: 32, blockBytes: 36},
-	Q2_K:    {name: "Q2_K", blockSize: 256, blockBytes: 84, dequant: dequantQ2K, act: actQ8K, dot: dotQ2K},
-	Q3_K:    {name: "Q3_K", blockSize: 256, blockBytes: 110, dequant: dequantQ3K, act: actQ8K, dot: dotQ3K},
-	Q4_K:    {name: "Q4_K", blockSize: 256, blockBytes: 144, dequant: dequantQ4K, act: actQ8K, dot: dotQ4K},
-	Q5_K:    {name: "Q5_K", blockSize: 256, blockBytes: 176, dequant: dequantQ5K, act: actQ8K, dot: dotQ5K},
-	Q6_K:    {name: "Q6_K", blockSize: 256, blockBytes: 210, dequant: dequantQ6K, act: actQ8K, dot: dotQ6K},
+	Q2_K:    {name: "Q2_K", blockSize: 256, blockBytes: 84, dequant: dequantQ2K, act: actQ8K, unpack: unpackQ2K},
+	Q3_K:    {name: "Q3_K", blockSize: 256, blockBytes: 110, dequant: dequantQ3K, act: actQ8K, unpack: unpackQ3K},
+	Q4_K:    {name: "Q4_K", blockSize: 256, blockBytes: 144, dequant: dequantQ4K, act: actQ8K, unpack: unpackQ4K},
+	Q5_K:    {name: "Q5_K", blockSize: 256, blockBytes: 176, dequant: dequantQ5K, act: actQ8K, unpack: unpackQ5K},
+	Q6_K:    {name: "Q6_K", blockSize: 256, blockBytes: 210, dequant: dequantQ6K, act: actQ8K, unpack: unpackQ6K},
 	Q8_K:    {name: "Q8_K", blockSize: 256, blockBytes: 292},
 	IQ2_XXS: {name: "IQ2_XXS", blockSize: 256, blockBytes: 66},
 	IQ2_XS:  {name: "IQ2_XS", blockSize: 256, blockBytes: 74},
 	IQ3_XXS: {name: "IQ3_XXS", blockSize: 256, blockBytes: 98},
 	IQ1_S:   {name: "IQ1_S", blockSize: 256, blockBytes: 50},
-	IQ4_NL:  {name: "IQ4_NL", blockSize: 32, blockBytes: 18, dequant: dequantIQ4NL, act: actQ8, dot: dotIQ4NL},
+	IQ4_NL:  {name: "IQ4_NL", blockSize: 32, blockBytes: 18, dequant: dequantIQ4NL, act: actQ8, unpack: unpackIQ4NL},
 	IQ3_S:   {name: "IQ3_S", blockSize: 256, blockBytes: 110},
 	IQ2_S:   {name: "IQ2_S", blockSize: 256, blockBytes: 82},
-	IQ4_XS:  {name: "IQ4_XS", blockSize: 256, blockBytes: 136, dequant: dequantIQ4XS, act: actQ8K, dot: dotIQ4XS},
+	IQ4_XS:  {name: "IQ4_XS", blockSize: 256, blockBytes: 136, dequant: dequantIQ4XS, act: actQ8K, unpack: unpackIQ4XS},
 	I8:      {name: "I8", blockSize: 1, blockBytes: 1},
 	I16:     {name: "I16", blockSize: 1, blockBytes: 2},
 	I32:     {name: "I32", blockSize: 1, blockBytes: 4},

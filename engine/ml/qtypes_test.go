@@ -351,7 +351,7 @@ func TestTypeTable(t *testing.T) {
 		tr := ty.traits()
 		if ty.BlockSize() > 1 {
 			require.NotEqual(t, actF32, tr.act, "%v", ty)
-			require.NotNil(t, tr.dot, "%v", ty)
+			require.NotNil(t, tr.unpack, "%v", ty)
 			require.Zero(t, ty.BlockSize()%tr.act.blockSize(), "%v", ty)
 		}
 	}
