@@ -279,6 +279,14 @@ func (p *Pool) FreePages() int {
 	return len(p.free)
 }
 
+// Closed reports whether Close has been called. The CPU forward pass checks
+// it before touching the arena it reads directly.
+func (p *Pool) Closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // Close stops the host-tier workers and frees the arena. Later calls return
 // ErrClosed. Close is idempotent.
 func (p *Pool) Close() error {
