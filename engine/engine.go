@@ -15,7 +15,7 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultPageSize       = 16
+	DefaultPageSize = 16
 	// DefaultKVMemory caps the default KV pool: without KVPages or
 	// KVMemory the pool holds MaxSeqs sequences of the context (MaxContext,
 	// else the model's context up to DefaultContext), but no more than
@@ -25,7 +25,7 @@ const (
 	// neither MaxContext nor a pool size is given.
 	DefaultContext = 4096
 	// DefaultKVType is the KV cache element type when KVType is "".
-	DefaultKVType = "f16"
+	DefaultKVType         = "f16"
 	DefaultMaxBatchTokens = 512
 	DefaultMaxSeqs        = 64
 	DefaultMaxQueue       = 1024
