@@ -20,16 +20,15 @@ import (
 // Errors callers must tell apart. Returned errors wrap one of these; use
 // errors.Is. Rejections happen at admission, before any page is allocated.
 var (
-	ErrPromptTooLong  = errors.New("prompt too long")
-	ErrEmptyPrompt    = errors.New("empty prompt")
-	ErrInvalidParams  = errors.New("invalid parameters")
-	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
-	ErrOverloaded     = errors.New("engine overloaded")
-	ErrClosed         = errors.New("engine closed")
-	ErrAborted        = errors.New("request aborted")
-	ErrNotFound       = errors.New("request not found")
-	ErrIsolation      = kvcache.ErrIsolation
-	ErrNotImplemented = errors.New("not implemented")
+	ErrPromptTooLong = errors.New("prompt too long")
+	ErrEmptyPrompt   = errors.New("empty prompt")
+	ErrInvalidParams = errors.New("invalid parameters")
+	ErrQuotaExceeded = errors.New("tenant quota exceeded")
+	ErrOverloaded    = errors.New("engine overloaded")
+	ErrClosed        = errors.New("engine closed")
+	ErrAborted       = errors.New("request aborted")
+	ErrNotFound      = errors.New("request not found")
+	ErrIsolation     = kvcache.ErrIsolation
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.

@@ -258,8 +258,17 @@ func newEcho(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	e, err := New(cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(func() { closeClean(t, e) })
 	return e
+}
+
+// closeClean closes e and fails the test on any bookkeeping error the
+// engine counted during its life (a failed page-table release or lease
+// drop: the engine's page accounting disagreeing with the pool's).
+func closeClean(t testing.TB, e *Engine) {
+	t.Helper()
+	_ = e.Close()
+	require.Zero(t, e.Stats().BookkeepingErrors, "the engine counted bookkeeping errors (see its log)")
 }
 
 // tenantPrompt builds a prompt that starts with a marker unique to

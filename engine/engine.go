@@ -15,7 +15,7 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultPageSize       = 16
+	DefaultPageSize       = kvcache.DefaultPageSize
 	DefaultKVMemory       = 256 << 20
 	DefaultMaxBatchTokens = 512
 	DefaultMaxSeqs        = 64
@@ -126,9 +126,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	e.met.mu.Lock()
-	e.met.submitted++
-	e.met.mu.Unlock()
+	e.met.submit()
 	s, err := e.admit(req)
 	if err != nil {
 		return nil, err

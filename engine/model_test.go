@@ -53,7 +53,7 @@ func storiesEngine(t *testing.T, dir string, mut func(*Config)) *Engine {
 	}
 	e, err := New(cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(func() { closeClean(t, e) })
 	return e
 }
 

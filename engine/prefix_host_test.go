@@ -46,7 +46,7 @@ func spillAll(t *testing.T, e *Engine, tenant string, req int) {
 func hostEntries(t *testing.T, e *Engine) []*prefixEntry {
 	waitPoolIdle(t, e)
 	var out []*prefixEntry
-	for el := schedulerOf(t, e).prefix.hostLRU.Front(); el != nil; el = el.Next() {
+	for el := prefixCacheOf(t, e).hostLRU.Front(); el != nil; el = el.Next() {
 		out = append(out, el.Value.(*prefixEntry))
 	}
 	return out

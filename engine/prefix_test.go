@@ -57,8 +57,7 @@ func TestPrefixCacheNeverCrossesTenants(t *testing.T) {
 	// table fails with an isolation error.
 	var aliceRef kvcache.PageRef
 	waitPoolIdle(t, e) // the scheduler is idle: its cache can be read
-	sc := schedulerOf(t, e)
-	for _, el := range sc.prefix.entries {
+	for _, el := range prefixCacheOf(t, e).entries {
 		ent := el.Value.(*prefixEntry)
 		require.Contains(t, []string{"alice", "bob", "", "alice "}, ent.key.tenant)
 		if ent.key.tenant == "alice" {
@@ -80,9 +79,8 @@ func TestPrefixCacheCorruptionDetected(t *testing.T) {
 	_, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 3, Tenant: "t"})
 	require.NoError(t, err)
 	waitPoolIdle(t, e)
-	sc := schedulerOf(t, e)
 	var first kvcache.PageRef
-	for _, el := range sc.prefix.entries {
+	for _, el := range prefixCacheOf(t, e).entries {
 		ent := el.Value.(*prefixEntry)
 		if ent.parent == prefixSeed {
 			first = ent.ref
@@ -103,10 +101,12 @@ func TestPrefixCacheCorruptionDetected(t *testing.T) {
 	require.Equal(t, echoOracle(p, 3, e.MaxContext(), false), r.Tokens)
 }
 
-// schedulerOf finds the engine's scheduler for white-box checks. Tests call
-// it only while the engine is idle.
-func schedulerOf(t *testing.T, e *Engine) *scheduler {
+// prefixCacheOf finds the engine's prefix cache for white-box checks.
+// Tests call it only while the scheduler is idle (after waitPoolIdle).
+func prefixCacheOf(t *testing.T, e *Engine) *prefixCache {
 	t.Helper()
 	require.NotNil(t, e.sched)
-	return e.sched
+	c, ok := e.sched.prefix.(*prefixCache)
+	require.True(t, ok, "the prefix cache is disabled")
+	return c
 }

@@ -20,18 +20,18 @@ type seq struct {
 	submitted time.Time
 
 	state State
-	// ctx is the whole context: prompt, then generated tokens. The K/V of
-	// ctx[:fed] is in table; the next step feeds ctx[fed:] (a prefill chunk,
-	// or in decode the one token sampled last).
-	ctx   []int
-	fed   int
-	table *kvcache.PageTable
+	// tokens is the whole context: prompt, then generated tokens. The K/V
+	// of tokens[:fed] is in table; the next step feeds tokens[fed:] (a
+	// prefill chunk, or in decode the one token sampled last).
+	tokens []int
+	fed    int
+	table  *kvcache.PageTable
 	// swapped holds the K/V while preempted to the host tier.
 	swapped *kvcache.Swapped
 
-	cancel error // abort requested: set once, takes effect at a step boundary
-	err    error // failed
-	reason string
+	abortErr error  // abort requested (the cause): set once, takes effect at a step boundary
+	err      error  // failed
+	reason   string // finish reason once finished
 
 	sampler *sample.Sampler
 	text    *textStream
@@ -60,10 +60,10 @@ func (s *seq) runnable() bool {
 	default:
 		return false
 	}
-	return s.cancel == nil && s.err == nil
+	return s.abortErr == nil && s.err == nil
 }
 
 // generatedTokens is the tokens sampled so far.
 func (s *seq) generatedTokens() []int {
-	return s.ctx[len(s.prompt):]
+	return s.tokens[len(s.prompt):]
 }

@@ -376,9 +376,6 @@ func (h *HostPage) Wait() error {
 	return h.e.err
 }
 
-// Source is the page that was offloaded.
-func (h *HostPage) Source() PageRef { return h.ref }
-
 // Discard frees the host copy (after the copy completes, if it is in flight).
 func (h *HostPage) Discard() { h.p.discard(h.e) }
 

@@ -218,6 +218,7 @@ func New(b device.Backend, cfg Config) (*Pool, error) {
 		free:      make([]uint32, cfg.Pages),
 		tenants:   map[Tenant]uint32{"": 0},
 		names:     []Tenant{""},
+		st:        counters{release: NewHistogram(ReleaseBuckets[:])},
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -378,7 +379,7 @@ func (p *Pool) dropLeaseLocked(idx uint32, k LeaseKind) {
 	p.leases[k]--
 	if m.state == PageReleasing && !x.leased() {
 		p.st.deferredFreed++
-		p.st.observe(time.Duration(int64(time.Since(p.epoch)) - x.relStart))
+		p.st.release.Observe(time.Duration(int64(time.Since(p.epoch)) - x.relStart))
 		p.freeLocked(idx)
 	}
 }
@@ -392,7 +393,7 @@ func (p *Pool) quarantineLocked(idx uint32) {
 		return
 	case PageReleasing:
 		p.st.deferredQuarantined++
-		p.st.observe(time.Duration(int64(time.Since(p.epoch)) - p.ext[idx].relStart))
+		p.st.release.Observe(time.Duration(int64(time.Since(p.epoch)) - p.ext[idx].relStart))
 	case PageFree:
 		for i, f := range p.free {
 			if f == idx {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/sample"
 )
 
 // Exit statuses of the kvwarden command.
@@ -77,41 +78,19 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
 }
 
-// Validate checks every common flag. Each error names its flag.
+// Validate checks every common flag. Each error names its flag. Ranges and
+// contradictions are the engine's to check (engine.Config.Validate, through
+// CheckEngineConfig); Validate adds only what the command line itself can
+// get wrong: a flag spelled as text, a size of 0, a missing file.
 func (c *Common) Validate() error {
-	switch c.Device {
-	case "auto", "cpu", "cuda":
-	default:
-		return Usagef("--device %q: want auto, cpu or cuda", c.Device)
-	}
-	if c.PageSize < 0 || c.PageSize > 1<<15 {
-		return Usagef("--page-size %d: want 1..32768 tokens (0 = default 16)", c.PageSize)
-	}
-	if c.KVPages < 0 {
-		return Usagef("--kv-pages %d: must not be negative", c.KVPages)
-	}
-	if c.KVPages > 0 && c.KVMemory.Given {
-		return Usagef("--kv-pages and --kv-memory both given: size the pool with one of them")
+	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
+		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
 	}
 	if c.KVMemory.Given && c.KVMemory.N == 0 {
 		return Usagef("--kv-memory 0: the pool needs memory")
 	}
-	if c.MaxContext < 0 {
-		return Usagef("--max-context %d: must not be negative", c.MaxContext)
-	}
-	if c.MaxBatchTokens < 0 {
-		return Usagef("--max-batch-tokens %d: must not be negative", c.MaxBatchTokens)
-	}
-	if c.MaxSeqs < 0 {
-		return Usagef("--max-seqs %d: must not be negative", c.MaxSeqs)
-	}
-	switch c.HostCompression {
-	case "", "none", "s2", "zstd":
-	default:
-		return Usagef("--host-compression %q: want none, s2 or zstd", c.HostCompression)
-	}
-	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
-		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
+	if err := CheckEngineConfig(c.EngineConfig()); err != nil {
+		return err
 	}
 	if c.Tokenizer != "" && c.Model == "" {
 		return Usagef("--tokenizer given without --model: the built-in model has its own tokenizer")
@@ -127,6 +106,45 @@ func (c *Common) Validate() error {
 		if st.IsDir() {
 			return Usagef("--%s %s: is a directory, want a file", f.name, f.path)
 		}
+	}
+	return nil
+}
+
+// flagOf names the flag that sets each engine.Config field.
+var flagOf = map[string]string{
+	"Device": "device", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
+	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
+	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
+	"Compression": "host-compression", "KVChecksum": "kv-checksum", "ModelPath": "model",
+	"TokenizerPath": "tokenizer",
+}
+
+// CheckEngineConfig validates cfg with the engine's own checks and turns a
+// bad field into a UsageError naming its flag.
+func CheckEngineConfig(cfg engine.Config) error {
+	err := cfg.Validate()
+	var ce *engine.ConfigError
+	if errors.As(err, &ce) {
+		if name, ok := flagOf[ce.Field]; ok {
+			return Usagef("--%s: %s", name, ce.Msg)
+		}
+	}
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	return nil
+}
+
+// CheckSampling validates p with the sampler's own checks and turns a bad
+// parameter into a UsageError naming its flag (top_p is --top-p).
+func CheckSampling(p sample.Params) error {
+	err := p.Validate()
+	var pe *sample.ParamError
+	if errors.As(err, &pe) {
+		return Usagef("--%s %v: want %s", strings.ReplaceAll(pe.Param, "_", "-"), pe.Value, pe.Want)
+	}
+	if err != nil {
+		return &UsageError{Err: err}
 	}
 	return nil
 }
