@@ -29,6 +29,9 @@ var (
 	ErrAborted       = errors.New("request aborted")
 	ErrNotFound      = errors.New("request not found")
 	ErrIsolation     = kvcache.ErrIsolation
+	// ErrStepFailed ends the requests of a forward step that failed as a
+	// whole (e.g. a device error); the details are in the engine's log.
+	ErrStepFailed = errors.New("forward step failed")
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.
@@ -147,6 +150,11 @@ type Faults struct {
 	// checksum), as a bad write or bit flip would. The handoff, step
 	// verification, swap-out and prefix-cache checks must catch it.
 	CorruptSealed func(id uint64, page kvcache.PageRef) bool
+	// CorruptHandoff, when it returns true, flips a byte of the written,
+	// handoff-checksummed slots of request id's partial last page right
+	// after its prefill to decode handoff, as a stray write would. Step
+	// verification, swap-out and the page's seal must catch it.
+	CorruptHandoff func(id uint64, page kvcache.PageRef) bool
 }
 
 // State is a request's lifecycle state.

@@ -181,6 +181,9 @@ func (r *echoRunner) Forward(b *model.Batch) error {
 		<-h.release
 	}
 	r.steps++
+	if _, err := b.Check(echoVocab); err != nil {
+		return err
+	}
 	ps := r.geo.PageSize
 	if cap(b.Logits) < len(b.Seqs) {
 		b.Logits = make([][]float32, len(b.Seqs))
@@ -226,11 +229,7 @@ func (r *echoRunner) Forward(b *model.Batch) error {
 			b.Logits[i] = l
 		}
 	}
-	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
-			return fmt.Errorf("echo: advance sequence %d: %w", i, err)
-		}
-	}
+	b.Advance()
 	if r.afterStep != nil {
 		r.afterStep(b)
 	}

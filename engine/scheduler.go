@@ -439,8 +439,13 @@ func (sc *scheduler) preempt(v *seq) {
 			return
 		}
 		if errors.Is(err, kvcache.ErrIsolation) {
-			sc.fail(v, fmt.Errorf("engine: swap out: %w", err))
-			sc.enqueue(v) // reaped at the boundary
+			// A page of v failed its checksum as it was copied out; the pool
+			// quarantined it. With KVChecksum=step every read of v was
+			// verified first, so v has not read the bad slots: recompute.
+			// Otherwise its tokens may already reflect them: fail.
+			if sc.recomputeOrFail(v, fmt.Errorf("engine: swap out: %w", err), e.cfg.KVChecksum == ChecksumStep); !v.runnable() {
+				sc.enqueue(v) // reaped at the boundary
+			}
 			return
 		}
 		e.met.swapFail()
@@ -483,8 +488,12 @@ func (sc *scheduler) restore() bool {
 			}
 			return did
 		case errors.Is(err, kvcache.ErrIsolation):
-			sc.fail(s, fmt.Errorf("engine: restore from host tier: %w", err))
-			sc.end(s)
+			// The host copy failed its checksum on the device, before s
+			// read it: the page is quarantined, the copy dropped, and s
+			// recomputes (or fails past maxRecomputes).
+			if sc.recomputeOrFail(s, fmt.Errorf("engine: restore from host tier: %w", err), true); !s.runnable() {
+				sc.end(s)
+			}
 			continue
 		default:
 			// The host copy is unusable (e.g. a failed copy); recompute.
@@ -501,7 +510,7 @@ func (sc *scheduler) restore() bool {
 		did = true
 		// Host tier to device is a handoff (invariant 6).
 		if err := sc.handoff(s, s.table, s.fed); err != nil {
-			sc.fail(s, fmt.Errorf("engine: restore handoff: %w", err))
+			sc.recomputeOrFail(s, fmt.Errorf("engine: restore handoff: %w", err), true)
 			continue
 		}
 		if len(s.tokens)-s.fed > 1 {
@@ -532,9 +541,13 @@ func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 		err = sc.handoff(s, t, t.Written())
 	}
 	if err != nil {
+		// A cached page failed its checksum before s read it: the cache has
+		// dropped it (and the pool quarantined it), so s recomputes that
+		// part (placed again at once), or fails past maxRecomputes.
 		sc.release(s.id, t)
-		sc.fail(s, fmt.Errorf("engine: prefix cache handoff: %w", err))
-		sc.end(s)
+		if sc.recomputeOrFail(s, fmt.Errorf("engine: prefix cache handoff: %w", err), true); !s.runnable() {
+			sc.end(s)
+		}
 		return 0, true
 	}
 	start := t.Written()
@@ -628,7 +641,9 @@ func (sc *scheduler) forward() {
 				err = sc.pool.ValidateTable(s.table)
 			}
 			if err != nil {
-				sc.fail(s, fmt.Errorf("engine: page table check before step: %w", err))
+				// With KVChecksum=step every earlier read of s was verified
+				// too, so corruption found now was never read: recompute.
+				sc.recomputeOrFail(s, fmt.Errorf("engine: page table check before step: %w", err), e.cfg.KVChecksum == ChecksumStep)
 				continue
 			}
 		}
@@ -649,8 +664,9 @@ func (sc *scheduler) forward() {
 	if len(members) == 0 {
 		return
 	}
+	b.Failed = b.Failed[:0]
 	err := e.runner.Forward(b)
-	// The CPU forward pass is synchronous, so the step's work is complete.
+	// Forward returns when the device is done with the step's pages.
 	for _, d := range drops {
 		d()
 	}
@@ -658,9 +674,20 @@ func (sc *scheduler) forward() {
 	e.met.step(now.Sub(start))
 	if err != nil {
 		// A failed step may have written part of any member's slots; the
-		// tables did not advance, but fail them all rather than guess.
+		// tables did not advance, but fail them all rather than guess. The
+		// step's error may name any member, so it goes to the log only:
+		// no request is told about another.
+		ids := make([]uint64, len(members))
+		for i, s := range members {
+			ids[i] = s.id
+		}
+		e.log.Error("engine: forward step failed", "requests", ids, "err", err)
+		kind := ErrStepFailed
+		if errors.Is(err, ErrIsolation) {
+			kind = ErrIsolation
+		}
 		for _, s := range members {
-			sc.fail(s, fmt.Errorf("engine: forward step: %w", err))
+			sc.fail(s, fmt.Errorf("engine: request %d: %w (the forward step of its batch failed; details in the engine log)", s.id, kind))
 		}
 		return
 	}
@@ -668,6 +695,13 @@ func (sc *scheduler) forward() {
 		n := sc.inStep[s]
 		before := s.fed
 		s.fed += n
+		if i < len(b.Failed) && b.Failed[i] != nil {
+			// Its own page failed as it sealed (per-sequence outcome): only
+			// s ends. Its logits may have read the bad slots, so it cannot
+			// be recomputed transparently.
+			sc.fail(s, fmt.Errorf("engine: %w", b.Failed[i]))
+			continue
+		}
 		if w := s.table.Written(); w != s.fed {
 			sc.fail(s, fmt.Errorf("%w: request %d: table holds %d written tokens after the step, the scheduler fed %d",
 				ErrIsolation, s.id, w, s.fed))
@@ -679,15 +713,18 @@ func (sc *scheduler) forward() {
 			continue // mid-prefill
 		}
 		if s.state == StatePrefilling {
-			// Prefill to decode handoff (invariant 6).
+			// Prefill to decode handoff (invariant 6). No token has been
+			// sampled from this prefill yet, so corruption found here is
+			// undone by computing the prefill again.
 			if err := sc.handoff(s, s.table, s.fed); err != nil {
-				sc.fail(s, fmt.Errorf("engine: prefill to decode handoff: %w", err))
+				sc.recomputeOrFail(s, fmt.Errorf("engine: prefill to decode handoff: %w", err), true)
 				continue
 			}
 			sc.setState(s, StateDecoding)
 			if !s.runnable() {
 				continue
 			}
+			sc.injectHandoffCorruption(s)
 		}
 		logits := b.Logits[i]
 		if logits == nil {
@@ -695,6 +732,52 @@ func (sc *scheduler) forward() {
 			continue
 		}
 		sc.emit(s, s.sampler.Sample(logits, s.tokens), now)
+	}
+}
+
+// maxRecomputes bounds how often one request is recomputed after meeting
+// corrupted K/V; past it the request fails with ErrIsolation.
+const maxRecomputes = 3
+
+// recomputeOrFail handles corruption met by s. When the bad data was found
+// before s read it (unread is true) and it is corruption (a checksum
+// mismatch, or a page quarantined for one), the bad copy is already
+// quarantined or dropped by whoever found it, and s is computed again from
+// its tokens, transparently: its pages are released, and it waits to be
+// placed again (at most maxRecomputes times). Otherwise s fails.
+func (sc *scheduler) recomputeOrFail(s *seq, err error, unread bool) {
+	corrupt := errors.Is(err, kvcache.ErrChecksum) || errors.Is(err, kvcache.ErrQuarantined)
+	if !unread || !corrupt || !s.runnable() {
+		sc.fail(s, err)
+		return
+	}
+	if s.recomputes >= maxRecomputes {
+		sc.fail(s, fmt.Errorf("%w (request %d met corrupted K/V %d times)", err, s.id, s.recomputes+1))
+		return
+	}
+	s.recomputes++
+	sc.e.met.recovery()
+	sc.e.log.Warn("engine: corrupted K/V found before use; recomputing the request",
+		"request", s.id, "tenant", s.tenant, "attempt", s.recomputes, "err", err)
+	sc.run = remove(sc.run, s)
+	sc.queue = remove(sc.queue, s)
+	sc.forget(s)
+	sc.enqueue(s)
+	sc.setState(s, StateWaiting)
+}
+
+// injectHandoffCorruption runs the CorruptHandoff fault hook on the partial
+// last page s sealed at its prefill to decode handoff.
+func (sc *scheduler) injectHandoffCorruption(s *seq) {
+	f := sc.e.cfg.Faults
+	if f == nil || f.CorruptHandoff == nil || s.fed%sc.ps == 0 {
+		return
+	}
+	refs := s.table.Refs()
+	if ref := refs[len(refs)-1]; f.CorruptHandoff(s.id, ref) {
+		// An error means there are no checksummed slots to corrupt
+		// (KVChecksum=off): the hook has nothing to do.
+		_ = sc.pool.CorruptPage(ref.Index)
 	}
 }
 

@@ -38,6 +38,7 @@ type seq struct {
 	stream  *Stream
 
 	everScheduled bool
+	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission
 	generated     int
 

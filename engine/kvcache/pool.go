@@ -531,8 +531,10 @@ func (p *Pool) LeaseStep(t *PageTable) (func(), error) {
 	}, nil
 }
 
-// CorruptPage flips a byte of a sealed page without updating its checksum.
-// It is a test helper: handoff, step verification and offload must catch it.
+// CorruptPage flips a byte of a checksummed slot of a page without
+// updating its checksum: a sealed page, or the slots of a partial page that
+// a handoff sealed. It is a test helper: handoff, step verification, seal
+// and every copy out of the pool must catch it.
 func (p *Pool) CorruptPage(index uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -542,10 +544,12 @@ func (p *Pool) CorruptPage(index uint32) error {
 	if int(index) >= len(p.pages) {
 		return fmt.Errorf("%w: page %d of a %d-page pool", ErrOutOfRange, index, len(p.pages))
 	}
-	if !p.pages[index].sealed {
+	if !p.pages[index].sealed && p.ext[index].partN == 0 {
 		return fmt.Errorf("kvcache: corrupt page %d: %w", index, ErrNotSealed)
 	}
-	off := p.pageOff(index) + p.pageBytes/2
+	// Slot 0 of the first V run (layer 0): written and checksummed in
+	// either case.
+	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.KVDim())*p.elemSize
 	var b [1]byte
 	if err := p.arena.Download(b[:], off); err != nil {
 		return err
