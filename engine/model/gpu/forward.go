@@ -123,7 +123,6 @@ func (r *Runner) forward(b *model.Batch, argmax []int) error {
 	return nil
 }
 
-
 // enqueue queues the whole step on the compute stream.
 func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint64, argmax bool) error {
 	c := r.cfg
