@@ -48,3 +48,65 @@ func TestSealFailureEndsOnlyItsSequence(t *testing.T) {
 	require.Equal(t, 1, s.Pool.Quarantined)
 	waitPoolIdle(t, e)
 }
+
+// Issue 16 item 1: a swap round trip must not launder corruption of the
+// handoff-sealed slots of a partial page. The reproduction of the audit: 6
+// pages of 8 tokens, a host tier, three tenants with prompts of 7, 8 and 17
+// tokens; one value in a handoff-checksummed slot of the 17-token request's
+// partial page is flipped as it enters decoding, and the request is swapped
+// out by the pool pressure that follows. The copy-out verifies the handoff
+// checksum, so the flip is detected (counted, page quarantined). With
+// KVChecksum=step every read was verified first, so the request recomputes
+// and gets its exact output; with handoff it may already have read the bad
+// slots and fails with ErrIsolation. It never succeeds with wrong tokens.
+func TestSwapDoesNotLaunderPartialPageCorruption(t *testing.T) {
+	for _, mode := range []Checksum{ChecksumHandoff, ChecksumStep} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := noEOS(echoConfig(t, 6, 8))
+			cfg.HostTierBytes = 1 << 20
+			cfg.KVChecksum = mode
+			cfg.DisablePrefixCache = true
+			var victim atomic.Uint64
+			var hits atomic.Int32
+			cfg.Faults = &Faults{CorruptHandoff: func(id uint64, _ kvcache.PageRef) bool {
+				return id == victim.Load() && hits.Add(1) == 1
+			}}
+			e := newEcho(t, cfg)
+			prompts := [][]int{tenantPrompt(1, 1, 7), tenantPrompt(2, 2, 8), tenantPrompt(3, 3, 17)}
+			const maxTokens = 14
+			entered, release := holdNextStep(t, e)
+			defer release()
+			var streams []*Stream
+			for i, p := range prompts {
+				st, err := e.Submit(t.Context(), Request{Tokens: p, MaxTokens: maxTokens, Tenant: "t" + strconv.Itoa(i)})
+				require.NoError(t, err)
+				streams = append(streams, st)
+				if i == 0 {
+					<-entered // the others queue behind the first step
+				}
+			}
+			victim.Store(streams[2].ID())
+			release()
+			for i, st := range streams {
+				r := st.Wait()
+				want := echoOracle(prompts[i], maxTokens, e.MaxContext(), false)
+				if r.Err == nil {
+					require.Equal(t, want, r.Tokens, "request %d succeeded with tokens that are not its own", i)
+					continue
+				}
+				require.Equal(t, 2, i, "only the corrupted request may fail: %v", r.Err)
+				require.Equal(t, ChecksumHandoff, mode, "with step verification the request recomputes: %v", r.Err)
+				require.ErrorIs(t, r.Err, ErrIsolation)
+			}
+			s := e.Stats()
+			require.NotZero(t, hits.Load(), "the fault fired")
+			require.NotZero(t, s.Preemptions, "the corrupted request must meet a swap")
+			require.NotZero(t, s.Pool.ChecksumFailures, "the flip must be detected")
+			require.Equal(t, 1, s.Pool.Quarantined)
+			if mode == ChecksumStep {
+				require.NotZero(t, s.Recoveries)
+			}
+			waitPoolIdle(t, e)
+		})
+	}
+}

@@ -60,6 +60,11 @@ type hostEntry struct {
 	slots      int    // written slots captured
 	rawLen     int    // packed bytes before compression
 	sum        uint64 // checksum of the packed bytes as read from the device
+	// partN and partSum are the checksum a handoff took of the first partN
+	// slots of a partial page. The copy is verified against it as it is
+	// made, and a restore carries it back: it never comes from copied bytes.
+	partN   int
+	partSum uint64
 	data       []byte
 	compressed bool
 	charged    int64 // host bytes charged, under p.mu
@@ -149,10 +154,20 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	if err := p.downloadPacked(buf, j.ref.Index, e.slots); err != nil {
 		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
 	}
+	// Every checksum the page carries is verified on the bytes copied,
+	// before the copy is trusted: the sealed one, or the one a handoff took
+	// of a partial page's first slots. Otherwise a corruption between the
+	// handoff and the copy would be laundered into a "verified" copy.
 	e.sum = p.hostChecksum(buf, e.slots)
 	if j.sealed && e.sum != j.sealedSum {
 		return nil, fmt.Errorf("%w: %w: offload of %v: sealed as %016x, device holds %016x; page quarantined",
 			ErrIsolation, ErrChecksum, j.ref, j.sealedSum, e.sum)
+	}
+	if e.partN > 0 {
+		if got := p.hostPrefixChecksum(buf, e.slots, e.partN); got != e.partSum {
+			return nil, fmt.Errorf("%w: %w: offload of %v: %d slots sealed at a handoff as %016x, device holds %016x; page quarantined",
+				ErrIsolation, ErrChecksum, j.ref, e.partN, e.partSum, got)
+		}
 	}
 	if f := p.cfg.Faults; f != nil && f.CorruptCopy != nil && f.CorruptCopy(j.ref) {
 		buf[len(buf)/2] ^= 0x5a
@@ -263,6 +278,9 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
 	}
 	e := &hostEntry{tid: m.tenant, req: req, slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
+	if x := &p.ext[ref.Index]; !m.sealed && x.partN > 0 {
+		e.partN, e.partSum = int(x.partN), x.partSum
+	}
 	h.used += int64(raw)
 	h.entries++
 	p.takeLeaseLocked(ref.Index, LeaseCopy)
@@ -483,9 +501,10 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 		if int(m.written) == ps {
 			x.sum, m.sealed = es[i].sum, true
 			p.setStateLocked(m, PageSealed)
-		} else {
-			// The restore was a verified handoff of these slots.
-			x.partN, x.partSum = m.written, es[i].sum
+		} else if es[i].partN > 0 {
+			// The handoff checksum verified at copy-out comes back with the
+			// page; the next handoff verifies it and extends it.
+			x.partN, x.partSum = uint16(es[i].partN), es[i].partSum
 		}
 		p.st.restored += int64(es[i].rawLen)
 	}

@@ -744,6 +744,46 @@ func TestHostTierFaults(t *testing.T) {
 		require.Equal(t, 1, p.Stats().Quarantined)
 		checkConsistent(t, p)
 	})
+	// Issue 16 item 1: the handoff checksum of a partial page is verified
+	// as the page is copied out, so a swap cannot launder a corruption of
+	// those slots; an intact page's handoff checksum comes back with it.
+	t.Run("corrupted handoff slots caught at swap out", func(t *testing.T) {
+		p := newPool(t, 4, func(c *Config) { c.HostTierBytes = 1 << 20 })
+		a := p.NewTable(1, "a")
+		require.NoError(t, a.Reserve(ps+2))
+		writeTokens(t, a, writer{1, 1, 1}, ps+2)
+		require.NoError(t, a.Handoff(ps+2))
+		require.NoError(t, p.CorruptPage(a.Pages()[1]))
+		_, err := p.SwapOut(a)
+		require.ErrorIs(t, err, ErrChecksum)
+		require.ErrorIs(t, err, ErrIsolation)
+		require.False(t, a.Released())
+		require.NoError(t, a.Release())
+		st := p.Stats()
+		require.Equal(t, 1, st.Quarantined)
+		require.Equal(t, uint64(1), st.ChecksumFailures)
+		require.Zero(t, st.HostTierUsed)
+		checkConsistent(t, p)
+	})
+	t.Run("handoff checksum carried through a swap", func(t *testing.T) {
+		p := newPool(t, 4, func(c *Config) { c.HostTierBytes = 1 << 20 })
+		a := p.NewTable(1, "a")
+		require.NoError(t, a.Reserve(ps+2))
+		writeTokens(t, a, writer{1, 1, 1}, ps+2)
+		require.NoError(t, a.Handoff(ps+2))
+		sum := p.ext[a.Pages()[1]].partSum
+		sw, err := p.SwapOut(a)
+		require.NoError(t, err)
+		b := p.NewTable(1, "a")
+		require.NoError(t, p.SwapIn(sw, b))
+		x := p.ext[b.Pages()[1]]
+		require.Equal(t, uint16(2), x.partN)
+		require.Equal(t, sum, x.partSum, "the checksum verified at copy-out, not one taken from copied bytes")
+		require.NoError(t, p.CorruptPage(b.Pages()[1]))
+		require.ErrorIs(t, b.Handoff(ps+2), ErrChecksum, "the carried checksum still guards the slots")
+		require.NoError(t, b.Release())
+		checkConsistent(t, p)
+	})
 	t.Run("host tier full", func(t *testing.T) {
 		p := newPool(t, 4, func(c *Config) { c.HostTierBytes = smallGeo().PageBytes() })
 		a := p.NewTable(1, "a")

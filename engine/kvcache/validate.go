@@ -195,3 +195,19 @@ func (p *Pool) hostChecksum(b []byte, slots int) uint64 {
 	}
 	return device.CombineChecksums(sums)
 }
+
+// hostPrefixChecksum is deviceChecksum(idx, k) computed over a packed host
+// copy of slots slots (k <= slots): the checksum of its first k slots.
+func (p *Pool) hostPrefixChecksum(b []byte, slots, k int) uint64 {
+	if k == slots {
+		return p.hostChecksum(b, slots)
+	}
+	run := slots * p.geo.KVDim() * int(p.elemSize)
+	n := k * p.geo.KVDim() * int(p.elemSize)
+	var stack [64]uint64
+	sums := stack[:0]
+	for off := 0; off+run <= len(b); off += run {
+		sums = append(sums, device.Checksum(b[off:off+n]))
+	}
+	return device.CombineChecksums(sums)
+}
