@@ -55,16 +55,16 @@ type hostTier struct {
 // hostEntry is one page's copy. It records the tenant and request it came
 // from; a restore into any other is refused.
 type hostEntry struct {
-	tid        uint32
-	req        RequestID
-	slots      int    // written slots captured
-	rawLen     int    // packed bytes before compression
-	sum        uint64 // checksum of the packed bytes as read from the device
+	tid    uint32
+	req    RequestID
+	slots  int    // written slots captured
+	rawLen int    // packed bytes before compression
+	sum    uint64 // checksum of the packed bytes as read from the device
 	// partN and partSum are the checksum a handoff took of the first partN
 	// slots of a partial page. The copy is verified against it as it is
 	// made, and a restore carries it back: it never comes from copied bytes.
-	partN   int
-	partSum uint64
+	partN      int
+	partSum    uint64
 	data       []byte
 	compressed bool
 	charged    int64 // host bytes charged, under p.mu
