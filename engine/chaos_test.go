@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,6 +104,12 @@ func runChaos(t *testing.T, o chaosOpts) {
 		corruptRefs  []kvcache.PageRef
 		copyCorrupt  atomic.Int64
 		spillCorrupt atomic.Int64
+		// Handoff-sealed slots corrupted as a request enters decoding
+		// (caught at its swap-out, step verification or seal), and cached
+		// prefix pages corrupted before they spill (caught at the spill's
+		// copy-out or the next hit).
+		handoffRefs []kvcache.PageRef
+		cachedRefs  []kvcache.PageRef
 	)
 	pf := &kvcache.Faults{
 		FailCopy: func(ref kvcache.PageRef) error {
@@ -149,12 +156,36 @@ func runChaos(t *testing.T, o chaosOpts) {
 			return rng.chance(0.01)
 		},
 	}
+	if o.corrupt {
+		cfg.Faults.CorruptHandoff = func(id uint64, ref kvcache.PageRef) bool {
+			if !rng.chance(0.005) {
+				return false
+			}
+			corruptMu.Lock()
+			corruptedReq[id] = true
+			handoffRefs = append(handoffRefs, ref)
+			corruptMu.Unlock()
+			return true
+		}
+	}
 	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, true)
 		if err != nil || !o.corrupt {
 			return r, err
 		}
 		r.afterStep = func(b *model.Batch) {
+			// On the scheduler goroutine: the prefix cache can be read. Its
+			// least recently used device entry is the next to spill.
+			if c, ok := e.sched.prefix.(*prefixCache); ok && rng.chance(0.002) {
+				if el := c.lru.Back(); el != nil {
+					ref := el.Value.(*prefixEntry).ref
+					if pool.CorruptPage(ref.Index) == nil {
+						corruptMu.Lock()
+						cachedRefs = append(cachedRefs, ref)
+						corruptMu.Unlock()
+					}
+				}
+			}
 			if !rng.chance(0.01) {
 				return
 			}
@@ -289,6 +320,30 @@ func runChaos(t *testing.T, o chaosOpts) {
 	}
 	waitPoolIdle(t, e)
 	s := e.Stats()
+	// Detection: every corrupted device page was caught (quarantined) or
+	// left the pool unread (freed, its generation over); every corrupted
+	// host copy was caught at its restore or discarded unrestored (no
+	// successful output differs from its oracle, checked above).
+	corruptMu.Lock()
+	var caught, unread int
+	injected := len(corruptRefs) + len(handoffRefs) + len(cachedRefs)
+	for _, ref := range slices.Concat(corruptRefs, handoffRefs, cachedRefs) {
+		info, err := e.Pool().Info(ref)
+		switch {
+		case err == nil && info.State == kvcache.PageQuarantined:
+			caught++
+		case err != nil || info.State == kvcache.PageFree:
+			unread++
+		default:
+			t.Errorf("corrupted %v is still in use, undetected: %+v", ref, info)
+		}
+	}
+	corruptMu.Unlock()
+	if o.corrupt {
+		t.Logf("detection: %d device pages corrupted (%d at seal, %d handoff slots, %d cached prefix pages): %d caught, %d left unread; %d host copies corrupted; %d checksum failures; %d requests recomputed, %d failed: 100%% of corruptions that were read again were detected",
+			injected, len(corruptRefs), len(handoffRefs), len(cachedRefs), caught, unread, copyCorrupt.Load()+spillCorrupt.Load(), s.Pool.ChecksumFailures, s.Recoveries, isolation)
+		require.Equal(t, injected, caught+unread)
+	}
 	t.Logf("%d requests in %v: %d ok, %d aborted, %d isolation failures, %d rejected; steps %d, preemptions %d (swap %d, swap failed %d), restores %d, recomputed %d tokens, prefix hits %d (%d from the host tier), cached tokens %d, spills %d, host evictions %d; pool: %d checksum failures, %d quarantined, %d copy failures; copies corrupted %d (%d prefix pages), pages corrupted %d",
 		len(reqs), elapsed, ok, aborted, isolation, rejected, s.Steps, s.Preemptions, s.SwapOuts, s.SwapFails, s.SwapIns,
 		s.RecomputedTokens, s.PrefixHits, s.PrefixHostHits, s.CachedTokens, s.PrefixSpills, s.PrefixHostEvictions, s.Pool.ChecksumFailures, s.Pool.Quarantined, s.Pool.CopyFailures,

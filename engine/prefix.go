@@ -50,11 +50,13 @@ import (
 // the request it was restored for only until the cache's prefix lease takes
 // over, as for a page the request computed itself.
 //
-// Fail closed: a host copy that fails its restore checksum (a bad transfer,
-// a flipped bit in host memory) ends the request that hit it with
-// ErrIsolation, the device page it was restored into is quarantined by the
-// pool, the host copy is discarded, and nothing of it is ever served; the
-// next request for that prefix recomputes. The host tier is scoped like the
+// Detect, then recover: a host copy that fails its restore checksum (a bad
+// transfer, a flipped bit in host memory), or a device entry that fails its
+// checksum at a hit, is dropped from the cache (the pool quarantines a bad
+// device page; a copy found bad in host memory frees the page it was meant
+// for), nothing of it is ever served, and the request that hit it computes
+// that prefix again instead (the scheduler's recomputeOrFail, bounded).
+// The host tier is scoped like the
 // device cache: the key still includes the tenant, and Restore refuses a
 // host copy of another tenant.
 //
@@ -211,8 +213,7 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 // It returns the entry's new element; nil when there is no page to spare
 // (the entry stays on the host) or the copy is unusable (dropped); or an
 // isolation error when the copy failed its checksum on restore. Then the
-// pool has quarantined the page it was restored into, the copy is dropped,
-// and the request that hit it must fail (fail closed).
+// copy is dropped, and the request that hit it recomputes the prefix.
 func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Element, error) {
 	ent := el.Value.(*prefixEntry)
 	// Out of the index while it restores, so the evictions below cannot

@@ -160,8 +160,8 @@ func TestPrefixHostTierNeverCrossesTenants(t *testing.T) {
 
 // A host copy corrupted in transit (Faults.CorruptCopy flips a byte after
 // the checksum was taken) is caught by the restore's device checksum before
-// anything reads it: the page it was restored into is quarantined, the copy
-// is dropped, and the request that hit it recomputes the prefix and gets
+// anything reads it (in host memory, so the device page it was meant for
+// is not blamed and goes back to the free list), the copy is dropped, and the request that hit it recomputes the prefix and gets
 // its exact output (detect, then recover); so does the next request.
 func TestPrefixHostTierCorruptCopyDetected(t *testing.T) {
 	var corrupt atomic.Bool
@@ -186,7 +186,7 @@ func TestPrefixHostTierCorruptCopyDetected(t *testing.T) {
 	require.Zero(t, s.IsolationFailures)
 	require.Equal(t, uint64(1), s.Recoveries)
 	require.Equal(t, uint64(1), s.Pool.ChecksumFailures)
-	require.Equal(t, 1, s.Pool.Quarantined)
+	require.Zero(t, s.Pool.Quarantined, "the copy was bad, not the device page it was restored into")
 	require.Zero(t, s.PrefixHostHits)
 	require.NotZero(t, s.PrefixHostEvictions, "the corrupted copy is dropped")
 

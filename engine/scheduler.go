@@ -34,8 +34,13 @@ import (
 //   - Checks: every table is validated before each step (ownership,
 //     tenant, generation, written counts) and, with KVChecksum=step, its
 //     sealed pages re-hashed; handoffs (prefill to decode, restore, prefix
-//     hit) verify written == expected and the checksums. A failure ends
-//     only that request, with ErrIsolation; the pool quarantines the page.
+//     hit) verify written == expected and the checksums. A failure touches
+//     only the request that met it: corruption found before the request
+//     read it (see recomputeOrFail) is dropped and recomputed, bounded;
+//     anything else ends that request alone with ErrIsolation. The pool
+//     quarantines a bad page.
+//   - Finding room (reserve, evict, preempt, retry) is findRoom, and
+//     nothing else frees pages for a sequence.
 type scheduler struct {
 	e      *Engine
 	pool   *kvcache.Pool

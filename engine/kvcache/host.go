@@ -301,8 +301,15 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 		}
 	}
 	if err != nil || len(raw) != e.rawLen {
-		return fmt.Errorf("%w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
-			ErrIsolation, ErrChecksum, idx, e.rawLen, err)
+		return fmt.Errorf("%w: %w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
+			ErrIsolation, ErrChecksum, errBadCopy, idx, e.rawLen, err)
+	}
+	// The copy is checked in host memory first: a copy that went bad in
+	// transit or at rest is the copy's fault, not the device page's, which
+	// then goes back to the free list instead of quarantine.
+	if got := p.hostChecksum(raw, e.slots); got != e.sum {
+		return fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy taken as %016x, now %016x",
+			ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, e.sum, got)
 	}
 	if err := p.uploadPacked(idx, e.slots, raw); err != nil {
 		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
@@ -490,7 +497,11 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			if i == bad && errors.Is(err, ErrChecksum) {
 				p.st.checksum++
 				p.isolationLocked("restore checksum", t.req, r.Index, r.Gen)
-				p.quarantineLocked(r.Index)
+				if errors.Is(err, errBadCopy) {
+					p.releaseLocked(r.Index) // never written: the copy was bad
+				} else {
+					p.quarantineLocked(r.Index)
+				}
 			} else {
 				p.releaseLocked(r.Index)
 			}

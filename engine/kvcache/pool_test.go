@@ -726,7 +726,7 @@ func TestHostTierFaults(t *testing.T) {
 		require.Equal(t, 0, b.Len())
 		sw.Discard()
 		st := p.Stats()
-		require.Equal(t, 1, st.Quarantined)
+		require.Zero(t, st.Quarantined, "the copy was bad, not the device page: it is freed")
 		require.Equal(t, uint64(1), st.ChecksumFailures)
 		require.Equal(t, int64(0), st.HostTierUsed)
 		checkConsistent(t, p)
