@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -109,4 +110,40 @@ func TestSwapDoesNotLaunderPartialPageCorruption(t *testing.T) {
 			waitPoolIdle(t, e)
 		})
 	}
+}
+
+// Issue 16 item 4: a hit must compare tokens, not trust a 64-bit parent
+// hash. With a weak page hash (the last token of the page, chained), two
+// first pages that differ but end alike collide. Request w caches
+// [T' Y]; its first page is then dropped from the cache, so request b's
+// [T ...] caches its own first page under the colliding key while w's
+// second page (computed over T') stays. Request c, [T Y ...], must not
+// reuse that page: its parent hash matches, its parent does not.
+func TestPrefixCollisionNeverReused(t *testing.T) {
+	old := pageHash
+	pageHash = func(parent uint64, page []int) uint64 { return parent*1_000_003 + uint64(page[len(page)-1]) }
+	t.Cleanup(func() { pageHash = old })
+	e := newEcho(t, noEOS(echoConfig(t, 64, 4)))
+	bos := tenantPrompt(1, 1, 1)
+	T := append(bos, 11, 12, 13)
+	T2 := append(slices.Clone(bos), 21, 22, 13) // same last token as T
+	Y := []int{31, 32, 33, 34}
+	gen := func(p []int) Result {
+		r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 4, Tenant: "t"})
+		require.NoError(t, err)
+		require.Equal(t, echoOracle(p, 4, e.MaxContext(), false), r.Tokens, "output is not the request's own")
+		return r
+	}
+	gen(slices.Concat(T2, Y, []int{40}))
+	waitPoolIdle(t, e)
+	c := prefixCacheOf(t, e)
+	for _, el := range c.entries {
+		if ent := el.Value.(*prefixEntry); slices.Equal(ent.tokens, T2) {
+			c.remove(el)
+		}
+	}
+	gen(slices.Concat(T, []int{50}))
+	r := gen(slices.Concat(T, Y, []int{60}))
+	require.Equal(t, 4, r.CachedTokens, "only the first page, whose tokens match, is reused")
+	waitPoolIdle(t, e)
 }

@@ -27,9 +27,15 @@ import (
 // (AppendShared checks the page's tenant), so the timing channel of the
 // cache cannot cross tenants either.
 //
-// Entries also store their page's tokens and their parent's hash and are
-// compared exactly on a hit, so a 64-bit hash collision cannot make a
-// request reuse K/V computed for different tokens.
+// The hash only finds candidates. An entry stores its page's tokens and
+// its parent entry (the entry of the page before it, in the sequence that
+// computed it), and a hit must match both exactly: the tokens of the page,
+// and the parent being the very entry the lookup matched one page earlier.
+// By induction from the first page (parent nil) every token of the prefix
+// is compared, so a hash collision, at any page, can only cost a miss, never
+// make a request reuse K/V computed over other tokens. A child whose parent
+// entry was dropped and computed again no longer matches; it is replaced
+// when its page is computed again.
 //
 // Eviction is LRU, and only of entries whose page the cache alone keeps
 // alive (evicting others would free nothing). A hit refreshes the chain
@@ -110,7 +116,7 @@ type prefixKey struct {
 
 type prefixEntry struct {
 	key    prefixKey
-	parent uint64
+	parent *prefixEntry // the entry of the page before, nil for a first page
 	tokens []int
 	ref    kvcache.PageRef   // the device page, while host == nil
 	host   *kvcache.HostPage // the host copy of a spilled entry
@@ -137,15 +143,25 @@ func (c *prefixCache) chainHash(s *seq, i int) uint64 {
 		if k > 0 {
 			parent = s.hashes[k-1]
 		}
-		var buf [8 * 64]byte
-		b := buf[:0]
-		for _, t := range s.tokens[k*c.ps : (k+1)*c.ps] {
-			b = binary.LittleEndian.AppendUint64(b, uint64(t))
-		}
-		s.hashes = append(s.hashes, xxh3.HashSeed(b, parent))
+		s.hashes = append(s.hashes, pageHash(parent, s.tokens[k*c.ps:(k+1)*c.ps]))
 	}
 	return s.hashes[i]
 }
+
+// pageHash chains the hash of one page's tokens onto its parent's. A
+// variable so a test can force collisions.
+var pageHash = func(parent uint64, page []int) uint64 {
+	var buf [8 * 64]byte
+	b := buf[:0]
+	for _, t := range page {
+		b = binary.LittleEndian.AppendUint64(b, uint64(t))
+	}
+	return xxh3.HashSeed(b, parent)
+}
+
+// brokenChain marks a sequence whose pages can no longer be offered: a page
+// of its prefix could not be cached, so later pages would have no parent.
+var brokenChain = &prefixEntry{}
 
 // attach appends the longest cached prefix of s.tokens to the empty table t
 // and returns the number of tokens it covers. At least one token is always
@@ -159,7 +175,7 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 	maxPages := (len(s.tokens) - 1) / c.ps
 	var chain []*list.Element
 	hostHits := 0
-	parent := uint64(prefixSeed)
+	var parent *prefixEntry
 	for i := range maxPages {
 		h := c.chainHash(s, i)
 		el, ok := c.entries[prefixKey{s.tenant, h}]
@@ -168,7 +184,11 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 		}
 		ent := el.Value.(*prefixEntry)
 		if ent.parent != parent || !slices.Equal(ent.tokens, s.tokens[i*c.ps:(i+1)*c.ps]) {
-			break // a hash collision: never reuse K/V of other tokens
+			// A hash collision, or a child of a parent that was dropped
+			// since: never reuse K/V computed over other tokens. The entry
+			// makes way for the page s is about to compute.
+			c.remove(el)
+			break
 		}
 		fromHost := ent.host != nil
 		if fromHost {
@@ -191,15 +211,13 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 			hostHits++
 		}
 		chain = append(chain, el)
-		parent = h
+		parent = ent
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		c.lru.MoveToFront(chain[i])
 	}
 	c.met.prefixLookup(len(chain), hostHits, len(chain) < maxPages)
-	if n := len(chain); n > 0 {
-		s.offered = n
-	}
+	s.offered, s.prefixTail = len(chain), parent
 	return len(chain) * c.ps, nil
 }
 
@@ -263,7 +281,8 @@ func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Ele
 	return el, nil
 }
 
-// offer registers the full pages s has written since the last offer.
+// offer registers the full pages s has written since the last offer, each
+// with the entry of the page before it as its parent (s.prefixTail).
 // Shared pages are in the cache already.
 func (c *prefixCache) offer(s *seq) {
 	full := s.fed / c.ps
@@ -271,32 +290,34 @@ func (c *prefixCache) offer(s *seq) {
 		return
 	}
 	refs := s.table.Refs()
-	for i := s.offered; i < full; i++ {
+	for i := s.offered; i < full && s.prefixTail != brokenChain; i++ {
 		if s.table.Shared(i) {
-			continue
+			s.prefixTail = brokenChain // never here: shared pages come first
+			break
 		}
-		h := c.chainHash(s, i)
-		key := prefixKey{s.tenant, h}
+		page := s.tokens[i*c.ps : (i+1)*c.ps]
+		key := prefixKey{s.tenant, c.chainHash(s, i)}
 		el, ok := c.entries[key]
 		if ok {
-			// Only a host entry is replaced, by the device page s has just
-			// computed again (a restore saved); never on a hash collision.
-			if ent := el.Value.(*prefixEntry); ent.host == nil || !slices.Equal(ent.tokens, s.tokens[i*c.ps:(i+1)*c.ps]) {
+			ent := el.Value.(*prefixEntry)
+			if ent.host == nil && ent.parent == s.prefixTail && slices.Equal(ent.tokens, page) {
+				s.prefixTail = ent // this very page is cached already
 				continue
 			}
 		}
 		if err := c.pool.Retain(refs[i], kvcache.Tenant(s.tenant)); err != nil {
-			continue // not sealed (e.g. quarantined): not shareable
+			s.prefixTail = brokenChain // not sealed (e.g. quarantined): not shareable
+			break
 		}
 		if ok {
-			c.remove(el) // drops the host copy
+			// A host copy of this page (s computed it again, so a restore
+			// was saved), a collision, or a child of a dropped parent: the
+			// page s has just computed replaces it.
+			c.remove(el)
 		}
-		parent := uint64(prefixSeed)
-		if i > 0 {
-			parent = s.hashes[i-1]
-		}
-		ent := &prefixEntry{key: key, parent: parent, tokens: slices.Clone(s.tokens[i*c.ps : (i+1)*c.ps]), ref: refs[i]}
+		ent := &prefixEntry{key: key, parent: s.prefixTail, tokens: slices.Clone(page), ref: refs[i]}
 		c.entries[key] = c.lru.PushFront(ent)
+		s.prefixTail = ent
 	}
 	s.offered = full
 }

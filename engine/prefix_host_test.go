@@ -121,7 +121,7 @@ func TestPrefixHostTierNeverCrossesTenants(t *testing.T) {
 	spillAll(t, e, "carol", 2)
 	var alice *prefixEntry
 	for _, ent := range hostEntries(t, e) {
-		if ent.key.tenant == "alice" && ent.parent == prefixSeed {
+		if ent.key.tenant == "alice" && ent.parent == nil {
 			alice = ent
 		}
 	}

@@ -82,7 +82,7 @@ func TestPrefixCacheCorruptionDetected(t *testing.T) {
 	var first kvcache.PageRef
 	for _, el := range prefixCacheOf(t, e).entries {
 		ent := el.Value.(*prefixEntry)
-		if ent.parent == prefixSeed {
+		if ent.parent == nil {
 			first = ent.ref
 		}
 	}

@@ -466,7 +466,7 @@ func (sc *scheduler) preempt(v *seq) {
 func (sc *scheduler) forget(s *seq) {
 	sc.dropPages(s)
 	sc.e.met.recompute(s.fed)
-	s.fed, s.offered = 0, 0
+	s.fed, s.offered, s.prefixTail = 0, 0, nil
 }
 
 // restore brings swapped sequences at the head of the queue back, oldest

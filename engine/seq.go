@@ -46,6 +46,10 @@ type seq struct {
 	// the end of page i; pages below offered were already considered.
 	hashes  []uint64
 	offered int
+	// prefixTail is the prefix-cache entry of page offered-1, holding
+	// exactly s's tokens (nil before the first page; brokenChain once a
+	// page could not be cached): the parent of the next page offered.
+	prefixTail *prefixEntry
 
 	firstSched, firstTok, lastTok time.Time
 }
