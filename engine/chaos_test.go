@@ -111,6 +111,11 @@ func runChaos(t *testing.T, o chaosOpts) {
 		handoffRefs []kvcache.PageRef
 		cachedRefs  []kvcache.PageRef
 	)
+	// Each quarantined page is lost to the pool for good, so a round's
+	// device corruptions are capped (as in the audit: a few per round);
+	// otherwise quarantine, not corruption handling, would decide how many
+	// requests of a 48-page pool complete.
+	const maxCachedCorrupt, maxHandoffCorrupt = 3, 4
 	pf := &kvcache.Faults{
 		FailCopy: func(ref kvcache.PageRef) error {
 			if rng.chance(0.03) {
@@ -158,13 +163,13 @@ func runChaos(t *testing.T, o chaosOpts) {
 	}
 	if o.corrupt {
 		cfg.Faults.CorruptHandoff = func(id uint64, ref kvcache.PageRef) bool {
-			if !rng.chance(0.005) {
+			corruptMu.Lock()
+			defer corruptMu.Unlock()
+			if len(handoffRefs) >= maxHandoffCorrupt || !rng.chance(0.005) {
 				return false
 			}
-			corruptMu.Lock()
 			corruptedReq[id] = true
 			handoffRefs = append(handoffRefs, ref)
-			corruptMu.Unlock()
 			return true
 		}
 	}
@@ -176,7 +181,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 		r.afterStep = func(b *model.Batch) {
 			// On the scheduler goroutine: the prefix cache can be read. Its
 			// least recently used device entry is the next to spill.
-			if c, ok := e.sched.prefix.(*prefixCache); ok && rng.chance(0.002) {
+			if c, ok := e.sched.prefix.(*prefixCache); ok && len(cachedRefs) < maxCachedCorrupt && rng.chance(0.002) {
 				if el := c.lru.Back(); el != nil {
 					ref := el.Value.(*prefixEntry).ref
 					if pool.CorruptPage(ref.Index) == nil {
@@ -285,7 +290,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	var ok, aborted, isolation, rejected int
+	var ok, aborted, isolation, noPages, rejected int
 	for i, rq := range reqs {
 		out := outs[i]
 		want := echoOracle(rq.prompt, rq.maxTokens, maxContext, true)
@@ -313,7 +318,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 		case o.corrupt && errors.Is(r.Err, kvcache.ErrNoPages):
 			// Quarantine shrank the pool below this request's size: the
 			// engine fails it loudly rather than thrash.
-			isolation++
+			noPages++
 		default:
 			t.Fatalf("request %d: unexpected error %v", i, r.Err)
 		}
@@ -340,8 +345,8 @@ func runChaos(t *testing.T, o chaosOpts) {
 	}
 	corruptMu.Unlock()
 	if o.corrupt {
-		t.Logf("detection: %d device pages corrupted (%d at seal, %d handoff slots, %d cached prefix pages): %d caught, %d left unread; %d host copies corrupted; %d checksum failures; %d requests recomputed, %d failed: 100%% of corruptions that were read again were detected",
-			injected, len(corruptRefs), len(handoffRefs), len(cachedRefs), caught, unread, copyCorrupt.Load()+spillCorrupt.Load(), s.Pool.ChecksumFailures, s.Recoveries, isolation)
+		t.Logf("detection: %d device pages corrupted (%d at seal, %d handoff slots, %d cached prefix pages): %d caught, %d left unread; %d host copies corrupted; %d checksum failures; %d requests recomputed, %d failed with ErrIsolation, %d with ErrNoPages (pool shrunk by quarantine): 100%% of corruptions that were read again were detected",
+			injected, len(corruptRefs), len(handoffRefs), len(cachedRefs), caught, unread, copyCorrupt.Load()+spillCorrupt.Load(), s.Pool.ChecksumFailures, s.Recoveries, isolation, noPages)
 		require.Equal(t, injected, caught+unread)
 	}
 	t.Logf("%d requests in %v: %d ok, %d aborted, %d isolation failures, %d rejected; steps %d, preemptions %d (swap %d, swap failed %d), restores %d, recomputed %d tokens, prefix hits %d (%d from the host tier), cached tokens %d, spills %d, host evictions %d; pool: %d checksum failures, %d quarantined, %d copy failures; copies corrupted %d (%d prefix pages), pages corrupted %d",

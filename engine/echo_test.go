@@ -267,7 +267,10 @@ func newEcho(t testing.TB, cfg Config) *Engine {
 func closeClean(t testing.TB, e *Engine) {
 	t.Helper()
 	_ = e.Close()
-	require.Zero(t, e.Stats().BookkeepingErrors, "the engine counted bookkeeping errors (see its log)")
+	s := e.Stats()
+	require.Zero(t, s.BookkeepingErrors, "the engine counted bookkeeping errors (see its log)")
+	// Only quarantined pages (and the empty tenant) still hold tenants.
+	require.LessOrEqual(t, s.Pool.Tenants, 1+s.Pool.Quarantined, "the pool's tenant table leaks")
 }
 
 // tenantPrompt builds a prompt that starts with a marker unique to

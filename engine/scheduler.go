@@ -484,6 +484,9 @@ func (sc *scheduler) restore() bool {
 		}
 		t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
 		err := findRoom(func() error { return sc.pool.SwapIn(s.swapped, t) }, sc.prefix.evict, nil)
+		if err != nil {
+			sc.release(s.id, t) // empty: lets go of its tenant
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, kvcache.ErrNoPages):

@@ -230,6 +230,7 @@ func (h *hostTier) uncharge(e *hostEntry) {
 		h.used -= e.charged
 		h.entries--
 		e.charged = 0
+		h.p.unrefTenantLocked(e.tid)
 	}
 	e.data = nil
 }
@@ -278,6 +279,7 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
 	}
 	e := &hostEntry{tid: m.tenant, req: req, slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
+	p.refTenantLocked(m.tenant) // dropped when the copy is uncharged
 	if x := &p.ext[ref.Index]; !m.sealed && x.partN > 0 {
 		e.partN, e.partSum = int(x.partN), x.partSum
 	}
@@ -463,7 +465,7 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 		case e.tid != t.tid:
 			p.isolationLocked("cross-tenant restore", t.req, 0, 0)
 			err := fmt.Errorf("%w: %w: restore of a host page of tenant %q into request %d of tenant %q",
-				ErrIsolation, ErrForeignPage, p.names[e.tid], t.req, t.tenant)
+				ErrIsolation, ErrForeignPage, p.tenantName(e.tid), t.req, t.tenant)
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -616,6 +618,7 @@ func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t.released = true
+	p.unrefTenantLocked(t.tid)
 	err := p.releaseEntriesLocked(t, 0)
 	t.refs, t.shared, t.written = nil, nil, 0
 	if err != nil {

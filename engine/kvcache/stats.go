@@ -54,6 +54,7 @@ func (h Histogram) Mean() time.Duration {
 // Stats is a snapshot of the pool's metrics.
 type Stats struct {
 	Pages       int
+	Tenants     int // entries in the tenant table: tenants something still holds
 	Free        int
 	Owned       int
 	Sealed      int
@@ -101,7 +102,7 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	c := &p.st
 	s := Stats{
-		Pages: len(p.pages), Free: p.counts[PageFree], Owned: p.counts[PageOwned],
+		Pages: len(p.pages), Tenants: len(p.tenants), Free: p.counts[PageFree], Owned: p.counts[PageOwned],
 		Sealed: p.counts[PageSealed], Releasing: p.counts[PageReleasing],
 		Quarantined: p.counts[PageQuarantined],
 		StepLeases:  p.leases[LeaseStep], CopyLeases: p.leases[LeaseCopy], PrefixLeases: p.leases[LeasePrefix],

@@ -94,7 +94,7 @@ func (p *Pool) violationLocked(t *PageTable, i int, op string) error {
 	}
 	err := fmt.Errorf("%w: %w: %s by request %d (tenant %q), entry %d (%s): page %d: expected owner %d gen %d with %d written, found owner %d (tenant %q) gen %d state %s with %d written, %d prefix leases; page quarantined",
 		ErrIsolation, kind, op, t.req, t.tenant, i, what, ref.Index, t.req, ref.Gen, t.wantWritten(i),
-		m.owner, p.names[m.tenant], m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
+		m.owner, p.tenantName(m.tenant), m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
 	p.isolationLocked(op+": "+kind.Error(), t.req, ref.Index, ref.Gen)
 	p.quarantineLocked(ref.Index)
 	return err
