@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,6 +260,35 @@ func newEcho(t testing.TB, cfg Config) *Engine {
 	require.NoError(t, err)
 	t.Cleanup(func() { closeClean(t, e) })
 	return e
+}
+
+// parallel runs f(0), ..., f(n-1) on n goroutines and then, on the test's
+// own goroutine, fails t with every error they returned: require and
+// t.Fatal must not be called from other goroutines.
+func parallel(t testing.TB, n int, f func(i int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- f(i)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// sameTokens is nil when got equals want, else an error saying so.
+func sameTokens(what string, want, got []int) error {
+	if slices.Equal(want, got) {
+		return nil
+	}
+	return fmt.Errorf("%s: tokens %v, want %v", what, got, want)
 }
 
 // closeClean closes e and fails the test on any bookkeeping error the

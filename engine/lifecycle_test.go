@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,18 +77,14 @@ func TestPreemptionRecomputeExactly(t *testing.T) {
 func TestQueueLargerThanPool(t *testing.T) {
 	for _, host := range []bool{false, true} {
 		e := newEcho(t, pressureConfig(t, host))
-		var wg sync.WaitGroup
-		for i := range 24 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p := tenantPrompt(i%3, i, 3+i%7)
-				r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 1000, Tenant: string(rune('a' + i%3))})
-				require.NoError(t, err)
-				require.Equal(t, echoOracle(p, 1000, 32, false), r.Tokens)
-			}()
-		}
-		wg.Wait()
+		parallel(t, 24, func(i int) error {
+			p := tenantPrompt(i%3, i, 3+i%7)
+			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 1000, Tenant: string(rune('a' + i%3))})
+			if err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
+			}
+			return sameTokens(fmt.Sprintf("request %d", i), echoOracle(p, 1000, 32, false), r.Tokens)
+		})
 		waitPoolIdle(t, e)
 	}
 }

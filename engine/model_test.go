@@ -2,9 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,19 +77,14 @@ func TestStories260KEquivalence(t *testing.T) {
 	})
 
 	busy := func(t *testing.T, e *Engine, copies int) {
-		var wg sync.WaitGroup
-		for k := range copies {
-			for _, c := range cases {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
-					require.NoError(t, err)
-					require.Equal(t, c.Generated, r.Tokens, c.Prompt)
-				}()
+		parallel(t, copies*len(cases), func(i int) error {
+			k, c := i/len(cases), cases[i%len(cases)]
+			r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
+			if err != nil {
+				return fmt.Errorf("%q: %w", c.Prompt, err)
 			}
-		}
-		wg.Wait()
+			return sameTokens(c.Prompt, c.Generated, r.Tokens)
+		})
 	}
 	t.Run("busy batch", func(t *testing.T) {
 		e := storiesEngine(t, dir, func(c *Config) { c.MaxBatchTokens = 64 })
