@@ -74,3 +74,32 @@ func TestSplitVectors(t *testing.T) {
 		require.Equal(t, v.GPT2, splitPieces(splitGPT2, v.Text), "gpt2 %q", v.Text)
 	}
 }
+
+// TestPreTokenizerVectors compares every pre-tokenizer kind with
+// testdata/pretok_llamacpp.json, made once by
+// testdata/gen_pretok_llamacpp.py: an independent Python model of
+// llama.cpp's unicode_regex_split (Python's re over the same collapsed
+// text) on 320 texts mixing scripts, marks, digits, Unicode spaces, CR/LF,
+// contractions and the ASCII symbols whose category llama.cpp narrows.
+func TestPreTokenizerVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/pretok_llamacpp.json")
+	require.NoError(t, err)
+	var vecs []struct {
+		Pre    string   `json:"pre"`
+		Text   string   `json:"text"`
+		Pieces []string `json:"pieces"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &vecs))
+	require.Greater(t, len(vecs), 4000)
+	cache := map[string]*preTokenizer{}
+	for _, v := range vecs {
+		pt, ok := cache[v.Pre]
+		if !ok {
+			pt, _, err = newPreTokenizer(v.Pre)
+			require.NoError(t, err, v.Pre)
+			cache[v.Pre] = pt
+		}
+		require.Equal(t, v.Pieces, splitPieces(pt.split, v.Text), "%s %q", v.Pre, v.Text)
+	}
+	require.Len(t, cache, 14)
+}
