@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -102,4 +103,28 @@ func TestPreTokenizerVectors(t *testing.T) {
 		require.Equal(t, v.Pieces, splitPieces(pt.split, v.Text), "%s %q", v.Pre, v.Text)
 	}
 	require.Len(t, cache, 14)
+}
+
+// TestPreTokenizerLongRuns splits long runs that make a plain backtracking
+// matcher quadratic (deepseek-llm's \s+$ retried at every space of a run
+// that does not end the text; tekken's case classes over one long word).
+func TestPreTokenizerLongRuns(t *testing.T) {
+	const n = 50000
+	spaces := strings.Repeat(" ", n) + "x"
+	for _, tc := range []struct {
+		pre, text string
+		pieces    int
+	}{
+		{"deepseek-llm", spaces, 2},
+		{"tekken", strings.Repeat("A", n), 1},
+		{"tekken", strings.Repeat("é", n) + "!", 2},
+		{"gpt-4o", strings.Repeat("aB", n), n + 1}, // "a", "Ba", ..., "B"
+		{"default", strings.Repeat("~", n) + "1", 2},
+	} {
+		pt, _, err := newPreTokenizer(tc.pre)
+		require.NoError(t, err)
+		pieces := splitPieces(pt.split, tc.text)
+		require.Equal(t, tc.pieces, len(pieces), tc.pre)
+		require.True(t, tc.text == strings.Join(pieces, ""), tc.pre)
+	}
 }
