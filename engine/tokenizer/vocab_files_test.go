@@ -95,9 +95,28 @@ type vocabCase struct {
 	ids  []int
 }
 
+type loadedVocab struct {
+	tok   Tokenizer
+	cases []vocabCase
+}
+
+// vocabCache keeps loaded vocabularies for the package's tests (tokenizers
+// are immutable; tests run one at a time).
+var vocabCache = map[string]loadedVocab{}
+
 // loadVocab builds the tokenizer of ggml-vocab-NAME.gguf and reads its
 // cases, in llama.cpp's test-tokenizer-0 format.
 func loadVocab(t testing.TB, name string) (Tokenizer, []vocabCase) {
+	t.Helper()
+	if v, ok := vocabCache[name]; ok {
+		return v.tok, v.cases
+	}
+	tok, cases := readVocab(t, name)
+	vocabCache[name] = loadedVocab{tok, cases}
+	return tok, cases
+}
+
+func readVocab(t testing.TB, name string) (Tokenizer, []vocabCase) {
 	t.Helper()
 	base := filepath.Join(vocabDir(t), "ggml-vocab-"+name+".gguf")
 	meta, err := readGGUFMeta(base)
