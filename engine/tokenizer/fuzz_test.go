@@ -84,7 +84,7 @@ func FuzzVocabEncode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		for _, tok := range toks {
-			d := tok.(interface{ DroppedBytes() uint64 })
+			d := tok
 			before := d.DroppedBytes()
 			ids, err := tok.Encode(text, Options{})
 			require.NoError(t, err)

@@ -47,6 +47,10 @@ type Tokenizer interface {
 	// (as Piece returns it), of any token type: the chat template's
 	// bos_token and eos_token, "<|im_end|>", ...
 	Lookup(piece string) (int, bool)
+	// DroppedBytes counts the input bytes, since the tokenizer was built,
+	// that had no token and were left out, as llama.cpp leaves them out
+	// (falcon has no token for \v).
+	DroppedBytes() uint64
 }
 
 // Token types as stored in GGUF tokenizer.ggml.token_type (llama.cpp's

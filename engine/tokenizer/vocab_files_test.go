@@ -170,7 +170,7 @@ func TestVocabFilesRoundTrip(t *testing.T) {
 	for _, name := range vocabFiles {
 		t.Run(name, func(t *testing.T) {
 			tok, cases := loadVocab(t, name)
-			dropper, _ := tok.(interface{ DroppedBytes() uint64 })
+			dropper := tok
 			checked := 0
 			for _, c := range cases {
 				before := dropper.DroppedBytes()
