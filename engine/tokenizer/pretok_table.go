@@ -18,7 +18,9 @@ const (
 	// lookaheads, which collapsed matching turns into "letter, not a-z" and
 	// "letter, not A-Z".
 	reTekken = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	reGPT4o  = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// Han and kana, deepseek-v3's second expression.
+	reCJKKana = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
+	reGPT4o   = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
 // preKind is one of llama.cpp's pre-tokenizer types: its expressions and
@@ -30,13 +32,19 @@ type preKind struct {
 }
 
 var (
-	preDefault = preKind{exprs: []string{`[\p{P}\$\+<=>\^~\|]+`, reGPT2, `\p{N}+`, `[0-9][0-9][0-9]`}}
-	preLlama3  = preKind{exprs: []string{reLlama3}, ignoreMerges: true, addBOS: true}
-	preGPT2    = preKind{exprs: []string{reGPT2}}
-	preStar    = preKind{exprs: []string{`\p{N}`, reGPT2}}
-	preQwen2   = preKind{exprs: []string{reQwen2}}
-	preDBRX    = preKind{exprs: []string{reLlama3}}
-	preBloom   = preKind{exprs: []string{reBloom}}
+	preDefault    = preKind{exprs: []string{`[\p{P}\$\+<=>\^~\|]+`, reGPT2, `\p{N}+`, `[0-9][0-9][0-9]`}}
+	preLlama3     = preKind{exprs: []string{reLlama3}, ignoreMerges: true, addBOS: true}
+	preGPT2       = preKind{exprs: []string{reGPT2}}
+	preStar       = preKind{exprs: []string{`\p{N}`, reGPT2}}
+	preQwen2      = preKind{exprs: []string{reQwen2}}
+	preDBRX       = preKind{exprs: []string{reLlama3}}
+	preBloom      = preKind{exprs: []string{reBloom}}
+	preBailing    = preKind{exprs: []string{`'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`}}
+	preDeepseekV3 = preKind{exprs: []string{
+		`\p{N}{1,3}`,
+		reCJKKana,
+		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+	}}
 )
 
 // preKinds maps tokenizer.ggml.pre to its pre-tokenizer, with the names
@@ -57,12 +65,8 @@ var preKinds = map[string]preKind{
 		"\\p{N}+",
 	}},
 	"deepseek-coder": {exprs: []string{"[\r\n]", `\s?\p{L}+`, `\s?\p{P}+`, `[一-龥ࠀ-一가-퟿]+`, `\p{N}`}},
-	"deepseek-v3": {exprs: []string{
-		`\p{N}{1,3}`,
-		`[一-龥぀-ゟ゠-ヿ]+`,
-		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
-	}},
-	"falcon": {exprs: []string{"[\\p{P}\\$\\+<=>\\^~\\|`]+", reGPT2, `[0-9][0-9][0-9]`}},
+	"deepseek-v3":    preDeepseekV3,
+	"falcon":         {exprs: []string{"[\\p{P}\\$\\+<=>\\^~\\|`]+", reGPT2, `[0-9][0-9][0-9]`}},
 
 	"starcoder": preStar, "refact": preStar, "command-r": preStar, "smollm": preStar,
 	"codeshell": preStar, "exaone": preStar, "minerva-7b": preStar,
@@ -91,6 +95,26 @@ var preKinds = map[string]preKind{
 		reGPT2,
 	}, addBOS: true},
 	"gpt-4o": {exprs: []string{reGPT4o}}, "llama4": {exprs: []string{reGPT4o}},
+	"kanana2": {exprs: []string{reGPT4o}}, "talkie": {exprs: []string{reGPT4o}}, "minimax-m2": {exprs: []string{reGPT4o}},
+
+	// Names newer than the issue's list (llama.cpp master), where the
+	// expressions are plain ASCII.
+	"midm-2.0": preLlama3, "lfm2": preLlama3, "jina-v5-nano": preLlama3,
+	"a.x-4.0": preGPT2, "mellum": preGPT2, "modern-bert": preGPT2, "trillion": preGPT2, "granite-docling": preGPT2,
+	"mellum2": preStar,
+	"kormo":   preQwen2, "f2llmv2": preQwen2, "hunyuan": preQwen2, "solar-open": preQwen2, "grok-2": preQwen2,
+	"hunyuan-dense": preDeepseekV3, "hy_v4": preDeepseekV3, "joyai-llm": preDeepseekV3,
+	"qwen35":     {exprs: []string{`(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}},
+	"seed-coder": {exprs: []string{`(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`}},
+	"ufakzeka":   {exprs: []string{`[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}},
+	"bailingmoe": preBailing, "bailingmoe2": preBailing, "llada-moe": preBailing,
+	"laguna":     {exprs: []string{`[^\n]+|[\n]+`, reQwen2}},
+	"exaone-moe": {exprs: []string{`(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+`}},
+	"minicpm5":   {exprs: []string{`\p{N}{1,3}`, `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}, ignoreMerges: true},
+	"spark2_5": {exprs: []string{`\p{N}{1,3}`, reCJKKana,
+		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+		`\p{N}`}},
+	"granite-embed-multi-97m": {exprs: []string{`[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))*((?=[\p{L}\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))+((?=[\p{L}\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`}, ignoreMerges: true},
 }
 
 // PreTokenizers returns the tokenizer.ggml.pre names NewGPT2 accepts.
