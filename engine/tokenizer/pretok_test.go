@@ -128,3 +128,18 @@ func TestPreTokenizerLongRuns(t *testing.T) {
 		require.True(t, tc.text == strings.Join(pieces, ""), tc.pre)
 	}
 }
+
+// TestPreTokenizerNames: every name the issue lists is accepted, and an
+// unknown one is refused with the list.
+func TestPreTokenizerNames(t *testing.T) {
+	for _, name := range []string{"", "default", "llama-bpe", "llama3", "qwen2", "deepseek-llm", "deepseek-coder",
+		"deepseek-v3", "falcon", "falcon3", "mpt", "starcoder", "refact", "olmo", "smollm", "tekken", "command-r",
+		"gpt-4o", "dbrx", "smaug-bpe", "stablelm2", "phi-2", "chatglm4", "chatglm-bpe", "bloom", "poro-chat", "viking",
+		"jais", "exaone", "minerva-7b", "pixtral", "gpt-2"} {
+		_, _, err := newPreTokenizer(name)
+		require.NoError(t, err, name)
+	}
+	_, _, err := newPreTokenizer("kimi-k2")
+	require.ErrorIs(t, err, ErrUnknownPreTokenizer)
+	require.ErrorContains(t, err, "minerva-7b")
+}

@@ -13,8 +13,10 @@ import (
 // text, leftmost first; a token with the lstrip or rstrip attribute also
 // removes the ASCII whitespace beside it.
 type specialMatcher struct {
-	toks    []specialText    // by rank: longest first, then lowest id
-	byFirst map[byte][]int32 // indices into toks by first byte
+	toks []specialText // by rank: longest first, then lowest id
+	// Indices into toks by first byte: every token (special parsing on),
+	// user-defined tokens only (off).
+	byFirst, userByFirst map[byte][]int32
 }
 
 type specialText struct {
@@ -26,7 +28,7 @@ type specialText struct {
 }
 
 func newSpecialMatcher(texts []specialText) specialMatcher {
-	m := specialMatcher{byFirst: make(map[byte][]int32)}
+	m := specialMatcher{byFirst: make(map[byte][]int32), userByFirst: make(map[byte][]int32)}
 	for _, t := range texts {
 		if t.text != "" {
 			m.toks = append(m.toks, t)
@@ -41,6 +43,9 @@ func newSpecialMatcher(texts []specialText) specialMatcher {
 	})
 	for i, t := range m.toks {
 		m.byFirst[t.text[0]] = append(m.byFirst[t.text[0]], int32(i))
+		if !t.control {
+			m.userByFirst[t.text[0]] = append(m.userByFirst[t.text[0]], int32(i))
+		}
 	}
 	return m
 }
@@ -63,11 +68,14 @@ type specialHit struct {
 // whether control and unknown tokens are recognised too.
 func (m specialMatcher) split(text string, parse bool) []fragment {
 	var hits []specialHit
-	if len(m.toks) > 0 {
+	byFirst := m.userByFirst
+	if parse {
+		byFirst = m.byFirst
+	}
+	if len(byFirst) > 0 {
 		for i := 0; i < len(text); i++ {
-			for _, k := range m.byFirst[text[i]] {
-				t := &m.toks[k]
-				if (parse || !t.control) && strings.HasPrefix(text[i:], t.text) {
+			for _, k := range byFirst[text[i]] {
+				if strings.HasPrefix(text[i:], m.toks[k].text) {
 					hits = append(hits, specialHit{rank: k, pos: int32(i)})
 				}
 			}
