@@ -171,6 +171,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--api-keys", "/nonexistent/keys"}, "api-keys"},
 		{[]string{"serve", "--max-queue", "-1"}, "max-queue"},
 		{[]string{"serve", "--log-level", "loud"}, "log-level"},
+		{[]string{"serve", "--cors-origin", "app.example"}, "cors-origin"},
 		{[]string{"audit", "--tenants", "1"}, "tenants"},
 		{[]string{"audit", "--inject-fault", "gremlins"}, "inject-fault"},
 		{[]string{"frobnicate"}, "frobnicate"},
