@@ -72,6 +72,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	switch {
 	case f.maxTokens < 1:
 		return cli.Usagef("--max-tokens %d: want at least 1", f.maxTokens)

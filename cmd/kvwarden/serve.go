@@ -51,6 +51,9 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return cli.Usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
