@@ -138,6 +138,12 @@ type Config struct {
 	Faults *Faults // fault injection for tests; nil in production
 
 	Logger *slog.Logger // nil = discard
+
+	// LoadProgress, when set, makes New read the whole model file into
+	// memory before it returns (rather than letting the first requests
+	// fault it in), calling LoadProgress with the bytes read so far and the
+	// total, at least every 32 MiB. Use it to show loading progress.
+	LoadProgress func(done, total int64)
 }
 
 // Faults injects failures for tests. Page-level faults pass through to the pool.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
@@ -164,4 +165,33 @@ func TestStories260KPrefixHostTier(t *testing.T) {
 	require.NotZero(t, s.PrefixSpills)
 	require.Zero(t, s.IsolationFailures)
 	require.Zero(t, s.Pool.ChecksumFailures)
+}
+
+// The built-in default model is stories260K: with no file at all, greedy
+// decoding prints the start of the story llama2.c's doc/stories260K.md
+// shows (the embedded bytes are the same file as ../shared/models', see
+// model.TestBuiltinStoriesChecksum, so TestStories260KEquivalence covers the
+// rest).
+func TestBuiltinStoriesSpeaks(t *testing.T) {
+	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 64})
+	require.NoError(t, err)
+	defer e.Close()
+	r, err := e.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 12})
+	require.NoError(t, err)
+	require.Equal(t, ", there was a little girl named Lily. She", r.Text)
+}
+
+func TestLoadProgress(t *testing.T) {
+	var last [2]int64
+	calls := 0
+	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 16, LoadProgress: func(done, total int64) {
+		calls++
+		require.GreaterOrEqual(t, done, last[0])
+		last = [2]int64{done, total}
+	}})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Positive(t, calls)
+	require.Equal(t, last[0], last[1], "the last call reports everything read")
+	require.Positive(t, last[1])
 }
