@@ -48,6 +48,9 @@ func storiesEngine(t *testing.T, dir string, mut func(*Config)) *Engine {
 		TokenizerPath: filepath.Join(dir, "tok512.bin"),
 		KVPages:       128,
 		Poison:        true,
+		// Pinned: these tests compare with run.c's f32 CPU outputs; a GPU
+		// run is compared with its own tolerances in gpu_test.go.
+		Device: "cpu",
 	}
 	if mut != nil {
 		mut(&cfg)

@@ -57,8 +57,9 @@ class TestStories260K(unittest.TestCase):
     def setUp(self):
         need_model(self)
         if TestStories260K.eng is None:
+            # device pinned: the golden outputs are run.c's, on the CPU.
             TestStories260K.eng = kvwarden.Engine(MODEL, tokenizer_path=TOKENIZER,
-                                                  kv_memory_bytes=32 << 20)
+                                                  kv_memory_bytes=32 << 20, device="cpu")
         with open(GOLDEN) as f:
             self.golden = json.load(f)
 
