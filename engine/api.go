@@ -20,16 +20,18 @@ import (
 // Errors callers must tell apart. Returned errors wrap one of these; use
 // errors.Is. Rejections happen at admission, before any page is allocated.
 var (
-	ErrPromptTooLong  = errors.New("prompt too long")
-	ErrEmptyPrompt    = errors.New("empty prompt")
-	ErrInvalidParams  = errors.New("invalid parameters")
-	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
-	ErrOverloaded     = errors.New("engine overloaded")
-	ErrClosed         = errors.New("engine closed")
-	ErrAborted        = errors.New("request aborted")
-	ErrNotFound       = errors.New("request not found")
-	ErrIsolation      = kvcache.ErrIsolation
-	ErrNotImplemented = errors.New("not implemented")
+	ErrPromptTooLong = errors.New("prompt too long")
+	ErrEmptyPrompt   = errors.New("empty prompt")
+	ErrInvalidParams = errors.New("invalid parameters")
+	ErrQuotaExceeded = errors.New("tenant quota exceeded")
+	ErrOverloaded    = errors.New("engine overloaded")
+	ErrClosed        = errors.New("engine closed")
+	ErrAborted       = errors.New("request aborted")
+	ErrNotFound      = errors.New("request not found")
+	ErrIsolation     = kvcache.ErrIsolation
+	// ErrStepFailed ends the requests of a forward step that failed as a
+	// whole (e.g. a device error); the details are in the engine's log.
+	ErrStepFailed = errors.New("forward step failed")
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.
@@ -140,6 +142,12 @@ type Config struct {
 	Faults *Faults // fault injection for tests; nil in production
 
 	Logger *slog.Logger // nil = discard
+
+	// LoadProgress, when set, makes New read the whole model file into
+	// memory before it returns (rather than letting the first requests
+	// fault it in), calling LoadProgress with the bytes read so far and the
+	// total, at least every 32 MiB. Use it to show loading progress.
+	LoadProgress func(done, total int64)
 }
 
 // Faults injects failures for tests. Page-level faults pass through to the pool.
@@ -152,6 +160,11 @@ type Faults struct {
 	// checksum), as a bad write or bit flip would. The handoff, step
 	// verification, swap-out and prefix-cache checks must catch it.
 	CorruptSealed func(id uint64, page kvcache.PageRef) bool
+	// CorruptHandoff, when it returns true, flips a byte of the written,
+	// handoff-checksummed slots of request id's partial last page right
+	// after its prefill to decode handoff, as a stray write would. Step
+	// verification, swap-out and the page's seal must catch it.
+	CorruptHandoff func(id uint64, page kvcache.PageRef) bool
 }
 
 // State is a request's lifecycle state.

@@ -15,7 +15,7 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultPageSize = 16
+	DefaultPageSize = kvcache.DefaultPageSize
 	// DefaultKVMemory caps the default KV pool: without KVPages or
 	// KVMemory the pool holds MaxSeqs sequences of the context (MaxContext,
 	// else the model's context up to DefaultContext), but no more than
@@ -135,9 +135,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	e.met.mu.Lock()
-	e.met.submitted++
-	e.met.mu.Unlock()
+	e.met.submit()
 	s, err := e.admit(req)
 	if err != nil {
 		return nil, err

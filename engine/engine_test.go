@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -331,10 +330,20 @@ func TestIDsNeverReused(t *testing.T) {
 func TestContextCancelAborts(t *testing.T) {
 	e := newEcho(t, noEOS(echoConfig(t, 64, 4)))
 	ctx, cancel := context.WithCancel(t.Context())
+	// The prefill step is held until the cancel has reached the engine, so
+	// the request cannot run to its length first (no timing assumption).
+	entered, release := holdNextStep(t, e)
 	st, err := e.Submit(ctx, Request{Tokens: tenantPrompt(1, 1, 5), MaxTokens: 1 << 20})
 	require.NoError(t, err)
-	<-st.Events() // first token is out: it is decoding
+	<-entered
 	cancel()
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.aborts) > 0
+	}, 10*time.Second, time.Millisecond, "the cancel never reached the engine")
+	release()
+	<-st.Events() // first token is out: it is decoding
 	r := st.Wait()
 	require.ErrorIs(t, r.Err, ErrAborted)
 	require.ErrorIs(t, r.Err, context.Canceled)
@@ -416,8 +425,6 @@ func ExampleEngine_Generate() {
 	fmt.Println(len(r.Tokens), r.FinishReason, err)
 	// Output: 4 length <nil>
 }
-
-var _ = errors.Is
 
 // A reader that sees the Done event can ask for the Result at once: the C
 // API and the Python binding do exactly that.

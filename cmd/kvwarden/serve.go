@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/server"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/server"
 )
 
 type serveFlags struct {
@@ -25,6 +26,7 @@ type serveFlags struct {
 	maxBody     cli.SizeValue
 	drain       time.Duration
 	logLevel    string
+	corsOrigins cli.StringList
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -39,6 +41,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
 		return err
@@ -49,19 +52,29 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return cli.Usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
+	cfg := f.common.EngineConfig()
+	cfg.MaxQueue = f.maxQueue
+	cfg.TenantQuota = f.tenantQuota
+	if err := cli.CheckEngineConfig(cfg); err != nil {
+		return err
+	}
 	switch {
-	case f.maxQueue < 0:
-		return cli.Usagef("--max-queue %d: must not be negative", f.maxQueue)
-	case f.tenantQuota < 0:
-		return cli.Usagef("--tenant-quota %d: must not be negative", f.tenantQuota)
 	case f.drain < 0:
 		return cli.Usagef("--shutdown-timeout %v: must not be negative", f.drain)
 	case f.maxBody.Given && f.maxBody.N < 1024:
 		return cli.Usagef("--max-body %s: want at least 1KiB", cli.FormatSize(f.maxBody.N))
+	}
+	for _, o := range f.corsOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return cli.Usagef("--cors-origin %q: want * or an origin such as https://app.example.com", o)
+		}
 	}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return cli.Usagef("--addr %q: %v", f.addr, err)
@@ -74,9 +87,6 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg := f.common.EngineConfig()
-	cfg.MaxQueue = f.maxQueue
-	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
@@ -88,7 +98,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if model == "" {
 		model = f.common.ModelName()
 	}
-	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log})
+	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
+		CORSOrigins: f.corsOrigins})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -112,24 +123,32 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	return nil
 }
 
-// loadEngine builds the engine, logging progress: a ticking line while the
-// model loads when stderr is a terminal, plain log lines otherwise (the
-// engine reports no fractional progress, so the terminal line shows the
-// elapsed time).
-func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) (*engine.Engine, error) {
+// loadEngine builds the engine, logging progress. A model file is read
+// into memory while New runs, with its progress (bytes read of the total)
+// on a redrawn line when stderr is a terminal, else in log lines at every
+// tenth.
+func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr io.Writer) (*engine.Engine, error) {
 	src := c.Model
 	if c.Synthetic() {
-		src = "built-in synthetic model"
-		log.Warn("no --model given: the built-in synthetic model has random weights, its output is gibberish")
+		log.Warn("the built-in synthetic model has random weights, its output is gibberish")
 	}
 	log.Info("loading model", "model", src, "device", c.Device)
 	start := time.Now()
-	stop := func() {}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		stop = ticker(f, "loading "+src, start)
+	if !model.IsBuiltin(src) {
+		if cli.IsTerminal(stderr) {
+			bp := &cli.ByteProgress{W: stderr, TTY: true, Label: "loading " + filepath.Base(src)}
+			cfg.LoadProgress = func(done, total int64) { bp.Update(done, total, 0, start, done == total) }
+		} else {
+			tenth := int64(-1)
+			cfg.LoadProgress = func(done, total int64) {
+				if t := done * 10 / max(total, 1); t > tenth {
+					tenth = t
+					log.Info("reading model", "percent", t*10, "bytes", done, "total", total)
+				}
+			}
+		}
 	}
 	eng, err := engine.New(cfg)
-	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -146,32 +165,4 @@ func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) 
 			"model_context", mc.MaxContext, "max_context", eng.MaxContext())
 	}
 	return eng, nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// ticker redraws "label ... 1.2s" on f until the returned stop is called.
-func ticker(f *os.File, label string, start time.Time) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		frames := []string{"|", "/", "-", "\\"}
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for i := 0; ; i++ {
-			fmt.Fprintf(f, "\r%s %s %.1fs", frames[i%4], label, time.Since(start).Seconds())
-			select {
-			case <-done:
-				fmt.Fprintf(f, "\r%s\r", strings.Repeat(" ", len(label)+12))
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
 }

@@ -94,7 +94,7 @@ func (p *Pool) violationLocked(t *PageTable, i int, op string) error {
 	}
 	err := fmt.Errorf("%w: %w: %s by request %d (tenant %q), entry %d (%s): page %d: expected owner %d gen %d with %d written, found owner %d (tenant %q) gen %d state %s with %d written, %d prefix leases; page quarantined",
 		ErrIsolation, kind, op, t.req, t.tenant, i, what, ref.Index, t.req, ref.Gen, t.wantWritten(i),
-		m.owner, p.names[m.tenant], m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
+		m.owner, p.tenantName(m.tenant), m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
 	p.isolationLocked(op+": "+kind.Error(), t.req, ref.Index, ref.Gen)
 	p.quarantineLocked(ref.Index)
 	return err
@@ -191,6 +191,22 @@ func (p *Pool) hostChecksum(b []byte, slots int) uint64 {
 	var stack [64]uint64
 	sums := stack[:0]
 	for off := 0; off+n <= len(b) && n > 0; off += n {
+		sums = append(sums, device.Checksum(b[off:off+n]))
+	}
+	return device.CombineChecksums(sums)
+}
+
+// hostPrefixChecksum is deviceChecksum(idx, k) computed over a packed host
+// copy of slots slots (k <= slots): the checksum of its first k slots.
+func (p *Pool) hostPrefixChecksum(b []byte, slots, k int) uint64 {
+	if k == slots {
+		return p.hostChecksum(b, slots)
+	}
+	run := slots * p.geo.KVDim() * int(p.elemSize)
+	n := k * p.geo.KVDim() * int(p.elemSize)
+	var stack [64]uint64
+	sums := stack[:0]
+	for off := 0; off+run <= len(b); off += run {
 		sums = append(sums, device.Checksum(b[off:off+n]))
 	}
 	return device.CombineChecksums(sums)

@@ -18,11 +18,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/audit"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/testenv"
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/audit"
+	"github.com/kvwarden/kvwarden/internal/testenv"
 )
 
 // slowRunner delays every forward step, so tests can act mid-stream.
@@ -227,6 +227,14 @@ func requireAPIError(t *testing.T, resp *http.Response, raw []byte, status int, 
 // ended with [DONE].
 func sse(t *testing.T, r io.Reader) (events []map[string]any, done bool) {
 	t.Helper()
+	events, done, err := readSSE(r)
+	require.NoError(t, err)
+	return events, done
+}
+
+// readSSE is sse for goroutines other than the test's: it returns what is
+// wrong instead of failing the test.
+func readSSE(r io.Reader) (events []map[string]any, done bool, err error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
@@ -234,17 +242,23 @@ func sse(t *testing.T, r io.Reader) (events []map[string]any, done bool) {
 			continue
 		}
 		data, ok := strings.CutPrefix(line, "data: ")
-		require.True(t, ok, "line %q", line)
-		require.False(t, done, "data after [DONE]")
+		if !ok {
+			return events, done, fmt.Errorf("line %q is not an SSE data line", line)
+		}
+		if done {
+			return events, done, fmt.Errorf("data after [DONE]: %q", data)
+		}
 		if data == "[DONE]" {
 			done = true
 			continue
 		}
 		var ev map[string]any
-		require.NoError(t, json.Unmarshal([]byte(data), &ev), "event %q", data)
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return events, done, fmt.Errorf("event %q: %w", data, err)
+		}
 		events = append(events, ev)
 	}
-	return events, done
+	return events, done, sc.Err()
 }
 
 func streamText(t *testing.T, events []map[string]any, chat bool) (text, finish string) {
@@ -370,7 +384,11 @@ func TestConcurrentStreamingTenants(t *testing.T) {
 					errs <- fmt.Errorf("status %d: %s", resp.StatusCode, b)
 					return
 				}
-				events, done := sse(t, resp.Body)
+				events, done, err := readSSE(resp.Body)
+				if err != nil {
+					errs <- err
+					return
+				}
 				text, finish := streamText(t, events, false)
 				if !done || finish != "length" || text != echoed(marker, 40) {
 					errs <- fmt.Errorf("tenant %d request %d: done %v finish %q text %q, want %q", i, j, done, finish, text, echoed(marker, 40))
@@ -385,6 +403,7 @@ func TestConcurrentStreamingTenants(t *testing.T) {
 	}
 	st := ts.eng.Stats()
 	t.Logf("preemptions %d, swap-outs %d, prefix hits %d", st.Preemptions, st.SwapOuts, st.PrefixHits)
+	require.NotZero(t, st.Preemptions, "the small pool must force preemption")
 }
 
 func TestDisconnectMidStreamAborts(t *testing.T) {

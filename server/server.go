@@ -2,6 +2,13 @@
 // /v1/completions and /v1/chat/completions (streaming as server-sent events
 // ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
 //
+// A Server is an http.Handler over one engine.Engine: the kvwarden command
+// serves it with Serve (graceful shutdown included), and an application can
+// mount it in its own mux instead, e.g.
+//
+//	srv := server.New(server.Options{Engine: eng, ModelID: "stories"})
+//	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
+//
 // Isolation rules it keeps: the tenant of a request comes only from its
 // authenticated API key (invariant 9); a client disconnect cancels the
 // request's context, which aborts it in the engine (invariant 8); and a
@@ -15,20 +22,23 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/metrics"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/server/internal/metrics"
 )
 
 // ErrShuttingDown is the cancellation cause of requests aborted because the
@@ -50,8 +60,10 @@ type Options struct {
 	Keys    *Keys  // nil: no authentication, every request is tenant "default"
 	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
-	Metrics      *metrics.Metrics // nil: a new set reading Engine.Stats
+	Logger       *slog.Logger // nil: discard
+	// CORSOrigins are the origins browsers may call the API from ("*":
+	// any). Empty: no CORS headers, so browsers refuse cross-origin calls.
+	CORSOrigins []string
 }
 
 // Server serves the HTTP API over one engine.
@@ -65,11 +77,17 @@ type Server struct {
 	created  int64
 	draining atomic.Bool
 	mux      *http.ServeMux
+	cors     map[string]bool
+	// fingerprint is the system_fingerprint of every response: a digest
+	// of what determines outputs besides the request (build, model shape,
+	// device), so clients can tell when that changed.
+	fingerprint string
 }
 
-// New builds a Server.
+// New builds a Server over o.Engine, which must not be nil. The caller
+// keeps ownership of the engine and closes it after the server stopped.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger, met: o.Metrics,
+	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger,
 		created: time.Now().Unix()}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
@@ -77,8 +95,13 @@ func New(o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if s.met == nil {
-		s.met = metrics.New(s.eng.Stats)
+	s.met = metrics.New(s.eng.Stats)
+	s.fingerprint = fingerprint(s.eng)
+	if len(o.CORSOrigins) > 0 {
+		s.cors = map[string]bool{}
+		for _, origin := range o.CORSOrigins {
+			s.cors[strings.TrimRight(origin, "/")] = true
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/completions", s.handleCompletions)
@@ -95,11 +118,62 @@ func New(o Options) *Server {
 	return s
 }
 
-// Handler is the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// ServeHTTP serves the API; it is safe for concurrent use.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.allowCORS(w, r) {
+		return // a preflight, answered
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
-// Metrics is the server's metric set.
-func (s *Server) Metrics() *metrics.Metrics { return s.met }
+// allowCORS adds the CORS headers for an allowed Origin and answers a
+// preflight request (OPTIONS with Access-Control-Request-Method) itself,
+// before authentication: browsers send preflights without credentials.
+func (s *Server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if s.cors == nil || origin == "" {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	switch {
+	case s.cors["*"]:
+		h.Set("Access-Control-Allow-Origin", "*")
+	case s.cors[origin]:
+		h.Set("Access-Control-Allow-Origin", origin)
+	default:
+		return false
+	}
+	h.Set("Access-Control-Expose-Headers", "Retry-After")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+	allow := r.Header.Get("Access-Control-Request-Headers")
+	if allow == "" {
+		allow = "Authorization, Content-Type"
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// fingerprint digests the build, the model's shape and the device.
+func fingerprint(eng *engine.Engine) string {
+	h := sha256.New()
+	version := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" || st.Key == "vcs.modified" {
+				version += " " + st.Value
+			}
+		}
+	}
+	fmt.Fprintf(h, "kvwarden %s\n%+v\n%s\n", version, eng.ModelConfig(), eng.Device())
+	return fmt.Sprintf("fp_%x", h.Sum(nil)[:5])
+}
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it
 // stops accepting connections, answers new requests on open connections
@@ -111,7 +185,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	base, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -217,9 +291,9 @@ func (s *Server) tenantOf(r *http.Request) (string, *apiError) {
 	if s.keys == nil {
 		return "default", nil
 	}
-	h := r.Header.Get("Authorization")
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(key) == "" {
+	// The scheme is case-insensitive (RFC 9110 11.1): "bearer" works too.
+	scheme, key, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
 			Reason: "unauthorized", Message: "missing API key: send Authorization: Bearer <key>"}
 	}
@@ -282,7 +356,7 @@ func shuttingDown() *apiError {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	const ep = "completions"
 	start := time.Now()
-	tenant, req, p, e := s.parse(w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
+	tenant, req, p, e := parse(s, w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(DefaultCompletionMaxTokens)
 		if e != nil {
 			return engine.Request{}, p, e
@@ -310,30 +384,25 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID()})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	const ep = "chat"
 	start := time.Now()
-	tenant, req, p, e := s.parse(w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
+	tenant, req, p, e := parse(s, w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(0)
 		if e != nil {
 			return engine.Request{}, p, e
 		}
 		if body.MaxCompletionTokens != nil {
-			if *body.MaxCompletionTokens < 1 {
-				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be at least 1")
+			if *body.MaxCompletionTokens < 1 || *body.MaxCompletionTokens > math.MaxInt32 {
+				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be in [1, %d]", math.MaxInt32)
 			}
-			p.maxTokens = *body.MaxCompletionTokens
+			p.maxTokens = int(*body.MaxCompletionTokens)
 		}
-		switch {
-		case body.Logprobs != nil && *body.Logprobs:
+		if body.Logprobs != nil && *body.Logprobs {
 			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-		case !isNull(body.Tools) && string(body.Tools) != "[]":
-			return engine.Request{}, p, badRequest("tools", "unsupported_value", "tools are not supported")
-		case body.ResponseFormat != nil && body.ResponseFormat.Type != "" && body.ResponseFormat.Type != "text":
-			return engine.Request{}, p, badRequest("response_format", "unsupported_value", "response_format %q is not supported", body.ResponseFormat.Type)
 		}
 		prompt, e := renderChat(body.Messages)
 		if e != nil {
@@ -352,13 +421,19 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID()})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID(), fp: s.fingerprint})
+}
+
+// requestBody is a request body type that names the model it asks for.
+type requestBody[B any] interface {
+	*B
+	requestedModel() string
 }
 
 // parse runs the checks every completion request goes through, in order:
 // method, API key, draining, body, model, then build (the endpoint's own
-// validation, a func(*completionRequest) or func(*chatRequest)).
-func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (string, engine.Request, params, *apiError) {
+// validation of its body type B).
+func parse[B any, PB requestBody[B]](s *Server, w http.ResponseWriter, r *http.Request, build func(PB) (engine.Request, params, *apiError)) (string, engine.Request, params, *apiError) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return "", engine.Request{}, params{}, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
@@ -371,37 +446,19 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (strin
 	if s.draining.Load() {
 		return "", engine.Request{}, params{}, shuttingDown()
 	}
-	var (
-		req engine.Request
-		p   params
-	)
-	switch b := build.(type) {
-	case func(*completionRequest) (engine.Request, params, *apiError):
-		var body completionRequest
-		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-			return "", req, p, e
-		}
-		if e := s.checkModel(body.Model); e != nil {
-			return "", req, p, e
-		}
-		req, p, e = b(&body)
-	case func(*chatRequest) (engine.Request, params, *apiError):
-		var body chatRequest
-		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-			return "", req, p, e
-		}
-		if e := s.checkModel(body.Model); e != nil {
-			return "", req, p, e
-		}
-		req, p, e = b(&body)
-	default:
-		panic("server: unknown request type")
+	var body B
+	if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+		return "", engine.Request{}, params{}, e
 	}
+	if e := s.checkModel(PB(&body).requestedModel()); e != nil {
+		return "", engine.Request{}, params{}, e
+	}
+	req, p, e := build(&body)
 	if e != nil {
 		return "", req, p, e
 	}
 	req.Tenant = tenant
-	req.Sampling = cli.SamplingParams(p.temperature, p.topK, p.topP, p.seed)
+	req.Sampling = samplingParams(p)
 	return tenant, req, p, nil
 }
 
@@ -418,14 +475,15 @@ type shaper struct {
 	id      string
 	created int64
 	model   string
+	fp      string // system_fingerprint
 }
 
 func (sh shaper) chunk(text string) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Delta: &chatOut{Content: &text}}}}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: text}}}
 }
 
@@ -435,34 +493,34 @@ func (sh shaper) opening() any {
 		return nil
 	}
 	empty := ""
-	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []chatChoice{{Delta: &chatOut{Role: "assistant", Content: &empty}}}}
 }
 
 func (sh shaper) final(finish string) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Delta: &chatOut{}, FinishReason: &finish}}}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: "", FinishReason: &finish}}}
 }
 
 func (sh shaper) usageChunk(u usage) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{}, Usage: &u}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{}, Usage: &u}
 }
 
 func (sh shaper) full(text, finish string, u usage) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish}}, Usage: &u}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: text, FinishReason: &finish}}, Usage: &u}
 }
 
@@ -625,4 +683,23 @@ func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result)
 		s.met.CompletionTokens.Add(float64(len(res.Tokens)))
 		s.met.CachedTokens.Add(float64(res.CachedTokens))
 	}
+}
+
+// samplingParams builds the engine's sampling parameters from a validated
+// request. Temperature 0 is greedy.
+func samplingParams(p params) sample.Params {
+	// Zero fields mean "not set" to the sampler (top_p 0 is off): no
+	// patching here; the engine validates at admission.
+	sp := sample.Params{
+		Temperature:   float32(p.temperature),
+		TopK:          p.topK,
+		TopP:          float32(p.topP),
+		MinP:          float32(p.minP),
+		RepeatPenalty: float32(p.repeatPenalty),
+		Seed:          p.seed,
+	}
+	if sp.RepeatPenalty != 1 {
+		sp.RepeatLastN = p.repeatLastN
+	}
+	return sp
 }
