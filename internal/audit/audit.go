@@ -178,6 +178,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			cfg.HostTierBytes = 64 << 20
 		}
 	}
+	if o.Fault != "" {
+		cfg.KVType = "f32" // the injected fault reads the arena as f32
+	}
 	var echo *Echo
 	sep := -1
 	if o.Echo {

@@ -308,8 +308,8 @@ class Engine:
     tokenizer_path), BUILTIN_STORIES (a small story model compiled into the
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
-    are the fields of kvw_engine_params (kv_memory_bytes, max_context,
-    tenant_quota, page_size, ...). log, if given, is called as
+    are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
+    or "f32"), max_context, tenant_quota, page_size, ...). log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
     """
 

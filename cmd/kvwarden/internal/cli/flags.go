@@ -54,6 +54,7 @@ type Common struct {
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
+	KVType           string
 	MaxContext       int
 	HostOffload      SizeValue
 	HostCompression  string
@@ -76,7 +77,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
-	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default 256MiB)")
+	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default: room for --max-seqs contexts, at most 256MiB unless one context needs more)")
+	fs.StringVar(&c.KVType, "kv-type", "f16", "KV cache element type: f16 or f32 (f32: twice the memory, exact against float32 references)")
 	fs.IntVar(&c.MaxContext, "max-context", 0, "most `tokens` (prompt + generated) one request may hold (default: min(model context, pool capacity))")
 	fs.Var(&c.HostOffload, "host-offload", "host-memory tier `size` for preemption and prefix spill, e.g. 1GiB (default 0: none)")
 	fs.StringVar(&c.HostCompression, "host-compression", "", "host tier compression: none, s2 or zstd (default: the engine's)")
@@ -143,7 +145,7 @@ var flagOf = map[string]string{
 	"Device": "device", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
 	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
-	"Compression": "host-compression", "KVChecksum": "kv-checksum", "ModelPath": "model",
+	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
 	"TokenizerPath": "tokenizer",
 }
 
@@ -236,6 +238,7 @@ func (c *Common) EngineConfig() engine.Config {
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,
+		KVType:             c.KVType,
 		MaxContext:         c.MaxContext,
 		MaxBatchTokens:     c.MaxBatchTokens,
 		MaxSeqs:            c.MaxSeqs,
