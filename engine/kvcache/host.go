@@ -329,9 +329,8 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 
 // HostPage is an asynchronous offload of one sealed page.
 type HostPage struct {
-	p   *Pool
-	e   *hostEntry
-	ref PageRef
+	p *Pool
+	e *hostEntry
 }
 
 // Offload copies a sealed page to the host tier on a worker goroutine. The
@@ -394,7 +393,7 @@ func (p *Pool) offload(ref PageRef, tenant Tenant, retained bool) (*HostPage, er
 		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, err)
 	}
 	p.host.submit(j)
-	return &HostPage{p: p, e: j.e, ref: ref}, nil
+	return &HostPage{p: p, e: j.e}, nil
 }
 
 // Wait blocks until the copy is done and returns its error.
