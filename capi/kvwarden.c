@@ -6,7 +6,6 @@
 // error state lives here too, because a cgo call runs on the calling C
 // thread, so a C thread-local is exactly "the caller's last error".
 
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +23,8 @@ _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
-_Static_assert(offsetof(kvw_engine_params, kv_type) == 112, "kvw_engine_params v1 (112 bytes) is a prefix of v2");
-_Static_assert(sizeof(kvw_engine_params) == 120, "kvw_engine_params v2 (kv_type)");
+// v1 was 112 bytes; v2 appended kv_type (a v1 caller gets the default).
+_Static_assert(sizeof(kvw_engine_params) == 120, "kvw_engine_params v2");
 _Static_assert(sizeof(kvw_request_params) == 64, "kvw_request_params v1");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
 

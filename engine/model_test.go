@@ -53,7 +53,7 @@ func storiesEngine(t *testing.T, dir string, mut func(*Config)) *Engine {
 		// Pinned: these tests compare with run.c's f32 CPU outputs; a GPU
 		// run is compared with its own tolerances in gpu_test.go.
 		Device: "cpu",
-		KVType: "f32",
+		KVType: "f32", // bit-exact against run.c's float32 KV
 	}
 	if mut != nil {
 		mut(&cfg)
@@ -173,6 +173,35 @@ func TestStories260KPrefixHostTier(t *testing.T) {
 	require.Zero(t, s.Pool.ChecksumFailures)
 }
 
+// The built-in default model is stories260K: with no file at all, greedy
+// decoding prints the start of the story llama2.c's doc/stories260K.md
+// shows (the embedded bytes are the same file as ../shared/models', see
+// model.TestBuiltinStoriesChecksum, so TestStories260KEquivalence covers the
+// rest).
+func TestBuiltinStoriesSpeaks(t *testing.T) {
+	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 64, Device: "cpu", KVType: "f32"}) // run.c's text
+	require.NoError(t, err)
+	defer e.Close()
+	r, err := e.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 12})
+	require.NoError(t, err)
+	require.Equal(t, ", there was a little girl named Lily. She", r.Text)
+}
+
+func TestLoadProgress(t *testing.T) {
+	var last [2]int64
+	calls := 0
+	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 16, LoadProgress: func(done, total int64) {
+		calls++
+		require.GreaterOrEqual(t, done, last[0])
+		last = [2]int64{done, total}
+	}})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Positive(t, calls)
+	require.Equal(t, last[0], last[1], "the last call reports everything read")
+	require.Positive(t, last[1])
+}
+
 // With the default f16 KV cache, stories260K's greedy outputs no longer
 // equal run.c's f32 ones bit for bit, but they are batch invariant: the
 // same whether a request runs alone, in a busy batch, after a swap
@@ -245,33 +274,4 @@ func TestStories260KF16BatchInvariance(t *testing.T) {
 			require.Equal(t, want[i][40:], r.Tokens)
 		}
 	})
-}
-
-// The built-in default model is stories260K: with no file at all, greedy
-// decoding prints the start of the story llama2.c's doc/stories260K.md
-// shows (the embedded bytes are the same file as ../shared/models', see
-// model.TestBuiltinStoriesChecksum, so TestStories260KEquivalence covers the
-// rest).
-func TestBuiltinStoriesSpeaks(t *testing.T) {
-	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 64, KVType: "f32"})
-	require.NoError(t, err)
-	defer e.Close()
-	r, err := e.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 12})
-	require.NoError(t, err)
-	require.Equal(t, ", there was a little girl named Lily. She", r.Text)
-}
-
-func TestLoadProgress(t *testing.T) {
-	var last [2]int64
-	calls := 0
-	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 16, LoadProgress: func(done, total int64) {
-		calls++
-		require.GreaterOrEqual(t, done, last[0])
-		last = [2]int64{done, total}
-	}})
-	require.NoError(t, err)
-	defer e.Close()
-	require.Positive(t, calls)
-	require.Equal(t, last[0], last[1], "the last call reports everything read")
-	require.Positive(t, last[1])
 }

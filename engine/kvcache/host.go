@@ -329,9 +329,8 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 
 // HostPage is an asynchronous offload of one sealed page.
 type HostPage struct {
-	p   *Pool
-	e   *hostEntry
-	ref PageRef
+	p *Pool
+	e *hostEntry
 }
 
 // Offload copies a sealed page to the host tier on a worker goroutine. The
@@ -394,7 +393,7 @@ func (p *Pool) offload(ref PageRef, tenant Tenant, retained bool) (*HostPage, er
 		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, err)
 	}
 	p.host.submit(j)
-	return &HostPage{p: p, e: j.e, ref: ref}, nil
+	return &HostPage{p: p, e: j.e}, nil
 }
 
 // Wait blocks until the copy is done and returns its error.
@@ -464,8 +463,10 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			return nil, fmt.Errorf("kvcache: restore for request %d: host copy discarded or not complete", t.req)
 		case e.tid != t.tid:
 			p.isolationLocked("cross-tenant restore", t.req, 0, 0)
-			err := fmt.Errorf("%w: %w: restore of a host page of tenant %q into request %d of tenant %q",
-				ErrIsolation, ErrForeignPage, p.tenantName(e.tid), t.req, t.tenant)
+			// The other tenant goes to the log (isolationLocked), never
+			// into an error a request is given.
+			err := fmt.Errorf("%w: %w: restore into request %d of tenant %q: the host page belongs to another tenant",
+				ErrIsolation, ErrForeignPage, t.req, t.tenant)
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -651,8 +652,10 @@ func (p *Pool) SwapIn(s *Swapped, t *PageTable) error {
 		p.mu.Lock()
 		p.st.isolation++
 		p.mu.Unlock()
-		return fmt.Errorf("%w: %w: swapped pages of request %d (tenant %q) into a table of request %d (tenant %q)",
-			ErrIsolation, ErrForeignPage, s.req, s.tenant, t.req, t.tenant)
+		p.log.Error("kvcache isolation violation", "reason", "swap in of another request's pages",
+			"request", uint64(t.req), "tenant", string(t.tenant), "swapped_request", uint64(s.req), "swapped_tenant", string(s.tenant))
+		return fmt.Errorf("%w: %w: swap in for request %d (tenant %q): the swapped pages belong to another request",
+			ErrIsolation, ErrForeignPage, t.req, t.tenant)
 	}
 	refs, err := p.restoreInto(t, s.entries, s.written)
 	if err != nil {

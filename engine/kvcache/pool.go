@@ -615,9 +615,9 @@ func (p *Pool) CorruptPage(index uint32) error {
 		return fmt.Errorf("kvcache: corrupt page %d: %w", index, ErrNotSealed)
 	}
 	// Slot 0 of the first V run (layer 0): written and checksummed in
-	// either case. Byte 2 holds high mantissa bits (of an f32), so the value
-	// read changes visibly, not only its checksum.
-	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.KVDim())*p.elemSize + 2
+	// either case. The element's top byte holds its sign and exponent, so
+	// the value read changes visibly, not only its checksum.
+	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.KVDim())*p.elemSize + p.elemSize - 1
 	var b [1]byte
 	if err := p.arena.Download(b[:], off); err != nil {
 		return err

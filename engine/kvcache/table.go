@@ -373,8 +373,8 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 	m := &p.pages[ref.Index]
 	if m.tenant != t.tid {
 		p.isolationLocked("cross-tenant share", t.req, ref.Index, ref.Gen)
-		err := fmt.Errorf("%w: %w: request %d of tenant %q cannot share %v of tenant %q",
-			ErrIsolation, ErrForeignPage, t.req, t.tenant, ref, p.tenantName(m.tenant))
+		err := fmt.Errorf("%w: %w: request %d of tenant %q cannot share %v: it belongs to another tenant",
+			ErrIsolation, ErrForeignPage, t.req, t.tenant, ref)
 		p.mu.Unlock()
 		return err
 	}

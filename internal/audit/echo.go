@@ -67,7 +67,7 @@ func NewEcho(pool *kvcache.Pool, sep int, fault string) (*Echo, error) {
 	case FaultForeignRead:
 		fa, ok := pool.Arena().(interface{ Float32s() []float32 })
 		if !ok || g.DType != device.F32 {
-			return nil, fmt.Errorf("audit: fault %s needs a CPU f32 arena", fault)
+			return nil, fmt.Errorf("audit: fault %s needs a CPU f32 arena (KVType f32)", fault)
 		}
 		e.fault, e.arena = true, fa.Float32s()
 	default:
