@@ -119,7 +119,7 @@ func TestGenerateRejectedExit3(t *testing.T) {
 		require.Equal(t, 3, r.code, r.stderr)
 		require.Empty(t, r.stdout, "nothing on stdout for a rejected request")
 		require.Contains(t, r.stderr, "MaxContext 8")
-		require.Contains(t, r.stderr, "11 tokens requested")
+		require.Contains(t, r.stderr, "139 tokens requested (prompt 11)")
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %q", r.stderr)
 	}
 	r := runCmd(t, "", "generate", "--prompt", "")
