@@ -425,7 +425,7 @@ func (w *workload) newJob(t, round, i int) (job, error) {
 }
 
 func (w *workload) sampling(seed uint64) sample.Params {
-	return cli.SamplingParams(0, 0, 1, seed)
+	return cli.SamplingParams(0, 0, 1, &seed)
 }
 
 func (w *workload) request(j job) engine.Request {

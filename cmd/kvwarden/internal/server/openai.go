@@ -177,7 +177,7 @@ type params struct {
 	temperature  float64
 	topP         float64
 	topK         int
-	seed         uint64
+	seed         *uint64 // nil: no seed given (the engine picks one)
 	stop         []string
 	stream       bool
 	includeUsage bool
@@ -214,7 +214,8 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		p.topK = *s.TopK
 	}
 	if s.Seed != nil {
-		p.seed = uint64(*s.Seed)
+		v := uint64(*s.Seed)
+		p.seed = &v
 	}
 	if s.N != nil && *s.N != 1 {
 		return p, badRequest("n", "unsupported_value", "n must be 1, got %d", *s.N)
