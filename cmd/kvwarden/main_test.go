@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/testenv"
+	"github.com/kvwarden/kvwarden/internal/testenv"
 )
 
 // syncBuf is a goroutine-safe buffer (serve logs while the test reads).
@@ -103,7 +103,7 @@ func TestGenerateStreamsText(t *testing.T) {
 }
 
 func TestGenerateSyntheticNote(t *testing.T) {
-	r := runCmd(t, "", "generate", "-n", "3", "--seed", "7", "hello")
+	r := runCmd(t, "", "generate", "--model", "builtin:synthetic", "-n", "3", "--seed", "7", "hello")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, "synthetic model")
 	require.Contains(t, r.stderr, "gibberish")

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/server"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/server"
 )
 
 type serveFlags struct {
@@ -119,8 +119,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) (*engine.Engine, error) {
 	src := c.Model
 	if c.Synthetic() {
-		src = "built-in synthetic model"
-		log.Warn("no --model given: the built-in synthetic model has random weights, its output is gibberish")
+		log.Warn("the built-in synthetic model has random weights, its output is gibberish")
 	}
 	log.Info("loading model", "model", src, "device", c.Device)
 	start := time.Now()
