@@ -236,6 +236,19 @@ func TestServeInProcess(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"text":", there was a little girl named Lily. She"`)
+	// with --api-keys, /metrics needs a key too
+	for key, want := range map[string]int{"": http.StatusUnauthorized, "sk-alice-0001": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "key %q", key)
+	}
+	require.NotContains(t, errb.String(), "kv-checksum off")
 
 	cancel() // SIGINT
 	select {
@@ -248,6 +261,49 @@ func TestServeInProcess(t *testing.T) {
 	for _, want := range []string{"loading model", "model loaded", "kv pool", "listening", "shutting down", "engine closed"} {
 		require.Contains(t, log, want)
 	}
+}
+
+// serve with --kv-checksum off says loudly that pages go unverified, and
+// --public-metrics opens /metrics despite --api-keys.
+func TestServeChecksumOffWarnsAndPublicMetrics(t *testing.T) {
+	testenv.NoGoroutineLeak(t, 4)
+	keys := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(keys, []byte("sk-alice-0001 alice\n"), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := make(chan string, 1)
+	var errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--kv-pages", "16", "--kv-checksum", "off",
+			"--api-keys", keys, "--public-metrics"},
+			&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errb, ready: func(a string) { addr <- a }})
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case code := <-done:
+		t.Fatalf("serve exited with %d: %s", code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(base + "/metrics")
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+	require.Regexp(t, `level=WARN msg="--kv-checksum off: KV pages are not verified`, errb.String())
+	require.Contains(t, errb.String(), "/metrics is public")
 }
 
 func TestAuditCleanAndFaultDetected(t *testing.T) {
