@@ -242,6 +242,15 @@ class Stream:
     def __next__(self) -> str:
         if not self._open:
             raise StopIteration
+        try:
+            return self._next()
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: stop the request now rather than when
+            # the stream is garbage collected, then let it propagate.
+            self.close()
+            raise
+
+    def _next(self) -> str:
         while True:
             # A bounded wait keeps Ctrl-C responsive.
             st = lib.kvw_next(self._h, self.id, 100, self._buf, self._BUF, byref(self._len),

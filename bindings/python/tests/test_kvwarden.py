@@ -308,6 +308,29 @@ class TestBuiltin(unittest.TestCase):
         self.assertLess(st["generated_tokens"] - before["generated_tokens"], 2000)
         self.assertIsInstance(self.eng.generate("after", max_tokens=2), str)
 
+        # The same for a stream that is iterated without a with block: the
+        # interrupt aborts its request at once, not at garbage collection.
+        sent.clear()
+        before = self.eng.stats()
+        s = self.eng.stream("interrupt me too", max_tokens=2000)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _lib.lib.kvw_next = next_then_interrupt
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                for _ in s:
+                    pass
+        finally:
+            _lib.lib.kvw_next = real_next
+            signal.signal(signal.SIGINT, old)
+        self.assertEqual(list(s), [], "the stream is closed")
+        for _ in range(500):
+            st = self.eng.stats()
+            if st["running"] == 0 and st["waiting"] == 0:
+                break
+            threading.Event().wait(0.01)
+        self.assertEqual(st["aborted"], before["aborted"] + 1)
+        del s
+
 
 def _child_uses_parent_engine(eng, q):
     try:
