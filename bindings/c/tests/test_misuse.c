@@ -116,6 +116,16 @@ static void test_open(void) {
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
     if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
+    /* Version 1 (112 bytes, before n_threads): n_threads takes its default
+     * whatever follows in memory (0xABABABAB would be negative). */
+    memset(old.bytes, 0xAB, sizeof old.bytes);
+    old.p = kvw_engine_default_params();
+    memset(&old.p.n_threads, 0xAB, sizeof old.p - offsetof(kvw_engine_params, n_threads));
+    old.p.struct_size = offsetof(kvw_engine_params, n_threads);
+    CHECK(old.p.struct_size == 112);
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
+    if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
 }
 
 static void test_handles(kvw_engine* eng) {
