@@ -26,7 +26,11 @@ _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
-_Static_assert(offsetof(kvw_engine_params, n_threads) == 112, "kvw_engine_params v1 was 112 bytes");
+// Version 1 of kvw_engine_params ended after log_user_data (112 bytes);
+// every field after it was appended later.
+#define KVW_ENGINE_PARAMS_V1_SIZE 112
+_Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
+               "kvw_engine_params v1 was 112 bytes");
 _Static_assert(sizeof(kvw_engine_params) == 120, "kvw_engine_params v2");
 _Static_assert(sizeof(kvw_request_params) == 64, "kvw_request_params v1");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");

@@ -153,7 +153,7 @@ typedef enum kvw_status {
     KVW_ERR_IO = -10,
     /* Called in a child process after fork(): the library cannot work
      * there (see "fork()" above). Nothing was done. */
-    KVW_ERR_FORKED = -11
+    KVW_ERR_FORKED = -12
 } kvw_status;
 
 /* A static, human-readable name for a status ("KVW_ERR_REJECTED");

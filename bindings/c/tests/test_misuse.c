@@ -116,13 +116,14 @@ static void test_open(void) {
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
     if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
-    /* Version 1 (112 bytes, before n_threads): n_threads takes its default
-     * whatever follows in memory (0xABABABAB would be negative). */
-    memset(old.bytes, 0xAB, sizeof old.bytes);
+    /* Version 1 (112 bytes, up to log_user_data): the fields appended since
+     * (n_threads among them) take their defaults whatever follows in
+     * memory (0xABABABAB would be a negative n_threads). */
+    const size_t v1 = offsetof(kvw_engine_params, log_user_data) + sizeof(void*);
+    CHECK(v1 == 112);
     old.p = kvw_engine_default_params();
-    memset(&old.p.n_threads, 0xAB, sizeof old.p - offsetof(kvw_engine_params, n_threads));
-    old.p.struct_size = offsetof(kvw_engine_params, n_threads);
-    CHECK(old.p.struct_size == 112);
+    memset(old.bytes + v1, 0xAB, sizeof old.bytes - v1);
+    old.p.struct_size = (uint32_t)v1;
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
     if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
