@@ -88,6 +88,9 @@ type Runner interface {
 	Forward(b *model.Batch) error
 }
 
+// MaxThreads bounds Config.Threads (each thread is a worker goroutine).
+const MaxThreads = 1024
+
 // Config configures an Engine. The zero value of each field picks a default;
 // New validates everything and refuses contradictions (invariant 1).
 type Config struct {
@@ -108,7 +111,8 @@ type Config struct {
 	// (the caller's goroutine included); 0 means the physical cores
 	// (ml.PhysicalCores). The CPU worker pool is process-wide: New applies
 	// the setting to it, so with several engines in one process the most
-	// recently opened one's setting holds for all of them.
+	// recently opened one's setting holds for all of them. At most
+	// MaxThreads.
 	Threads int
 
 	PageSize int   // tokens per KV page (default 16)

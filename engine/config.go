@@ -54,6 +54,8 @@ func checkFields(c *Config) error {
 		return invalid("max queue %d is negative", c.MaxQueue)
 	case c.Threads < 0:
 		return invalid("threads %d is negative (0 = the physical cores)", c.Threads)
+	case c.Threads > MaxThreads:
+		return invalid("threads %d exceeds %d", c.Threads, MaxThreads)
 	case c.TenantQuota < 0:
 		return invalid("tenant quota %d is negative", c.TenantQuota)
 	case c.HostTierBytes < 0:

@@ -69,6 +69,7 @@ func TestNewRejectsBadFields(t *testing.T) {
 		"negative queue":      {MaxQueue: -1},
 		"negative quota":      {TenantQuota: -1},
 		"negative threads":    {Threads: -1},
+		"too many threads":    {Threads: MaxThreads + 1},
 		"negative host":       {HostTierBytes: -1},
 		"compression no tier": {Compression: "zstd"},
 		"bad compression":     {HostTierBytes: 1 << 20, Compression: "lz4"},
