@@ -254,9 +254,10 @@ typedef struct kvw_engine_params {
     kvw_log_callback log_callback; /* NULL = no logging */
     void* log_user_data;        /* passed to log_callback; not owned, must outlive the engine */
     /* appended after version 1 (112 bytes) */
-    int32_t n_threads;          /* compute threads of the CPU forward pass, at most 1024; 0 = the physical
-                                 * cores. The CPU worker pool is shared by all engines of the
-                                 * process: the most recently opened engine's value applies. */
+    int32_t n_threads;          /* compute threads of the CPU forward pass, at most 1024;
+                                 * 0 = the physical cores. The CPU worker pool is shared by
+                                 * all engines of the process: the most recently opened
+                                 * engine's value applies. */
     int32_t reserved0;
 } kvw_engine_params;
 
