@@ -465,6 +465,9 @@ func (w *walker) walk(v jinja.Value, depth int) (size, deep int, err error) {
 	var key any
 	switch {
 	case v.IsString():
+		if n := len(v.AsString()); n > maxValueBytes {
+			return 0, 0, fmt.Errorf("%w: a string of more than %d MiB", ErrLimit, maxValueBytes>>20)
+		}
 		return len(v.AsString()), 0, nil
 	case v.IsList():
 		key = v.AsList()
