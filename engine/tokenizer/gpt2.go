@@ -16,13 +16,10 @@ import (
 //
 // A GPT2 is immutable and safe for concurrent use.
 type GPT2 struct {
-	tokens  []string
-	types   []int32 // resolved, never 0
+	vocab
 	lookup  map[string]int32
 	byteTok [256]int32 // token of each byte's mapped character
 	merges  map[uint64]gpt2Merge
-	bos     int
-	eos     int
 	pre     string
 	split   splitter
 	// ignoreMerges: a pre-token that is itself a token is emitted as is
@@ -80,7 +77,8 @@ var gpt2Pre = map[string]struct {
 //
 // Merges whose parts or result are not in the vocabulary are ignored (they
 // could never produce a token).
-func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre string) (*GPT2, error) {
+func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre string, opts ...Option) (*GPT2, error) {
+	cfg := newConfig(opts)
 	n := len(tokens)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -99,24 +97,24 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 		return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q (supported: llama-bpe, llama3, llama-v3, gpt2, gpt-2, default)", pre)
 	}
 	t := &GPT2{
-		tokens:       tokens,
-		types:        make([]int32, n),
 		lookup:       make(map[string]int32, n),
 		merges:       make(map[uint64]gpt2Merge, len(merges)),
-		bos:          bos,
-		eos:          eos,
 		pre:          pre,
 		split:        p.split,
 		ignoreMerges: p.ignoreMerges,
 		decoded:      make([][]byte, n),
 	}
+	resolved := make([]int32, n)
+	for i := range resolved {
+		resolved[i] = TypeNormal
+		if types != nil && types[i] != 0 {
+			resolved[i] = types[i]
+		}
+	}
+	t.initVocab(tokens, resolved, bos, eos, cfg, p.ignoreMerges, false)
 	var specials []specialText
 	for i, tok := range tokens {
-		typ := int32(TypeNormal)
-		if types != nil && types[i] != 0 {
-			typ = types[i]
-		}
-		t.types[i] = typ
+		typ := t.types[i]
 		switch typ {
 		case TypeControl, TypeUnknown, TypeUnused:
 		default:
@@ -176,7 +174,7 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 }
 
 // VocabSize returns the number of tokens.
-func (t *GPT2) VocabSize() int { return len(t.tokens) }
+func (t *GPT2) VocabSize() int { return len(t.texts) }
 
 // BOS returns the beginning-of-sequence id, or -1.
 func (t *GPT2) BOS() int { return t.bos }
@@ -187,10 +185,10 @@ func (t *GPT2) EOS() int { return t.eos }
 // Piece returns the vocabulary entry of id in its byte-mapped form ("" when
 // out of range).
 func (t *GPT2) Piece(id int) string {
-	if id < 0 || id >= len(t.tokens) {
+	if id < 0 || id >= len(t.texts) {
 		return ""
 	}
-	return t.tokens[id]
+	return t.texts[id]
 }
 
 // TokenType returns the resolved type of id, or 0 when out of range.

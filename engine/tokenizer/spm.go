@@ -34,13 +34,11 @@ const minMergeScore = -1e10
 //
 // A SentencePiece is immutable and safe for concurrent use.
 type SentencePiece struct {
+	vocab
 	pieces  []string
 	scores  []float32
-	types   []int32 // resolved, never 0
 	lookup  map[string]int32
 	byteID  [256]int32
-	bos     int
-	eos     int
 	unk     int
 	meta    bool // vocabulary writes spaces as U+2581
 	prefix  bool // add the dummy-prefix space
@@ -48,17 +46,6 @@ type SentencePiece struct {
 	lead    []bool // decoded piece starts with a space that follows-BOS decoding strips
 	special specialMatcher
 }
-
-// SPOption configures NewSentencePiece.
-type SPOption func(*spConfig)
-
-type spConfig struct {
-	noPrefix bool
-}
-
-// WithoutDummyPrefix disables the dummy-prefix space (GGUF
-// tokenizer.ggml.add_space_prefix = false).
-func WithoutDummyPrefix() SPOption { return func(c *spConfig) { c.noPrefix = true } }
 
 // NewSentencePiece builds a SentencePiece tokenizer from plain vocabulary
 // data, as found in GGUF (tokenizer.ggml.tokens, .scores, .token_type,
@@ -72,11 +59,8 @@ func WithoutDummyPrefix() SPOption { return func(c *spConfig) { c.noPrefix = tru
 // normal pieces contain U+2581 than contain ' ' (llama2.c files store ASCII
 // spaces); Encode then writes the input's spaces as U+2581 and Decode turns
 // U+2581 back into spaces.
-func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int, opts ...SPOption) (*SentencePiece, error) {
-	var cfg spConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
+func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int, opts ...Option) (*SentencePiece, error) {
+	cfg := newConfig(opts)
 	n := len(pieces)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -98,10 +82,7 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 	t := &SentencePiece{
 		pieces:  pieces,
 		scores:  scores,
-		types:   make([]int32, n),
 		lookup:  make(map[string]int32, n),
-		bos:     bos,
-		eos:     eos,
 		unk:     unk,
 		prefix:  !cfg.noPrefix,
 		decoded: make([][]byte, n),
@@ -114,7 +95,7 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 		t.byteID[i] = -1
 	}
 	metaCount, spaceCount := 0, 0
-	var specials []specialText
+	resolved := make([]int32, n)
 	for i, p := range pieces {
 		typ := int32(TypeNormal)
 		if types != nil {
@@ -132,7 +113,12 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 				typ = TypeByte
 			}
 		}
-		t.types[i] = typ
+		resolved[i] = typ
+	}
+	t.initVocab(pieces, resolved, bos, eos, cfg, true, false)
+	var specials []specialText
+	for i, p := range pieces {
+		typ := t.types[i]
 		switch typ {
 		case TypeNormal, TypeUserDefined:
 			if _, dup := t.lookup[p]; !dup {

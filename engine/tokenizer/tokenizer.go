@@ -8,8 +8,10 @@ package tokenizer
 type Options struct {
 	BOS bool // prepend the BOS token when the vocabulary has one
 	EOS bool // append the EOS token when the vocabulary has one
-	// Special lets control-token text such as "<s>" in the input become the
-	// control token. Off by default: user text never produces control tokens.
+	// Special parses special-token text in the input: control-token text
+	// such as "<s>" or "<|im_start|>" becomes the control token. Off by
+	// default: user text never produces control tokens. (User-defined
+	// tokens are split out of the text either way, as llama.cpp does.)
 	Special bool
 }
 
@@ -27,6 +29,22 @@ type Tokenizer interface {
 	VocabSize() int
 	BOS() int // -1 when absent
 	EOS() int // -1 when absent
+	// IsEOG reports whether id ends a generation: EOS, EOT
+	// (tokenizer.ggml.eot_token_id), EOM and the control tokens whose text
+	// ends a turn (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, ...), as
+	// llama.cpp computes them.
+	IsEOG(id int) bool
+	// EOG returns the end-of-generation ids in ascending order (a copy).
+	EOG() []int
+	// AddBOS and AddEOS say whether a prompt gets BOS / EOS
+	// (tokenizer.ggml.add_bos_token / add_eos_token, or llama.cpp's default
+	// for the tokenizer model when absent).
+	AddBOS() bool
+	AddEOS() bool
+	// Lookup returns the id of the vocabulary entry spelled exactly piece
+	// (as Piece returns it), of any token type: the chat template's
+	// bos_token and eos_token, "<|im_end|>", ...
+	Lookup(piece string) (int, bool)
 }
 
 // Token types as stored in GGUF tokenizer.ggml.token_type (llama.cpp's
