@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/audit"
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
+	"github.com/kvwarden/kvwarden/internal/audit"
 )
 
 // optBool is a boolean flag that remembers whether it was given.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/testenv"
+	"github.com/kvwarden/kvwarden/internal/testenv"
 )
 
 // syncBuf is a goroutine-safe buffer (serve logs while the test reads).

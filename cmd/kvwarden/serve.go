@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/server"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/server"
 )
 
 type serveFlags struct {

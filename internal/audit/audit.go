@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/sample"
@@ -425,7 +424,8 @@ func (w *workload) newJob(t, round, i int) (job, error) {
 }
 
 func (w *workload) sampling(seed uint64) sample.Params {
-	return cli.SamplingParams(0, 0, 1, seed)
+	// Greedy: the echo rule and the real-model checks need deterministic output.
+	return sample.Params{TopP: 1, RepeatPenalty: 1, Seed: seed}
 }
 
 func (w *workload) request(j job) engine.Request {

@@ -18,11 +18,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/audit"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/testenv"
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/audit"
+	"github.com/kvwarden/kvwarden/internal/testenv"
 )
 
 // slowRunner delays every forward step, so tests can act mid-stream.

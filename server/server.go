@@ -2,6 +2,13 @@
 // /v1/completions and /v1/chat/completions (streaming as server-sent events
 // ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
 //
+// A Server is an http.Handler over one engine.Engine: the kvwarden command
+// serves it with Serve (graceful shutdown included), and an application can
+// mount it in its own mux instead, e.g.
+//
+//	srv := server.New(server.Options{Engine: eng, ModelID: "stories"})
+//	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
+//
 // Isolation rules it keeps: the tenant of a request comes only from its
 // authenticated API key (invariant 9); a client disconnect cancels the
 // request's context, which aborts it in the engine (invariant 8); and a
@@ -26,9 +33,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/metrics"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/server/internal/metrics"
 )
 
 // ErrShuttingDown is the cancellation cause of requests aborted because the
@@ -50,8 +57,7 @@ type Options struct {
 	Keys    *Keys  // nil: no authentication, every request is tenant "default"
 	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
-	Metrics      *metrics.Metrics // nil: a new set reading Engine.Stats
+	Logger       *slog.Logger // nil: discard
 }
 
 // Server serves the HTTP API over one engine.
@@ -67,9 +73,10 @@ type Server struct {
 	mux      *http.ServeMux
 }
 
-// New builds a Server.
+// New builds a Server over o.Engine, which must not be nil. The caller
+// keeps ownership of the engine and closes it after the server stopped.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger, met: o.Metrics,
+	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger,
 		created: time.Now().Unix()}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
@@ -77,9 +84,7 @@ func New(o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if s.met == nil {
-		s.met = metrics.New(s.eng.Stats)
-	}
+	s.met = metrics.New(s.eng.Stats)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/completions", s.handleCompletions)
 	mux.HandleFunc("/v1/chat/completions", s.handleChat)
@@ -95,11 +100,8 @@ func New(o Options) *Server {
 	return s
 }
 
-// Handler is the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.mux }
-
-// Metrics is the server's metric set.
-func (s *Server) Metrics() *metrics.Metrics { return s.met }
+// ServeHTTP serves the API; it is safe for concurrent use.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it
 // stops accepting connections, answers new requests on open connections
@@ -111,7 +113,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	base, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -401,7 +403,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (strin
 		return "", req, p, e
 	}
 	req.Tenant = tenant
-	req.Sampling = cli.SamplingParams(p.temperature, p.topK, p.topP, p.seed)
+	req.Sampling = samplingParams(p.temperature, p.topK, p.topP, p.seed)
 	return tenant, req, p, nil
 }
 
@@ -624,5 +626,20 @@ func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result)
 		s.met.PromptTokens.Add(float64(len(res.PromptTokens)))
 		s.met.CompletionTokens.Add(float64(len(res.Tokens)))
 		s.met.CachedTokens.Add(float64(res.CachedTokens))
+	}
+}
+
+// samplingParams builds the engine's sampling parameters from the request's
+// knobs. Temperature 0 is greedy. Min-p and the repetition penalty are off.
+func samplingParams(temperature float64, topK int, topP float64, seed uint64) sample.Params {
+	if topP == 0 {
+		topP = 1
+	}
+	return sample.Params{
+		Temperature:   float32(temperature),
+		TopK:          topK,
+		TopP:          float32(topP),
+		RepeatPenalty: 1,
+		Seed:          seed,
 	}
 }
