@@ -1,6 +1,8 @@
 // Package server is kvwarden's OpenAI-compatible HTTP server: POST
 // /v1/completions and /v1/chat/completions (streaming as server-sent events
-// ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
+// ending with "data: [DONE]"), POST /apply-template (llama-server's: the
+// chat template's render of a conversation), GET /v1/models, /healthz and
+// /metrics.
 //
 // A Server is an http.Handler over one engine.Engine: the kvwarden command
 // serves it with Serve (graceful shutdown included), and an application can
@@ -88,6 +90,7 @@ func New(o Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/completions", s.handleCompletions)
 	mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("/apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("/v1/models", s.handleModels)
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
@@ -306,7 +309,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if text == "" && len(ids) == 0 {
 			return engine.Request{}, p, badRequest("prompt", "empty_prompt", "prompt is empty")
 		}
-		return engine.Request{Prompt: text, Tokens: ids, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+		return engine.Request{Prompt: text, Tokens: ids, ParseSpecial: body.ParseSpecial, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
@@ -337,18 +340,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		case body.ResponseFormat != nil && body.ResponseFormat.Type != "" && body.ResponseFormat.Type != "text":
 			return engine.Request{}, p, badRequest("response_format", "unsupported_value", "response_format %q is not supported", body.ResponseFormat.Type)
 		}
-		prompt, e := renderChat(body.Messages)
+		prompt, e := s.renderChat(body)
 		if e != nil {
 			return engine.Request{}, p, e
-		}
-		stop := p.stop
-		if len(stop) < engine.MaxStopStrings {
-			stop = append(stop, chatStop)
 		}
 		if p.maxTokens == 0 {
 			p.maxTokens = s.eng.MaxContext() // the engine clamps to what the context has left
 		}
-		return engine.Request{Prompt: prompt, MaxTokens: p.maxTokens, Stop: stop}, p, nil
+		// The render holds the template's special tokens as text; they
+		// must become tokens. (Message text inside it is parsed too, as
+		// llama-server and transformers do.)
+		return engine.Request{Prompt: prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/chat"
 	"github.com/kvwarden/kvwarden/server"
 )
 
@@ -25,6 +27,7 @@ type serveFlags struct {
 	maxBody     cli.SizeValue
 	drain       time.Duration
 	logLevel    string
+	chatTmpl    string
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -39,6 +42,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
 		return err
@@ -78,11 +82,29 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	cfg.MaxQueue = f.maxQueue
 	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
+	chatTemplate := "the model's tokenizer.chat_template"
+	if f.chatTmpl != "" {
+		b, err := os.ReadFile(f.chatTmpl)
+		if err != nil {
+			return cli.Usagef("--chat-template-file: %v", err)
+		}
+		if len(b) == 0 {
+			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
+		}
+		cfg.ChatTemplate = string(b)
+		chatTemplate = f.chatTmpl
+	}
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
+		if errors.Is(err, chat.ErrTemplate) {
+			return cli.Usagef("--chat-template-file %s: %v", f.chatTmpl, err)
+		}
 		return err
 	}
 	defer eng.Close()
+	if eng.ChatTemplateFallback() {
+		chatTemplate = "ChatML (the model file has none)"
+	}
 
 	model := f.modelName
 	if model == "" {
@@ -98,7 +120,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"chat_template", server.ChatTemplate)
+		"chat_template", chatTemplate)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())
 	}
