@@ -23,8 +23,9 @@ _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
-_Static_assert(sizeof(kvw_engine_params) == 112, "kvw_engine_params v1");
-_Static_assert(sizeof(kvw_request_params) == 64, "kvw_request_params v1");
+_Static_assert(sizeof(kvw_engine_params) == 120, "kvw_engine_params v2 (v1: 112)");
+_Static_assert(sizeof(kvw_request_params) == 72, "kvw_request_params v2 (v1: 64)");
+_Static_assert(sizeof(kvw_chat_message) == 16, "kvw_chat_message is fixed");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
 
 // ---- thread-local last error ----------------------------------------------
@@ -229,6 +230,15 @@ int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n, char
 
 int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos) {
     return kvwgo_vocab_info((uintptr_t)engine, n_vocab, bos, eos);
+}
+
+int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* messages,
+                                size_t n_messages, int32_t add_generation_prompt,
+                                const char* template_name, char* buf, size_t buf_size,
+                                size_t* out_len) {
+    return kvwgo_chat_apply_template((uintptr_t)engine, (kvw_chat_message*)messages, n_messages,
+                                     add_generation_prompt, (char*)template_name, buf, buf_size,
+                                     out_len);
 }
 
 int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
