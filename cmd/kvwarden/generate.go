@@ -107,7 +107,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	}
 
 	if f.common.Synthetic() {
-		fmt.Fprintln(e.stderr, "kvwarden: note: no --model given, using the built-in synthetic model (random weights): the output is gibberish")
+		fmt.Fprintln(e.stderr, "kvwarden: note: the built-in synthetic model has random weights: the output is gibberish")
 	}
 	cfg := f.common.EngineConfig()
 	eng, err := engine.New(cfg)

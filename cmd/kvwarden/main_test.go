@@ -103,7 +103,7 @@ func TestGenerateStreamsText(t *testing.T) {
 }
 
 func TestGenerateSyntheticNote(t *testing.T) {
-	r := runCmd(t, "", "generate", "-n", "3", "--seed", "7", "hello")
+	r := runCmd(t, "", "generate", "--model", "builtin:synthetic", "-n", "3", "--seed", "7", "hello")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, "synthetic model")
 	require.Contains(t, r.stderr, "gibberish")
@@ -171,6 +171,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--api-keys", "/nonexistent/keys"}, "api-keys"},
 		{[]string{"serve", "--max-queue", "-1"}, "max-queue"},
 		{[]string{"serve", "--log-level", "loud"}, "log-level"},
+		{[]string{"serve", "--cors-origin", "app.example"}, "cors-origin"},
 		{[]string{"audit", "--tenants", "1"}, "tenants"},
 		{[]string{"audit", "--inject-fault", "gremlins"}, "inject-fault"},
 		{[]string{"frobnicate"}, "frobnicate"},

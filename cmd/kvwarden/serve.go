@@ -28,6 +28,7 @@ type serveFlags struct {
 	drain       time.Duration
 	logLevel    string
 	chatTmpl    string
+	corsOrigins cli.StringList
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -43,6 +44,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
+	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
 		return err
@@ -66,6 +68,11 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		return cli.Usagef("--shutdown-timeout %v: must not be negative", f.drain)
 	case f.maxBody.Given && f.maxBody.N < 1024:
 		return cli.Usagef("--max-body %s: want at least 1KiB", cli.FormatSize(f.maxBody.N))
+	}
+	for _, o := range f.corsOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return cli.Usagef("--cors-origin %q: want * or an origin such as https://app.example.com", o)
+		}
 	}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return cli.Usagef("--addr %q: %v", f.addr, err)
@@ -110,7 +117,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if model == "" {
 		model = f.common.ModelName()
 	}
-	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log})
+	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
+		CORSOrigins: f.corsOrigins})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -141,8 +149,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) (*engine.Engine, error) {
 	src := c.Model
 	if c.Synthetic() {
-		src = "built-in synthetic model"
-		log.Warn("no --model given: the built-in synthetic model has random weights, its output is gibberish")
+		log.Warn("the built-in synthetic model has random weights, its output is gibberish")
 	}
 	log.Info("loading model", "model", src, "device", c.Device)
 	start := time.Now()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
 )
 
@@ -189,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("audit: fault %q needs the echo runner (--echo)", o.Fault)
 	}
 	rep.Config.Runner = map[bool]string{true: "echo", false: "model"}[o.Echo]
-	rep.Config.Synthetic = cfg.ModelPath == "" && cfg.Weights == nil
+	rep.Config.Synthetic = (cfg.ModelPath == "" || cfg.ModelPath == model.BuiltinSynthetic) && cfg.Weights == nil
 	rep.Config.Model = cfg.ModelPath
 	if rep.Config.Synthetic {
 		rep.Config.Model = "built-in synthetic"

@@ -1,5 +1,12 @@
 """kvwarden: Python bindings (ctypes) for the kvwarden inference engine.
 
+Two APIs share one engine:
+
+- ``kvwarden.Llama``: llama-cpp-python's API (``create_completion``,
+  ``create_chat_completion``, ``__call__``; OpenAI-shaped dicts and stream
+  chunks). See ``kvwarden.llama``.
+- ``kvwarden.Engine``: plain text in and out, tenants, streams you can abort:
+
     import kvwarden
     with kvwarden.Engine("stories260K.bin", tokenizer_path="tok512.bin") as eng:
         print(eng.generate("Once upon a time", max_tokens=32))
@@ -16,18 +23,27 @@ library call, so threads generate concurrently.
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
+import re
 import threading
 from ctypes import byref, c_char, c_int32, c_size_t, c_uint64, c_void_p
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _lib
 from ._lib import lib
 
 __all__ = [
-    "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
+    "Llama", "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
-    "version", "library_path",
+    "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES", "BUILTIN_SYNTHETIC",
 ]
+
+#: The story model compiled into the library (Karpathy's TinyStories 260K,
+#: MIT): a model path that needs no file.
+BUILTIN_STORIES = "builtin:stories260K"
+#: The random-weight test model (also what ``Engine(None)`` loads).
+BUILTIN_SYNTHETIC = "builtin:synthetic"
 
 library_path = _lib.path
 
@@ -48,7 +64,8 @@ class KvwardenError(Exception):
 class InvalidArgumentError(KvwardenError, ValueError):
     """Bad input: invalid UTF-8, empty prompt, bad sampling parameters, ..."""
 
-    def __init__(self, message, status=_lib.ERR_INVALID_ARGUMENT, reason=None):
+    def __init__(self, message: str, status: int = _lib.ERR_INVALID_ARGUMENT,
+                 reason: Optional[str] = None):
         super().__init__(message, status)
         self.reason = reason
 
@@ -59,8 +76,8 @@ class RejectedError(KvwardenError):
     reason is "too_long", "quota" or "overloaded"; for "too_long", limit is
     the engine's max_context and requested the tokens the request needs."""
 
-    def __init__(self, message, status=_lib.ERR_REJECTED, reason=None, limit=0, requested=0,
-                 prompt_tokens=0):
+    def __init__(self, message: str, status: int = _lib.ERR_REJECTED, reason: Optional[str] = None,
+                 limit: int = 0, requested: int = 0, prompt_tokens: int = 0):
         super().__init__(message, status)
         self.reason = reason
         self.limit = limit
@@ -88,6 +105,46 @@ class ModelLoadError(KvwardenError, OSError):
     """The model or tokenizer could not be read."""
 
 
+class ModelNotFoundError(ModelLoadError, FileNotFoundError):
+    """The model or tokenizer file does not exist (a FileNotFoundError)."""
+
+    def __init__(self, what: str, path: str):
+        KvwardenError.__init__(self, f"{what} not found: {path}", _lib.ERR_IO)
+        self.errno = errno.ENOENT
+        self.strerror = f"{what} not found"
+        self.filename = path
+
+    def __str__(self) -> str:
+        return f"{self.strerror}: {self.filename}"
+
+
+_INT_RANGES = {
+    ctypes.c_int32: (-(1 << 31), (1 << 31) - 1),
+    ctypes.c_int64: (-(1 << 63), (1 << 63) - 1),
+    ctypes.c_uint32: (0, (1 << 32) - 1),
+    ctypes.c_uint64: (0, (1 << 64) - 1),
+}
+
+
+def _assign(struct: ctypes.Structure, name: str, value: Any) -> None:
+    """Sets a C struct field, refusing what ctypes would silently wrap or
+    truncate: out-of-range ints raise ValueError, wrong types TypeError."""
+    ctype = dict(struct._fields_)[name]
+    if ctype in _INT_RANGES:
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        lo, hi = _INT_RANGES[ctype]
+        if not lo <= value <= hi:
+            raise ValueError(f"{name}={value} is out of range [{lo}, {hi}]")
+    elif ctype in (ctypes.c_float, ctypes.c_double):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+        value = float(value)
+    setattr(struct, name, value)
+
+
 _ERRORS = {
     _lib.ERR_ABORTED: AbortedError,
     _lib.ERR_ISOLATION: IsolationError,
@@ -104,6 +161,9 @@ def _error(status: int) -> KvwardenError:
     msg = (lib.kvw_last_error() or b"").decode("utf-8", "replace")
     if not msg:
         msg = lib.kvw_status_string(status).decode()
+    # The C function's name ("kvw_generate: ...") means nothing to a Python
+    # caller; the rest of the message names the Python-visible parameter.
+    msg = re.sub(r"^kvw_\w+: ", "", msg).replace("params.", "")
     info = _lib.kvw_error_info()
     info.struct_size = ctypes.sizeof(info)
     lib.kvw_last_error_info(byref(info))
@@ -244,7 +304,10 @@ def _result_dict(r: "_lib.kvw_result") -> dict:
 class Engine:
     """One kvwarden engine. Use as a context manager, or call close().
 
-    model_path None selects the built-in synthetic model. Keyword arguments
+    model_path is a .gguf file, a llama2.c .bin checkpoint (with
+    tokenizer_path), BUILTIN_STORIES (a small story model compiled into the
+    library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
+    missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, max_context,
     tenant_quota, page_size, ...). log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
@@ -252,7 +315,7 @@ class Engine:
 
     def __init__(self, model_path: Optional[str] = None, tokenizer_path: Optional[str] = None, *,
                  log: Optional[Callable[[int, str], None]] = None, log_level: int = _lib.LOG_WARN,
-                 **params):
+                 **params: Any) -> None:
         p = lib.kvw_engine_default_params()
         if tokenizer_path is not None:
             p.tokenizer_path = _text(str(tokenizer_path), "tokenizer_path")
@@ -260,10 +323,9 @@ class Engine:
             if k in ("struct_size", "log_callback", "log_user_data") or not hasattr(p, k):
                 raise TypeError(f"Engine() got an unexpected keyword argument {k!r}")
             if isinstance(v, str):
-                v = _text(v, k)
-            elif isinstance(v, bool):
-                v = int(v)
-            setattr(p, k, v)
+                setattr(p, k, _text(v, k))
+            else:
+                _assign(p, k, v)
         self._log_cb = None
         if log is not None:
             def trampoline(level, msg, _ud, _log=log):
@@ -275,6 +337,9 @@ class Engine:
             self._log_cb = _lib.LOG_CALLBACK(trampoline)
             p.log_callback = self._log_cb
             p.log_level = log_level
+        for what, path in (("model", model_path), ("tokenizer", tokenizer_path)):
+            if path is not None and not str(path).startswith("builtin:") and not os.path.exists(path):
+                raise ModelNotFoundError(what, str(path))
         h = c_void_p()
         mp = None if model_path is None else _text(str(model_path), "model_path")
         _check(lib.kvw_engine_open(mp, byref(p), byref(h)))
@@ -296,6 +361,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
+        """Whether close() was called."""
         return self._closed
 
     def __enter__(self) -> "Engine":
@@ -318,14 +384,11 @@ class Engine:
                 repeat_penalty=1.0, repeat_last_n=0, seed=0, stop=None, tenant=None,
                 add_bos=True):
         p = lib.kvw_request_default_params()
-        p.max_tokens = max_tokens
-        p.temperature = temperature
-        p.top_k = top_k
-        p.top_p = top_p
-        p.min_p = min_p
-        p.repeat_penalty = repeat_penalty
-        p.repeat_last_n = repeat_last_n
-        p.seed = seed
+        for name, value in (("max_tokens", max_tokens), ("temperature", temperature),
+                            ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
+                            ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n),
+                            ("seed", seed)):
+            _assign(p, name, value)
         p.no_bos = 0 if add_bos else 1
         keep = []
         if tenant is not None:
@@ -342,9 +405,11 @@ class Engine:
     def generate(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                  stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
-                 **sampling) -> str:
+                 **sampling: Any) -> str:
         """Generates a completion of prompt and returns its text (greedy by
-        default). Raises RejectedError, AbortedError, IsolationError, ..."""
+        default). sampling takes min_p, repeat_penalty, repeat_last_n and
+        add_bos. Raises RejectedError, AbortedError, IsolationError, ...;
+        out-of-range numbers raise ValueError."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
                                tenant=tenant, **sampling)
         pieces: list[bytes] = []
@@ -363,7 +428,7 @@ class Engine:
     def stream(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
-               **sampling) -> Stream:
+               **sampling: Any) -> Stream:
         """Submits prompt and returns a Stream: an iterator of text pieces.
         Closing the iterator early aborts the request."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
@@ -376,7 +441,8 @@ class Engine:
 
     # -- tokens --
 
-    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
+    def tokenize(self, text: str, add_bos: bool = True) -> List[int]:
+        """Token IDs of text, with BOS first unless add_bos is False."""
         b = _text(text, "text")
         n = c_size_t()
         _check(lib.kvw_tokenize(self._h, b, int(add_bos), None, 0, byref(n)))
@@ -385,6 +451,8 @@ class Engine:
         return list(arr[: n.value])
 
     def detokenize(self, tokens: Sequence[int]) -> str:
+        """The text of tokens (out-of-vocabulary IDs raise
+        InvalidArgumentError)."""
         arr = (c_int32 * max(len(tokens), 1))(*tokens)
         n = c_size_t()
         _check(lib.kvw_detokenize(self._h, arr, len(tokens), None, 0, byref(n)))
@@ -394,20 +462,25 @@ class Engine:
 
     @property
     def max_context(self) -> int:
+        """The most tokens (prompt + generated) one request may hold."""
         out = c_int32()
         _check(lib.kvw_engine_max_context(self._h, byref(out)))
         return out.value
 
     @property
-    def vocab(self) -> dict:
+    def vocab(self) -> Dict[str, int]:
+        """The vocabulary: {"size", "bos", "eos"}."""
         n, bos, eos = c_int32(), c_int32(), c_int32()
         _check(lib.kvw_vocab_info(self._h, byref(n), byref(bos), byref(eos)))
         return {"size": n.value, "bos": bos.value, "eos": eos.value}
 
-    def stats(self) -> dict:
+    def stats(self) -> Dict[str, Union[int, float]]:
         """Engine and KV pool metrics (kvw_stats) as a dict."""
         s = _lib.kvw_stats()
         lib.kvw_stats_init(byref(s))
         _check(lib.kvw_engine_stats(self._h, byref(s)))
         return {name: getattr(s, name) for name, _ in s._fields_
                 if name not in ("struct_size", "reserved0")}
+
+
+from .llama import Llama  # noqa: E402  (needs Engine above)

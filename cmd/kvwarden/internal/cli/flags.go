@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
 )
 
 // Exit statuses of the kvwarden command.
@@ -42,6 +43,9 @@ func IsUsage(err error) bool {
 // Common holds the flags every subcommand takes: the model, the KV pool,
 // the safety switches and the batching limits.
 type Common struct {
+	// DefaultModel is the --model default, set before Register
+	// ("" = model.BuiltinStories).
+	DefaultModel     string
 	Model, Tokenizer string
 	Device           string
 	PageSize         int
@@ -60,7 +64,11 @@ type Common struct {
 
 // Register adds the common flags to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Model, "model", "", "model `file`: a .gguf or a llama2.c .bin checkpoint (default: the built-in synthetic model)")
+	if c.DefaultModel == "" {
+		c.DefaultModel = model.BuiltinStories
+	}
+	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, or "+
+		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
@@ -77,7 +85,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
 }
 
-// Validate checks every common flag. Each error names its flag.
+// Validate checks every common flag (an empty --model becomes the
+// default). Each error names its flag.
 func (c *Common) Validate() error {
 	switch c.Device {
 	case "auto", "cpu", "cuda":
@@ -113,11 +122,20 @@ func (c *Common) Validate() error {
 	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
 		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
 	}
-	if c.Tokenizer != "" && c.Model == "" {
-		return Usagef("--tokenizer given without --model: the built-in model has its own tokenizer")
+	if c.Model == "" {
+		c.Model = c.DefaultModel
+		if c.Model == "" {
+			c.Model = model.BuiltinStories
+		}
+	}
+	if c.Tokenizer != "" && model.IsBuiltin(c.Model) {
+		return Usagef("--tokenizer given with the built-in model %s, which has its own tokenizer", c.Model)
+	}
+	if model.IsBuiltin(c.Model) && c.Model != model.BuiltinStories && c.Model != model.BuiltinSynthetic {
+		return Usagef("--model %s: unknown built-in model (want %s or %s)", c.Model, model.BuiltinStories, model.BuiltinSynthetic)
 	}
 	for _, f := range []struct{ name, path string }{{"model", c.Model}, {"tokenizer", c.Tokenizer}} {
-		if f.path == "" {
+		if f.path == "" || model.IsBuiltin(f.path) {
 			continue
 		}
 		st, err := os.Stat(f.path)
@@ -131,13 +149,17 @@ func (c *Common) Validate() error {
 	return nil
 }
 
-// Synthetic reports whether the built-in synthetic model is in use.
-func (c *Common) Synthetic() bool { return c.Model == "" }
+// Synthetic reports whether the built-in synthetic model (random
+// weights) is in use.
+func (c *Common) Synthetic() bool { return c.Model == "" || c.Model == model.BuiltinSynthetic }
 
 // ModelName is a short name for the configured model.
 func (c *Common) ModelName() string {
-	if c.Model == "" {
+	switch {
+	case c.Synthetic():
 		return "kvwarden-synthetic"
+	case model.IsBuiltin(c.Model):
+		return strings.TrimPrefix(c.Model, model.BuiltinPrefix)
 	}
 	base := filepath.Base(c.Model)
 	return strings.TrimSuffix(base, filepath.Ext(base))
