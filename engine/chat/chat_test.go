@@ -191,3 +191,35 @@ func TestSyntaxError(t *testing.T) {
 	require.ErrorIs(t, err, ErrSyntax)
 	require.True(t, errors.Is(err, ErrTemplate))
 }
+
+// TestConcurrentRenders: one Template serves many goroutines; each render
+// has its own guard (a limit hit by one does not leak into another).
+func TestConcurrentRenders(t *testing.T) {
+	tm, err := Parse("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if messages|length > 3 %}{{ raise_exception('too long') }}{% endif %}")
+	require.NoError(t, err)
+	const workers = 8
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range 50 {
+				msgs := make([]Message, 1+(w+i)%5)
+				for j := range msgs {
+					msgs[j] = Message{Role: "user", Content: strings.Repeat("x", j)}
+				}
+				out, err := tm.Render(Input{Messages: msgs})
+				switch {
+				case len(msgs) > 3 && !errors.Is(err, ErrRaised):
+					errs <- err
+					return
+				case len(msgs) <= 3 && (err != nil || strings.Count(out, "<user>") != len(msgs)):
+					errs <- errors.Join(err, errors.New(out))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		require.NoError(t, <-errs)
+	}
+}
