@@ -524,11 +524,12 @@ func chatMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 			extra["tool_call_id"] = m.ToolCallID
 		}
 		if !isNull(m.ToolCalls) {
-			var calls []any
+			// Raw JSON keeps the order of keys, which tojson prints.
+			var calls []json.RawMessage
 			if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
 				return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "invalid_type", "tool_calls must be an array")
 			}
-			extra["tool_calls"] = calls
+			extra["tool_calls"] = json.RawMessage(m.ToolCalls)
 		}
 		if len(extra) > 0 {
 			msg.Extra = extra
@@ -543,9 +544,13 @@ func parseTools(raw json.RawMessage) ([]any, *apiError) {
 	if isNull(raw) {
 		return nil, nil
 	}
-	var tools []any
-	if err := json.Unmarshal(raw, &tools); err != nil {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, badRequest("tools", "invalid_type", "tools must be an array")
+	}
+	tools := make([]any, len(list)) // raw JSON keeps the order of keys, which tojson prints
+	for i, t := range list {
+		tools[i] = t
 	}
 	return tools, nil
 }

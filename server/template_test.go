@@ -284,3 +284,22 @@ func TestCompletionsParseSpecial(t *testing.T) {
 	require.Equal(t, 2, count(true), "BOS + <|eot_id|>")
 	require.Greater(t, count(false), 2, "the text spelled out in ordinary tokens")
 }
+
+// TestApplyTemplateTools: /apply-template hands tools and tool calls to the
+// template with their keys in the request's order (tojson shows it, as
+// transformers does).
+func TestApplyTemplateTools(t *testing.T) {
+	const tmpl = `{{ tools|tojson }}{% for m in messages %}|{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function|tojson }}{% else %}{{ m.content }}{% endif %}{% endfor %}`
+	ts := chatServer(t, engine.Config{ChatTemplate: tmpl}, sep, model.SyntheticVocab)
+	body := `{"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object","required":["q"]}}}],` +
+		`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{\"q\":1}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"42"}]}`
+	resp, err := http.Post(ts.URL+"/apply-template", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct{ Prompt string }
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, `[{"type": "function", "function": {"name": "get", "parameters": {"type": "object", "required": ["q"]}}}]`+
+		`|user:hi|assistant:{"name": "get", "arguments": "{\"q\":1}"}|tool:42`, out.Prompt)
+}

@@ -50,8 +50,9 @@ func (e *RaiseError) Unwrap() error { return ErrRaised }
 
 // Message is one turn of a conversation. Role and Content become the
 // message's "role" and "content"; Extra carries any other fields a template
-// may read (tool_calls, tool_call_id, name, reasoning_content), as decoded
-// from JSON (map[string]any, []any, string, float64, bool, nil).
+// may read (tool_calls, tool_call_id, name, reasoning_content): decoded JSON
+// (map[string]any, []any, string, float64, bool, nil) or, to keep the order
+// of object keys as Python does, json.RawMessage.
 type Message struct {
 	Role    string
 	Content string
@@ -62,8 +63,9 @@ type Message struct {
 type Input struct {
 	Messages            []Message
 	AddGenerationPrompt bool
-	// Tools, when not empty, is passed as "tools" (OpenAI tool definitions
-	// as decoded JSON); templates that print tools read it.
+	// Tools, when not empty, is passed as "tools": OpenAI tool definitions,
+	// each decoded JSON or json.RawMessage (keeps key order, which tojson
+	// shows).
 	Tools []any
 	// BOSToken and EOSToken are the vocabulary's BOS and EOS pieces ("" when
 	// the vocabulary has none).
@@ -190,24 +192,42 @@ func (t *Template) Render(in Input) (out string, err error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		vals[k] = jinja.FromGoValue(in.Vars[k])
-	}
-	msgs := make([]any, len(in.Messages))
-	for i, m := range in.Messages {
-		mm := make(map[string]any, 2+len(m.Extra))
-		for k, v := range m.Extra {
-			mm[k] = v
+		v, err := value(in.Vars[k])
+		if err != nil {
+			return "", err
 		}
-		mm["role"] = m.Role
-		mm["content"] = m.Content
-		msgs[i] = mm
+		vals[k] = v
 	}
-	vals["messages"] = jinja.FromGoValue(msgs)
+	msgs := make([]jinja.Value, len(in.Messages))
+	for i, m := range in.Messages {
+		d := jinja.NewDict()
+		dict := d.AsDict()
+		dict.Set("role", jinja.NewString(m.Role))
+		dict.Set("content", jinja.NewString(m.Content))
+		extra := make([]string, 0, len(m.Extra))
+		for k := range m.Extra {
+			extra = append(extra, k)
+		}
+		sort.Strings(extra)
+		for _, k := range extra {
+			v, err := value(m.Extra[k])
+			if err != nil {
+				return "", err
+			}
+			dict.Set(k, v)
+		}
+		msgs[i] = d
+	}
+	vals["messages"] = jinja.NewList(msgs)
 	vals["add_generation_prompt"] = jinja.NewBool(in.AddGenerationPrompt)
 	vals["bos_token"] = jinja.NewString(in.BOSToken)
 	vals["eos_token"] = jinja.NewString(in.EOSToken)
 	if len(in.Tools) > 0 {
-		vals["tools"] = jinja.FromGoValue(in.Tools)
+		v, err := value(in.Tools)
+		if err != nil {
+			return "", err
+		}
+		vals["tools"] = v
 	}
 	now := in.Now
 	if now == nil {

@@ -172,6 +172,13 @@ func TestRenderFeatures(t *testing.T) {
 		{"namespace", "{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}", "3", Input{}},
 		{"append", "{% set l = [] %}{{ l.append(1) }}{{ l.append(2) }}{{ l|join(',') }}", "1,2", Input{}},
 		{"raw", "{% raw %}{{ x }}{% endraw %}", "{{ x }}", Input{}},
+		{"raw JSON keeps key order", "{{ tools|tojson }}|{{ messages[0].tool_calls[0].function.arguments.b }}",
+			`[{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": [1.5, null, true]}}}]|x`,
+			Input{
+				Tools: []any{json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"z":1,"a":[1.5,null,true]}}}`)},
+				Messages: []Message{{Role: "assistant", Extra: map[string]any{
+					"tool_calls": json.RawMessage(`[{"function":{"name":"f","arguments":{"b":"x"}}}]`)}}},
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
