@@ -82,6 +82,9 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	if cfg.Compression, s = optText(p.compression, fn, "params.compression"); s != stOK {
 		return s
 	}
+	if cfg.ChatTemplate, s = optText(p.chat_template, fn, "params.chat_template"); s != stOK {
+		return s
+	}
 	cfg.PageSize = int(p.page_size)
 	cfg.KVPages = int(p.kv_pages)
 	cfg.KVMemory = int64(p.kv_memory_bytes)
@@ -283,6 +286,7 @@ func buildRequest(prompt *C.char, p *C.kvw_request_params, fn string) (engine.Re
 	}
 	req.MaxTokens = int(p.max_tokens)
 	req.NoBOS = p.no_bos != 0
+	req.ParseSpecial = p.parse_special != 0
 	if p.n_stop > 0 {
 		if p.stop == nil {
 			return req, fail(stInvalid, "%s: params.stop is NULL but n_stop is %d", fn, uint32(p.n_stop))

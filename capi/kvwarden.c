@@ -31,8 +31,9 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 #define KVW_ENGINE_PARAMS_V1_SIZE 112
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
-_Static_assert(sizeof(kvw_engine_params) == 120, "kvw_engine_params v2");
-_Static_assert(sizeof(kvw_request_params) == 64, "kvw_request_params v1");
+_Static_assert(sizeof(kvw_engine_params) == 128, "kvw_engine_params v3 (v1: 112, v2: 120)");
+_Static_assert(sizeof(kvw_request_params) == 72, "kvw_request_params v2 (v1: 64)");
+_Static_assert(sizeof(kvw_chat_message) == 16, "kvw_chat_message is fixed");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
 
 // ---- thread-local last error ----------------------------------------------
@@ -273,6 +274,16 @@ int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n, char
 int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos) {
     NOT_IN_CHILD("kvw_vocab_info");
     return kvwgo_vocab_info((uintptr_t)engine, n_vocab, bos, eos);
+}
+
+int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* messages,
+                                size_t n_messages, int32_t add_generation_prompt,
+                                const char* template_name, char* buf, size_t buf_size,
+                                size_t* out_len) {
+    NOT_IN_CHILD("kvw_chat_apply_template");
+    return kvwgo_chat_apply_template((uintptr_t)engine, (kvw_chat_message*)messages, n_messages,
+                                     add_generation_prompt, (char*)template_name, buf, buf_size,
+                                     out_len);
 }
 
 int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine/sample"
-	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
 
 // admit is the only gate (invariant 2). It tokenizes and checks req and
@@ -113,7 +112,7 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 			}
 		}
 	} else {
-		ids, err := e.tok.Encode(req.Prompt, tokenizer.Options{BOS: !req.NoBOS})
+		ids, err := e.encodePrompt(req.Prompt, !req.NoBOS, req.ParseSpecial)
 		if err != nil {
 			return nil, RejectInvalidParams, fmt.Errorf("%w: tokenizing the prompt: %w", ErrInvalidParams, err)
 		}

@@ -146,6 +146,11 @@ type Config struct {
 
 	Faults *Faults // fault injection for tests; nil in production
 
+	// ChatTemplate, when set, is a Jinja chat template that replaces the
+	// model file's tokenizer.chat_template (serve --chat-template-file).
+	// New refuses one that does not parse.
+	ChatTemplate string
+
 	Logger *slog.Logger // nil = discard
 }
 
@@ -190,6 +195,12 @@ type Request struct {
 	Sampling  sample.Params
 	Stop      []string
 	NoBOS     bool // do not prepend BOS to Prompt
+	// ParseSpecial lets special-token text in Prompt ("<|im_start|>",
+	// "<|eot_id|>") become the special token. Leave it off for untrusted
+	// text: with it, a user can forge turns of the conversation. BOS is
+	// added only when the vocabulary wants it (tokenizer.ggml.add_bos_token)
+	// and the prompt does not already start with it.
+	ParseSpecial bool
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

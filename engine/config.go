@@ -23,6 +23,7 @@ type resolved struct {
 	cfg        Config
 	weights    *model.Weights
 	ownWeights bool
+	chat       *chatTemplates
 	tok        tokenizer.Tokenizer
 	pool       *kvcache.Pool
 	runner     Runner
@@ -164,6 +165,9 @@ func resolve(cfg Config) (r resolved, err error) {
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
+	}
+	if r.chat, err = newChatTemplates(c, r.weights, c.Logger); err != nil {
+		return r, err
 	}
 
 	// Pool sizing.

@@ -8,7 +8,11 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
+
+	"github.com/kvwarden/kvwarden/engine/chat"
 )
 
 // apiError is an error in the OpenAI JSON shape:
@@ -61,8 +65,13 @@ func writeError(w http.ResponseWriter, e *apiError) {
 // 413, malformed JSON to 400, and a known field of the wrong type to 400
 // naming the field. Unknown fields are ignored, as OpenAI clients send
 // fields this server does not know.
+//
+// The body is read as JSON whatever the Content-Type is when it is absent,
+// application/json, or application/x-www-form-urlencoded (what `curl -d`
+// sends unless told otherwise), as llama-server does; other media types
+// get 415.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+	if ct := r.Header.Get("Content-Type"); !jsonMediaType(ct) {
 		return &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Reason: "bad_request",
 			Message: fmt.Sprintf("Content-Type %q: want application/json", ct)}
 	}
@@ -103,6 +112,66 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 	return nil
 }
 
+func jsonMediaType(ct string) bool {
+	mt, _, _ := strings.Cut(strings.ToLower(ct), ";")
+	switch strings.TrimSpace(mt) {
+	case "", "application/json", "application/x-www-form-urlencoded":
+		return true
+	}
+	return false
+}
+
+// jsonInt is an integer field that also accepts an integral JSON float
+// (1000.0, 1e3), as Python clients send them; 1000.5 is an error naming
+// the field.
+type jsonInt int64
+
+func (n *jsonInt) UnmarshalJSON(b []byte) error {
+	s := string(bytes.TrimSpace(b))
+	if s == "null" {
+		return nil
+	}
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*n = jsonInt(v)
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		what := "number " + s
+		if err != nil {
+			what = jsonValueKind(s)
+		}
+		return &json.UnmarshalTypeError{Value: what, Type: reflect.TypeFor[int64]()}
+	}
+	*n = jsonInt(f)
+	return nil
+}
+
+// jsonValueKind names the kind of a JSON value, as encoding/json's errors
+// do ("string", "bool", ...).
+func jsonValueKind(s string) string {
+	switch {
+	case strings.HasPrefix(s, `"`):
+		return "string"
+	case s == "true" || s == "false":
+		return "bool"
+	case strings.HasPrefix(s, "["):
+		return "array"
+	case strings.HasPrefix(s, "{"):
+		return "object"
+	}
+	return "number " + s
+}
+
+// intp converts an optional jsonInt.
+func intp(v *jsonInt) *int {
+	if v == nil {
+		return nil
+	}
+	i := int(*v)
+	return &i
+}
+
 func jsonKind(goKind string) string {
 	switch goKind {
 	case "int", "int64", "int32", "uint64":
@@ -124,12 +193,11 @@ func jsonKind(goKind string) string {
 // sampling are the parameters both endpoints share.
 type sampling struct {
 	Model            string          `json:"model"`
-	MaxTokens        *int            `json:"max_tokens"`
+	MaxTokens        *jsonInt        `json:"max_tokens"`
 	Temperature      *float64        `json:"temperature"`
 	TopP             *float64        `json:"top_p"`
-	TopK             *int            `json:"top_k"` // extension, as in vLLM
-	Seed             *int64          `json:"seed"`
-	N                *int            `json:"n"`
+	Seed             *jsonInt        `json:"seed"`
+	N                *jsonInt        `json:"n"`
 	Stream           bool            `json:"stream"`
 	StreamOptions    *streamOptions  `json:"stream_options"`
 	Stop             json.RawMessage `json:"stop"`
@@ -137,6 +205,22 @@ type sampling struct {
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	LogitBias        map[string]any  `json:"logit_bias"`
 	User             string          `json:"user"`
+
+	// Extensions, under the names vLLM and llama-server use.
+	TopK              *jsonInt `json:"top_k"`
+	MinP              *float64 `json:"min_p"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"` // vLLM: over the whole context
+	RepeatPenalty     *float64 `json:"repeat_penalty"`     // llama.cpp: over the last repeat_last_n tokens
+	RepeatLastN       *jsonInt `json:"repeat_last_n"`
+
+	// Refused when set (400 instead of being ignored): neither endpoint
+	// implements tools, structured output or log probabilities.
+	Tools          json.RawMessage `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	Functions      json.RawMessage `json:"functions"`
+	FunctionCall   json.RawMessage `json:"function_call"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	TopLogprobs    json.RawMessage `json:"top_logprobs"`
 }
 
 type streamOptions struct {
@@ -148,50 +232,113 @@ type completionRequest struct {
 	sampling
 	Prompt   json.RawMessage `json:"prompt"`
 	Echo     bool            `json:"echo"`
-	BestOf   *int            `json:"best_of"`
+	BestOf   *jsonInt        `json:"best_of"`
 	Logprobs json.RawMessage `json:"logprobs"`
 	Suffix   *string         `json:"suffix"`
+	// ParseSpecial (llama-server's parse_special) lets special-token text in
+	// the prompt ("<|im_start|>") become the special token. Off by default:
+	// prompt text is untrusted.
+	ParseSpecial bool `json:"parse_special"`
 }
 
 // chatRequest is POST /v1/chat/completions.
 type chatRequest struct {
 	sampling
-	Messages            []chatMessage   `json:"messages"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Logprobs            *bool           `json:"logprobs"`
-	Tools               json.RawMessage `json:"tools"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	Messages            []chatMessage `json:"messages"`
+	MaxCompletionTokens *jsonInt      `json:"max_completion_tokens"`
+	Logprobs            *bool         `json:"logprobs"`
+	// llama-server extensions: variables for the chat template (e.g.
+	// enable_thinking) and, for /apply-template, whether to end with the
+	// assistant's turn header (default true).
+	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
+	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // params is what a request asks of the engine, validated.
 type params struct {
-	maxTokens    int // 0: the engine's default / context
-	temperature  float64
-	topP         float64
-	topK         int
-	seed         *uint64 // nil: no seed given (the engine picks one)
-	stop         []string
-	stream       bool
-	includeUsage bool
+	maxTokens     int // 0: the engine's default / context
+	temperature   float64
+	topP          float64
+	topK          int
+	minP          float64
+	repeatPenalty float64 // 1: off
+	repeatLastN   int
+	seed          *uint64 // nil: no seed given (the engine picks one)
+	stop          []string
+	stream        bool
+	includeUsage  bool
+}
+
+// DefaultRepeatLastN is the window of repeat_penalty when the request sets
+// no repeat_last_n (llama.cpp's default). repetition_penalty, vLLM's name,
+// applies to the whole context, as vLLM does.
+const DefaultRepeatLastN = 64
+
+// unsupported names the request fields no endpoint implements, with a
+// check that they are set to something other than "off".
+func (s *sampling) unsupported() *apiError {
+	set := func(raw json.RawMessage, off ...string) bool {
+		if isNull(raw) {
+			return false
+		}
+		t := string(bytes.TrimSpace(raw))
+		for _, o := range off {
+			if t == o {
+				return false
+			}
+		}
+		return true
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		off  []string
+		why  string
+	}{
+		{"tools", s.Tools, []string{"[]"}, "tool calling is not supported"},
+		{"tool_choice", s.ToolChoice, []string{`"none"`, `"auto"`}, "tool calling is not supported"},
+		{"functions", s.Functions, []string{"[]"}, "function calling is not supported"},
+		{"function_call", s.FunctionCall, []string{`"none"`, `"auto"`}, "function calling is not supported"},
+		{"top_logprobs", s.TopLogprobs, []string{"0"}, "log probabilities are not supported"},
+	} {
+		if set(f.raw, f.off...) {
+			return badRequest(f.name, "unsupported_value", "%s: %s", f.name, f.why)
+		}
+	}
+	if set(s.ResponseFormat) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(s.ResponseFormat, &rf); err != nil {
+			return badRequest("response_format", "invalid_type", "response_format must be an object with a type")
+		}
+		if rf.Type != "" && rf.Type != "text" {
+			return badRequest("response_format", "unsupported_value", "response_format %q is not supported (only \"text\")", rf.Type)
+		}
+	}
+	return nil
 }
 
 // validate checks the shared sampling fields. defMax is the default
 // max_tokens when absent (0 = up to the context).
 func (s *sampling) validate(defMax int) (params, *apiError) {
-	p := params{maxTokens: defMax, temperature: 1, topP: 1, stream: s.Stream}
+	p := params{maxTokens: defMax, temperature: 1, topP: 1, repeatPenalty: 1, stream: s.Stream}
+	if e := s.unsupported(); e != nil {
+		return p, e
+	}
 	if s.MaxTokens != nil {
-		if *s.MaxTokens < 1 {
-			return p, badRequest("max_tokens", "invalid_value", "max_tokens must be at least 1, got %d", *s.MaxTokens)
+		if *s.MaxTokens < 1 || *s.MaxTokens > math.MaxInt32 {
+			return p, badRequest("max_tokens", "invalid_value", "max_tokens must be in [1, %d], got %d", math.MaxInt32, *s.MaxTokens)
 		}
-		p.maxTokens = *s.MaxTokens
+		p.maxTokens = int(*s.MaxTokens)
 	}
 	if s.Temperature != nil {
 		t := *s.Temperature
@@ -208,10 +355,21 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		p.topP = v
 	}
 	if s.TopK != nil {
-		if *s.TopK < 0 {
-			return p, badRequest("top_k", "invalid_value", "top_k must not be negative, got %d", *s.TopK)
+		// -1 is vLLM's "off", as 0 is ours and llama.cpp's.
+		if *s.TopK < -1 || *s.TopK > math.MaxInt32 {
+			return p, badRequest("top_k", "invalid_value", "top_k must be >= 0 (0 or -1: off), got %d", *s.TopK)
 		}
-		p.topK = *s.TopK
+		p.topK = max(int(*s.TopK), 0)
+	}
+	if s.MinP != nil {
+		v := *s.MinP
+		if math.IsNaN(v) || v < 0 || v > 1 {
+			return p, badRequest("min_p", "invalid_value", "min_p must be in [0, 1], got %v", v)
+		}
+		p.minP = v
+	}
+	if e := s.penalty(&p); e != nil {
+		return p, e
 	}
 	if s.Seed != nil {
 		v := uint64(*s.Seed)
@@ -240,6 +398,34 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		p.includeUsage = s.StreamOptions.IncludeUsage
 	}
 	return p, nil
+}
+
+// penalty reads repetition_penalty (vLLM), repeat_penalty (llama.cpp) and
+// repeat_last_n. Giving both penalties with different values is an error.
+func (s *sampling) penalty(p *params) *apiError {
+	name, v := "", 1.0
+	switch {
+	case s.RepetitionPenalty != nil && s.RepeatPenalty != nil && *s.RepetitionPenalty != *s.RepeatPenalty:
+		return badRequest("repeat_penalty", "invalid_value", "repetition_penalty (%v) and repeat_penalty (%v) disagree: give one",
+			*s.RepetitionPenalty, *s.RepeatPenalty)
+	case s.RepeatPenalty != nil:
+		name, v = "repeat_penalty", *s.RepeatPenalty
+		p.repeatLastN = DefaultRepeatLastN
+	case s.RepetitionPenalty != nil:
+		name, v = "repetition_penalty", *s.RepetitionPenalty
+		p.repeatLastN = -1
+	}
+	if name != "" && (math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 10) {
+		return badRequest(name, "invalid_value", "%s must be in (0, 10] (1: off), got %v", name, v)
+	}
+	p.repeatPenalty = v
+	if s.RepeatLastN != nil {
+		if *s.RepeatLastN < -1 || *s.RepeatLastN > math.MaxInt32 {
+			return badRequest("repeat_last_n", "invalid_value", "repeat_last_n must be >= -1 (-1: the whole context, 0: off), got %d", *s.RepeatLastN)
+		}
+		p.repeatLastN = int(*s.RepeatLastN)
+	}
+	return nil
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -305,39 +491,22 @@ func parsePrompt(raw json.RawMessage) (string, []int, *apiError) {
 	return "", nil, badRequest("prompt", "invalid_type", "prompt must be a string, an array of one string, or an array of token IDs")
 }
 
-// ChatTemplate documents the chat template kvwarden applies. Go has no
-// Jinja engine, so a GGUF's tokenizer.chat_template is not evaluated; every
-// model gets this simple template instead:
-//
-//	System: <system content>
-//
-//	User: <user content>
-//
-//	Assistant: <assistant content>
-//
-//	Assistant:
-//
-// Each message is "<Role>: <content>" followed by a blank line, roles
-// capitalised (system, user, assistant, tool); the prompt ends with
-// "Assistant:" and the model continues from there. BOS is prepended when
-// the tokenizer has one. "\n\nUser:" is added to the stop strings, so a
-// model that goes on to write the next user turn stops there.
-const ChatTemplate = "simple: \"<Role>: <content>\\n\\n\" per message, then \"Assistant:\"; stop at \"\\n\\nUser:\""
-
-// chatStop is the stop string the chat template adds.
-const chatStop = "\n\nUser:"
-
-func renderChat(msgs []chatMessage) (string, *apiError) {
+// chatMessages turns a request's messages into the conversation the chat
+// template renders. Roles are checked ("developer", OpenAI's newer name for
+// the system role, is passed as "system", which templates know); content
+// parts are joined into text; tool_calls, tool_call_id and name are passed
+// through for templates that print them.
+func chatMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 	if len(msgs) == 0 {
-		return "", badRequest("messages", "missing_required_parameter", "messages must hold at least one message")
+		return nil, badRequest("messages", "missing_required_parameter", "messages must hold at least one message")
 	}
-	var b strings.Builder
+	out := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		role := m.Role
 		switch role {
 		case "system", "developer", "user", "assistant", "tool":
 		default:
-			return "", badRequest(fmt.Sprintf("messages[%d].role", i), "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, role)
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, role)
 		}
 		if role == "developer" {
 			role = "system"
@@ -345,15 +514,62 @@ func renderChat(msgs []chatMessage) (string, *apiError) {
 		text, err := messageText(m.Content)
 		if err != nil {
 			err.Param = strp(fmt.Sprintf("messages[%d].content", i))
-			return "", err
+			return nil, err
 		}
-		b.WriteString(strings.ToUpper(role[:1]) + role[1:])
-		b.WriteString(": ")
-		b.WriteString(text)
-		b.WriteString("\n\n")
+		msg := chat.Message{Role: role, Content: text}
+		extra := map[string]any{}
+		if m.Name != "" {
+			extra["name"] = m.Name
+		}
+		if m.ToolCallID != "" {
+			extra["tool_call_id"] = m.ToolCallID
+		}
+		if !isNull(m.ToolCalls) {
+			// Raw JSON keeps the order of keys, which tojson prints.
+			var calls []json.RawMessage
+			if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
+				return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "invalid_type", "tool_calls must be an array")
+			}
+			extra["tool_calls"] = json.RawMessage(m.ToolCalls)
+		}
+		if len(extra) > 0 {
+			msg.Extra = extra
+		}
+		out[i] = msg
 	}
-	b.WriteString("Assistant:")
-	return b.String(), nil
+	return out, nil
+}
+
+// parseTools reads OpenAI tool definitions for templates that print them.
+func parseTools(raw json.RawMessage) ([]any, *apiError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest("tools", "invalid_type", "tools must be an array")
+	}
+	tools := make([]any, len(list)) // raw JSON keeps the order of keys, which tojson prints
+	for i, t := range list {
+		tools[i] = t
+	}
+	return tools, nil
+}
+
+// templateError maps a chat template failure to its HTTP answer: 400 with
+// the template's own message when it raised (e.g. a model that refuses a
+// system message), or when the conversation made it exceed a limit; 500
+// when the model's template does not parse (the server's problem).
+func templateError(err error) *apiError {
+	var raised *chat.RaiseError
+	switch {
+	case errors.As(err, &raised):
+		return badRequest("messages", "chat_template_error", "the model's chat template refused the conversation: %s", raised.Message)
+	case errors.Is(err, chat.ErrSyntax):
+		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("chat_template_error"),
+			Reason: "error", Message: err.Error()}
+	}
+	return badRequest("messages", "chat_template_error", "%v", err)
 }
 
 // messageText reads a message's content: a string, null, or an array of
@@ -404,12 +620,13 @@ type completionChoice struct {
 }
 
 type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage,omitempty"`
 }
 
 type chatChoice struct {

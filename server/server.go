@@ -1,6 +1,8 @@
 // Package server is kvwarden's OpenAI-compatible HTTP server: POST
 // /v1/completions and /v1/chat/completions (streaming as server-sent events
-// ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
+// ending with "data: [DONE]"), POST /apply-template (llama-server's: the
+// chat template's render of a conversation), GET /v1/models, /healthz and
+// /metrics.
 //
 // A Server is an http.Handler over one engine.Engine: the kvwarden command
 // serves it with Serve (graceful shutdown included), and an application can
@@ -27,13 +29,16 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -67,6 +72,9 @@ type Options struct {
 	// The metrics aggregate every tenant's traffic, so by default they
 	// need a valid key like the API.
 	PublicMetrics bool
+	// CORSOrigins are the origins browsers may call the API from ("*":
+	// any). Empty: no CORS headers, so browsers refuse cross-origin calls.
+	CORSOrigins []string
 }
 
 // Server serves the HTTP API over one engine.
@@ -81,6 +89,11 @@ type Server struct {
 	created  int64
 	draining atomic.Bool
 	mux      *http.ServeMux
+	cors     map[string]bool
+	// fingerprint is the system_fingerprint of every response: a digest
+	// of what determines outputs besides the request (build, model shape,
+	// device), so clients can tell when that changed.
+	fingerprint string
 }
 
 // New builds a Server over o.Engine, which must not be nil. The caller
@@ -95,9 +108,17 @@ func New(o Options) *Server {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s.met = metrics.New(s.eng.Stats)
+	s.fingerprint = fingerprint(s.eng)
+	if len(o.CORSOrigins) > 0 {
+		s.cors = map[string]bool{}
+		for _, origin := range o.CORSOrigins {
+			s.cors[strings.TrimRight(origin, "/")] = true
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/completions", s.handleCompletions)
 	mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("/apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("/v1/models", s.handleModels)
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
@@ -111,7 +132,61 @@ func New(o Options) *Server {
 }
 
 // ServeHTTP serves the API; it is safe for concurrent use.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.allowCORS(w, r) {
+		return // a preflight, answered
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// allowCORS adds the CORS headers for an allowed Origin and answers a
+// preflight request (OPTIONS with Access-Control-Request-Method) itself,
+// before authentication: browsers send preflights without credentials.
+func (s *Server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if s.cors == nil || origin == "" {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	switch {
+	case s.cors["*"]:
+		h.Set("Access-Control-Allow-Origin", "*")
+	case s.cors[origin]:
+		h.Set("Access-Control-Allow-Origin", origin)
+	default:
+		return false
+	}
+	h.Set("Access-Control-Expose-Headers", "Retry-After")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+	allow := r.Header.Get("Access-Control-Request-Headers")
+	if allow == "" {
+		allow = "Authorization, Content-Type"
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// fingerprint digests the build, the model's shape and the device.
+func fingerprint(eng *engine.Engine) string {
+	h := sha256.New()
+	version := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" || st.Key == "vcs.modified" {
+				version += " " + st.Value
+			}
+		}
+	}
+	fmt.Fprintf(h, "kvwarden %s\n%+v\n%s\n", version, eng.ModelConfig(), eng.Device())
+	return fmt.Sprintf("fp_%x", h.Sum(nil)[:5])
+}
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it
 // stops accepting connections, answers new requests on open connections
@@ -254,9 +329,9 @@ func (s *Server) tenantOf(r *http.Request) (string, *apiError) {
 	if s.keys == nil {
 		return "default", nil
 	}
-	h := r.Header.Get("Authorization")
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(key) == "" {
+	// The scheme is case-insensitive (RFC 9110 11.1): "bearer" works too.
+	scheme, key, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
 			Reason: "unauthorized", Message: "missing API key: send Authorization: Bearer <key>"}
 	}
@@ -352,13 +427,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if text == "" && len(ids) == 0 {
 			return engine.Request{}, p, badRequest("prompt", "empty_prompt", "prompt is empty")
 		}
-		return engine.Request{Prompt: text, Tokens: ids, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+		return engine.Request{Prompt: text, Tokens: ids, ParseSpecial: body.ParseSpecial, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID()})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -370,37 +445,31 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return engine.Request{}, p, e
 		}
 		if body.MaxCompletionTokens != nil {
-			if *body.MaxCompletionTokens < 1 {
-				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be at least 1")
+			if *body.MaxCompletionTokens < 1 || *body.MaxCompletionTokens > math.MaxInt32 {
+				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be in [1, %d]", math.MaxInt32)
 			}
-			p.maxTokens = *body.MaxCompletionTokens
+			p.maxTokens = int(*body.MaxCompletionTokens)
 		}
-		switch {
-		case body.Logprobs != nil && *body.Logprobs:
+		if body.Logprobs != nil && *body.Logprobs {
 			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-		case !isNull(body.Tools) && string(body.Tools) != "[]":
-			return engine.Request{}, p, badRequest("tools", "unsupported_value", "tools are not supported")
-		case body.ResponseFormat != nil && body.ResponseFormat.Type != "" && body.ResponseFormat.Type != "text":
-			return engine.Request{}, p, badRequest("response_format", "unsupported_value", "response_format %q is not supported", body.ResponseFormat.Type)
 		}
-		prompt, e := renderChat(body.Messages)
+		prompt, e := s.renderChat(body)
 		if e != nil {
 			return engine.Request{}, p, e
-		}
-		stop := p.stop
-		if len(stop) < engine.MaxStopStrings {
-			stop = append(stop, chatStop)
 		}
 		if p.maxTokens == 0 {
 			p.maxTokens = s.eng.MaxContext() // the engine clamps to what the context has left
 		}
-		return engine.Request{Prompt: prompt, MaxTokens: p.maxTokens, Stop: stop}, p, nil
+		// The render holds the template's special tokens as text; they
+		// must become tokens. (Message text inside it is parsed too, as
+		// llama-server and transformers do.)
+		return engine.Request{Prompt: prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID()})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID(), fp: s.fingerprint})
 }
 
 // parse runs the checks every completion request goes through, in order:
@@ -449,7 +518,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (strin
 		return "", req, p, e
 	}
 	req.Tenant = tenant
-	req.Sampling = samplingParams(p.temperature, p.topK, p.topP, p.seed)
+	req.Sampling = samplingParams(p)
 	return tenant, req, p, nil
 }
 
@@ -466,14 +535,15 @@ type shaper struct {
 	id      string
 	created int64
 	model   string
+	fp      string // system_fingerprint
 }
 
 func (sh shaper) chunk(text string) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Delta: &chatOut{Content: &text}}}}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: text}}}
 }
 
@@ -483,34 +553,34 @@ func (sh shaper) opening() any {
 		return nil
 	}
 	empty := ""
-	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []chatChoice{{Delta: &chatOut{Role: "assistant", Content: &empty}}}}
 }
 
 func (sh shaper) final(finish string) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Delta: &chatOut{}, FinishReason: &finish}}}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: "", FinishReason: &finish}}}
 }
 
 func (sh shaper) usageChunk(u usage) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{}, Usage: &u}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{}, Usage: &u}
 }
 
 func (sh shaper) full(text, finish string, u usage) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish}}, Usage: &u}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: text, FinishReason: &finish}}, Usage: &u}
 }
 
@@ -679,22 +749,25 @@ func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result)
 	}
 }
 
-// samplingParams builds the engine's sampling parameters from the request's
-// knobs. Temperature 0 is greedy. Min-p and the repetition penalty are off.
-// A nil seed (the field absent) lets the engine pick one per request; any
-// given seed, 0 included, is fixed.
-func samplingParams(temperature float64, topK int, topP float64, seed *uint64) sample.Params {
+// samplingParams builds the engine's sampling parameters from a validated
+// request. Temperature 0 is greedy.
+func samplingParams(p params) sample.Params {
+	topP := p.topP
 	if topP == 0 {
 		topP = 1
 	}
-	p := sample.Params{
-		Temperature:   float32(temperature),
-		TopK:          topK,
+	sp := sample.Params{
+		Temperature:   float32(p.temperature),
+		TopK:          p.topK,
 		TopP:          float32(topP),
-		RepeatPenalty: 1,
+		MinP:          float32(p.minP),
+		RepeatPenalty: float32(p.repeatPenalty),
 	}
-	if seed != nil {
-		p.Seed, p.HasSeed = *seed, true
+	if p.seed != nil { // absent: the engine picks one; any given seed, 0 included, is fixed
+		sp.Seed, sp.HasSeed = *p.seed, true
 	}
-	return p
+	if sp.RepeatPenalty != 1 {
+		sp.RepeatLastN = p.repeatLastN
+	}
+	return sp
 }

@@ -253,7 +253,13 @@ typedef struct kvw_engine_params {
     int32_t log_level;          /* minimum kvw_log_level passed to log_callback; default WARN */
     kvw_log_callback log_callback; /* NULL = no logging */
     void* log_user_data;        /* passed to log_callback; not owned, must outlive the engine */
-    /* appended after version 1 (112 bytes) */
+    /* v2 (struct_size 120): */
+    const char* chat_template;  /* Jinja chat template replacing the model's
+                                 * tokenizer.chat_template (text, not a path);
+                                 * NULL = the model's own. Copied. One that does
+                                 * not parse fails kvw_engine_open with
+                                 * KVW_ERR_INVALID_ARGUMENT. */
+    /* v3 (struct_size 128): */
     int32_t n_threads;          /* compute threads of the CPU forward pass, at most 1024;
                                  * 0 = the physical cores. The CPU worker pool is shared by
                                  * all engines of the process: the most recently opened
@@ -318,6 +324,46 @@ KVW_API int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t
 KVW_API int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos);
 
 /* ---------------------------------------------------------------------- */
+/* Chat templates                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* One turn of a conversation. Unlike the other structs this one is fixed
+ * (no struct_size): it will never grow, so arrays of it stay compatible. */
+typedef struct kvw_chat_message {
+    const char* role;    /* "system", "user", "assistant", "tool", ...; NUL-terminated UTF-8 */
+    const char* content; /* NUL-terminated UTF-8; NULL = "" */
+} kvw_chat_message;
+
+/* Renders a conversation into prompt text with the model's chat template
+ * (GGUF tokenizer.chat_template, or kvw_engine_params.chat_template), as
+ * Hugging Face's apply_chat_template does. A model file without a template
+ * gets ChatML (the engine logs it at open).
+ *   messages/n_messages: the conversation, read during the call only
+ *     (messages may be NULL when n_messages is 0).
+ *   add_generation_prompt: non-zero ends the text with the assistant's turn
+ *     header, so the model answers.
+ *   template_name: NULL or "" for the default template, or the <name> of a
+ *     tokenizer.chat_template.<name> in the file (e.g. "tool_use").
+ *   buf/buf_size/out_len: as kvw_detokenize: the text is written
+ *     NUL-terminated, *out_len gets its length without the NUL; buf NULL
+ *     and buf_size 0 is a size query; a buf_size below *out_len + 1 returns
+ *     KVW_ERR_BUFFER_TOO_SMALL with *out_len set and buf untouched.
+ *     (Templates that print the date render it anew on each call.)
+ * The text holds the template's special tokens as text: submit it with
+ * kvw_request_params.parse_special = 1, which also keeps BOS single when the
+ * text starts with it.
+ * Errors: KVW_ERR_INVALID_ARGUMENT for NULL or invalid UTF-8 arguments, an
+ * unknown template_name, or a template that fails: one that raised (the
+ * message is "chat template raised: " and the template's own text, e.g.
+ * "System role not supported"), that exceeded the render limits (steps,
+ * time, memory, recursion), or that does not parse.
+ * Thread-safe; templates are rendered concurrently without locks. */
+KVW_API int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* messages,
+                                        size_t n_messages, int32_t add_generation_prompt,
+                                        const char* template_name, char* buf, size_t buf_size,
+                                        size_t* out_len);
+
+/* ---------------------------------------------------------------------- */
 /* Requests                                                                */
 /* ---------------------------------------------------------------------- */
 
@@ -343,6 +389,16 @@ typedef struct kvw_request_params {
                                * The output ends before the first match. */
     uint32_t n_stop;          /* at most 16, each at most 256 bytes */
     int32_t no_bos;           /* bool: do not prepend BOS to the prompt */
+    /* v2 (struct_size 72): */
+    int32_t parse_special;    /* bool: special-token text in the prompt
+                               * ("<|im_start|>", "<|eot_id|>") becomes the
+                               * special token. Default 0: prompt text is
+                               * untrusted and stays text. Set it for text
+                               * from kvw_chat_apply_template. BOS is added
+                               * only when the vocabulary asks for it
+                               * (tokenizer.ggml.add_bos_token) and the
+                               * prompt does not already start with it. */
+    int32_t reserved1;        /* 0 */
 } kvw_request_params;
 
 /* kvw_request_params.seed: no fixed seed. */

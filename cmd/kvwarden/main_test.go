@@ -186,6 +186,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--api-keys", "/nonexistent/keys"}, "api-keys"},
 		{[]string{"serve", "--max-queue", "-1"}, "max-queue"},
 		{[]string{"serve", "--log-level", "loud"}, "log-level"},
+		{[]string{"serve", "--chat-template-file", "/nonexistent/t.jinja"}, "chat-template-file"},
+		{[]string{"serve", "--cors-origin", "app.example"}, "cors-origin"},
 		{[]string{"audit", "--tenants", "1"}, "tenants"},
 		{[]string{"audit", "--inject-fault", "gremlins"}, "inject-fault"},
 		{[]string{"frobnicate"}, "frobnicate"},
@@ -200,6 +202,13 @@ func TestUsageErrors(t *testing.T) {
 	r := runCmd(t, "", "generate", "-h")
 	require.Equal(t, 0, r.code)
 	require.Contains(t, r.stderr, "-kv-checksum")
+
+	bad := filepath.Join(t.TempDir(), "bad.jinja")
+	require.NoError(t, os.WriteFile(bad, []byte("{% for %}"), 0o600))
+	r = runCmd(t, "", "serve", "--chat-template-file", bad)
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "chat-template-file")
+	require.Contains(t, r.stderr, "syntax error")
 }
 
 func TestServeInProcess(t *testing.T) {
@@ -207,13 +216,15 @@ func TestServeInProcess(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	require.NoError(t, os.WriteFile(keys, []byte("sk-alice-0001 alice\n"), 0o600))
+	tmpl := filepath.Join(dir, "chat.jinja")
+	require.NoError(t, os.WriteFile(tmpl, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr := make(chan string, 1)
 	var errb syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append(stories(t, "serve"), "--addr", "127.0.0.1:0", "--api-keys", keys, "--kv-pages", "64"),
+		done <- run(ctx, append(stories(t, "serve"), "--addr", "127.0.0.1:0", "--api-keys", keys, "--kv-pages", "64", "--chat-template-file", tmpl),
 			&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errb, ready: func(a string) { addr <- a }})
 	}()
 	var base string
@@ -249,6 +260,16 @@ func TestServeInProcess(t *testing.T) {
 		require.Equal(t, want, resp.StatusCode, "key %q", key)
 	}
 	require.NotContains(t, errb.String(), "kv-checksum off")
+
+	// --chat-template-file replaces the model's template.
+	req, _ = http.NewRequest(http.MethodPost, base+"/apply-template", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer sk-alice-0001")
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.JSONEq(t, `{"prompt":"[user]hi"}`, string(body))
 
 	cancel() // SIGINT
 	select {

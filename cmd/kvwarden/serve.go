@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/chat"
 	"github.com/kvwarden/kvwarden/server"
 )
 
@@ -26,6 +28,8 @@ type serveFlags struct {
 	maxBody     cli.SizeValue
 	drain       time.Duration
 	logLevel    string
+	chatTmpl    string
+	corsOrigins cli.StringList
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -41,6 +45,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
+	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
 		return err
@@ -65,6 +71,11 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	case f.maxBody.Given && f.maxBody.N < 1024:
 		return cli.Usagef("--max-body %s: want at least 1KiB", cli.FormatSize(f.maxBody.N))
 	}
+	for _, o := range f.corsOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return cli.Usagef("--cors-origin %q: want * or an origin such as https://app.example.com", o)
+		}
+	}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return cli.Usagef("--addr %q: %v", f.addr, err)
 	}
@@ -83,18 +94,36 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	cfg.MaxQueue = f.maxQueue
 	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
+	chatTemplate := "the model's tokenizer.chat_template"
+	if f.chatTmpl != "" {
+		b, err := os.ReadFile(f.chatTmpl)
+		if err != nil {
+			return cli.Usagef("--chat-template-file: %v", err)
+		}
+		if len(b) == 0 {
+			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
+		}
+		cfg.ChatTemplate = string(b)
+		chatTemplate = f.chatTmpl
+	}
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
+		if errors.Is(err, chat.ErrTemplate) {
+			return cli.Usagef("--chat-template-file %s: %v", f.chatTmpl, err)
+		}
 		return err
 	}
 	defer eng.Close()
+	if eng.ChatTemplateFallback() {
+		chatTemplate = "ChatML (the model file has none)"
+	}
 
 	model := f.modelName
 	if model == "" {
 		model = f.common.ModelName()
 	}
 	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
-		PublicMetrics: f.pubMetrics})
+		PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -107,7 +136,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"chat_template", server.ChatTemplate)
+		"chat_template", chatTemplate)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())
 	}

@@ -496,6 +496,54 @@ static void test_close_under_read(void) {
     }
 }
 
+static void test_chat(kvw_engine* eng) {
+    const kvw_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
+    const char* want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                       "<|im_start|>assistant\n";
+    size_t len = 0;
+    char buf[256];
+    /* The built-in model has no template: ChatML. Size query, then render. */
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, NULL, 0, &len), KVW_OK);
+    CHECK(len == strlen(want));
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, buf, len, &len), KVW_ERR_BUFFER_TOO_SMALL);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, buf, sizeof buf, &len), KVW_OK);
+    CHECK(strcmp(buf, want) == 0);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 0, "", buf, sizeof buf, &len), KVW_OK);
+    CHECK(strstr(buf, "assistant") == NULL);
+
+    CHECK_ST(kvw_chat_apply_template(eng, NULL, 2, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, buf, sizeof buf, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, "tool_use", buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "tool_use") != NULL);
+    const kvw_chat_message bad[] = {{NULL, "x"}};
+    CHECK_ST(kvw_chat_apply_template(eng, bad, 1, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+
+    /* A template of the caller's that raises: the template's own message. */
+    kvw_engine_params p = kvw_engine_default_params();
+    p.kv_memory_bytes = 4 << 20;
+    p.chat_template = "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+                      "{% endif %}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}";
+    kvw_engine* e = NULL;
+    REQUIRE_OK(kvw_engine_open(NULL, &p, &e));
+    CHECK_ST(kvw_chat_apply_template(e, msgs, 2, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "System role not supported") != NULL);
+    CHECK_ST(kvw_chat_apply_template(e, msgs + 1, 1, 1, NULL, buf, sizeof buf, &len), KVW_OK);
+    CHECK(strcmp(buf, "[user]Hi") == 0);
+    /* parse_special on a prompt: accepted (this vocabulary has no special text). */
+    kvw_request_params rp = kvw_request_default_params();
+    rp.parse_special = 1;
+    rp.max_tokens = 2;
+    kvw_result res;
+    kvw_result_init(&res);
+    CHECK_ST(kvw_generate(e, buf, &rp, NULL, NULL, NULL, 0, NULL, &res), KVW_OK);
+    CHECK_ST(kvw_engine_close(e), KVW_OK);
+
+    p.chat_template = "{% for %}";
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(e == NULL && strstr(kvw_last_error(), "chat template") != NULL);
+}
+
 static void test_after_close(kvw_engine* eng) {
     uint64_t id = 0;
     REQUIRE_OK(kvw_submit(eng, "left running", NULL, &id));
@@ -556,6 +604,7 @@ int main(void) {
     test_submit(eng);
     test_fork(eng);
     test_close_under_read();
+    test_chat(eng);
     test_after_close(eng);
     printf("log callback calls: %d\n", atomic_load(&log_calls));
     return finish("test_misuse");

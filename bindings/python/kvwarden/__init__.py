@@ -416,7 +416,7 @@ class Engine:
     @staticmethod
     def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
-                add_bos=True):
+                add_bos=True, parse_special=False):
         p = lib.kvw_request_default_params()
         for name, value in (("max_tokens", max_tokens), ("temperature", temperature),
                             ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
@@ -424,6 +424,9 @@ class Engine:
             _assign(p, name, value)
         p.seed = _seed(seed)
         p.no_bos = 0 if add_bos else 1
+        # Special-token text ("<|im_start|>") becomes the token only when
+        # asked: prompts are untrusted text by default.
+        p.parse_special = 1 if parse_special else 0
         keep = []
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
@@ -441,11 +444,12 @@ class Engine:
                  stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
                  **sampling: Any) -> str:
         """Generates a completion of prompt and returns its text (greedy by
-        default). sampling takes min_p, repeat_penalty, repeat_last_n and
-        add_bos. seed: any int in [0, 2**64 - 2], 0 included, is a fixed
-        seed; None draws one per request. Raises RejectedError,
-        AbortedError, IsolationError, ...; out-of-range numbers raise
-        ValueError.
+        default). sampling takes min_p, repeat_penalty, repeat_last_n,
+        add_bos and parse_special (special-token text in prompt becomes the
+        token; set it for apply_chat_template's text). seed: any int in
+        [0, 2**64 - 2], 0 included, is a fixed seed; None draws one per
+        request. Raises RejectedError, AbortedError, IsolationError, ...;
+        out-of-range numbers raise ValueError.
 
         Ctrl-C (KeyboardInterrupt, or any exception raised in this thread
         meanwhile) aborts the request and propagates to the caller."""
@@ -470,6 +474,42 @@ class Engine:
         del keep
         _check(st)
         return Stream(self, rid.value)
+
+    # -- chat --
+
+    def apply_chat_template(self, messages: Sequence[Dict[str, Any]],
+                            add_generation_prompt: bool = True,
+                            template_name: Optional[str] = None) -> str:
+        """Renders messages ([{"role": ..., "content": ...}, ...]) with the
+        model's chat template (the GGUF's tokenizer.chat_template, the
+        engine's chat_template=..., or ChatML when the file has none), as
+        Hugging Face's apply_chat_template(tokenize=False) does.
+        add_generation_prompt ends with the assistant's turn header;
+        template_name picks a named template of the file (e.g. "tool_use").
+        Generate from the text with parse_special=True. A template that
+        raises (e.g. one refusing a system message) raises
+        InvalidArgumentError carrying the template's message."""
+        msgs = list(messages)
+        arr = (_lib.kvw_chat_message * max(len(msgs), 1))()
+        for i, m in enumerate(msgs):
+            content = m.get("content")
+            if content is None:
+                content = ""
+            elif not isinstance(content, str):  # OpenAI text parts
+                content = "".join(part.get("text", "") for part in content)
+            arr[i].role = _text(str(m["role"]), f"messages[{i}].role")
+            arr[i].content = _text(content, f"messages[{i}].content")
+        name = None if template_name is None else _text(template_name, "template_name")
+        n = c_size_t()
+        gen = int(bool(add_generation_prompt))
+        _check(lib.kvw_chat_apply_template(self._h, arr, len(msgs), gen, name, None, 0, byref(n)))
+        while True:
+            buf = (c_char * (n.value + 1))()
+            st = lib.kvw_chat_apply_template(self._h, arr, len(msgs), gen, name, buf, n.value + 1,
+                                             byref(n))
+            if st != _lib.ERR_BUFFER_TOO_SMALL:  # a template printing the time may grow
+                _check(st)
+                return buf.raw[: n.value].decode("utf-8")
 
     # -- tokens --
 

@@ -193,6 +193,31 @@ class TestBuiltin(unittest.TestCase):
         # the engine still works after all that
         self.assertIsInstance(self.eng.generate("hi", max_tokens=4), str)
 
+    def test_apply_chat_template(self):
+        msgs = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+        # The built-in model has no template of its own: ChatML.
+        self.assertEqual(self.eng.apply_chat_template(msgs),
+                         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                         "<|im_start|>assistant\n")
+        self.assertNotIn("assistant", self.eng.apply_chat_template(msgs, add_generation_prompt=False))
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            self.eng.apply_chat_template(msgs, template_name="tool_use")
+        self.assertIn("tool_use", str(cm.exception))
+        text = self.eng.apply_chat_template(msgs)
+        self.assertIsInstance(self.eng.generate(text, max_tokens=2, parse_special=True), str)
+
+    def test_chat_template_override_raises(self):
+        tmpl = ("{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+                "{% endif %}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}")
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20, chat_template=tmpl) as eng:
+            with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+                eng.apply_chat_template([{"role": "system", "content": "x"}])
+            self.assertIn("System role not supported", str(cm.exception))
+            self.assertEqual(eng.apply_chat_template([{"role": "user", "content": "y"}]), "[user]y")
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            kvwarden.Engine(None, chat_template="{% for %}")
+
     def test_tokenize_roundtrip(self):
         ids = self.eng.tokenize("hello, wörld ✓")
         self.assertEqual(self.eng.detokenize(ids), "hello, wörld ✓")
