@@ -179,7 +179,7 @@ typedef enum kvw_reject_reason {
 typedef struct kvw_error_info {
     uint32_t struct_size;   /* in: sizeof(kvw_error_info) */
     int32_t status;         /* the kvw_status of the last failed call, KVW_OK if none */
-    int32_t reason;         /* kvw_reject_reason when status == KVW_ERR_REJECTED */
+    int32_t reason;         /* kvw_reject_reason: KVW_ERR_REJECTED, or INVALID_ARGUMENT at submission */
     int32_t reserved0;
     int64_t limit;          /* KVW_REJECT_TOO_LONG: the engine's max_context */
     int64_t requested;      /* KVW_REJECT_TOO_LONG: prompt_tokens + max_tokens */
