@@ -181,9 +181,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var echo *Echo
 	sep := -1
 	if o.Echo {
-		// The echo model stores token ids in its KV: exact in f32 (f16 holds
-		// integers only up to 2048), and the fault reads the arena as f32.
-		cfg.KVType = "f32"
+		if o.Fault != "" {
+			cfg.KVType = "f32" // the injected fault reads the arena as f32
+		}
 		cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			e, err := NewEcho(pool, -1, o.Fault)
 			echo = e
