@@ -8,7 +8,6 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/device"
@@ -293,23 +292,10 @@ func (r *Runner) ensureRope(n int) error {
 	rows := max(n, 2*r.ropeRows, 1024)
 	c := r.cfg
 	rd := c.RopeDim
-	scale := c.RopeScale
-	if c.RopeScaling == "" || scale == 0 {
-		scale = 1
-	}
+	rp := model.NewRope(c.RopeTheta, rd, nil, c.Block.Scaling)
 	tab := make([]float32, rows*rd)
 	for pos := range rows {
-		p := float32(pos)
-		if scale != 1 {
-			p = p / scale
-		}
-		for i := 0; i < rd; i += 2 {
-			e := float32(i) / float32(c.HeadDim)
-			freq := 1 / float32(math.Pow(float64(c.RopeTheta), float64(e)))
-			val := p * freq
-			tab[pos*rd+i] = float32(math.Cos(float64(val)))
-			tab[pos*rd+i+1] = float32(math.Sin(float64(val)))
-		}
+		rp.Fill(tab[pos*rd:(pos+1)*rd], pos)
 	}
 	old := r.rope
 	b, err := r.dev.Alloc(int64(4 * len(tab)))
