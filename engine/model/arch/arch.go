@@ -75,7 +75,7 @@ type Scaling struct {
 	Factor float32 // context extension factor (> 0 unless Kind is None)
 	// YaRN only: the training context length and llama.cpp's parameters
 	// (defaults ext 1, attn 1, beta_fast 32, beta_slow 1).
-	OrigContext                           int
+	OrigContext                               int
 	ExtFactor, AttnFactor, BetaFast, BetaSlow float32
 }
 
