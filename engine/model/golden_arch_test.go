@@ -1,13 +1,6 @@
 package model
 
 import (
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
-	"fmt"
-	"math"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,61 +15,9 @@ import (
 // prompt plus the first 4 generated tokens are fed, and the logits at the
 // last prompt position and after each of those tokens are compared.
 
-type archCase struct {
-	Prompt    []int     `json:"prompt_token_ids"`
-	Generated []int     `json:"generated_token_ids"`
-	Logits    []string  `json:"logits"` // base64 of n_vocab little-endian float32
-	Margins   []float64 `json:"greedy_margins"`
-}
-
-type archGolden struct {
-	File      string     `json:"model_file"`
-	Arch      string     `json:"arch"`
-	QuantType string     `json:"quant_type"`
-	Cases     []archCase `json:"cases"`
-	Dequant   *struct {
-		Cases []archCase `json:"cases"`
-	} `json:"reference_dequantized_f32"`
-	TensorChecks map[string]struct {
-		Type   string `json:"type"`
-		SHA256 string `json:"sha256_f32le"`
-	} `json:"dequantized_tensor_checks"`
-}
-
-func (c archCase) logits(t testing.TB, i int) []float32 {
-	b, err := base64.StdEncoding.DecodeString(c.Logits[i])
-	require.NoError(t, err)
-	out := make([]float32, len(b)/4)
-	for j := range out {
-		out[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
-	}
-	return out
-}
-
-func loadArchGolden(t testing.TB, name string) (string, *archGolden) {
-	t.Helper()
-	js := testmodels.Golden(t, "arch/"+name+".json")
-	data, err := os.ReadFile(js)
-	require.NoError(t, err)
-	var g archGolden
-	require.NoError(t, json.Unmarshal(data, &g))
-	require.NotEmpty(t, g.Cases)
-	return strings.TrimSuffix(js, ".json") + ".gguf", &g
-}
-
-// archF32 lists the F32 files with their logit tolerance (README: 0.001,
-// Gemma 0.03 because llama.cpp evaluates GELU through an fp16 table).
-var archF32 = []struct {
-	name string
-	tol  float64
-}{
-	{"llama32", 1e-3}, {"mistral", 1e-3}, {"qwen2", 1e-3}, {"qwen3", 1e-3}, {"phi3", 1e-3},
-	{"gemma2", 0.03}, {"gemma3", 0.03},
-}
-
 // teacherForce feeds prompt+generated[:k-1] in chunks of chunk tokens (0:
 // all at once) and returns the logits at the last k positions.
-func teacherForce(t testing.TB, r *Runner, pool *kvcache.Pool, id kvcache.RequestID, c archCase, k, chunk int) [][]float32 {
+func teacherForce(t testing.TB, r *Runner, pool *kvcache.Pool, id kvcache.RequestID, c testmodels.ArchCase, k, chunk int) [][]float32 {
 	seq := append(append([]int(nil), c.Prompt...), c.Generated[:k-1]...)
 	tab := pool.NewTable(id, "golden")
 	defer func() { require.NoError(t, tab.Release()) }()
@@ -106,22 +47,20 @@ func teacherForce(t testing.TB, r *Runner, pool *kvcache.Pool, id kvcache.Reques
 	return out
 }
 
-func maxDiff(t testing.TB, got [][]float32, c archCase) float64 {
-	worst := 0.0
-	for i := range got {
-		worst = math.Max(worst, maxAbsDiff(got[i], c.logits(t, i)))
-	}
-	return worst
+func maxDiff(t testing.TB, got [][]float32, c testmodels.ArchCase) float64 {
+	d, err := c.MaxAbsDiff(got)
+	require.NoError(t, err)
+	return d
 }
 
 // TestGoldenArchF32 checks every F32 golden file: 32 greedy tokens equal
 // llama.cpp's, and the teacher-forced logits are within the README's
 // tolerance, with the prompt prefilled whole and in chunks of 1 and 7.
 func TestGoldenArchF32(t *testing.T) {
-	for _, m := range archF32 {
-		t.Run(m.name, func(t *testing.T) {
-			path, g := loadArchGolden(t, m.name)
-			w, f, err := LoadGGUF(path)
+	for _, m := range testmodels.ArchF32 {
+		t.Run(m.Name, func(t *testing.T) {
+			g := testmodels.LoadArchGolden(t, m.Name)
+			w, f, err := LoadGGUF(g.Model)
 			require.NoError(t, err)
 			defer f.Close()
 			require.Equal(t, g.Arch, w.Config.Arch)
@@ -134,15 +73,13 @@ func TestGoldenArchF32(t *testing.T) {
 				id++
 				require.Equal(t, c.Generated, got, "case %d greedy", ci)
 				for _, chunk := range []int{0, 1, 7} {
-					d := maxDiff(t, teacherForce(t, r, pool, id, c, len(c.Logits), chunk), c)
+					d := maxDiff(t, teacherForce(t, r, pool, id, c, len(c.Logits64), chunk), c)
 					id++
 					t.Logf("case %d chunk %d: max |dlogit| %.3g", ci, chunk, d)
-					require.LessOrEqual(t, d, m.tol, "case %d chunk %d", ci, chunk)
+					require.LessOrEqual(t, d, m.Tol, "case %d chunk %d", ci, chunk)
 				}
 			}
 			require.Equal(t, pool.Pages(), pool.FreePages())
 		})
 	}
 }
-
-var _ = fmt.Sprint

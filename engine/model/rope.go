@@ -109,6 +109,7 @@ func ropes(c Config, factors []float32) ([]*Rope, []int) {
 	return out, per
 }
 
-// Ropes is ropes for the GPU runner: the distinct RoPE configurations of w
-// and the index each layer uses.
-func Ropes(w *Weights) ([]*Rope, []int) { return ropes(w.Config, w.RopeFreqs) }
+// Ropes returns the distinct RoPE configurations of a model (per-layer
+// bases and scaling of c.Block, frequency factors such as Weights.RopeFreqs
+// or nil) and, per layer, the index of the one it uses.
+func Ropes(c Config, factors []float32) ([]*Rope, []int) { return ropes(c, factors) }
