@@ -358,7 +358,7 @@ func (r *Runner) ensureRope(n int) error {
 // scratch layout, in bytes, for n rows.
 type layout struct {
 	x, xh, qkv, att, gu, hh, lx, logits, arg, tmp int64
-	total                                    int64
+	total                                         int64
 }
 
 func (r *Runner) layoutFor(n, m int) layout {
