@@ -107,11 +107,11 @@ const quantNativeTol = 0.25
 //     greedy tokens equal.
 //
 // Under the race detector (which slows the plain-Go K-quant paths tenfold)
-// only Q8_0 and Q4_0 run; scripts/test.sh runs all types without it.
+// only Q8_0 runs; scripts/test.sh runs all types without it.
 func TestGoldenArchQuant(t *testing.T) {
 	for _, typ := range testmodels.ArchQuantTypes {
 		t.Run(typ, func(t *testing.T) {
-			if testmodels.Race && typ != "Q8_0" && typ != "Q4_0" {
+			if testmodels.Race && typ != "Q8_0" {
 				t.Skip("numerics only; run without -race (scripts/test.sh does)")
 			}
 			g := testmodels.LoadArchGolden(t, "llama32."+typ)
