@@ -68,6 +68,16 @@ func TestFromGGUFFusedPhi3(t *testing.T) {
 	require.Same(t, &up.Data[64*row], &l.Up.Data[0])
 	require.Equal(t, []int{64, 64}, []int{l.Gate.Rows, l.Up.Rows})
 
+	// LongRoPE (128k files) is refused by name.
+	lr := newTinyModel().asArch("phi3")
+	lr.drop("blk.0.attn_q.weight").drop("blk.0.attn_k.weight").drop("blk.0.attn_v.weight").drop("blk.0.ffn_gate.weight")
+	lr.tensor("blk.0.attn_qkv.weight").dims = []uint64{32, 32 + 16 + 16}
+	lr.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 2 * 64}
+	lr.tensor("rope_factors_long.weight").dims = []uint64{4}
+	_, err = lr.load(t)
+	require.ErrorIs(t, err, ErrUnsupported)
+	require.ErrorContains(t, err, "rope scaling type longrope (tensor rope_factors_long.weight")
+
 	// The fused tensor is required; a separate one is refused as unused.
 	m.tensor("blk.0.attn_q.weight").dims = []uint64{32, 32}
 	_, err = m.load(t)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -206,6 +207,9 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	// A tensor nothing reads would silently change the results if ignored
 	// (an FFN bias, LongRoPE factors, a fused tensor of another layout).
 	for _, t := range f.Tensors {
+		if strings.HasPrefix(t.Name, "rope_factors_") {
+			return nil, fmt.Errorf("%w: rope scaling type longrope (tensor %s, as in 128k Phi-3/3.5 and Phi-4-mini files)", ErrUnsupported, t.Name)
+		}
 		if !g.used[t.Name] {
 			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the %s block this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims, name)
 		}
