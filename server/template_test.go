@@ -289,7 +289,7 @@ func TestCompletionsParseSpecial(t *testing.T) {
 // template with their keys in the request's order (tojson shows it, as
 // transformers does).
 func TestApplyTemplateTools(t *testing.T) {
-	const tmpl = `{{ tools|tojson }}{% for m in messages %}|{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function|tojson }}{% else %}{{ m.content }}{% endif %}{% endfor %}`
+	const tmpl = `{{ tools|tojson }}{% for m in messages %}|{{ m.role }}:{% if m.tool_calls %}{{ m.content is none }}{{ m.tool_calls[0].function|tojson }}{% else %}{{ m.content }}{% endif %}{% endfor %}`
 	ts := chatServer(t, engine.Config{ChatTemplate: tmpl}, sep, model.SyntheticVocab)
 	body := `{"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object","required":["q"]}}}],` +
 		`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{\"q\":1}"}}]},` +
@@ -301,5 +301,5 @@ func TestApplyTemplateTools(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	require.Equal(t, `[{"type": "function", "function": {"name": "get", "parameters": {"type": "object", "required": ["q"]}}}]`+
-		`|user:hi|assistant:{"name": "get", "arguments": "{\"q\":1}"}|tool:42`, out.Prompt)
+		`|user:hi|assistant:True{"name": "get", "arguments": "{\"q\":1}"}|tool:42`, out.Prompt)
 }

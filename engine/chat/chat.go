@@ -49,7 +49,8 @@ func (e *RaiseError) Error() string { return "chat template raised: " + e.Messag
 func (e *RaiseError) Unwrap() error { return ErrRaised }
 
 // Message is one turn of a conversation. Role and Content become the
-// message's "role" and "content"; Extra carries any other fields a template
+// message's "role" and "content" (an Extra "content" replaces it, e.g. nil
+// for a JSON null); Extra carries any other fields a template
 // may read (tool_calls, tool_call_id, name, reasoning_content): decoded JSON
 // (map[string]any, []any, string, float64, bool, nil) or, to keep the order
 // of object keys as Python does, json.RawMessage.
