@@ -62,6 +62,9 @@ func (Bytes) EOG() []int        { return []int{bytesEOS} }
 func (Bytes) AddBOS() bool      { return true }
 func (Bytes) AddEOS() bool      { return false }
 
+// DroppedBytes is always 0: every byte has a token.
+func (Bytes) DroppedBytes() uint64 { return 0 }
+
 // Lookup returns the id of "<unk>", "<s>", "</s>" or "<0xNN>".
 func (b Bytes) Lookup(piece string) (int, bool) {
 	switch piece {

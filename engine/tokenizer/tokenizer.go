@@ -1,7 +1,9 @@
-// Package tokenizer owns the mapping between text and token IDs:
-// SentencePiece-style BPE (llama2.c tokenizer files and GGUF
-// tokenizer.ggml.model = "llama") and GPT-2 byte-level BPE (GGUF
-// tokenizer.ggml.model = "gpt2", Llama 3 style).
+// Package tokenizer owns the mapping between text and token IDs, following
+// llama.cpp: SentencePiece-style BPE (llama2.c tokenizer files and GGUF
+// tokenizer.ggml.model = "llama") and byte-level BPE (GGUF
+// tokenizer.ggml.model = "gpt2") with every pre-tokenizer llama.cpp knows
+// (tokenizer.ggml.pre), special and user-defined tokens cut out of the text
+// first, the end-of-generation set, and add_bos/add_eos policy.
 package tokenizer
 
 // Options controls Encode.
@@ -45,6 +47,10 @@ type Tokenizer interface {
 	// (as Piece returns it), of any token type: the chat template's
 	// bos_token and eos_token, "<|im_end|>", ...
 	Lookup(piece string) (int, bool)
+	// DroppedBytes counts the input bytes, since the tokenizer was built,
+	// that had no token and were left out, as llama.cpp leaves them out
+	// (falcon has no token for \v).
+	DroppedBytes() uint64
 }
 
 // Token types as stored in GGUF tokenizer.ggml.token_type (llama.cpp's

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,4 +36,34 @@ func TestEOGAndBOSPolicy(t *testing.T) {
 	id, ok = b.Lookup("<0x41>")
 	require.True(t, ok)
 	require.Equal(t, int('A')+bytesOffset, id)
+}
+
+// TestConcurrentEncodeBPE runs one tokenizer from several goroutines (run
+// with -race): Encode keeps no shared mutable state but the drop counter.
+func TestConcurrentEncodeBPE(t *testing.T) {
+	tok, cases := loadVocab(t, "falcon")
+	want := make([][]int, len(cases))
+	for i, c := range cases {
+		want[i], _ = tok.Encode(c.text, Options{})
+	}
+	done := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for i, c := range cases {
+				got, err := tok.Encode(c.text, Options{})
+				if err != nil {
+					done <- err
+					return
+				}
+				if len(got) != len(want[i]) {
+					done <- fmt.Errorf("%q: %d tokens, want %d", c.text, len(got), len(want[i]))
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		require.NoError(t, <-done)
+	}
 }
