@@ -1,8 +1,10 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
-// ever reads KV data it did not write, or that was not shared with it as an
-// immutable prefix of its own tenant.
+// paged KV cache, and keeps the isolation contract: no request ever reads
+// KV data it did not write, or that was not shared with it as an immutable
+// prefix of its own tenant. The contract's ten rules, which the code cites
+// as "invariant N", are written out in docs/ISOLATION.md in the
+// repository.
 package engine
 
 import (
