@@ -11,10 +11,11 @@
 //	srv := server.New(server.Options{Engine: eng, ModelID: "stories"})
 //	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
 //
-// Isolation rules it keeps: the tenant of a request comes only from its
-// authenticated API key (invariant 9); a client disconnect cancels the
-// request's context, which aborts it in the engine (invariant 8); and a
-// request that fails is never answered with a 200 carrying a partial body.
+// Isolation rules it keeps (see docs/ISOLATION.md): the tenant of a
+// request comes only from its authenticated API key (invariant 9); a client
+// disconnect cancels the request's context, which aborts it in the engine
+// (invariant 8); and a request that fails is never answered with a 200
+// carrying a partial body.
 // Non-streaming responses are written only after the engine finished the
 // request cleanly; streaming responses send their header only with the
 // first text, so an admission or early failure gets a proper 4xx/5xx, and a
