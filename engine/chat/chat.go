@@ -223,6 +223,9 @@ func (t *Template) Render(in Input) (out string, err error) {
 	vals["add_generation_prompt"] = jinja.NewBool(in.AddGenerationPrompt)
 	vals["bos_token"] = jinja.NewString(in.BOSToken)
 	vals["eos_token"] = jinja.NewString(in.EOSToken)
+	// transformers passes tools and documents as None when there are none
+	// (so "tools is defined" holds and "tools is none" tells).
+	vals["tools"], vals["documents"] = jinja.None(), jinja.None()
 	if len(in.Tools) > 0 {
 		v, err := value(in.Tools)
 		if err != nil {

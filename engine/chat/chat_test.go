@@ -164,6 +164,7 @@ func TestRenderFeatures(t *testing.T) {
 		{"extra fields", "{{ messages[0].tool_calls[0].name }}", "f",
 			Input{Messages: []Message{{Role: "assistant", Extra: map[string]any{"tool_calls": []any{map[string]any{"name": "f"}}}}}}},
 		{"bos eos", "{{ bos_token }}x{{ eos_token }}", "<s>x</s>", Input{BOSToken: "<s>", EOSToken: "</s>"}},
+		{"no tools is none, as transformers passes it", "{{ tools is defined }} {{ tools is none }} {{ documents is none }}", "True True True", Input{}},
 		{"generation prompt", "{% if add_generation_prompt %}G{% endif %}", "G", Input{AddGenerationPrompt: true}},
 		{"strftime", "{{ strftime_now('%d %b %Y|%B %d, %Y|%Y-%m-%d|%-d') }}", "02 Dec 2026|December 02, 2026|2026-12-02|2", Input{Now: pinned}},
 		{"vars", "{{ enable_thinking }}", "False", Input{Vars: map[string]any{"enable_thinking": false}}},
