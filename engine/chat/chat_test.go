@@ -132,6 +132,20 @@ func TestSetSelectsNamedTemplates(t *testing.T) {
 	_, err = s.Select("rag", false)
 	require.ErrorIs(t, err, ErrNoTemplate)
 	require.ErrorContains(t, err, "tool_use")
+
+	// A broken named template is left out; the default still works.
+	s, err = NewSet("ok", map[string]string{"rag": "{% for %}"})
+	require.NoError(t, err)
+	_, err = s.Select("rag", false)
+	require.ErrorIs(t, err, ErrSyntax)
+	require.ErrorContains(t, err, "tokenizer.chat_template.rag")
+	tm, err := s.Select("", false)
+	require.NoError(t, err)
+	out, err := tm.Render(Input{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", out)
+	_, err = NewSet("{% for %}", nil)
+	require.ErrorIs(t, err, ErrSyntax)
 }
 
 func TestRaiseExceptionIsTyped(t *testing.T) {
