@@ -36,7 +36,7 @@ var (
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.
 type PromptTooLongError struct {
-	Requested int // prompt tokens plus max new tokens, or prompt tokens alone when that already exceeds
+	Requested int // prompt tokens plus max new tokens (the default when the request set none)
 	Limit     int // MaxContext
 	Prompt    int // prompt tokens
 }
@@ -90,6 +90,9 @@ type Runner interface {
 	Forward(b *model.Batch) error
 }
 
+// MaxThreads bounds Config.Threads (each thread is a worker goroutine).
+const MaxThreads = 1024
+
 // Config configures an Engine. The zero value of each field picks a default;
 // New validates everything and refuses contradictions (invariant 1).
 type Config struct {
@@ -105,6 +108,14 @@ type Config struct {
 	NewRunner func(pool *kvcache.Pool) (Runner, error)
 
 	Device string // "auto" (default), "cpu" or "cuda"
+
+	// Threads is the number of compute threads of the CPU forward pass
+	// (the caller's goroutine included); 0 means the physical cores
+	// (ml.PhysicalCores). The CPU worker pool is process-wide: New applies
+	// the setting to it, so with several engines in one process the most
+	// recently opened one's setting holds for all of them. At most
+	// MaxThreads.
+	Threads int
 
 	PageSize int   // tokens per KV page (default 16)
 	KVPages  int   // pool size in pages; or

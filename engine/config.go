@@ -10,6 +10,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/device/cpu"
 	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
@@ -52,6 +53,10 @@ func checkFields(c *Config) error {
 		return invalid("max sequences %d is negative", c.MaxSeqs)
 	case c.MaxQueue < 0:
 		return invalid("max queue %d is negative", c.MaxQueue)
+	case c.Threads < 0:
+		return invalid("threads %d is negative (0 = the physical cores)", c.Threads)
+	case c.Threads > MaxThreads:
+		return invalid("threads %d exceeds %d", c.Threads, MaxThreads)
 	case c.TenantQuota < 0:
 		return invalid("tenant quota %d is negative", c.TenantQuota)
 	case c.HostTierBytes < 0:
@@ -84,6 +89,9 @@ func checkFields(c *Config) error {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.Threads == 0 {
+		c.Threads = ml.PhysicalCores()
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
@@ -74,6 +75,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	ml.SetThreads(r.cfg.Threads)
 	e := &Engine{
 		cfg: r.cfg, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
 		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,

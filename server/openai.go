@@ -271,7 +271,7 @@ type params struct {
 	minP          float64
 	repeatPenalty float64 // 1: off
 	repeatLastN   int
-	seed          uint64
+	seed          *uint64 // nil: no seed given (the engine picks one)
 	stop          []string
 	stream        bool
 	includeUsage  bool
@@ -372,7 +372,8 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		return p, e
 	}
 	if s.Seed != nil {
-		p.seed = uint64(*s.Seed)
+		v := uint64(*s.Seed)
+		p.seed = &v
 	}
 	if s.N != nil && *s.N != 1 {
 		return p, badRequest("n", "unsupported_value", "n must be 1, got %d", *s.N)

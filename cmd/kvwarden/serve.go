@@ -23,6 +23,7 @@ type serveFlags struct {
 	common      cli.Common
 	addr        string
 	apiKeys     string
+	pubMetrics  bool
 	modelName   string
 	maxQueue    int
 	tenantQuota int
@@ -39,6 +40,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	f.common.Register(fs)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&f.apiKeys, "api-keys", "", "API key `file`: one \"KEY TENANT\" per line; the tenant comes only from the key (default: no auth, one tenant \"default\")")
+	fs.BoolVar(&f.pubMetrics, "public-metrics", false, "serve /metrics without an API key even with --api-keys (the metrics aggregate every tenant's traffic)")
 	fs.StringVar(&f.modelName, "model-name", "", "model `id` clients send and /v1/models reports (default: the model file's base name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 0, "waiting requests before new ones get 429 (default 1024)")
 	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429 (default 0: unlimited)")
@@ -101,6 +103,9 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if f.common.KVChecksum == "off" {
+		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
+	}
 
 	cfg := f.common.EngineConfig()
 	cfg.MaxQueue = f.maxQueue
@@ -124,7 +129,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		model = f.common.ModelName()
 	}
 	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
-		CORSOrigins: f.corsOrigins})
+		PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -132,6 +137,9 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
 	if keys != nil {
 		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
+		if f.pubMetrics {
+			auth += "; /metrics is public (--public-metrics)"
+		}
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
 		"chat_template", chatTemplate)

@@ -39,6 +39,10 @@ ERR_INTERNAL = -7
 ERR_TIMEOUT = -8
 ERR_BUFFER_TOO_SMALL = -9
 ERR_IO = -10
+ERR_FORKED = -12
+
+# kvw_request_params.seed: no fixed seed (KVW_SEED_RANDOM)
+SEED_RANDOM = (1 << 64) - 1
 
 # kvw_finish_reason
 FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "abort", 4: "error", 5: "rejected"}
@@ -91,6 +95,8 @@ class kvw_engine_params(Structure):
         ("log_callback", LOG_CALLBACK),
         ("log_user_data", c_void_p),
         ("chat_template", c_char_p),  # v2
+        ("n_threads", c_int32),  # v3
+        ("reserved0", c_int32),
     ]
 
 

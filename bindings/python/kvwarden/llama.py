@@ -267,9 +267,9 @@ class Llama:
         if n_ctx:
             params["max_context"] = n_ctx
         if n_threads is not None:
-            if not hasattr(_lib.kvw_engine_params, "threads"):
+            if not hasattr(_lib.kvw_engine_params, "n_threads"):
                 raise NotImplementedError("n_threads is not supported by this libkvwarden")
-            params["threads"] = n_threads
+            params["n_threads"] = n_threads
         if n_gpu_layers is not None and "device" not in params:
             params["device"] = "cpu" if n_gpu_layers == 0 else "auto"
         log = None
@@ -341,7 +341,7 @@ class Llama:
             if not isinstance(seed, int) or isinstance(seed, bool):
                 raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
             return seed
-        # Never 0: whatever 0 means to the library, these seeds are fixed.
+        # Fixed seeds drawn from the Llama's own generator.
         return self._rng.getrandbits(63) | 1
 
     def _start(self, prompt: str, max_tokens: Optional[int], temperature: float, top_p: float,
