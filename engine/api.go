@@ -1,8 +1,10 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
-// ever reads KV data it did not write, or that was not shared with it as an
-// immutable prefix of its own tenant.
+// paged KV cache, and keeps the isolation contract: no request ever reads
+// KV data it did not write, or that was not shared with it as an immutable
+// prefix of its own tenant. The contract's ten rules, which the code cites
+// as "invariant N", are written out in docs/ISOLATION.md in the
+// repository.
 package engine
 
 import (
@@ -20,15 +22,20 @@ import (
 // Errors callers must tell apart. Returned errors wrap one of these; use
 // errors.Is. Rejections happen at admission, before any page is allocated.
 var (
-	ErrPromptTooLong = errors.New("prompt too long")
-	ErrEmptyPrompt   = errors.New("empty prompt")
-	ErrInvalidParams = errors.New("invalid parameters")
-	ErrQuotaExceeded = errors.New("tenant quota exceeded")
-	ErrOverloaded    = errors.New("engine overloaded")
-	ErrClosed        = errors.New("engine closed")
-	ErrAborted       = errors.New("request aborted")
-	ErrNotFound      = errors.New("request not found")
-	ErrIsolation     = kvcache.ErrIsolation
+	ErrPromptTooLong  = errors.New("prompt too long")
+	ErrEmptyPrompt    = errors.New("empty prompt")
+	ErrInvalidParams  = errors.New("invalid parameters")
+	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
+	ErrOverloaded     = errors.New("engine overloaded")
+	ErrClosed         = errors.New("engine closed")
+	ErrAborted        = errors.New("request aborted")
+	ErrNotFound       = errors.New("request not found")
+	ErrIsolation      = kvcache.ErrIsolation
+	ErrNotImplemented = errors.New("not implemented")
+	// ErrUnsupported: the model file is readable but describes something
+	// the engine cannot run (architecture, tensor type, RoPE scaling type,
+	// a missing or unexpected tensor). It is model.ErrUnsupported.
+	ErrUnsupported = model.ErrUnsupported
 	// ErrStepFailed ends the requests of a forward step that failed as a
 	// whole (e.g. a device error); the details are in the engine's log.
 	ErrStepFailed = errors.New("forward step failed")
