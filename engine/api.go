@@ -30,6 +30,10 @@ var (
 	ErrNotFound       = errors.New("request not found")
 	ErrIsolation      = kvcache.ErrIsolation
 	ErrNotImplemented = errors.New("not implemented")
+	// ErrUnsupported: the model file is readable but describes something
+	// the engine cannot run (architecture, tensor type, RoPE scaling type,
+	// a missing or unexpected tensor). It is model.ErrUnsupported.
+	ErrUnsupported = model.ErrUnsupported
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.

@@ -61,6 +61,12 @@ plain_pkgs=$(go list ./... | grep -E '/engine/ml$|/engine/model/gguf$|/engine/to
 step "go test -race (concurrent packages)"
 go test -race -count=1 -timeout 15m $race_pkgs
 
+# The llama.cpp golden tests of every architecture and quantization, whose
+# quantized files skip under the race detector (numerics only; the plain-Go
+# K-quant products are ten times slower there).
+step "go test (golden/arch numerics, without -race)"
+go test -count=1 -timeout 10m -run 'TestGoldenArch' ./engine/model/ ./engine/
+
 if [ -n "$plain_pkgs" ]; then
   step "go test (numeric and parsing packages)"
   go test -count=1 -timeout 10m $plain_pkgs

@@ -26,6 +26,7 @@ from ._lib import lib
 __all__ = [
     "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
+    "UnsupportedModelError",
     "version", "library_path",
 ]
 
@@ -88,12 +89,19 @@ class ModelLoadError(KvwardenError, OSError):
     """The model or tokenizer could not be read."""
 
 
+class UnsupportedModelError(KvwardenError):
+    """The model file is readable but describes something kvwarden cannot
+    run: its architecture, a tensor type, its RoPE scaling type, or a tensor
+    missing or unexpected for its architecture (the message names it)."""
+
+
 _ERRORS = {
     _lib.ERR_ABORTED: AbortedError,
     _lib.ERR_ISOLATION: IsolationError,
     _lib.ERR_NOT_FOUND: NotFoundError,
     _lib.ERR_CLOSED: ClosedError,
     _lib.ERR_IO: ModelLoadError,
+    _lib.ERR_UNSUPPORTED: UnsupportedModelError,
 }
 
 

@@ -39,6 +39,7 @@ ERR_INTERNAL = -7
 ERR_TIMEOUT = -8
 ERR_BUFFER_TOO_SMALL = -9
 ERR_IO = -10
+ERR_UNSUPPORTED = -11
 
 # kvw_finish_reason
 FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "abort", 4: "error", 5: "rejected"}
