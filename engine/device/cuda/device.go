@@ -203,7 +203,7 @@ func (d *Device) init() error {
 		return err
 	}
 	var err error
-	if d.params, err = d.hostAlloc(paramBytes + 8*paramPtrs); err != nil {
+	if d.params, err = d.hostAlloc(paramBytes + 8*paramPtrs + paramPtrs); err != nil {
 		return err
 	}
 	if d.staging, err = d.hostAlloc(stagingBytes); err != nil {
@@ -592,6 +592,13 @@ func (d *Device) launch(name string, grid, block Dim3, shmem int, stream uintptr
 	ptrs := unsafe.Slice((*uint64)(unsafe.Add(d.params, paramBytes)), paramPtrs)
 	if _, err := args.encode(vals, ptrs, uint64(uintptr(d.params))); err != nil {
 		return fmt.Errorf("%w (kernel %s)", err, name)
+	}
+	if s := drv.standIn; s != nil {
+		// The stand-in checks the argument sizes against the PTX (C memory:
+		// the byte after the pointer array).
+		sizes := unsafe.Slice((*byte)(unsafe.Add(d.params, paramBytes+8*paramPtrs)), paramPtrs)
+		copy(sizes, args.size)
+		s.argSizes(&sizes[0], uint32(len(args.size)))
 	}
 	if shmem >= 48<<10 {
 		if err := d.api.check("cuFuncSetAttribute", d.api.cuFuncSetAttribute(f, cuFuncAttrMaxDynamicSharedSize, int32(shmem))); err != nil {
