@@ -77,6 +77,18 @@ if go list ./engine/model/gguf >/dev/null 2>&1 && grep -q 'func FuzzParse' engin
   go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 15s ./engine/model/gguf
 fi
 
+# ---- CUDA without a GPU ------------------------------------------------------
+# The host side of every TestGPU* through the driver stand-in (a host-only
+# libcuda/cuBLAS built by the tests: launches checked against the PTX, sm_90
+# limits, live pointers, current context, pinned async copies), and the PTX
+# assembled by NVIDIA's ptxas where it can be fetched.
+step "CUDA stand-in: TestGPU* without a GPU"
+KVWARDEN_CUDA_STANDIN=1 go test -count=1 -timeout 5m -run 'TestGPU|TestStandIn' \
+  ./engine/device/cuda ./engine/model/gpu ./engine
+
+step "PTX: current and assembled by ptxas"
+bash "$root/scripts/check-ptx.sh"
+
 # ---- embedding surfaces ----------------------------------------------------
 if [ -f "$root/scripts/test-embed.sh" ]; then
   step "C API, ctest and Python bindings"

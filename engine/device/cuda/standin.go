@@ -12,6 +12,7 @@ import (
 // argument sizes, which the stand-in checks against the PTX.
 type standInAPI struct {
 	violations func() int64
+	take       func() int64
 	queued     func() int64
 	argSizes   func(sizes *byte, n uint32)
 	failLaunch func(kernel *byte, nth int32)
@@ -23,7 +24,8 @@ func bindStandIn(h uintptr) *standInAPI {
 	}
 	s := &standInAPI{}
 	if err := bindAll(h, map[string]any{
-		"kvw_standin_violations": &s.violations, "kvw_standin_queued": &s.queued,
+		"kvw_standin_violations": &s.violations, "kvw_standin_take_violations": &s.take,
+		"kvw_standin_queued":    &s.queued,
 		"kvw_standin_arg_sizes": &s.argSizes, "kvw_standin_fail_launch": &s.failLaunch,
 	}); err != nil {
 		return nil
@@ -46,6 +48,15 @@ func StandInViolations() int {
 		return 0
 	}
 	return int(drv.standIn.violations())
+}
+
+// StandInTakeViolations returns the violation count and resets it (tests
+// that provoke violations on purpose).
+func StandInTakeViolations() int {
+	if !StandIn() {
+		return 0
+	}
+	return int(drv.standIn.take())
 }
 
 // StandInQueued is the number of operations queued on the stand-in's

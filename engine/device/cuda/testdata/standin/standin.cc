@@ -316,6 +316,12 @@ long kvw_standin_violations(void) {
   LOCK;
   return violations;
 }
+long kvw_standin_take_violations(void) {
+  LOCK;
+  long n = violations;
+  violations = 0;
+  return n;
+}
 long kvw_standin_queued(void) {
   LOCK;
   long n = (long)nullStream.ops.size();

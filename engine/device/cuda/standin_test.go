@@ -1,0 +1,95 @@
+package cuda
+
+import (
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestStandInCatches provokes each mistake the stand-in exists to catch and
+// checks that the call fails and a violation is counted. It runs only with
+// KVWARDEN_CUDA_STANDIN=1 (scripts/test.sh does that).
+func TestStandInCatches(t *testing.T) {
+	if !StandIn() {
+		t.Skip("runs against the CUDA stand-in only (KVWARDEN_CUDA_STANDIN=1)")
+	}
+	d, err := Default()
+	require.NoError(t, err)
+	buf, err := d.Alloc(4096)
+	require.NoError(t, err)
+	defer d.Free(buf)
+	h, err := d.HostAlloc(4096)
+	require.NoError(t, err)
+	defer h.Free()
+
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"too few arguments", func() error {
+			var a Args
+			a.Ptr(buf.Ptr).Ptr(buf.Ptr)
+			return d.Launch("kv_add", Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, &a)
+		}},
+		{"4-byte argument where the PTX has 8", func() error {
+			var a Args
+			a.Ptr(buf.Ptr).I32(16).U32(0)
+			return d.Launch("kv_fill32", Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, &a)
+		}},
+		{"pointer outside every allocation", func() error {
+			var a Args
+			a.Ptr(0x1000).I64(16).U32(0) // never mapped
+			return d.Launch("kv_fill32", Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, &a)
+		}},
+		{"block over 1024 threads", func() error {
+			var a Args
+			a.Ptr(buf.Ptr).I64(16).U32(0)
+			return d.Launch("kv_fill32", Dim3{1, 1, 1}, Dim3{64, 32, 1}, 0, &a)
+		}},
+		{"grid.y over 65535", func() error {
+			var a Args
+			a.Ptr(buf.Ptr).I64(16).U32(0)
+			return d.Launch("kv_fill32", Dim3{1, 70000, 1}, Dim3{32, 1, 1}, 0, &a)
+		}},
+		{"dynamic shared memory over 227 KiB", func() error {
+			var a Args
+			a.Ptr(buf.Ptr).I64(16).U32(0)
+			return d.Launch("kv_fill32", Dim3{1, 1, 1}, Dim3{32, 1, 1}, 228<<10, &a)
+		}},
+		{"asynchronous copy from pageable memory", func() error {
+			src := make([]byte, 64)
+			return d.Do(func() error {
+				return d.api.check("cuMemcpyHtoDAsync", d.api.cuMemcpyHtoDAsync(buf.Ptr, unsafe.Pointer(&src[0]), 64, d.compute))
+			})
+		}},
+		{"copy past the end of an allocation", func() error {
+			return d.Do(func() error {
+				return d.api.check("cuMemcpyHtoDAsync", d.api.cuMemcpyHtoDAsync(buf.Ptr+4000, h.p, 200, d.compute))
+			})
+		}},
+		{"call on a thread without the context", func() error {
+			errc := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				var p uint64
+				errc <- d.api.check("cuMemAlloc", d.api.cuMemAlloc(&p, 64))
+			}()
+			return <-errc
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Error(t, tc.call())
+			require.Equal(t, 1, StandInTakeViolations(), "one violation counted")
+		})
+	}
+	// A correct launch passes and counts nothing.
+	var a Args
+	a.Ptr(buf.Ptr).I64(16).U32(7)
+	require.NoError(t, d.Launch("kv_fill32", Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, &a))
+	require.NoError(t, d.Sync())
+	require.Zero(t, StandInTakeViolations())
+	require.Zero(t, StandInQueued())
+}
