@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -154,6 +155,9 @@ func (a *Arena) Fill(off, n int64, word uint32) error {
 	})
 }
 
+// maxGridY is the largest grid.y (and grid.z) of a launch.
+const maxGridY = 65535
+
 // ScrubPages fills whole pages (page i at pages[i]*pageBytes) with word in
 // one kernel; pageBytes must be a multiple of 4.
 func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) error {
@@ -179,13 +183,19 @@ func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) error {
 		if err := q.Upload(idx.Ptr, unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 4*len(pages))); err != nil {
 			return err
 		}
+		// The kernel takes page i from blockIdx.y, and grid.y is at most
+		// 65,535: launch the list in chunks of that many pages.
 		var args Args
 		words := pageBytes / 4
-		args.Ptr(a.buf.Ptr).Ptr(idx.Ptr).I64(words).U32(word)
-		g := Grid1D(words, 256, 64)
-		g.Y = uint32(len(pages))
-		if err := q.Launch("kv_scrub_pages", g, Dim3{256, 1, 1}, 0, &args); err != nil {
-			return err
+		for start := 0; start < len(pages); start += maxGridY {
+			n := min(maxGridY, len(pages)-start)
+			args.Reset()
+			args.Ptr(a.buf.Ptr).Ptr(idx.Ptr + 4*uint64(start)).I64(words).U32(word)
+			g := Grid1D(words, 256, 64)
+			g.Y = uint32(n)
+			if err := q.Launch("kv_scrub_pages", g, Dim3{256, 1, 1}, 0, &args); err != nil {
+				return errors.Join(err, q.Sync()) // idx is freed on return
+			}
 		}
 		return q.Sync()
 	})

@@ -93,3 +93,34 @@ func TestStandInCatches(t *testing.T) {
 	require.Zero(t, StandInTakeViolations())
 	require.Zero(t, StandInQueued())
 }
+
+// TestGPUScrubManyPages scrubs more pages than a grid has rows (grid.y is
+// at most 65,535): every page is scrubbed and the pages not listed are not.
+func TestGPUScrubManyPages(t *testing.T) {
+	d := gpuOrSkip(t)
+	const pages, pageBytes = 70_000, 16
+	a, err := d.NewArena((pages + 2) * pageBytes)
+	require.NoError(t, err)
+	defer a.Free()
+	src := make([]byte, (pages+2)*pageBytes)
+	for i := range src {
+		src[i] = 0xA5
+	}
+	require.NoError(t, a.Upload(0, src))
+	list := make([]uint32, pages)
+	for i := range list {
+		list[i] = uint32(pages - i) // pages 1..70000, in reverse
+	}
+	require.NoError(t, a.ScrubPages(list, pageBytes, 0x7fc00000))
+	got := make([]byte, len(src))
+	require.NoError(t, a.Download(got, 0))
+	require.Equal(t, src[:pageBytes], got[:pageBytes], "page 0 is not in the list")
+	require.Equal(t, src[(pages+1)*pageBytes:], got[(pages+1)*pageBytes:], "the last page is not in the list")
+	for p := 1; p <= pages; p++ {
+		for i := p * pageBytes; i < (p+1)*pageBytes; i += 4 {
+			if got[i] != 0 || got[i+1] != 0 || got[i+2] != 0xc0 || got[i+3] != 0x7f {
+				t.Fatalf("page %d not scrubbed at byte %d", p, i)
+			}
+		}
+	}
+}
