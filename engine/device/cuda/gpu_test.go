@@ -134,6 +134,7 @@ func TestGPUDeviceInfo(t *testing.T) {
 	maj, min := d.ComputeCapability()
 	p, err := d.BLAS()
 	t.Logf("%s, compute capability %d.%d, %d SMs, %d MiB; driver %s; cuBLAS %s %v", d.Name(), maj, min, d.SMs(), d.TotalMem()>>20, DriverPath(), p, err)
+	t.Logf("module: %s", d.Module())
 	require.GreaterOrEqual(t, maj, 8)
 }
 

@@ -16,6 +16,7 @@ type standInAPI struct {
 	queued     func() int64
 	argSizes   func(sizes *byte, n uint32)
 	failLaunch func(kernel *byte, nth int32)
+	rejectPTX  func(on int32)
 }
 
 func bindStandIn(h uintptr) *standInAPI {
@@ -27,6 +28,7 @@ func bindStandIn(h uintptr) *standInAPI {
 		"kvw_standin_violations": &s.violations, "kvw_standin_take_violations": &s.take,
 		"kvw_standin_queued":    &s.queued,
 		"kvw_standin_arg_sizes": &s.argSizes, "kvw_standin_fail_launch": &s.failLaunch,
+		"kvw_standin_reject_ptx": &s.rejectPTX,
 	}); err != nil {
 		return nil
 	}
@@ -79,4 +81,17 @@ func StandInFailLaunch(kernel string, nth int) {
 	}
 	b := append([]byte(kernel), 0)
 	drv.standIn.failLaunch(&b[0], int32(nth))
+}
+
+// StandInRejectPTX makes the stand-in refuse PTX modules as a driver
+// without libnvidia-ptxjitcompiler does (CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+func StandInRejectPTX(on bool) {
+	if !StandIn() {
+		return
+	}
+	v := int32(0)
+	if on {
+		v = 1
+	}
+	drv.standIn.rejectPTX(v)
 }

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -122,5 +124,55 @@ func TestGPUScrubManyPages(t *testing.T) {
 				t.Fatalf("page %d not scrubbed at byte %d", p, i)
 			}
 		}
+	}
+}
+
+// TestStandInModuleFallback: the embedded PTX first, then the cubin for the
+// GPU's architecture when the driver cannot compile PTX, and
+// KVWARDEN_CUDA_MODULE forcing either. The stand-in's "cubin" is PTX behind
+// an ELF magic number.
+func TestStandInModuleFallback(t *testing.T) {
+	if !StandIn() {
+		t.Skip("runs against the CUDA stand-in only (KVWARDEN_CUDA_STANDIN=1)")
+	}
+	dir := t.TempDir()
+	cubin := filepath.Join(dir, "kvwarden_sm90.cubin")
+	_, sm90 := PTX()
+	require.NoError(t, os.WriteFile(cubin, append(append([]byte("\x7fELF"), sm90...), 0), 0o644))
+
+	open := func(t *testing.T, module, cubinDir string, rejectPTX bool) (string, error) {
+		t.Setenv("KVWARDEN_CUDA_MODULE", module)
+		t.Setenv("KVWARDEN_CUDA_CUBIN_DIR", cubinDir)
+		StandInRejectPTX(rejectPTX)
+		defer StandInRejectPTX(false)
+		d, err := Open(0)
+		if err != nil {
+			return "", err
+		}
+		defer d.Close()
+		return d.Module(), nil
+	}
+	for _, tc := range []struct {
+		name, module, dir string
+		rejectPTX         bool
+		want, wantErr     string
+	}{
+		{"PTX by default", "", dir, false, "embedded PTX (sm_90)", ""},
+		{"cubin when the PTX does not load", "", dir, true, cubin, ""},
+		{"cubin forced", "cubin", dir, false, cubin, ""},
+		{"PTX forced, no JIT", "ptx", dir, true, "", "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
+		{"no JIT and no cubin", "", "", true, "", "KVWARDEN_CUDA_CUBIN_DIR is not set"},
+		{"no JIT, cubin missing", "", t.TempDir(), true, "", "kvwarden_sm90.cubin"},
+		{"bad module kind", "sass", dir, false, "", "want ptx or cubin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := open(t, tc.module, tc.dir, tc.rejectPTX)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
 	}
 }

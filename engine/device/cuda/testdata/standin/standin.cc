@@ -47,6 +47,7 @@ enum : CUresult {
   NOT_INITIALIZED = 3,
   INVALID_IMAGE = 200,
   INVALID_CONTEXT = 201,
+  JIT_COMPILER_NOT_FOUND = 221,
   INVALID_HANDLE = 400,
   NOT_FOUND = 500,
   NOT_READY = 600,
@@ -100,6 +101,7 @@ std::vector<uint8_t> argSizes;
 long violations;
 std::string failKernel;
 int failNth;
+int rejectPTX;
 Stream nullStream;
 
 void violation(const char* fmt, ...) {
@@ -244,6 +246,7 @@ const char* errName(CUresult r) {
     case NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
     case INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
     case INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case JIT_COMPILER_NOT_FOUND: return "CUDA_ERROR_JIT_COMPILER_NOT_FOUND";
     case INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
     case NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
     case NOT_READY: return "CUDA_ERROR_NOT_READY";
@@ -331,6 +334,10 @@ long kvw_standin_queued(void) {
 void kvw_standin_arg_sizes(const uint8_t* sizes, uint32_t n) {
   LOCK;
   argSizes.assign(sizes, sizes + n);
+}
+void kvw_standin_reject_ptx(int on) {
+  LOCK;
+  rejectPTX = on;
 }
 void kvw_standin_fail_launch(const char* kernel, int nth) {
   LOCK;
@@ -605,7 +612,12 @@ CUresult cuEventElapsedTime(float* ms, uintptr_t a, uintptr_t b) {
 CUresult cuModuleLoadDataEx(uintptr_t* m, const void* image, unsigned, void*, void*) {
   LOCK;
   NEED_CTX("cuModuleLoadDataEx");
-  std::string ptx((const char*)image);
+  const char* text = (const char*)image;
+  bool elf = memcmp(text, "\x7f" "ELF", 4) == 0;
+  if (!elf && rejectPTX) return JIT_COMPILER_NOT_FOUND;  // a driver without libnvidia-ptxjitcompiler
+  // A "cubin" for the stand-in is "\x7fELF" followed by NUL-terminated PTX
+  // (it cannot read a real cubin's parameter list).
+  std::string ptx(elf ? text + 4 : text);
   if (ptx.find(".version") == std::string::npos || ptx.find(".target") == std::string::npos) {
     // Not PTX: the stand-in cannot read a cubin's parameter list.
     return INVALID_IMAGE;
