@@ -92,7 +92,11 @@ else
 fi
 [ -f "${KVWARDEN_CUBLAS_LIB:-}" ] && export LD_LIBRARY_PATH=$(dirname "$KVWARDEN_CUBLAS_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export KVWARDEN_TEST_MODELS=$bin/shared/models
-export KVWARDEN_CUDA_PTX_DIR=$bin/ptx
+export KVWARDEN_CUDA_CUBIN_DIR=$bin/cubin
+export KVWARDEN_GOLDEN_ARCH=$(cat "$bin/shared/golden/arch/CARRIED" 2>/dev/null)
+[ -n "$KVWARDEN_GOLDEN_ARCH" ] || unset KVWARDEN_GOLDEN_ARCH
+say "cubins: $(ls "$bin/cubin"/*.cubin 2>/dev/null | xargs -n1 basename 2>/dev/null | tr '\n' ' ')($(cat "$bin/cubin/PTXAS_VERSION" 2>/dev/null || echo 'none: no fallback if the PTX JIT is missing'))"
+say "golden architectures carried: ${KVWARDEN_GOLDEN_ARCH:-none}"
 
 # ---- steps ----------------------------------------------------------------
 # run NAME BUDGET CMD...: runs CMD with at most BUDGET seconds (less when the

@@ -1,6 +1,9 @@
 package gpu
 
 import (
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -79,6 +82,18 @@ func TestGPUGoldenArch(t *testing.T) {
 	}
 	for _, q := range testmodels.ArchQuantTypes {
 		files = append(files, file{"llama32." + q, 1e-3})
+	}
+	// KVWARDEN_GOLDEN_ARCH=name,name,... runs only those files (the GPU
+	// machine gets the subset bench/gpu/build.sh can carry).
+	if only := os.Getenv("KVWARDEN_GOLDEN_ARCH"); only != "" {
+		keep := files[:0]
+		for _, fl := range files {
+			if slices.Contains(strings.Split(only, ","), fl.name) {
+				keep = append(keep, fl)
+			}
+		}
+		require.NotEmpty(t, keep, "KVWARDEN_GOLDEN_ARCH=%s names no golden file", only)
+		files = keep
 	}
 	for _, fl := range files {
 		t.Run(fl.name, func(t *testing.T) {
