@@ -24,7 +24,8 @@
 #
 # Environment: KVWARDEN_CUBLAS_LIB (cuBLAS to use), KVWARDEN_CUDA_LIB (driver),
 # KVWARDEN_CUDA_MODULE (ptx or cubin: force the module kind),
-# KVWARDEN_CHECK_DEADLINE (seconds), KVWARDEN_CHECK_NO_BENCH=1 (skip the benchmark).
+# KVWARDEN_CHECK_DEADLINE (seconds), KVWARDEN_CHECK_NO_BENCH=1 (skip the benchmark),
+# KVWARDEN_CHECK_STEP_LIMIT (seconds: caps each step, to rehearse a timeout).
 set -uo pipefail
 unset CI
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -111,6 +112,8 @@ run() {
     return 99
   fi
   to=$((budget < rem ? budget : rem))
+  # KVWARDEN_CHECK_STEP_LIMIT caps every step (rehearsing a timeout).
+  [ -n "${KVWARDEN_CHECK_STEP_LIMIT:-}" ] && [ "$KVWARDEN_CHECK_STEP_LIMIT" -lt "$to" ] && to=$KVWARDEN_CHECK_STEP_LIMIT
   local s=$(date +%s)
   timeout -k 5 "$to" "$@" > "$log" 2>&1
   local rc=$? dt=$(($(date +%s) - s))
@@ -123,17 +126,20 @@ run() {
     124|137) status="TIMED OUT after ${to}s" ;;
     *) status="FAIL (exit $rc)" ;;
   esac
+  # A GPU test that skipped is a failure here.
+  [ $rc = 0 ] && [ "$skip" -gt 0 ] && { status="FAIL (GPU tests skipped)"; rc=98; }
   say "- $name: $status in ${dt}s; $pass passed, $fail failed, $skip GPU tests skipped"
   if [ $rc != 0 ]; then
     fails=$((fails + 1))
-    grep -m8 -E -- 'panic:|--- FAIL|^FAIL|[Ee]rror|VIOLATION|TIMED OUT' "$log" | sed 's/^/    /' | tee -a "$summary"
+    grep -m8 -E -- 'panic:|--- FAIL|^FAIL|[Ee]rror|VIOLATION' "$log" | cut -c1-400 | sed 's/^/    /' | tee -a "$summary"
+    case $rc in 124|137)
+      say "    last test started: $(grep -E '^\s*=== (RUN|CONT)' "$log" | tail -1 | sed 's/^ *=== [A-Z]* *//')"
+      say "    last output: $(tail -1 "$log" | cut -c1-300)" ;;
+    esac
   fi
-  # A GPU test that skipped is a failure here.
   if [ "$skip" -gt 0 ]; then
-    say "    FAIL: GPU tests skipped on the GPU machine:"
-    grep -A1 -E -- '--- SKIP: TestGPU' "$log" | head -6 | sed 's/^/    /' | tee -a "$summary"
-    fails=$((fails + 1))
-    [ $rc = 0 ] && rc=98
+    say "    GPU tests skipped on the GPU machine count as failures; first reasons:"
+    grep -B1 -E -- '--- SKIP: TestGPU' "$log" | grep -vE '^(--|=== RUN|--- SKIP)' | head -3 | cut -c1-400 | sed 's/^/    /' | tee -a "$summary"
   fi
   return $rc
 }
@@ -148,24 +154,34 @@ pre=$OUT/preflight.log
   echo "--- ldconfig -p (cuda, ptxjit, cublas)"
   timeout -k 2 10 ldconfig -p 2>&1 | grep -iE 'libcuda|ptxjit|cublas' | head -20 || echo "(none)"
   echo "--- nvidia-smi"
-  timeout -k 2 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap --format=csv 2>&1 | head -5 || echo "nvidia-smi: not available"
+  if command -v nvidia-smi >/dev/null; then
+    timeout -k 2 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap --format=csv 2>&1 | head -5
+  else
+    echo "nvidia-smi: not found"
+  fi
   if [ -x "$bin/ptxas" ] || command -v ptxas >/dev/null; then
     px=$( [ -x "$bin/ptxas" ] && echo "$bin/ptxas" || command -v ptxas)
     echo "--- $px -arch=sm_90 -v (registers, spills)"
     timeout -k 2 60 "$px" -arch=sm_90 -v "$bin/ptx/kvwarden_sm90.ptx" -o /dev/null 2>&1 | grep -E 'error|warning|spill' | sort | uniq -c | head -10
   fi
 } > "$pre" 2>&1
-grep -iE 'libcuda.so|ptxjit' "$pre" | head -4 | sed 's/^/    /' | tee -a "$summary"
-grep -A2 -- '--- nvidia-smi' "$pre" | tail -2 | sed 's/^/    /' | tee -a "$summary"
+drv=$(grep -E '^\s+lib(cuda|nvidia-ptxjit)' "$pre" | head -4)
+say "    driver (ldconfig): ${drv:-libcuda.so.1 is not in the ldconfig cache}"
+say "    KVWARDEN_CUDA_LIB: ${KVWARDEN_CUDA_LIB:-unset (the loader searches libcuda.so.1)}"
+grep -A2 -- '--- nvidia-smi' "$pre" | tail -n +2 | grep -v '^name,' | head -2 | sed 's/^/    device: /' | tee -a "$summary"
 grep -qi ptxjit "$pre" || say "    note: no libnvidia-ptxjitcompiler in ldconfig; the loader falls back to the cubin if the PTX does not load"
 # The short device test: driver, context, module (PTX or cubin), one kernel.
-run device-test 60 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=50s -test.run '^(TestGPUDeviceInfo|TestGPUArena)$' >/dev/null
+run device-test 60 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=50s -test.run '^(TestGPUDeviceInfo|TestGPUArena)$'
 rc=$?
-cat "$OUT/device-test.log" >> "$pre"; rm -f "$OUT/device-test.log"
-grep -m3 -E 'compute capability|module:' "$pre" | sed 's/^ *//; s/^/    /' | tee -a "$summary"
+[ -f "$OUT/device-test.log" ] && { cat "$OUT/device-test.log" >> "$pre"; rm -f "$OUT/device-test.log"; }
+grep -m3 -E 'compute capability|module:' "$pre" | sed 's/^ *gpu_test.go:[0-9]*: //; s/^/    /' | tee -a "$summary"
 if [ $rc != 0 ]; then
   say ""
-  say "STOP: the device test failed (exit $rc); the reason is above and in preflight.log. Later steps not run."
+  if [ $rc = 99 ]; then
+    say "STOP: no time left for the device test. Later steps not run."
+  else
+    say "STOP: the device test failed (exit $rc); the reason is above and in preflight.log. Later steps not run."
+  fi
   say "total: $(($(date +%s) - t0))s, $fails failing step(s)"
   exit 1
 fi
