@@ -233,7 +233,12 @@ func (a *Arena) Checksums(offs, lens []int64) ([]uint64, error) {
 	return out, err
 }
 
-// Download copies len(dst) bytes at off into dst.
+// Download copies len(dst) bytes at off into dst. The copy runs on the
+// copy stream through a pinned bounce buffer and waits for its completion
+// event on the calling goroutine (a host-tier worker), not on the device
+// worker, so forward steps keep being queued while a swap-out or prefix
+// spill is in flight. It returns once the data has landed: the caller's
+// page lease is held until the copy's event has completed (invariant 5).
 func (a *Arena) Download(dst []byte, off int64) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -243,10 +248,28 @@ func (a *Arena) Download(dst []byte, off int64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return a.d.Run(func(q *Queue) error { return q.Download(dst, a.buf.Ptr+uint64(off)) })
+	h, err := a.d.getBounce()
+	if err != nil {
+		return err
+	}
+	for done := 0; done < len(dst); done += len(h.Bytes()) {
+		n := min(len(h.Bytes()), len(dst)-done)
+		c, err := a.downloadAsync(h, 0, off+int64(done), int64(n))
+		if err == nil {
+			err = c.Wait()
+		}
+		if err != nil {
+			return a.d.dropBounce(h, err)
+		}
+		copy(dst[done:done+n], h.Bytes()[:n])
+	}
+	a.d.putBounce(h)
+	return nil
 }
 
-// Upload copies src into the arena at off.
+// Upload copies src into the arena at off, through a pinned bounce buffer
+// on the copy stream like Download; work queued on the compute stream after
+// it returns sees the data.
 func (a *Arena) Upload(off int64, src []byte) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -256,7 +279,22 @@ func (a *Arena) Upload(off int64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return a.d.Run(func(q *Queue) error { return q.Upload(a.buf.Ptr+uint64(off), src) })
+	h, err := a.d.getBounce()
+	if err != nil {
+		return err
+	}
+	for done := 0; done < len(src); done += len(h.Bytes()) {
+		n := copy(h.Bytes(), src[done:])
+		c, err := a.uploadAsync(off+int64(done), h, 0, int64(n))
+		if err == nil {
+			err = c.Wait() // before the bounce buffer is refilled
+		}
+		if err != nil {
+			return a.d.dropBounce(h, err)
+		}
+	}
+	a.d.putBounce(h)
+	return nil
 }
 
 // DownloadAsync queues a copy of n bytes at off into h[hoff:] on the copy
@@ -266,6 +304,10 @@ func (a *Arena) Upload(off int64, src []byte) error {
 func (a *Arena) DownloadAsync(h *HostBuffer, hoff int, off, n int64) (*Completion, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	return a.downloadAsync(h, hoff, off, n)
+}
+
+func (a *Arena) downloadAsync(h *HostBuffer, hoff int, off, n int64) (*Completion, error) {
 	if err := a.span("download", off, n); err != nil {
 		return nil, err
 	}
@@ -294,6 +336,10 @@ func (a *Arena) DownloadAsync(h *HostBuffer, hoff int, off, n int64) (*Completio
 func (a *Arena) UploadAsync(off int64, h *HostBuffer, hoff int, n int64) (*Completion, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	return a.uploadAsync(off, h, hoff, n)
+}
+
+func (a *Arena) uploadAsync(off int64, h *HostBuffer, hoff int, n int64) (*Completion, error) {
 	if err := a.span("upload", off, n); err != nil {
 		return nil, err
 	}

@@ -54,11 +54,14 @@ type Device struct {
 	sms     int
 	total   uint64
 
-	jobs   chan job
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex // guards closed
-	closed bool
+	jobs chan job
+	quit chan struct{}
+
+	bounceMu sync.Mutex
+	bounce   []*HostBuffer // idle pinned bounce buffers for Arena.Download/Upload
+	wg       sync.WaitGroup
+	mu       sync.Mutex // guards closed
+	closed   bool
 
 	// Worker-only state.
 	ctx             uintptr
@@ -354,6 +357,13 @@ func (d *Device) drain() {
 
 func (d *Device) teardown() {
 	a := d.api
+	d.bounceMu.Lock()
+	for _, h := range d.bounce {
+		a.cuMemFreeHost(h.p)
+		h.p = nil
+	}
+	d.bounce = nil
+	d.bounceMu.Unlock()
 	if d.blas != nil {
 		d.blas.destroy(d.blas.handle)
 	}
@@ -523,6 +533,48 @@ func (h *HostBuffer) Free() error {
 	p := h.p
 	h.p = nil
 	return h.d.Do(func() error { return h.d.api.check("cuMemFreeHost", h.d.api.cuMemFreeHost(p)) })
+}
+
+// Pinned bounce buffers for the synchronous Arena copies: at most
+// maxBounce idle ones are kept.
+const (
+	bounceBytes = 4 << 20
+	maxBounce   = 8
+)
+
+func (d *Device) getBounce() (*HostBuffer, error) {
+	d.bounceMu.Lock()
+	if n := len(d.bounce); n > 0 {
+		h := d.bounce[n-1]
+		d.bounce = d.bounce[:n-1]
+		d.bounceMu.Unlock()
+		return h, nil
+	}
+	d.bounceMu.Unlock()
+	return d.HostAlloc(bounceBytes)
+}
+
+// putBounce returns an idle bounce buffer (no copy may still use it).
+func (d *Device) putBounce(h *HostBuffer) {
+	d.bounceMu.Lock()
+	if len(d.bounce) < maxBounce {
+		d.bounce = append(d.bounce, h)
+		d.bounceMu.Unlock()
+		return
+	}
+	d.bounceMu.Unlock()
+	_ = h.Free()
+}
+
+// dropBounce handles a failed copy through h: a copy that was queued
+// before the failure may still be writing or reading h, so wait for both
+// streams before h is reused.
+func (d *Device) dropBounce(h *HostBuffer, err error) error {
+	if serr := d.Sync(); serr != nil {
+		return errors.Join(err, serr) // h is not reused: the device is in doubt
+	}
+	d.putBounce(h)
+	return err
 }
 
 // ---------------------------------------------------------------- completions
