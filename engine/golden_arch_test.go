@@ -6,30 +6,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/model"
-	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
-// archEngine opens a golden/arch model on the CPU. A file whose tokenizer
-// this build cannot construct (the prompts are token IDs, so only
-// detokenization needs it) gets a stand-in: the same byte-level BPE
-// vocabulary with the plain GPT-2 pre-tokenizer.
+// archEngine opens a golden/arch model on the CPU.
 func archEngine(t *testing.T, path string, mut func(*Config)) *Engine {
 	t.Helper()
 	cfg := Config{ModelPath: path, Device: "cpu", KVPages: 64, MaxContext: 128, Poison: true}
-	w, f, err := model.LoadGGUF(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
-	if _, err := model.TokenizerFromGGUF(f); err != nil {
-		t.Logf("tokenizer: %v; using a gpt2 pre-tokenizer stand-in", err)
-		tokens, _ := f.Strings("tokenizer.ggml.tokens")
-		types, _ := f.Int32s("tokenizer.ggml.token_type")
-		merges, _ := f.Strings("tokenizer.ggml.merges")
-		tok, err := tokenizer.NewGPT2(tokens, types, merges, w.Config.BOS, w.Config.EOS, "gpt2")
-		require.NoError(t, err)
-		cfg.ModelPath, cfg.Weights, cfg.Tokenizer = "", w, tok
-	}
 	if mut != nil {
 		mut(&cfg)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
@@ -169,4 +170,18 @@ func TestStories260KPrefixHostTier(t *testing.T) {
 	require.NotZero(t, s.PrefixSpills)
 	require.Zero(t, s.IsolationFailures)
 	require.Zero(t, s.Pool.ChecksumFailures)
+}
+
+// The built-in default model is stories260K: with no file at all, greedy
+// decoding prints the start of the story llama2.c's doc/stories260K.md
+// shows (the embedded bytes are the same file as ../shared/models', see
+// model.TestBuiltinStoriesChecksum, so TestStories260KEquivalence covers the
+// rest).
+func TestBuiltinStoriesSpeaks(t *testing.T) {
+	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 64})
+	require.NoError(t, err)
+	defer e.Close()
+	r, err := e.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 12})
+	require.NoError(t, err)
+	require.Equal(t, ", there was a little girl named Lily. She", r.Text)
 }

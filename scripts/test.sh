@@ -77,6 +77,11 @@ if go list ./engine/model/gguf >/dev/null 2>&1 && grep -q 'func FuzzParse' engin
   go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 15s ./engine/model/gguf
 fi
 
+if grep -q 'func FuzzRender' engine/chat/*_test.go 2>/dev/null; then
+  step "fuzz the chat template guard with hostile templates (short run)"
+  go test -run '^$' -fuzz '^FuzzRender$' -fuzztime 10s ./engine/chat
+fi
+
 # ---- CUDA without a GPU ------------------------------------------------------
 # The host side of every TestGPU* through the driver stand-in (a host-only
 # libcuda/cuBLAS built by the tests: launches checked against the PTX, sm_90

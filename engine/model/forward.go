@@ -55,7 +55,7 @@ type Runner struct {
 
 	// Scratch, sized for the largest batch seen so far.
 	x, xb, q, k, v, att, hb, hb2 []float32
-	lx, logits, rope             []float32
+	lx, logits                   []float32
 	scores                       [][]float32
 	offs                         [][]int
 }

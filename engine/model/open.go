@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
@@ -14,18 +13,18 @@ const BuiltinSeed = 0x6b7677617264656e // "kvwarden"
 
 // Open loads a model and its tokenizer: a GGUF file carries its own
 // tokenizer; a llama2.c checkpoint needs tokenizerPath (a llama2.c
-// tokenizer file). An empty modelPath selects the built-in synthetic model
-// (random weights, byte-level vocabulary), which needs no file at all.
+// tokenizer file). A built-in name (BuiltinStories, BuiltinSynthetic)
+// needs no file at all; an empty modelPath selects BuiltinSynthetic
+// (random weights, byte-level vocabulary), which tests and benchmarks use.
 func Open(modelPath, tokenizerPath string) (*Weights, tokenizer.Tokenizer, error) {
-	if modelPath == "" {
+	if modelPath == "" || IsBuiltin(modelPath) {
 		if tokenizerPath != "" {
-			return nil, nil, fmt.Errorf("model: a tokenizer path (%s) needs a model path", tokenizerPath)
+			return nil, nil, fmt.Errorf("model: a tokenizer path (%s) needs a model file, not the built-in model", tokenizerPath)
 		}
-		w, err := Synthetic(DefaultConfig(), BuiltinSeed, ml.F32)
-		if err != nil {
-			return nil, nil, err
+		if modelPath == "" {
+			modelPath = BuiltinSynthetic
 		}
-		return w, tokenizer.NewBytes(), nil
+		return openBuiltin(modelPath)
 	}
 	w, f, err := Load(modelPath)
 	if err != nil {

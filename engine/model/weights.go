@@ -100,6 +100,10 @@ type Weights struct {
 	// RopeFreqs, when not nil, divides each rotary frequency ([RopeDim/2]
 	// values): Llama 3.1+ RoPE scaling as GGUF files carry it.
 	RopeFreqs []float32
+	// ChatTemplates are the file's chat templates: tokenizer.chat_template
+	// under "" and tokenizer.chat_template.<name> under <name>. Nil when the
+	// file has none (llama2.c checkpoints never do).
+	ChatTemplates map[string]string
 
 	closer io.Closer // releases a memory map, if any
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
 )
 
 // Exit statuses of the kvwarden command.
@@ -42,8 +43,12 @@ func IsUsage(err error) bool {
 // Common holds the flags every subcommand takes: the model, the KV pool,
 // the safety switches and the batching limits.
 type Common struct {
+	// DefaultModel is the --model default, set before Register
+	// ("" = model.BuiltinStories).
+	DefaultModel     string
 	Model, Tokenizer string
 	Device           string
+	Threads          int
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
@@ -60,9 +65,14 @@ type Common struct {
 
 // Register adds the common flags to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Model, "model", "", "model `file`: a .gguf or a llama2.c .bin checkpoint (default: the built-in synthetic model)")
+	if c.DefaultModel == "" {
+		c.DefaultModel = model.BuiltinStories
+	}
+	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, or "+
+		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
+	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
 	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default 256MiB)")
@@ -77,12 +87,16 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
 }
 
-// Validate checks every common flag. Each error names its flag.
+// Validate checks every common flag (an empty --model becomes the
+// default). Each error names its flag.
 func (c *Common) Validate() error {
 	switch c.Device {
 	case "auto", "cpu", "cuda":
 	default:
 		return Usagef("--device %q: want auto, cpu or cuda", c.Device)
+	}
+	if c.Threads < 0 {
+		return Usagef("--threads %d: must not be negative (0 = the physical cores)", c.Threads)
 	}
 	if c.PageSize < 0 || c.PageSize > 1<<15 {
 		return Usagef("--page-size %d: want 1..32768 tokens (0 = default 16)", c.PageSize)
@@ -113,11 +127,20 @@ func (c *Common) Validate() error {
 	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
 		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
 	}
-	if c.Tokenizer != "" && c.Model == "" {
-		return Usagef("--tokenizer given without --model: the built-in model has its own tokenizer")
+	if c.Model == "" {
+		c.Model = c.DefaultModel
+		if c.Model == "" {
+			c.Model = model.BuiltinStories
+		}
+	}
+	if c.Tokenizer != "" && model.IsBuiltin(c.Model) {
+		return Usagef("--tokenizer given with the built-in model %s, which has its own tokenizer", c.Model)
+	}
+	if model.IsBuiltin(c.Model) && c.Model != model.BuiltinStories && c.Model != model.BuiltinSynthetic {
+		return Usagef("--model %s: unknown built-in model (want %s or %s)", c.Model, model.BuiltinStories, model.BuiltinSynthetic)
 	}
 	for _, f := range []struct{ name, path string }{{"model", c.Model}, {"tokenizer", c.Tokenizer}} {
-		if f.path == "" {
+		if f.path == "" || model.IsBuiltin(f.path) {
 			continue
 		}
 		st, err := os.Stat(f.path)
@@ -131,13 +154,17 @@ func (c *Common) Validate() error {
 	return nil
 }
 
-// Synthetic reports whether the built-in synthetic model is in use.
-func (c *Common) Synthetic() bool { return c.Model == "" }
+// Synthetic reports whether the built-in synthetic model (random
+// weights) is in use.
+func (c *Common) Synthetic() bool { return c.Model == "" || c.Model == model.BuiltinSynthetic }
 
 // ModelName is a short name for the configured model.
 func (c *Common) ModelName() string {
-	if c.Model == "" {
+	switch {
+	case c.Synthetic():
 		return "kvwarden-synthetic"
+	case model.IsBuiltin(c.Model):
+		return strings.TrimPrefix(c.Model, model.BuiltinPrefix)
 	}
 	base := filepath.Base(c.Model)
 	return strings.TrimSuffix(base, filepath.Ext(base))
@@ -150,6 +177,7 @@ func (c *Common) EngineConfig() engine.Config {
 		ModelPath:          c.Model,
 		TokenizerPath:      c.Tokenizer,
 		Device:             c.Device,
+		Threads:            c.Threads,
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,
