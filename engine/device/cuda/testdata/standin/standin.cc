@@ -103,6 +103,19 @@ std::string failKernel;
 int failNth;
 int rejectPTX;
 Stream nullStream;
+std::map<std::string, long> launched;  // per kernel
+
+// With KVWARDEN_STANDIN_TRACE=<file>, the name of each kernel is appended
+// to the file at its first launch (which kernels a test run exercised).
+void trace(const std::string& name) {
+  if (launched[name]++ > 0) return;
+  const char* f = getenv("KVWARDEN_STANDIN_TRACE");
+  if (!f || !*f) return;
+  if (FILE* o = fopen(f, "a")) {
+    fprintf(o, "%s\n", name.c_str());
+    fclose(o);
+  }
+}
 
 void violation(const char* fmt, ...) {
   violations++;
@@ -728,6 +741,7 @@ CUresult cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsi
     failKernel.clear();
     return LAUNCH_FAILED;
   }
+  trace(k->name);
   enqueue(st);
   return OK;
 }
