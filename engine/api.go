@@ -1,8 +1,10 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
-// ever reads KV data it did not write, or that was not shared with it as an
-// immutable prefix of its own tenant.
+// paged KV cache, and keeps the isolation contract: no request ever reads
+// KV data it did not write, or that was not shared with it as an immutable
+// prefix of its own tenant. The contract's ten rules, which the code cites
+// as "invariant N", are written out in docs/ISOLATION.md in the
+// repository.
 package engine
 
 import (
@@ -162,6 +164,12 @@ type Config struct {
 	ChatTemplate string
 
 	Logger *slog.Logger // nil = discard
+
+	// LoadProgress, when set, makes New read the whole model file into
+	// memory before it returns (rather than letting the first requests
+	// fault it in), calling LoadProgress with the bytes read so far and the
+	// total, at least every 32 MiB. Use it to show loading progress.
+	LoadProgress func(done, total int64)
 }
 
 // Faults injects failures for tests. Page-level faults pass through to the pool.

@@ -156,6 +156,9 @@ func resolve(cfg Config) (r resolved, err error) {
 		if c.Tokenizer != nil {
 			r.tok = c.Tokenizer
 		}
+		if c.LoadProgress != nil {
+			w.Prefetch(c.LoadProgress)
+		}
 	}
 	defer func() {
 		if err != nil && r.ownWeights {

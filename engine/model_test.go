@@ -185,3 +185,18 @@ func TestBuiltinStoriesSpeaks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ", there was a little girl named Lily. She", r.Text)
 }
+
+func TestLoadProgress(t *testing.T) {
+	var last [2]int64
+	calls := 0
+	e, err := New(Config{ModelPath: model.BuiltinStories, KVPages: 16, LoadProgress: func(done, total int64) {
+		calls++
+		require.GreaterOrEqual(t, done, last[0])
+		last = [2]int64{done, total}
+	}})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Positive(t, calls)
+	require.Equal(t, last[0], last[1], "the last call reports everything read")
+	require.Positive(t, last[1])
+}

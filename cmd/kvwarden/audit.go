@@ -65,6 +65,9 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if err := c.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	switch {
 	case tenants < 2 || tenants > 64:
 		return cli.Usagef("--tenants %d: want 2..64", tenants)

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
 )
 
 type genFlags struct {
@@ -73,6 +75,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	switch {
 	case f.maxTokens < 1:
 		return cli.Usagef("--max-tokens %d: want at least 1", f.maxTokens)
@@ -111,6 +116,11 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		fmt.Fprintln(e.stderr, "kvwarden: note: the built-in synthetic model has random weights: the output is gibberish")
 	}
 	cfg := f.common.EngineConfig()
+	if !model.IsBuiltin(cfg.ModelPath) && cli.IsTerminal(e.stderr) {
+		bp := &cli.ByteProgress{W: e.stderr, TTY: true, Label: "loading " + filepath.Base(cfg.ModelPath)}
+		start := time.Now()
+		cfg.LoadProgress = func(done, total int64) { bp.Update(done, total, 0, start, done == total) }
+	}
 	eng, err := engine.New(cfg)
 	if err != nil {
 		return err

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/chat"
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/server"
 )
 
@@ -57,6 +59,21 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	// The template file is read before any model is resolved (or pulled).
+	chatTemplate, chatSource := "the model's tokenizer.chat_template", ""
+	if f.chatTmpl != "" {
+		b, err := os.ReadFile(f.chatTmpl)
+		if err != nil {
+			return cli.Usagef("--chat-template-file: %v", err)
+		}
+		if len(b) == 0 {
+			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
+		}
+		chatTemplate, chatSource = f.chatTmpl, string(b)
+	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return cli.Usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
@@ -94,18 +111,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	cfg.MaxQueue = f.maxQueue
 	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
-	chatTemplate := "the model's tokenizer.chat_template"
-	if f.chatTmpl != "" {
-		b, err := os.ReadFile(f.chatTmpl)
-		if err != nil {
-			return cli.Usagef("--chat-template-file: %v", err)
-		}
-		if len(b) == 0 {
-			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
-		}
-		cfg.ChatTemplate = string(b)
-		chatTemplate = f.chatTmpl
-	}
+	cfg.ChatTemplate = chatSource
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
 		if errors.Is(err, chat.ErrTemplate) {
@@ -150,23 +156,32 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	return nil
 }
 
-// loadEngine builds the engine, logging progress: a ticking line while the
-// model loads when stderr is a terminal, plain log lines otherwise (the
-// engine reports no fractional progress, so the terminal line shows the
-// elapsed time).
-func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) (*engine.Engine, error) {
+// loadEngine builds the engine, logging progress. A model file is read
+// into memory while New runs, with its progress (bytes read of the total)
+// on a redrawn line when stderr is a terminal, else in log lines at every
+// tenth.
+func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr io.Writer) (*engine.Engine, error) {
 	src := c.Model
 	if c.Synthetic() {
 		log.Warn("the built-in synthetic model has random weights, its output is gibberish")
 	}
 	log.Info("loading model", "model", src, "device", c.Device)
 	start := time.Now()
-	stop := func() {}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		stop = ticker(f, "loading "+src, start)
+	if !model.IsBuiltin(src) {
+		if cli.IsTerminal(stderr) {
+			bp := &cli.ByteProgress{W: stderr, TTY: true, Label: "loading " + filepath.Base(src)}
+			cfg.LoadProgress = func(done, total int64) { bp.Update(done, total, 0, start, done == total) }
+		} else {
+			tenth := int64(-1)
+			cfg.LoadProgress = func(done, total int64) {
+				if t := done * 10 / max(total, 1); t > tenth {
+					tenth = t
+					log.Info("reading model", "percent", t*10, "bytes", done, "total", total)
+				}
+			}
+		}
 	}
 	eng, err := engine.New(cfg)
-	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -183,32 +198,4 @@ func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) 
 			"model_context", mc.MaxContext, "max_context", eng.MaxContext())
 	}
 	return eng, nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// ticker redraws "label ... 1.2s" on f until the returned stop is called.
-func ticker(f *os.File, label string, start time.Time) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		frames := []string{"|", "/", "-", "\\"}
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for i := 0; ; i++ {
-			fmt.Fprintf(f, "\r%s %s %.1fs", frames[i%4], label, time.Since(start).Seconds())
-			select {
-			case <-done:
-				fmt.Fprintf(f, "\r%s\r", strings.Repeat(" ", len(label)+12))
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/hub"
 )
 
 // Exit statuses of the kvwarden command.
@@ -68,7 +70,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	if c.DefaultModel == "" {
 		c.DefaultModel = model.BuiltinStories
 	}
-	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, or "+
+	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, a Hugging Face reference (owner/repo:Q4_K_M, owner/repo:file.gguf, hf://owner/repo/file.gguf; pulled into the cache if absent), or "+
 		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
@@ -143,6 +145,14 @@ func (c *Common) Validate() error {
 		if f.path == "" || model.IsBuiltin(f.path) {
 			continue
 		}
+		if f.name == "model" && hub.LooksLikeRef(f.path) {
+			if _, err := os.Stat(f.path); err != nil {
+				if _, err := hub.ParseRef(f.path); err != nil {
+					return Usagef("--model: %v", err)
+				}
+				continue // resolved through the cache by ResolveModel
+			}
+		}
 		st, err := os.Stat(f.path)
 		if err != nil {
 			return Usagef("--%s: %v", f.name, err)
@@ -151,6 +161,39 @@ func (c *Common) Validate() error {
 			return Usagef("--%s %s: is a directory, want a file", f.name, f.path)
 		}
 	}
+	return nil
+}
+
+// ResolveModel turns a Hugging Face reference in --model (owner/repo:Q4_K_M,
+// owner/repo:file.gguf, hf://...) into the path of the cached file,
+// pulling it first, with progress on stderr, when the cache lacks it.
+// Local paths and built-in names are left alone. The cache is
+// $KVWARDEN_CACHE_DIR, else $XDG_CACHE_HOME/kvwarden; HF_TOKEN is sent for
+// gated repositories.
+func (c *Common) ResolveModel(ctx context.Context, stderr io.Writer) error {
+	if c.Model == "" || model.IsBuiltin(c.Model) || !hub.LooksLikeRef(c.Model) {
+		return nil
+	}
+	if _, err := os.Stat(c.Model); err == nil {
+		return nil // a local file that happens to look like a reference
+	}
+	ref, err := hub.ParseRef(c.Model)
+	if err != nil {
+		return Usagef("--model: %v", err)
+	}
+	client, err := hub.New("")
+	if err != nil {
+		return err
+	}
+	m, err := client.Cached(ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvwarden: pulling %s into %s\n", ref, client.CacheDir)
+		client.Progress = HubProgress(stderr)
+		if m, err = client.Pull(ctx, ref); err != nil {
+			return fmt.Errorf("--model %s: %w", c.Model, err)
+		}
+	}
+	c.Model = m.Path
 	return nil
 }
 
