@@ -61,6 +61,12 @@ plain_pkgs=$(go list ./... | grep -E '/engine/ml$|/engine/model/gguf$|/engine/to
 step "go test -race (concurrent packages)"
 go test -race -count=1 -timeout 15m $race_pkgs
 
+# The llama.cpp golden tests of every architecture and quantization, whose
+# quantized files skip under the race detector (numerics only; the plain-Go
+# K-quant products are ten times slower there).
+step "go test (golden/arch numerics, without -race)"
+go test -count=1 -timeout 10m -run 'TestGoldenArch' ./engine/model/ ./engine/
+
 if [ -n "$plain_pkgs" ]; then
   step "go test (numeric and parsing packages)"
   go test -count=1 -timeout 10m $plain_pkgs
@@ -69,6 +75,11 @@ fi
 if go list ./engine/model/gguf >/dev/null 2>&1 && grep -q 'func FuzzParse' engine/model/gguf/*_test.go 2>/dev/null; then
   step "fuzz the GGUF reader (short run)"
   go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 15s ./engine/model/gguf
+fi
+
+if grep -q 'func FuzzRender' engine/chat/*_test.go 2>/dev/null; then
+  step "fuzz the chat template guard with hostile templates (short run)"
+  go test -run '^$' -fuzz '^FuzzRender$' -fuzztime 10s ./engine/chat
 fi
 
 # ---- embedding surfaces ----------------------------------------------------

@@ -37,6 +37,8 @@ var kernelNames = []string{
 	"kv_silu_mul_f32", "kv_silu_mul_f16", "kv_add", "kv_f32_to_f16", "kv_f16_to_f32", "kv_f32_to_bf16", "kv_bf16_to_f32",
 	"kv_fill32", "kv_scrub_pages", "kv_checksum", "kv_argmax", "kv_gemm_f32", "kv_gemm_f16",
 	"kv_rand_f16", "kv_rand_f32", "kv_spin",
+	// architecture operations (engine/model/arch)
+	"kv_rope_neox", "kv_head_rmsnorm", "kv_bias_add", "kv_gelu_mul_f32", "kv_gelu_mul_f16", "kv_softcap", "kv_scale",
 }
 
 // Device is one GPU with its primary context, a compute stream, a copy

@@ -51,6 +51,7 @@ type Common struct {
 	DefaultModel     string
 	Model, Tokenizer string
 	Device           string
+	Threads          int
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
@@ -75,6 +76,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
+	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
 	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default: room for --max-seqs contexts, at most 256MiB unless one context needs more)")
@@ -146,7 +148,7 @@ var flagOf = map[string]string{
 	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
 	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
-	"TokenizerPath": "tokenizer",
+	"TokenizerPath": "tokenizer", "Threads": "threads",
 }
 
 // CheckEngineConfig validates cfg with the engine's own checks and turns a
@@ -235,6 +237,7 @@ func (c *Common) EngineConfig() engine.Config {
 		ModelPath:          c.Model,
 		TokenizerPath:      c.Tokenizer,
 		Device:             c.Device,
+		Threads:            c.Threads,
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,
