@@ -194,7 +194,7 @@ class TestBuiltin(unittest.TestCase):
             kvwarden.Engine(None, kv_type="q8")
         self.assertIn("KV type", str(cm.exception))
         with kvwarden.Engine(None, kv_memory_bytes=4 << 20, kv_type="f32") as e32:
-            self.assertEqual(len(e32.generate("hi", max_tokens=3).tokens), 3)
+            self.assertIsInstance(e32.generate("hi", max_tokens=3), str)
         with self.assertRaises(kvwarden.ModelLoadError):
             kvwarden.Engine("/nonexistent/model.gguf")
         # A readable GGUF of an architecture kvwarden does not run.
