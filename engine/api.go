@@ -1,10 +1,8 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract: no request ever reads
-// KV data it did not write, or that was not shared with it as an immutable
-// prefix of its own tenant. The contract's ten rules, which the code cites
-// as "invariant N", are written out in docs/ISOLATION.md in the
-// repository.
+// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
+// ever reads KV data it did not write, or that was not shared with it as an
+// immutable prefix of its own tenant.
 package engine
 
 import (
@@ -22,16 +20,15 @@ import (
 // Errors callers must tell apart. Returned errors wrap one of these; use
 // errors.Is. Rejections happen at admission, before any page is allocated.
 var (
-	ErrPromptTooLong  = errors.New("prompt too long")
-	ErrEmptyPrompt    = errors.New("empty prompt")
-	ErrInvalidParams  = errors.New("invalid parameters")
-	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
-	ErrOverloaded     = errors.New("engine overloaded")
-	ErrClosed         = errors.New("engine closed")
-	ErrAborted        = errors.New("request aborted")
-	ErrNotFound       = errors.New("request not found")
-	ErrIsolation      = kvcache.ErrIsolation
-	ErrNotImplemented = errors.New("not implemented")
+	ErrPromptTooLong = errors.New("prompt too long")
+	ErrEmptyPrompt   = errors.New("empty prompt")
+	ErrInvalidParams = errors.New("invalid parameters")
+	ErrQuotaExceeded = errors.New("tenant quota exceeded")
+	ErrOverloaded    = errors.New("engine overloaded")
+	ErrClosed        = errors.New("engine closed")
+	ErrAborted       = errors.New("request aborted")
+	ErrNotFound      = errors.New("request not found")
+	ErrIsolation     = kvcache.ErrIsolation
 	// ErrUnsupported: the model file is readable but describes something
 	// the engine cannot run (architecture, tensor type, RoPE scaling type,
 	// a missing or unexpected tensor). It is model.ErrUnsupported.
@@ -93,12 +90,6 @@ func (c Checksum) String() string {
 
 // Runner runs the model forward pass over a batch. model.Runner implements
 // it; tests substitute an echo model that emits what it reads from its KV.
-//
-// Forward returns, with or without an error, only when the device is done
-// with the step: no kernel or copy it queued still reads or writes the
-// step's pages or buffers. The engine drops the step's page leases as soon
-// as Forward returns (invariant 5), so a device runner whose step fails part
-// way must wait for the work it already queued before returning.
 type Runner interface {
 	Forward(b *model.Batch) error
 }

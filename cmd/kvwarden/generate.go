@@ -64,7 +64,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.IntVar(&f.maxTokens, "n", engine.DefaultMaxTokens, "shorthand for --max-tokens")
 	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature; 0 = greedy")
 	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens; 0 = off")
-	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]")
+	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]; 0 or 1 = off")
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")

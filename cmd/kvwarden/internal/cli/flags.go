@@ -147,8 +147,8 @@ var flagOf = map[string]string{
 	"Device": "device", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
 	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
-	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "Threads": "threads", "ModelPath": "model",
-	"TokenizerPath": "tokenizer",
+	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
+	"TokenizerPath": "tokenizer", "Threads": "threads",
 }
 
 // CheckEngineConfig validates cfg with the engine's own checks and turns a
