@@ -1,8 +1,10 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
-// ever reads KV data it did not write, or that was not shared with it as an
-// immutable prefix of its own tenant.
+// paged KV cache, and keeps the isolation contract: no request ever reads
+// KV data it did not write, or that was not shared with it as an immutable
+// prefix of its own tenant. The contract's ten rules, which the code cites
+// as "invariant N", are written out in docs/ISOLATION.md in the
+// repository.
 package engine
 
 import (
@@ -90,6 +92,12 @@ func (c Checksum) String() string {
 
 // Runner runs the model forward pass over a batch. model.Runner implements
 // it; tests substitute an echo model that emits what it reads from its KV.
+//
+// Forward returns, with or without an error, only when the device is done
+// with the step: no kernel or copy it queued still reads or writes the
+// step's pages or buffers. The engine drops the step's page leases as soon
+// as Forward returns (invariant 5), so a device runner whose step fails part
+// way must wait for the work it already queued before returning.
 type Runner interface {
 	Forward(b *model.Batch) error
 }

@@ -82,6 +82,18 @@ if grep -q 'func FuzzRender' engine/chat/*_test.go 2>/dev/null; then
   go test -run '^$' -fuzz '^FuzzRender$' -fuzztime 10s ./engine/chat
 fi
 
+# ---- CUDA without a GPU ------------------------------------------------------
+# The host side of every TestGPU* through the driver stand-in (a host-only
+# libcuda/cuBLAS built by the tests: launches checked against the PTX, sm_90
+# limits, live pointers, current context, pinned async copies), and the PTX
+# assembled by NVIDIA's ptxas where it can be fetched.
+step "CUDA stand-in: TestGPU* without a GPU"
+KVWARDEN_CUDA_STANDIN=1 go test -count=1 -timeout 5m -run 'TestGPU|TestStandIn' \
+  ./engine/device/cuda ./engine/model/gpu ./engine
+
+step "PTX: current and assembled by ptxas"
+bash "$root/scripts/check-ptx.sh"
+
 # ---- embedding surfaces ----------------------------------------------------
 if [ -f "$root/scripts/test-embed.sh" ]; then
   step "C API, ctest and Python bindings"

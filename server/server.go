@@ -11,7 +11,7 @@
 //	srv := server.New(server.Options{Engine: eng, ModelID: "stories"})
 //	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
 //
-// Isolation rules it keeps: the tenant of a request comes only from its
+// Isolation rules it keeps (see docs/ISOLATION.md): the tenant of a request comes only from its
 // authenticated API key (invariant 9); with keys configured /metrics needs
 // a key too (Options.PublicMetrics opens it); response ids are random, so
 // they reveal nothing about other tenants' traffic; internal errors reach

@@ -3,7 +3,7 @@
 // and every transition of a page's life (alloc, write, seal, share, lease,
 // release, scrub, quarantine, offload to and restore from the host tier).
 //
-// It enforces the isolation contract of DESIGN.md (invariants 3-7 and 10):
+// It enforces the isolation contract of docs/ISOLATION.md (invariants 3-7 and 10):
 //
 //   - Every page carries an owner (RequestID), a tenant, a generation bumped
 //     on every allocation and a written-slot count. A PageRef is

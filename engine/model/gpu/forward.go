@@ -77,7 +77,7 @@ func (r *Runner) forward(b *model.Batch, argmax []int) error {
 			return err
 		}
 	}
-	err = r.dev.Run(func(q *cuda.Queue) error {
+	err = r.runStep(func(q *cuda.Queue) error {
 		if err := q.UploadAsync(r.meta.Ptr, r.hostMeta, 0, used); err != nil {
 			return err
 		}

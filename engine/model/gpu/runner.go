@@ -9,6 +9,7 @@ package gpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -392,8 +393,9 @@ func (r *Runner) layoutFor(n, m int) layout {
 }
 
 // Forward runs one step; see model.Runner.Forward. It returns once the
-// device has finished the step (the step's page leases may be dropped
-// then) and the tables have been advanced.
+// device has finished the step, also when the step fails part way (the
+// step's page leases may be dropped then), and, on success, once the tables
+// have been advanced.
 func (r *Runner) Forward(b *model.Batch) error { return r.forward(b, nil) }
 
 // ForwardArgmax is Forward computing only the greedy token of each
@@ -404,6 +406,29 @@ func (r *Runner) ForwardArgmax(b *model.Batch, out []int) error {
 		return fmt.Errorf("gpu: ForwardArgmax with %d outputs for %d sequences", len(out), len(b.Seqs))
 	}
 	return r.forward(b, out)
+}
+
+// runStep queues a step's work through f on the device worker and returns
+// only when the device has finished everything queued, on every exit path.
+// When f fails part way (a launch or cuBLAS error, or a panic), kernels and
+// copies it queued before the failure may still read or write the step's
+// pages and the pinned metadata and output buffers; returning then would let
+// the caller drop the page leases (invariant 5) and the next step refill the
+// pinned buffers under a pending copy. So it waits for the stream first.
+func (r *Runner) runStep(f func(q *cuda.Queue) error) error {
+	return r.dev.Run(func(q *cuda.Queue) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("gpu: panic in a forward step: %v", p)
+			}
+			// On success f has synchronized already and this costs one
+			// driver call on an idle stream.
+			if serr := q.Sync(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("gpu: waiting for the device after a step: %w", serr))
+			}
+		}()
+		return f(q)
+	})
 }
 
 type meta struct {
