@@ -37,6 +37,10 @@ func MatMul(dst, x []float32, n int, w *Matrix) {
 		matMulQ8(dst, x, n, w, rb, threads)
 		return
 	}
+	if isKQuant(w.Type) {
+		matMulKQ(dst, x, n, w, rb, threads)
+		return
+	}
 	// Chunks of whole 4-row groups; a few per thread so a descheduled
 	// thread on a noisy machine does not hold up the rest.
 	chunk := (R + 4*threads - 1) / (4 * threads)

@@ -39,3 +39,7 @@ func attnScores(dst, q, kv []float32, offs []int, scale float32) {
 func attnAccum(out, w, kv []float32, offs []int) { attnAccumGeneric(out, w, kv, offs) }
 
 func expShift(x []float32, m float32) { expShiftGeneric(x, m) }
+
+func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
+
+func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }

@@ -305,12 +305,15 @@ func TestQuantizeTypes(t *testing.T) {
 }
 
 // refMatMul is the float64 reference of MatMul over a dequantized matrix.
-// Q8_0 products quantize the activations too (see q8.go), so for Q8_0 the
-// reference uses the activations as quantized; TestQ8Accuracy bounds the
+// Q8_0 and K-quant products quantize the activations too (see q8.go and
+// kquant.go), so for those the reference uses the activations as quantized; TestQ8Accuracy bounds the
 // error that adds against f32 activations.
 func refMatMul(x []float32, n int, w *Matrix) []float64 {
 	if w.Type == Q8_0 {
 		x = dequantActQ8(x, w.Cols)
+	}
+	if isKQuant(w.Type) {
+		x = dequantActQ8K(x, w.Cols)
 	}
 	out := make([]float64, n*w.Rows)
 	row := make([]float32, w.Cols)

@@ -1,0 +1,89 @@
+//go:build amd64 && !purego
+
+package ml
+
+// Four outputs per call: output k is the dot product of the weight row at
+// w + k*ws with the activation row at a + k*as over nb super-blocks (see
+// kquant_amd64.s).
+//
+//go:noescape
+func kqQ4KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// useKQAVX2 reports whether K-quant products use the AVX2 kernels (which
+// also serve AVX-512 machines).
+func useKQAVX2() bool { return useSIMD() && hasAVX2 }
+
+func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
+
+// matmulKSIMD computes output columns [lo,hi) of a K-quant product from
+// the quantized activations. One activation row takes four weight rows per
+// kernel call; four or more take one weight row (L1-resident after the
+// first call) against four activation rows per call, the leftover rows
+// through a call over the window of the last four.
+func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
+	if !useKQAVX2() {
+		return false
+	}
+	var kern kqKernel = kqQ4KDot4AVX2
+	if w.Type == Q6_K {
+		kern = kqQ6KDot4AVX2
+	}
+	R, nb := w.Rows, w.Cols/256
+	as := nb * kqActBlock
+	if n < 4 {
+		for i := 0; i < n; i++ {
+			matvecK(kern, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)
+		}
+		return true
+	}
+	var out [4]float32
+	for r := lo; r < hi; r++ {
+		row := &w.Data[r*rb]
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			kern(row, 0, &act[i*as], as, nb, &out[0])
+			dst[i*R+r] = out[0]
+			dst[(i+1)*R+r] = out[1]
+			dst[(i+2)*R+r] = out[2]
+			dst[(i+3)*R+r] = out[3]
+		}
+		if i < n {
+			// The last activation rows: the window of the last four.
+			kern(row, 0, &act[(n-4)*as], as, nb, &out[0])
+			for ; i < n; i++ {
+				dst[i*R+r] = out[i-(n-4)]
+			}
+		}
+	}
+	return true
+}
+
+type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// matvecK computes dst[r] for r in [lo,hi) for one activation row, four
+// weight rows per call.
+func matvecK(kern kqKernel, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+	nb := w.Cols / 256
+	r := lo
+	for ; r+4 <= hi; r += 4 {
+		kern(&w.Data[r*rb], rb, &act[0], 0, nb, &dst[r])
+	}
+	if r == hi {
+		return
+	}
+	var out [4]float32
+	if w.Rows >= 4 {
+		// The window of the last four rows (other rows are only read).
+		base := max(0, hi-4)
+		kern(&w.Data[base*rb], rb, &act[0], 0, nb, &out[0])
+		copy(dst[r:hi], out[r-base:hi-base])
+		return
+	}
+	for ; r < hi; r++ {
+		kern(&w.Data[r*rb], 0, &act[0], 0, nb, &out[0])
+		dst[r] = out[0]
+	}
+}
