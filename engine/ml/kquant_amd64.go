@@ -16,8 +16,6 @@ func kqQ6KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 // also serve AVX-512 machines).
 func useKQAVX2() bool { return useSIMD() && hasAVX2 }
 
-func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
-
 // matmulKSIMD computes output columns [lo,hi) of a K-quant product from
 // the quantized activations. One activation row takes four weight rows per
 // kernel call; four or more take one weight row (L1-resident after the
@@ -27,12 +25,17 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	if !useKQAVX2() {
 		return false
 	}
-	var kern kqKernel = kqQ4KDot4AVX2
-	if w.Type == Q6_K {
+	var kern kqKernel
+	switch w.Type {
+	case Q4_K:
+		kern = kqQ4KDot4AVX2
+	case Q6_K:
 		kern = kqQ6KDot4AVX2
+	default:
+		return false
 	}
 	R, nb := w.Rows, w.Cols/256
-	as := nb * kqActBlock
+	as := nb * q8KActBlock
 	if n < 4 {
 		for i := 0; i < n; i++ {
 			matvecK(kern, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)

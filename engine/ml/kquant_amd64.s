@@ -12,12 +12,11 @@
 // ws = 0 and as = activation row bytes (one weight row, four activation
 // rows). The four float accumulators live in the lanes of X0.
 
-// Activation block layout (kqActBlock bytes): 256 int8 values, 16 int16
-// sums of 16, 8 int16 sums of 32, f32 scale.
-#define ACT_BLOCK 312
-#define ACT_SUMS16 256
-#define ACT_SUMS32 288
-#define ACT_SCALE 304
+// Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
+// int8 values, the f32 scale, 16 int16 sums of 16 values.
+#define ACT_BLOCK 292
+#define ACT_SCALE 256
+#define ACT_SUMS16 260
 
 DATA kqMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA kqMask0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -46,7 +45,8 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 #define PAIR3 LEAQ (DI)(R10*1), BX; LEAQ (SI)(R11*1), AX
 
 // One Q4_K super-block of one pair: integer sum of scale x dot into acc
-// (8 int32 lanes), of min x sum into mins (4 int32 lanes). Uses the frame
+// (8 int32 lanes), of min x sum into mins (8 int32 lanes: each min, doubled,
+// times the two sums of 16 of its sub-block). Uses the frame
 // bytes 0..31, Y2..Y4, R12, R13, DX.
 #define Q4K_CHUNK(c, acc) \
 	VMOVDQU      (16+32*c)(BX), Y2 \
@@ -86,8 +86,10 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	MOVL         DX, 12(SP) \
 	VPMOVZXBW    0(SP), X2 \
 	VMOVDQU      X2, 16(SP) \
-	VPMOVZXBW    8(SP), mins \
-	VPMADDWD     ACT_SUMS32(AX), mins, mins \
+	VMOVQ        8(SP), X3 \
+	VPUNPCKLBW   X3, X3, X3 \
+	VPMOVZXBW    X3, mins \
+	VPMADDWD     ACT_SUMS16(AX), mins, mins \
 	VPXOR        acc, acc, acc \
 	Q4K_CHUNK(0, acc) \
 	Q4K_CHUNK(1, acc) \
@@ -125,18 +127,16 @@ TEXT ·kqQ4KDot4AVX2(SB), NOSPLIT, $32-48
 
 q4kLoop:
 	PAIR0
-	Q4K_PAIR(Y8, X12)
+	Q4K_PAIR(Y8, Y12)
 	PAIR1
-	Q4K_PAIR(Y9, X13)
+	Q4K_PAIR(Y9, Y13)
 	PAIR2
-	Q4K_PAIR(Y10, X14)
+	Q4K_PAIR(Y10, Y14)
 	PAIR3
-	Q4K_PAIR(Y11, X15)
+	Q4K_PAIR(Y11, Y15)
 
 	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
-	VPHADDD X13, X12, X12
-	VPHADDD X15, X14, X14
-	VPHADDD X14, X12, X12
+	HSUM4x8(Y12, Y13, Y14, Y15, X12, X13)
 
 	// {d, dmin} of the four weight blocks, as f32 pairs.
 	VMOVD   (DI), X4
@@ -151,14 +151,14 @@ q4kLoop:
 	VSHUFPS $0x88, X5, X4, X6 // d
 	VSHUFPS $0xDD, X5, X4, X5 // dmin
 	ACT_SCALES
-	VMULPS  X7, X6, X6
-	VMULPS  X7, X5, X5
+	VMULPS  X7, X6, X6 // d*dx
+	VMULPS  X7, X5, X5 // dmin*dx
 	VCVTDQ2PS X8, X8
-	VMULPS  X6, X8, X8
-	VADDPS  X8, X0, X0
+	VMULPS  X6, X8, X8 // a
 	VCVTDQ2PS X12, X12
-	VMULPS  X5, X12, X12
-	VSUBPS  X12, X0, X0
+	VMULPS  X5, X12, X12 // m
+	VSUBPS  X12, X8, X8
+	VADDPS  X8, X0, X0 // acc + (a - m)
 
 	ADDQ $144, DI
 	ADDQ $ACT_BLOCK, SI

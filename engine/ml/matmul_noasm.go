@@ -40,6 +40,4 @@ func attnAccum(out, w, kv []float32, offs []int) { attnAccumGeneric(out, w, kv, 
 
 func expShift(x []float32, m float32) { expShiftGeneric(x, m) }
 
-func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
-
 func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }

@@ -39,7 +39,7 @@ func Load(path string) (*Weights, *gguf.File, error) {
 
 // LoadGGUF maps a GGUF file of architecture "llama" and returns its
 // weights, which point into the mapping wherever the storage type allows
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K matrices are not copied), together
+// (matrices of every ml.SupportedTypes type are not copied), together
 // with the parsed file for the tokenizer (tokenizer.ggml.* metadata).
 // Weights.Close unmaps the file.
 //
@@ -355,12 +355,9 @@ func (g ggufLoader) matrix(name string, rows, cols int) (*ml.Matrix, error) {
 		}
 		return nil, fmt.Errorf("model: gguf tensor %s has dims %v, want [%d %s] (ggml order: columns first)", t.Name, t.Dims, cols, want)
 	}
-	var typ ml.Type
-	switch t.Type {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
-		typ = ml.Type(t.Type)
-	default:
-		return nil, fmt.Errorf("model: gguf tensor %s has type %v, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)", t.Name, t.Type)
+	typ := t.Type
+	if !typ.Supported() {
+		return nil, fmt.Errorf("model: gguf tensor %s has type %v, which is not supported (%s are): %w", t.Name, t.Type, ml.SupportedTypeNames(), ml.ErrUnsupportedType)
 	}
 	data := t.Data
 	// The kernels read F32 as float32 and 16-bit values as uint16; GGUF's

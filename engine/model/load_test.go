@@ -216,7 +216,7 @@ func (m *tinyModel) bytes(t testing.TB) []byte {
 			for _, d := range tt.dims {
 				n *= d
 			}
-			data = make([]byte, n/tt.typ.BlockSize()*tt.typ.BlockBytes())
+			data = make([]byte, n/uint64(tt.typ.BlockSize())*uint64(tt.typ.BlockBytes()))
 			for j := range data {
 				data[j] = byte(i + j) // distinct, finite-ish contents
 			}
@@ -380,8 +380,8 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.tensor("blk.0.ffn_gate.weight").dims = []uint64{32, 256}
 			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
 			q := m.tensor("blk.0.ffn_down.weight")
-			q.typ, q.dims = gguf.TypeQ5_K, []uint64{256, 32}
-		}, "model: gguf tensor blk.0.ffn_down.weight has type Q5_K, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)"},
+			q.typ, q.dims = gguf.TypeIQ2_XXS, []uint64{256, 32}
+		}, "model: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS, which is not supported (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16 are): unsupported tensor type"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
 			"model: gguf tensor output_norm.weight has type Q8_0; norm weights must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },
