@@ -62,4 +62,3 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 		}
 	}
 }
-
