@@ -10,6 +10,9 @@ package ml
 func kqQ4KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 //go:noescape
+func kqQ5KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
 func kqQ6KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // useKQAVX2 reports whether K-quant products use the AVX2 kernels (which
@@ -29,6 +32,8 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	switch w.Type {
 	case Q4_K:
 		kern = kqQ4KDot4AVX2
+	case Q5_K:
+		kern = kqQ5KDot4AVX2
 	case Q6_K:
 		kern = kqQ6KDot4AVX2
 	default:

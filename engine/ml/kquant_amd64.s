@@ -24,6 +24,12 @@ DATA kqMask0F<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA kqMask0F<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL kqMask0F<>(SB), RODATA|NOPTR, $32
 
+DATA kqMask10<>+0(SB)/8, $0x1010101010101010
+DATA kqMask10<>+8(SB)/8, $0x1010101010101010
+DATA kqMask10<>+16(SB)/8, $0x1010101010101010
+DATA kqMask10<>+24(SB)/8, $0x1010101010101010
+GLOBL kqMask10<>(SB), RODATA|NOPTR, $32
+
 DATA kqMask30<>+0(SB)/8, $0x3030303030303030
 DATA kqMask30<>+8(SB)/8, $0x3030303030303030
 DATA kqMask30<>+16(SB)/8, $0x3030303030303030
@@ -62,7 +68,11 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	VPMADDWD     Y4, Y2, Y2 \
 	VPADDD       Y2, acc, acc
 
-#define Q4K_PAIR(acc, mins) \
+// The 6-bit scales (as int16 at frame bytes 16..31) and mins of a Q4_K or
+// Q5_K super-block; mins gets each min, doubled, times the two sums of 16
+// of its sub-block (8 int32 lanes). Uses frame bytes 0..15, X2, X3, R12,
+// R13, CX, DX.
+#define K4_SCALES(mins) \
 	MOVL         4(BX), R12 \
 	MOVL         8(BX), R13 \
 	MOVL         12(BX), DX \
@@ -89,12 +99,48 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	VMOVQ        8(SP), X3 \
 	VPUNPCKLBW   X3, X3, X3 \
 	VPMOVZXBW    X3, mins \
-	VPMADDWD     ACT_SUMS16(AX), mins, mins \
+	VPMADDWD     ACT_SUMS16(AX), mins, mins
+
+
+#define Q4K_PAIR(acc, mins) \
+	K4_SCALES(mins) \
 	VPXOR        acc, acc, acc \
 	Q4K_CHUNK(0, acc) \
 	Q4K_CHUNK(1, acc) \
 	Q4K_CHUNK(2, acc) \
 	Q4K_CHUNK(3, acc)
+
+// Q5_K: the Q4_K nibbles at offset 48, plus bit s of qh[l] (Y5) as bit 4
+// of sub-block s's value l, moved there by shift op by n (Y7 = 0x10 bytes).
+#define Q5K_BIT(dst, op, n) \
+	op           $n, Y5, Y6 \
+	VPAND        Y7, Y6, Y6 \
+	VPOR         Y6, dst, dst
+
+#define Q5K_CHUNK(c, oplo, nlo, ophi, nhi, acc) \
+	VMOVDQU      (48+32*c)(BX), Y2 \
+	VPAND        Y1, Y2, Y3 \
+	VPSRLW       $4, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	Q5K_BIT(Y3, oplo, nlo) \
+	Q5K_BIT(Y2, ophi, nhi) \
+	VPMADDUBSW   (64*c)(AX), Y3, Y3 \
+	VPBROADCASTW (16+4*c)(SP), Y4 \
+	VPMADDWD     Y4, Y3, Y3 \
+	VPADDD       Y3, acc, acc \
+	VPMADDUBSW   (64*c+32)(AX), Y2, Y2 \
+	VPBROADCASTW (18+4*c)(SP), Y4 \
+	VPMADDWD     Y4, Y2, Y2 \
+	VPADDD       Y2, acc, acc
+
+#define Q5K_PAIR(acc, mins) \
+	K4_SCALES(mins) \
+	VMOVDQU      16(BX), Y5 \
+	VPXOR        acc, acc, acc \
+	Q5K_CHUNK(0, VPSLLW, 4, VPSLLW, 3, acc) \
+	Q5K_CHUNK(1, VPSLLW, 2, VPSLLW, 1, acc) \
+	Q5K_CHUNK(2, VPSRLW, 0, VPSRLW, 1, acc) \
+	Q5K_CHUNK(3, VPSRLW, 2, VPSRLW, 3, acc)
 
 // Horizontal sums of four 8-lane int32 vectors into the lanes of x0.
 #define HSUM4x8(y0, y1, y2, y3, x0, x1) \
@@ -113,6 +159,32 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	VPINSRD      $2, ACT_SCALE(AX), X7, X7 \
 	LEAQ         (SI)(R11*1), AX \
 	VPINSRD      $3, ACT_SCALE(AX), X7, X7
+
+// Sums the four pairs' int32 vectors and adds their super-block terms
+// acc + (float32(d*dx)*isum - float32(dmin*dx)*msum) to X0.
+#define K4_FINISH \
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9) \
+	HSUM4x8(Y12, Y13, Y14, Y15, X12, X13) \
+	VMOVD   (DI), X4 \
+	LEAQ    (DI)(R8*1), BX \
+	VPINSRD $1, (BX), X4, X4 \
+	LEAQ    (DI)(R8*2), BX \
+	VPINSRD $2, (BX), X4, X4 \
+	LEAQ    (DI)(R10*1), BX \
+	VPINSRD $3, (BX), X4, X4 \
+	VCVTPH2PS X4, Y4 \
+	VEXTRACTF128 $1, Y4, X5 \
+	VSHUFPS $0x88, X5, X4, X6 \
+	VSHUFPS $0xDD, X5, X4, X5 \
+	ACT_SCALES \
+	VMULPS  X7, X6, X6 \
+	VMULPS  X7, X5, X5 \
+	VCVTDQ2PS X8, X8 \
+	VMULPS  X6, X8, X8 \
+	VCVTDQ2PS X12, X12 \
+	VMULPS  X5, X12, X12 \
+	VSUBPS  X12, X8, X8 \
+	VADDPS  X8, X0, X0
 
 // func kqQ4KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 TEXT ·kqQ4KDot4AVX2(SB), NOSPLIT, $32-48
@@ -135,35 +207,46 @@ q4kLoop:
 	PAIR3
 	Q4K_PAIR(Y11, Y15)
 
-	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
-	HSUM4x8(Y12, Y13, Y14, Y15, X12, X13)
-
-	// {d, dmin} of the four weight blocks, as f32 pairs.
-	VMOVD   (DI), X4
-	LEAQ    (DI)(R8*1), BX
-	VPINSRD $1, (BX), X4, X4
-	LEAQ    (DI)(R8*2), BX
-	VPINSRD $2, (BX), X4, X4
-	LEAQ    (DI)(R10*1), BX
-	VPINSRD $3, (BX), X4, X4
-	VCVTPH2PS X4, Y4
-	VEXTRACTF128 $1, Y4, X5
-	VSHUFPS $0x88, X5, X4, X6 // d
-	VSHUFPS $0xDD, X5, X4, X5 // dmin
-	ACT_SCALES
-	VMULPS  X7, X6, X6 // d*dx
-	VMULPS  X7, X5, X5 // dmin*dx
-	VCVTDQ2PS X8, X8
-	VMULPS  X6, X8, X8 // a
-	VCVTDQ2PS X12, X12
-	VMULPS  X5, X12, X12 // m
-	VSUBPS  X12, X8, X8
-	VADDPS  X8, X0, X0 // acc + (a - m)
+	K4_FINISH
 
 	ADDQ $144, DI
 	ADDQ $ACT_BLOCK, SI
 	DECQ nb+32(FP)
 	JNZ  q4kLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// func kqQ5KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqQ5KDot4AVX2(SB), NOSPLIT, $32-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+	VMOVDQU kqMask0F<>(SB), Y1
+	VXORPS X0, X0, X0
+
+q5kLoop:
+	VMOVDQU kqMask10<>(SB), Y7
+	PAIR0
+	Q5K_PAIR(Y8, Y12)
+	PAIR1
+	Q5K_PAIR(Y9, Y13)
+	PAIR2
+	Q5K_PAIR(Y10, Y14)
+	PAIR3
+	Q5K_PAIR(Y11, Y15)
+
+	K4_FINISH
+
+	ADDQ $176, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q5kLoop
 
 	MOVQ out+40(FP), DX
 	VMOVUPS X0, (DX)

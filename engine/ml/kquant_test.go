@@ -14,7 +14,7 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 	defer SetThreads(0)
 	SetThreads(1)
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, ty := range []Type{Q4_K, Q6_K} {
+	for _, ty := range []Type{Q4_K, Q5_K, Q6_K} {
 		for _, s := range []struct{ rows, cols int }{{1, 256}, {3, 512}, {6, 256}, {17, 768}} {
 			for _, extreme := range []bool{false, true} {
 				w := randMatrix(t, r, ty, s.rows, s.cols)
@@ -24,7 +24,7 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 						for i := 0; i < bs; i++ {
 							w.Data[b+i] = 0xff
 						}
-						if ty == Q4_K {
+						if ty == Q4_K || ty == Q5_K {
 							w.Data[b], w.Data[b+1], w.Data[b+2], w.Data[b+3] = 0x00, 0x3c, 0x00, 0x3c // d = dmin = 1
 						} else {
 							for i := 192; i < 208; i++ {
