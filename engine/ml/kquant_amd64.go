@@ -10,6 +10,9 @@ package ml
 func kqQ4KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 //go:noescape
+func kqQ40Dot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
 func kqQ5KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 //go:noescape
@@ -29,9 +32,12 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		return false
 	}
 	var kern kqKernel
+	bs, abs := 256, q8KActBlock // values per block, activation block bytes
 	switch w.Type {
 	case Q4_K:
 		kern = kqQ4KDot4AVX2
+	case Q4_0:
+		kern, bs, abs = kqQ40Dot4AVX2, 32, q8ActBlock
 	case Q5_K:
 		kern = kqQ5KDot4AVX2
 	case Q6_K:
@@ -39,11 +45,11 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	default:
 		return false
 	}
-	R, nb := w.Rows, w.Cols/256
-	as := nb * q8KActBlock
+	R, nb := w.Rows, w.Cols/bs
+	as := nb * abs
 	if n < 4 {
 		for i := 0; i < n; i++ {
-			matvecK(kern, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)
+			matvecK(kern, nb, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)
 		}
 		return true
 	}
@@ -73,8 +79,7 @@ type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // matvecK computes dst[r] for r in [lo,hi) for one activation row, four
 // weight rows per call.
-func matvecK(kern kqKernel, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
-	nb := w.Cols / 256
+func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	r := lo
 	for ; r+4 <= hi; r += 4 {
 		kern(&w.Data[r*rb], rb, &act[0], 0, nb, &dst[r])

@@ -348,3 +348,90 @@ q6kLoop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+DATA kqOnes16<>+0(SB)/8, $0x0001000100010001
+DATA kqOnes16<>+8(SB)/8, $0x0001000100010001
+DATA kqOnes16<>+16(SB)/8, $0x0001000100010001
+DATA kqOnes16<>+24(SB)/8, $0x0001000100010001
+GLOBL kqOnes16<>(SB), RODATA|NOPTR, $32
+
+// One Q4_0 block of one pair: the 32 nibbles (low nibbles values 0..15,
+// high 16..31) times the Q8 activation values, summed into 8 int32 lanes.
+#define Q40_PAIR(acc) \
+	VMOVDQU      2(BX), X2 \
+	VPSRLW       $4, X2, X3 \
+	VINSERTI128  $1, X3, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	VPMADDUBSW   8(AX), Y2, Y2 \
+	VPMADDWD     Y13, Y2, acc
+
+// func kqQ40Dot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// Q4_0 weights with Q8 activation blocks (40 bytes: f32 dx, int32 bias =
+// -128*sum(q), 32 int8): per block s = sum(nibble*q) - 8*sum(q), exact,
+// then acc + float32(s)*float32(d*dx), as dot32 in qdot.go.
+TEXT ·kqQ40Dot4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+	VMOVDQU kqMask0F<>(SB), Y1
+	VMOVDQU kqOnes16<>(SB), Y13
+	VXORPS X0, X0, X0
+
+q40Loop:
+	PAIR0
+	Q40_PAIR(Y8)
+	PAIR1
+	Q40_PAIR(Y9)
+	PAIR2
+	Q40_PAIR(Y10)
+	PAIR3
+	Q40_PAIR(Y11)
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	// s = sum(nibble*q) + bias/16.
+	VMOVD   4(SI), X9
+	LEAQ    (SI)(R9*1), AX
+	VPINSRD $1, 4(AX), X9, X9
+	LEAQ    (SI)(R9*2), AX
+	VPINSRD $2, 4(AX), X9, X9
+	LEAQ    (SI)(R11*1), AX
+	VPINSRD $3, 4(AX), X9, X9
+	VPSRAD  $4, X9, X9
+	VPADDD  X9, X8, X8
+
+	VPXOR   X4, X4, X4
+	VPINSRW $0, (DI), X4, X4
+	LEAQ    (DI)(R8*1), BX
+	VPINSRW $1, (BX), X4, X4
+	LEAQ    (DI)(R8*2), BX
+	VPINSRW $2, (BX), X4, X4
+	LEAQ    (DI)(R10*1), BX
+	VPINSRW $3, (BX), X4, X4
+	VCVTPH2PS X4, X6
+
+	VMOVD   (SI), X7
+	LEAQ    (SI)(R9*1), AX
+	VPINSRD $1, (AX), X7, X7
+	LEAQ    (SI)(R9*2), AX
+	VPINSRD $2, (AX), X7, X7
+	LEAQ    (SI)(R11*1), AX
+	VPINSRD $3, (AX), X7, X7
+
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X0, X0
+
+	ADDQ $18, DI
+	ADDQ $40, SI
+	DECQ nb+32(FP)
+	JNZ  q40Loop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET

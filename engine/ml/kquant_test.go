@@ -14,7 +14,7 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 	defer SetThreads(0)
 	SetThreads(1)
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, ty := range []Type{Q4_K, Q5_K, Q6_K} {
+	for _, ty := range []Type{Q4_0, Q4_K, Q5_K, Q6_K} {
 		for _, s := range []struct{ rows, cols int }{{1, 256}, {3, 512}, {6, 256}, {17, 768}} {
 			for _, extreme := range []bool{false, true} {
 				w := randMatrix(t, r, ty, s.rows, s.cols)
@@ -24,9 +24,12 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 						for i := 0; i < bs; i++ {
 							w.Data[b+i] = 0xff
 						}
-						if ty == Q4_K || ty == Q5_K {
+						switch ty {
+						case Q4_0:
+							w.Data[b], w.Data[b+1] = 0x00, 0x3c
+						case Q4_K, Q5_K:
 							w.Data[b], w.Data[b+1], w.Data[b+2], w.Data[b+3] = 0x00, 0x3c, 0x00, 0x3c // d = dmin = 1
-						} else {
+						case Q6_K:
 							for i := 192; i < 208; i++ {
 								w.Data[b+i] = 0x80 // scale -128
 							}
@@ -42,10 +45,11 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 						}
 					}
 					rb, _ := ty.RowBytes(s.cols)
-					as := s.cols / 256 * q8KActBlock
+					tr := ty.traits()
+					as := s.cols / tr.act.blockSize() * tr.act.blockBytes()
 					act := make([]byte, n*as)
 					for i := 0; i < n; i++ {
-						quantizeActQ8K(act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+						quantizeAct(tr.act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
 					}
 					want := make([]float32, n*s.rows)
 					matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
