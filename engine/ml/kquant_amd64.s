@@ -52,7 +52,7 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 
 // One Q4_K super-block of one pair: integer sum of scale x dot into acc
 // (8 int32 lanes), of min x sum into mins (8 int32 lanes: each min, doubled,
-// times the two sums of 16 of its sub-block). Uses the frame
+// times the two sums of 16 of its sub-block).
 // bytes 0..31, Y2..Y4, R12, R13, DX.
 #define Q4K_CHUNK(c, acc) \
 	VMOVDQU      (16+32*c)(BX), Y2 \
@@ -70,37 +70,38 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 
 // The 6-bit scales (as int16 at frame bytes 16..31) and mins of a Q4_K or
 // Q5_K super-block; mins gets each min, doubled, times the two sums of 16
-// of its sub-block (8 int32 lanes). Uses frame bytes 0..15, X2, X3, R12,
-// R13, CX, DX.
+// of its sub-block (8 int32 lanes). The scales and mins are assembled in
+// registers (a vector load spanning several narrower stores would stall
+// store forwarding). Uses X2, X3, R12, R13, R14, CX, DX.
 #define K4_SCALES(mins) \
 	MOVL         4(BX), R12 \
 	MOVL         8(BX), R13 \
 	MOVL         12(BX), DX \
-	MOVL         R12, CX \
-	ANDL         $0x3f3f3f3f, CX \
-	MOVL         CX, 0(SP) \
-	MOVL         R13, CX \
-	ANDL         $0x3f3f3f3f, CX \
-	MOVL         CX, 8(SP) \
-	SHRL         $2, R12 \
-	ANDL         $0x30303030, R12 \
-	SHRL         $2, R13 \
-	ANDL         $0x30303030, R13 \
 	MOVL         DX, CX \
 	ANDL         $0x0f0f0f0f, CX \
-	ORL          R12, CX \
-	MOVL         CX, 4(SP) \
 	SHRL         $4, DX \
 	ANDL         $0x0f0f0f0f, DX \
-	ORL          R13, DX \
-	MOVL         DX, 12(SP) \
-	VPMOVZXBW    0(SP), X2 \
+	MOVL         R12, R14 \
+	SHRL         $2, R14 \
+	ANDL         $0x30303030, R14 \
+	ORL          R14, CX \
+	MOVL         R13, R14 \
+	SHRL         $2, R14 \
+	ANDL         $0x30303030, R14 \
+	ORL          R14, DX \
+	ANDL         $0x3f3f3f3f, R12 \
+	ANDL         $0x3f3f3f3f, R13 \
+	SHLQ         $32, CX \
+	ORQ          CX, R12 \
+	SHLQ         $32, DX \
+	ORQ          DX, R13 \
+	VMOVQ        R12, X2 \
+	VPMOVZXBW    X2, X2 \
 	VMOVDQU      X2, 16(SP) \
-	VMOVQ        8(SP), X3 \
+	VMOVQ        R13, X3 \
 	VPUNPCKLBW   X3, X3, X3 \
 	VPMOVZXBW    X3, mins \
 	VPMADDWD     ACT_SUMS16(AX), mins, mins
-
 
 #define Q4K_PAIR(acc, mins) \
 	K4_SCALES(mins) \
