@@ -53,7 +53,7 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 // One Q4_K super-block of one pair: integer sum of scale x dot into acc
 // (8 int32 lanes), of min x sum into mins (8 int32 lanes: each min, doubled,
 // times the two sums of 16 of its sub-block).
-// bytes 0..31, Y2..Y4, R12, R13, DX.
+// Uses Y2..Y4 and the scales at frame bytes 16..31.
 #define Q4K_CHUNK(c, acc) \
 	VMOVDQU      (16+32*c)(BX), Y2 \
 	VPAND        Y1, Y2, Y3 \
