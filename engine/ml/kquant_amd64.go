@@ -18,6 +18,17 @@ func kqQ5KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// One weight row against four activation rows (ws ignored), for batches.
+//
+//go:noescape
+func kqQ4KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
 // useKQAVX2 reports whether K-quant products use the AVX2 kernels (which
 // also serve AVX-512 machines).
 func useKQAVX2() bool { return useSIMD() && hasAVX2 }
@@ -31,17 +42,18 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	if !useKQAVX2() {
 		return false
 	}
-	var kern kqKernel
+	var kern, row4 kqKernel
 	bs, abs := 256, q8KActBlock // values per block, activation block bytes
 	switch w.Type {
-	case Q4_K:
-		kern = kqQ4KDot4AVX2
 	case Q4_0:
 		kern, bs, abs = kqQ40Dot4AVX2, 32, q8ActBlock
+		row4 = kern
+	case Q4_K:
+		kern, row4 = kqQ4KDot4AVX2, kqQ4KRow4AVX2
 	case Q5_K:
-		kern = kqQ5KDot4AVX2
+		kern, row4 = kqQ5KDot4AVX2, kqQ5KRow4AVX2
 	case Q6_K:
-		kern = kqQ6KDot4AVX2
+		kern, row4 = kqQ6KDot4AVX2, kqQ6KRow4AVX2
 	default:
 		return false
 	}
@@ -58,7 +70,7 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		row := &w.Data[r*rb]
 		i := 0
 		for ; i+4 <= n; i += 4 {
-			kern(row, 0, &act[i*as], as, nb, &out[0])
+			row4(row, 0, &act[i*as], as, nb, &out[0])
 			dst[i*R+r] = out[0]
 			dst[(i+1)*R+r] = out[1]
 			dst[(i+2)*R+r] = out[2]
@@ -66,7 +78,7 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		}
 		if i < n {
 			// The last activation rows: the window of the last four.
-			kern(row, 0, &act[(n-4)*as], as, nb, &out[0])
+			row4(row, 0, &act[(n-4)*as], as, nb, &out[0])
 			for ; i < n; i++ {
 				dst[i*R+r] = out[i-(n-4)]
 			}
