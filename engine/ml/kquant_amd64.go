@@ -29,6 +29,17 @@ func kqQ5KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// The batch kernels with AVX-512 VNNI's VPDPWSSD.
+//
+//go:noescape
+func kqQ4KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
 // useKQAVX2 reports whether K-quant products use the AVX2 kernels (which
 // also serve AVX-512 machines).
 func useKQAVX2() bool { return useSIMD() && hasAVX2 }
@@ -56,6 +67,16 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		kern, row4 = kqQ6KDot4AVX2, kqQ6KRow4AVX2
 	default:
 		return false
+	}
+	if useQ8VNNI() {
+		switch w.Type {
+		case Q4_K:
+			row4 = kqQ4KRow4VNNI
+		case Q5_K:
+			row4 = kqQ5KRow4VNNI
+		case Q6_K:
+			row4 = kqQ6KRow4VNNI
+		}
 	}
 	R, nb := w.Rows, w.Cols/bs
 	as := nb * abs
