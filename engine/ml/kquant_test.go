@@ -3,6 +3,7 @@ package ml
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -62,6 +63,45 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 						requireBits(t, want, got, s.rows, fmt.Sprintf("%v %dx%d n=%d extreme=%v level=%d", ty, s.rows, s.cols, n, extreme, lvl))
 					}
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkKQuantLevels compares the SIMD levels of the K-quant and Q4_0
+// kernels on a 2048x768 matrix (stories110M's FFN shape), one thread, for
+// one activation row and for 32. Reports multiply-adds per second.
+func BenchmarkKQuantLevels(b *testing.B) {
+	SetThreads(1)
+	defer SetThreads(0)
+	const rows, cols = 2048, 768
+	names := []string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512"}
+	for _, ty := range []Type{Q4_0, Q4_K, Q5_K, Q6_K} {
+		r := rand.New(rand.NewPCG(uint64(ty), 2))
+		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 32} {
+			x := randF32(r, n*cols)
+			dst := make([]float32, n*rows)
+			for _, lvl := range supportedLevels()[1:] {
+				b.Run(fmt.Sprintf("%v/n=%d/%s", ty, n, names[lvl]), func(b *testing.B) {
+					saved := simdLevel()
+					setSIMDLevel(lvl)
+					defer setSIMDLevel(saved)
+					// CPU time of this thread too: steadier than wall time
+					// on a shared machine.
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					cpu0 := threadCPU()
+					for range b.N {
+						MatMul(dst, x, n, w)
+					}
+					macs := float64(b.N) * rows * cols * float64(n)
+					b.ReportMetric(macs/b.Elapsed().Seconds()/1e9, "GMAC/s")
+					b.ReportMetric(macs/(threadCPU()-cpu0)/1e9, "cpu-GMAC/s")
+				})
 			}
 		}
 	}
