@@ -156,8 +156,9 @@ func run(args []string) error {
 	}
 	defer w.Close()
 	ctx := *npp + *ntg + 16
+	perToken := int64(w.Config.Layers*w.Config.KVHeads*w.Config.HeadDim) * 2 * 4 // K and V, f32
 	e, err := engine.New(engine.Config{
-		Weights: w, Tokenizer: tok, KVMemory: int64(*nb) * int64(ctx) * int64(w.Config.Layers*w.Config.KVHeads*w.Config.HeadDim) * 2 * 4 * 2,
+		Weights: w, Tokenizer: tok, KVMemory: int64(*nb) * int64(ctx+32) * perToken,
 		MaxContext: ctx, MaxSeqs: max(64, *nb), MaxBatchTokens: *batchTokens, DisablePrefixCache: true,
 	})
 	if err != nil {
