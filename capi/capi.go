@@ -82,6 +82,9 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	if cfg.Compression, s = optText(p.compression, fn, "params.compression"); s != stOK {
 		return s
 	}
+	if cfg.KVType, s = optText(p.kv_type, fn, "params.kv_type"); s != stOK {
+		return s
+	}
 	cfg.PageSize = int(p.page_size)
 	cfg.KVPages = int(p.kv_pages)
 	cfg.KVMemory = int64(p.kv_memory_bytes)

@@ -106,7 +106,11 @@ type Config struct {
 
 	PageSize int   // tokens per KV page (default 16)
 	KVPages  int   // pool size in pages; or
-	KVMemory int64 // pool size in bytes (default: 256 MiB worth of pages)
+	KVMemory int64 // pool size in bytes (default: see DefaultKVMemory)
+	// KVType is the element type of the KV cache: "f16" (the default, on
+	// the CPU as on a GPU, as in llama.cpp) or "f32" (twice the memory;
+	// exact against float32 references such as llama2.c's run.c).
+	KVType string
 
 	// MaxContext is the most tokens (prompt + generated) one request may
 	// hold. Default: min(model context, pool capacity). New refuses a value

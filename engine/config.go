@@ -58,6 +58,13 @@ func checkFields(c *Config) error {
 	case c.KVChecksum < ChecksumHandoff || c.KVChecksum > ChecksumOff:
 		return invalid("kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
 	}
+	switch c.KVType {
+	case "":
+		c.KVType = DefaultKVType
+	case "f16", "f32":
+	default:
+		return invalid("KV type %q (want f16 or f32)", c.KVType)
+	}
 	switch c.Compression {
 	case "", "none", "s2", "zstd":
 	default:
@@ -158,24 +165,23 @@ func resolve(cfg Config) (r resolved, err error) {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
 	}
 
-	// Pool sizing.
-	// KV in f32 on the CPU (exact against the reference); f16 on a GPU,
-	// where HBM bandwidth and capacity are what attention is bound by.
-	kvType := device.F32
-	if _, ok := be.(*cuda.Backend); ok {
-		kvType = device.F16
+	// Pool sizing. KV in f16 by default, on the CPU as on a GPU: attention
+	// is bound by KV bandwidth and capacity; f32 is exact against float32
+	// references.
+	kvType := device.F16
+	if c.KVType == "f32" {
+		kvType = device.F32
 	}
 	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: kvType}
 	pageBytes := geo.PageBytes()
-	if c.KVPages == 0 {
-		mem := c.KVMemory
-		if mem == 0 {
-			mem = DefaultKVMemory
-		}
-		c.KVPages = int(mem / pageBytes)
+	switch {
+	case c.KVPages == 0 && c.KVMemory > 0:
+		c.KVPages = int(c.KVMemory / pageBytes)
 		if c.KVPages == 0 {
-			return r, invalid("KV memory of %d bytes holds no page (one page of %d tokens is %d bytes for this model)", mem, c.PageSize, pageBytes)
+			return r, invalid("KV memory of %d bytes holds no page (one page of %d tokens is %d bytes for this model)", c.KVMemory, c.PageSize, pageBytes)
 		}
+	case c.KVPages == 0:
+		c.KVPages = defaultPages(c, mc.MaxContext, pageBytes)
 	}
 	c.KVMemory = int64(c.KVPages) * pageBytes
 	capacity := c.KVPages * c.PageSize
@@ -226,6 +232,25 @@ func resolve(cfg Config) (r resolved, err error) {
 	}
 	r.pool, r.cfg = pool, c
 	return r, nil
+}
+
+// defaultPages sizes the pool to what the model and the settings need:
+// MaxSeqs sequences of the context (MaxContext, else the model's context
+// up to DefaultContext), capped at DefaultKVMemory, but never less than
+// one whole context, so a 1 MB model does not get a 256 MiB pool and a
+// long-context model still fits one request.
+func defaultPages(c Config, modelCtx int, pageBytes int64) int {
+	ctx := c.MaxContext
+	if ctx == 0 {
+		ctx = DefaultContext
+		if modelCtx > 0 {
+			ctx = min(modelCtx, DefaultContext)
+		}
+	}
+	perSeq := (ctx + c.PageSize - 1) / c.PageSize
+	want := int64(perSeq) * int64(c.MaxSeqs)
+	capPages := max(1, DefaultKVMemory/pageBytes)
+	return int(max(int64(perSeq), min(want, capPages)))
 }
 
 func (c *Config) poolFaults() *kvcache.Faults {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -137,6 +138,9 @@ func newEchoRunner(pool *kvcache.Pool, eos bool) (*echoRunner, error) {
 		return nil, fmt.Errorf("echo: needs a CPU arena")
 	}
 	g := pool.Geometry()
+	if g.DType != device.F32 {
+		return nil, fmt.Errorf("echo: needs an f32 KV pool, got %v", g.DType)
+	}
 	if g.KVDim() < 4 || g.Layers < 1 {
 		return nil, fmt.Errorf("echo: needs kv dim >= 4")
 	}
@@ -244,6 +248,7 @@ func echoConfig(t testing.TB, pages, pageSize int) Config {
 	return Config{
 		Weights: w, Tokenizer: tokenizer.NewBytes(),
 		PageSize: pageSize, KVPages: pages,
+		KVType:    "f32", // the echo model stores 24-bit integers in its KV
 		NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) },
 	}
 }

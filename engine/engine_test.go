@@ -27,10 +27,14 @@ func TestNewDefaultsBuiltinModel(t *testing.T) {
 	require.Equal(t, "cpu", e.Device())
 	require.Equal(t, DefaultPageSize, c.PageSize)
 	require.Equal(t, DefaultMaxBatchTokens, c.MaxBatchTokens)
-	// 256 MiB of pages; MaxContext = min(model context, pool capacity).
-	pb := kvcache.Geometry{PageSize: 16, Layers: 4, KVHeads: 4, HeadDim: 32, DType: device.F32}.PageBytes()
-	require.Equal(t, int(DefaultKVMemory/pb), c.KVPages)
-	require.Equal(t, min(model.DefaultConfig().MaxContext, c.KVPages*16), c.MaxContext)
+	// f16 KV; MaxSeqs contexts of the model (up to DefaultContext),
+	// capped at DefaultKVMemory; MaxContext = min(model context, capacity).
+	require.Equal(t, "f16", c.KVType)
+	pb := kvcache.Geometry{PageSize: 16, Layers: 4, KVHeads: 4, HeadDim: 32, DType: device.F16}.PageBytes()
+	mctx := model.DefaultConfig().MaxContext
+	perSeq := (min(mctx, DefaultContext) + 15) / 16
+	require.Equal(t, max(perSeq, min(perSeq*DefaultMaxSeqs, int(DefaultKVMemory/pb))), c.KVPages)
+	require.Equal(t, min(mctx, c.KVPages*16), c.MaxContext)
 
 	r, err := e.Generate(t.Context(), Request{Prompt: "Hello", MaxTokens: 8})
 	require.NoError(t, err)

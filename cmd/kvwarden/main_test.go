@@ -73,7 +73,8 @@ func TestGenerateGolden(t *testing.T) {
 		if c.FirstBOS >= 0 {
 			want = want[:c.FirstBOS]
 		}
-		r := runCmd(t, "", append(args, "--json", "--temperature", "0", "--max-context", "512", "-n", fmt.Sprint(len(want)), c.Prompt)...)
+		// f32 KV: bit-exact against run.c.
+		r := runCmd(t, "", append(args, "--json", "--kv-type", "f32", "--temperature", "0", "--max-context", "512", "-n", fmt.Sprint(len(want)), c.Prompt)...)
 		require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 		var got generateJSON
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), "stdout: %s", r.stdout)
@@ -156,6 +157,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"generate", "--host-offload", "lots", "x"}, "host-offload"},
 		{[]string{"generate", "--device", "tpu", "x"}, "device"},
 		{[]string{"generate", "--kv-checksum", "sometimes", "x"}, "kv-checksum"},
+		{[]string{"generate", "--kv-type", "bf8", "x"}, "kv-type"},
 		{[]string{"generate", "--max-context", "-1", "x"}, "max-context"},
 		{[]string{"generate", "--max-seqs", "-1", "x"}, "max-seqs"},
 		{[]string{"generate", "--max-batch-tokens", "-1", "x"}, "max-batch-tokens"},

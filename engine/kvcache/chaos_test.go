@@ -316,8 +316,9 @@ func (s *seq) readAll(viaReadKV bool) error {
 				}
 			} else {
 				page, slot := pages[pos/g.PageSize], pos%g.PageSize
-				copy(k, p.f32[g.KOffset(page, l, slot):])
-				copy(v, p.f32[g.VOffset(page, l, slot):])
+				if err := p.rowIO(page, l, slot, k, v, false); err != nil {
+					return fmt.Errorf("raw read %d: %w", pos, err)
+				}
 			}
 			wk, wv := rows(g, want.w, want.pos, l)
 			for j := range k {

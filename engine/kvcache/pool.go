@@ -128,8 +128,19 @@ type Faults struct {
 	FailAlloc func() bool
 }
 
-// poisonWord is a quiet NaN.
+// poisonWord is a quiet f32 NaN; poisonWordOf gives the 32-bit pattern
+// that fills an arena of dtype d with quiet NaNs of its own width.
 const poisonWord = 0x7fc00000
+
+func poisonWordOf(d device.DType) uint32 {
+	switch d {
+	case device.F16:
+		return 0x7e007e00
+	case device.BF16:
+		return 0x7fc07fc0
+	}
+	return poisonWord
+}
 
 // pageMeta is what ValidateTable reads for every page of every sequence
 // before each step; it is kept to 24 bytes so 16k pages fit in L2. The rest
@@ -232,7 +243,7 @@ func New(b device.Backend, cfg Config) (*Pool, error) {
 	}
 	p.counts[PageFree] = cfg.Pages
 	if cfg.Poison {
-		if err := arena.Fill(0, arena.Len(), poisonWord); err != nil {
+		if err := arena.Fill(0, arena.Len(), poisonWordOf(cfg.DType)); err != nil {
 			_ = arena.Free()
 			return nil, fmt.Errorf("kvcache: poisoning arena: %w", err)
 		}
@@ -266,6 +277,14 @@ func (p *Pool) FreePages() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.free)
+}
+
+// Closed reports whether Close has been called. The CPU forward pass checks
+// it before touching the arena it reads directly.
+func (p *Pool) Closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Close stops the host-tier workers and frees the arena. Later calls return
@@ -350,7 +369,7 @@ func (p *Pool) freeLocked(idx uint32) {
 	if p.cfg.Poison || p.cfg.ZeroOnRelease {
 		word := uint32(0)
 		if p.cfg.Poison {
-			word = poisonWord
+			word = poisonWordOf(p.geo.DType)
 		}
 		if err := p.arena.Fill(p.pageOff(idx), p.pageBytes, word); err != nil {
 			p.setStateLocked(m, PageQuarantined)

@@ -584,7 +584,7 @@ func TestHandoffSealsPartialPage(t *testing.T) {
 	// Tampering with a handoff-sealed slot is caught, by step verification
 	// and when the page fills.
 	last := a.Pages()[1]
-	p.f32[p.geo.VOffset(last, 1, 0)] += 1
+	bumpElem(t, p, p.geo.VOffset(last, 1, 0))
 	err := p.VerifyTable(a)
 	require.ErrorIs(t, err, ErrChecksum)
 	require.ErrorIs(t, err, ErrIsolation)

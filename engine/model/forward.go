@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 )
@@ -33,12 +32,6 @@ type Batch struct {
 	Logits [][]float32
 }
 
-// float32Arena is what the CPU forward pass needs of an arena: direct access
-// to its memory. The CPU backend's arena provides it.
-type float32Arena interface {
-	Float32s() []float32
-}
-
 // Runner runs the Llama forward pass on the CPU over a page pool. A Runner
 // is owned by one goroutine (the engine's scheduler); its scratch buffers
 // are reused between steps.
@@ -47,7 +40,7 @@ type Runner struct {
 	cfg  Config
 	pool *kvcache.Pool
 	geo  kvcache.Geometry
-	kv   []float32
+	kv   kvStore
 
 	// Scratch, sized for the largest batch seen so far.
 	x, xb, q, k, v, att, hb, hb2 []float32
@@ -68,14 +61,11 @@ func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
 		return nil, fmt.Errorf("model: pool geometry (layers %d, kv heads %d, head dim %d) does not match the model (%d, %d, %d)",
 			g.Layers, g.KVHeads, g.HeadDim, c.Layers, c.KVHeads, c.HeadDim)
 	}
-	if g.DType != device.F32 {
-		return nil, fmt.Errorf("%w: %v KV cache on the CPU backend (use f32)", ErrNotImplemented, g.DType)
+	kv, err := newKVStore(pool)
+	if err != nil {
+		return nil, err
 	}
-	fa, ok := pool.Arena().(float32Arena)
-	if !ok {
-		return nil, fmt.Errorf("%w: the CPU forward pass needs a CPU arena, got %T", ErrNotImplemented, pool.Arena())
-	}
-	return &Runner{w: w, cfg: c, pool: pool, geo: g, kv: fa.Float32s()}, nil
+	return &Runner{w: w, cfg: c, pool: pool, geo: g, kv: kv}, nil
 }
 
 // Config is the model's configuration.
@@ -105,6 +95,11 @@ type row struct {
 // fail the affected requests.
 func (r *Runner) Forward(b *Batch) error {
 	c := r.cfg
+	// The KV arena is read and written in place; once the pool is closed
+	// its memory is unmapped.
+	if r.pool.Closed() {
+		return fmt.Errorf("model: forward: %w", kvcache.ErrClosed)
+	}
 	seen := make(map[*kvcache.PageTable]bool, len(b.Seqs))
 	n := 0
 	for i, s := range b.Seqs {
@@ -208,8 +203,8 @@ func (r *Runner) Forward(b *Batch) error {
 			ml.RoPEApply(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
 			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
 			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
-			copy(r.kv[ko:ko+kvDim], r.k[i*kvDim:(i+1)*kvDim])
-			copy(r.kv[vo:vo+kvDim], r.v[i*kvDim:(i+1)*kvDim])
+			r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
+			r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
 		}
 		r.attention(l, rows)
 		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
@@ -327,11 +322,11 @@ func (r *Runner) attention(layer int, rows []row) {
 		for h := u.h0; h < u.h1; h++ {
 			kvh := (h / group) * hd
 			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
-			ml.AttnScores(s, q[h*hd:(h+1)*hd], r.kv[kvh:], offs, inv)
+			r.kv.scores(s, q[h*hd:(h+1)*hd], kvh, offs, inv)
 			ml.Softmax(s)
 			o := out[h*hd : (h+1)*hd]
 			clear(o)
-			ml.AttnAccum(o, s, r.kv[vDelta+kvh:], offs)
+			r.kv.accum(o, s, vDelta+kvh, offs)
 		}
 	}
 

@@ -245,8 +245,8 @@ class Engine:
     """One kvwarden engine. Use as a context manager, or call close().
 
     model_path None selects the built-in synthetic model. Keyword arguments
-    are the fields of kvw_engine_params (kv_memory_bytes, max_context,
-    tenant_quota, page_size, ...). log, if given, is called as
+    are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
+    or "f32"), max_context, tenant_quota, page_size, ...). log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
     """
 

@@ -90,6 +90,7 @@ class kvw_engine_params(Structure):
         ("log_level", c_int32),
         ("log_callback", LOG_CALLBACK),
         ("log_user_data", c_void_p),
+        ("kv_type", c_char_p),
     ]
 
 

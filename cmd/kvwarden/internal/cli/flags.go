@@ -47,6 +47,7 @@ type Common struct {
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
+	KVType           string
 	MaxContext       int
 	HostOffload      SizeValue
 	HostCompression  string
@@ -65,7 +66,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
-	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default 256MiB)")
+	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default: room for --max-seqs contexts, at most 256MiB unless one context needs more)")
+	fs.StringVar(&c.KVType, "kv-type", "f16", "KV cache element type: f16 or f32 (f32: twice the memory, exact against float32 references)")
 	fs.IntVar(&c.MaxContext, "max-context", 0, "most `tokens` (prompt + generated) one request may hold (default: min(model context, pool capacity))")
 	fs.Var(&c.HostOffload, "host-offload", "host-memory tier `size` for preemption and prefix spill, e.g. 1GiB (default 0: none)")
 	fs.StringVar(&c.HostCompression, "host-compression", "", "host tier compression: none, s2 or zstd (default: the engine's)")
@@ -95,6 +97,11 @@ func (c *Common) Validate() error {
 	}
 	if c.KVMemory.Given && c.KVMemory.N == 0 {
 		return Usagef("--kv-memory 0: the pool needs memory")
+	}
+	switch c.KVType {
+	case "f16", "f32":
+	default:
+		return Usagef("--kv-type %q: want f16 or f32", c.KVType)
 	}
 	if c.MaxContext < 0 {
 		return Usagef("--max-context %d: must not be negative", c.MaxContext)
@@ -153,6 +160,7 @@ func (c *Common) EngineConfig() engine.Config {
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,
+		KVType:             c.KVType,
 		MaxContext:         c.MaxContext,
 		MaxBatchTokens:     c.MaxBatchTokens,
 		MaxSeqs:            c.MaxSeqs,

@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package ml
+
+func cvtF16F32(dst []float32, src []uint16) { cvtF16F32Generic(dst, src) }
+func cvtF32F16(dst []uint16, src []float32) { cvtF32F16Generic(dst, src) }
