@@ -29,7 +29,17 @@ func kqQ5KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// The batch kernels with AVX-512 VNNI's VPDPWSSD.
+// The kernels with AVX-512 VNNI's VPDPWSSD.
+//
+//go:noescape
+func kqQ4KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
 //
 //go:noescape
 func kqQ4KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
@@ -71,11 +81,11 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	if useQ8VNNI() {
 		switch w.Type {
 		case Q4_K:
-			row4 = kqQ4KRow4VNNI
+			kern, row4 = kqQ4KDot4VNNI, kqQ4KRow4VNNI
 		case Q5_K:
-			row4 = kqQ5KRow4VNNI
+			kern, row4 = kqQ5KDot4VNNI, kqQ5KRow4VNNI
 		case Q6_K:
-			row4 = kqQ6KRow4VNNI
+			kern, row4 = kqQ6KDot4VNNI, kqQ6KRow4VNNI
 		}
 	}
 	R, nb := w.Rows, w.Cols/bs

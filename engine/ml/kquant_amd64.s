@@ -1442,3 +1442,209 @@ loopkqQ6KRow4VNNI:
 	VZEROUPPER
 	RET
 
+// VNNI variants of the matvec kernels.
+
+#define Q4K_CHUNKV(c, acc) \
+	VMOVDQU      (16+32*c)(BX), Y2 \
+	VPAND        Y1, Y2, Y3 \
+	VPSRLW       $4, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	VPMADDUBSW   (64*c)(AX), Y3, Y3 \
+	VPBROADCASTW (16+4*c)(SP), Y4 \
+	VPDPWSSD     Y4, Y3, acc \
+	VPMADDUBSW   (64*c+32)(AX), Y2, Y2 \
+	VPBROADCASTW (18+4*c)(SP), Y4 \
+	VPDPWSSD     Y4, Y2, acc
+
+#define Q5K_CHUNKV(c, oplo, nlo, ophi, nhi, acc) \
+	VMOVDQU      (48+32*c)(BX), Y2 \
+	VPAND        Y1, Y2, Y3 \
+	VPSRLW       $4, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	Q5K_BIT(Y3, oplo, nlo) \
+	Q5K_BIT(Y2, ophi, nhi) \
+	VPMADDUBSW   (64*c)(AX), Y3, Y3 \
+	VPBROADCASTW (16+4*c)(SP), Y4 \
+	VPDPWSSD     Y4, Y3, acc \
+	VPMADDUBSW   (64*c+32)(AX), Y2, Y2 \
+	VPBROADCASTW (18+4*c)(SP), Y4 \
+	VPDPWSSD     Y4, Y2, acc
+
+#define Q6K_PARTV(src, off, acc) \
+	VPMADDUBSW   off(AX), src, src \
+	VPBROADCASTD ((off)/8)(SP), Y6 \
+	VPSHUFB      Y13, Y6, Y6 \
+	VPDPWSSD     Y6, src, acc
+
+#define Q4K_PAIRV(acc, mins) \
+	K4_SCALES(mins) \
+	VPXOR        acc, acc, acc \
+	Q4K_CHUNKV(0, acc) \
+	Q4K_CHUNKV(1, acc) \
+	Q4K_CHUNKV(2, acc) \
+	Q4K_CHUNKV(3, acc)
+
+#define Q5K_PAIRV(acc, mins) \
+	K4_SCALES(mins) \
+	VMOVDQU      16(BX), Y5 \
+	VPXOR        acc, acc, acc \
+	Q5K_CHUNKV(0, VPSLLW, 4, VPSLLW, 3, acc) \
+	Q5K_CHUNKV(1, VPSLLW, 2, VPSLLW, 1, acc) \
+	Q5K_CHUNKV(2, VPSRLW, 0, VPSRLW, 1, acc) \
+	Q5K_CHUNKV(3, VPSRLW, 2, VPSRLW, 3, acc)
+
+#define Q6K_HALFV(n, acc) \
+	VMOVDQU      (64*n)(BX), Y2 \
+	VMOVDQU      (64*n+32)(BX), Y3 \
+	VMOVDQU      (128+32*n)(BX), Y4 \
+	VPAND        Y1, Y2, Y5 \
+	VPSLLW       $4, Y4, Y6 \
+	VPAND        Y12, Y6, Y6 \
+	VPOR         Y6, Y5, Y5 \
+	Q6K_PARTV(Y5, 128*n, acc) \
+	VPAND        Y1, Y3, Y5 \
+	VPSLLW       $2, Y4, Y6 \
+	VPAND        Y12, Y6, Y6 \
+	VPOR         Y6, Y5, Y5 \
+	Q6K_PARTV(Y5, 128*n+32, acc) \
+	VPSRLW       $4, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	VPAND        Y12, Y4, Y6 \
+	VPOR         Y6, Y2, Y2 \
+	Q6K_PARTV(Y2, 128*n+64, acc) \
+	VPSRLW       $4, Y3, Y3 \
+	VPAND        Y1, Y3, Y3 \
+	VPSRLW       $2, Y4, Y4 \
+	VPAND        Y12, Y4, Y4 \
+	VPOR         Y4, Y3, Y3 \
+	Q6K_PARTV(Y3, 128*n+96, acc)
+
+#define Q6K_PAIRV(acc) \
+	VPMOVSXBW    192(BX), Y5 \
+	VMOVDQU      Y5, 0(SP) \
+	VPMADDWD     ACT_SUMS16(AX), Y5, Y5 \
+	VPSLLD       $5, Y5, Y5 \
+	VPXOR        acc, acc, acc \
+	VPSUBD       Y5, acc, acc \
+	Q6K_HALFV(0, acc) \
+	Q6K_HALFV(1, acc)
+
+// As kqQ4KDot4AVX2, with AVX-512 VNNI VPDPWSSD fusing the scale multiply-add.
+// func kqQ4KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqQ4KDot4VNNI(SB), NOSPLIT, $32-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+	VMOVDQU kqMask0F<>(SB), Y1
+	VXORPS X0, X0, X0
+
+q4kVLoop:
+	PAIR0
+	Q4K_PAIRV(Y8, Y12)
+	PAIR1
+	Q4K_PAIRV(Y9, Y13)
+	PAIR2
+	Q4K_PAIRV(Y10, Y14)
+	PAIR3
+	Q4K_PAIRV(Y11, Y15)
+
+	K4_FINISH
+
+	ADDQ $144, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q4kVLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// As kqQ5KDot4AVX2, with AVX-512 VNNI VPDPWSSD fusing the scale multiply-add.
+// func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqQ5KDot4VNNI(SB), NOSPLIT, $32-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+	VMOVDQU kqMask0F<>(SB), Y1
+	VXORPS X0, X0, X0
+
+q5kVLoop:
+	VMOVDQU kqMask10<>(SB), Y7
+	PAIR0
+	Q5K_PAIRV(Y8, Y12)
+	PAIR1
+	Q5K_PAIRV(Y9, Y13)
+	PAIR2
+	Q5K_PAIRV(Y10, Y14)
+	PAIR3
+	Q5K_PAIRV(Y11, Y15)
+
+	K4_FINISH
+
+	ADDQ $176, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q5kVLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// As kqQ6KDot4AVX2, with AVX-512 VNNI VPDPWSSD fusing the scale multiply-add.
+// func kqQ6KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqQ6KDot4VNNI(SB), NOSPLIT, $32-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+	VMOVDQU kqMask0F<>(SB), Y1
+	VMOVDQU kqMask30<>(SB), Y12
+	VMOVDQU kqSpread2<>(SB), Y13
+	VXORPS X0, X0, X0
+
+q6kVLoop:
+	PAIR0
+	Q6K_PAIRV(Y8)
+	PAIR1
+	Q6K_PAIRV(Y9)
+	PAIR2
+	Q6K_PAIRV(Y10)
+	PAIR3
+	Q6K_PAIRV(Y11)
+
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	VPXOR   X4, X4, X4
+	VPINSRW $0, 208(DI), X4, X4
+	LEAQ    (DI)(R8*1), BX
+	VPINSRW $1, 208(BX), X4, X4
+	LEAQ    (DI)(R8*2), BX
+	VPINSRW $2, 208(BX), X4, X4
+	LEAQ    (DI)(R10*1), BX
+	VPINSRW $3, 208(BX), X4, X4
+	VCVTPH2PS X4, X6
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X0, X0
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q6kVLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
