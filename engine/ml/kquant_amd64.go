@@ -18,6 +18,11 @@ func kqQ5KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// Eight Q4_0 weight rows against one activation row.
+//
+//go:noescape
+func kqQ40Gemv8AVX2(w *byte, rb int, a *byte, nb int, out *float32)
+
 // One weight row against four activation rows (ws ignored), for batches.
 //
 //go:noescape
@@ -92,7 +97,13 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	as := nb * abs
 	if n < 4 {
 		for i := 0; i < n; i++ {
-			matvecK(kern, nb, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)
+			d, a, l := dst[i*R:(i+1)*R], act[i*as:(i+1)*as], lo
+			if w.Type == Q4_0 {
+				for ; l+8 <= hi; l += 8 {
+					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
+				}
+			}
+			matvecK(kern, nb, d, a, w, rb, l, hi)
 		}
 		return true
 	}

@@ -1648,3 +1648,82 @@ q6kVLoop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// One Q4_0 row of the 8-row matvec: 8 int32 lanes of nibble x q sums.
+#define Q40_ROW(src, dst) \
+	VMOVDQU      src, X10 \
+	VPSRLW       $4, X10, X11 \
+	VINSERTI128  $1, X11, Y10, Y10 \
+	VPAND        Y1, Y10, Y10 \
+	VPMADDUBSW   Y15, Y10, Y10 \
+	VPMADDWD     Y13, Y10, dst
+
+#define Q40_D(k, src) \
+	VPINSRW      $k, src, X12, X12
+
+// func kqQ40Gemv8AVX2(w *byte, rb int, a *byte, nb int, out *float32)
+//
+// Eight Q4_0 weight rows (at w + k*rb) against one Q8 activation row, the
+// eight outputs in the lanes of Y0, with dot32's arithmetic.
+TEXT ·kqQ40Gemv8AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), DI
+	MOVQ rb+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ nb+24(FP), CX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (DI)(R8*4), R12
+	VMOVDQU kqMask0F<>(SB), Y1
+	VMOVDQU kqOnes16<>(SB), Y13
+	VXORPS Y0, Y0, Y0
+
+q40g8Loop:
+	VMOVDQU 8(SI), Y15
+	Q40_ROW(2(DI), Y2)
+	Q40_ROW(2(DI)(R8*1), Y3)
+	Q40_ROW(2(DI)(R8*2), Y4)
+	Q40_ROW(2(DI)(R10*1), Y5)
+	Q40_ROW(2(R12), Y6)
+	Q40_ROW(2(R12)(R8*1), Y7)
+	Q40_ROW(2(R12)(R8*2), Y8)
+	Q40_ROW(2(R12)(R10*1), Y9)
+	VPHADDD Y3, Y2, Y2
+	VPHADDD Y5, Y4, Y4
+	VPHADDD Y7, Y6, Y6
+	VPHADDD Y9, Y8, Y8
+	VPHADDD Y4, Y2, Y2
+	VPHADDD Y8, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y2, Y10
+	VPERM2I128 $0x31, Y6, Y2, Y11
+	VPADDD  Y11, Y10, Y10
+
+	// s = sum(nibble*q) + bias/16.
+	VPBROADCASTD 4(SI), Y11
+	VPSRAD  $4, Y11, Y11
+	VPADDD  Y11, Y10, Y10
+
+	VPXOR   X12, X12, X12
+	Q40_D(0, (DI))
+	Q40_D(1, (DI)(R8*1))
+	Q40_D(2, (DI)(R8*2))
+	Q40_D(3, (DI)(R10*1))
+	Q40_D(4, (R12))
+	Q40_D(5, (R12)(R8*1))
+	Q40_D(6, (R12)(R8*2))
+	Q40_D(7, (R12)(R10*1))
+	VCVTPH2PS X12, Y12
+	VBROADCASTSS (SI), Y14
+	VMULPS  Y14, Y12, Y12
+	VCVTDQ2PS Y10, Y10
+	VMULPS  Y12, Y10, Y10
+	VADDPS  Y10, Y0, Y0
+
+	ADDQ $18, DI
+	ADDQ $18, R12
+	ADDQ $40, SI
+	DECQ CX
+	JNZ  q40g8Loop
+
+	MOVQ out+32(FP), DX
+	VMOVUPS Y0, (DX)
+	VZEROUPPER
+	RET
