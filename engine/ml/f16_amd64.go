@@ -44,3 +44,18 @@ func cvtF32F16(dst []uint16, src []float32) {
 	}
 	cvtF32F16Generic(dst, src)
 }
+
+//go:noescape
+func cvtF16RowsAVX512(dst *float32, kv *uint16, offs *int, m int, d16 int)
+
+// cvtF16Rows converts the rows of d values at kv[offs[j]:] to consecutive
+// float32 rows of dst, exactly.
+func cvtF16Rows(dst []float32, kv []uint16, offs []int, d int) {
+	if useAVX512 && d%16 == 0 && len(offs) > 0 {
+		cvtF16RowsAVX512(&dst[0], &kv[0], &offs[0], len(offs), d/16)
+		return
+	}
+	for j, o := range offs {
+		cvtF16F32(dst[j*d:(j+1)*d], kv[o:o+d])
+	}
+}
