@@ -26,6 +26,9 @@ func kqQ40Gemv8AVX2(w *byte, rb int, a *byte, nb int, out *float32)
 // One weight row against four activation rows (ws ignored), for batches.
 //
 //go:noescape
+func kqQ40Row4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
 func kqQ4KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 //go:noescape
@@ -73,7 +76,7 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	switch w.Type {
 	case Q4_0:
 		kern, bs, abs = kqQ40Dot4AVX2, 32, q8ActBlock
-		row4 = kern
+		row4 = kqQ40Row4AVX2
 	case Q4_K:
 		kern, row4 = kqQ4KDot4AVX2, kqQ4KRow4AVX2
 	case Q5_K:

@@ -1727,3 +1727,63 @@ q40g8Loop:
 	VMOVUPS Y0, (DX)
 	VZEROUPPER
 	RET
+
+// func kqQ40Row4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// One Q4_0 weight row against four Q8 activation rows (ws is ignored):
+// the nibbles are unpacked once per block for the four.
+TEXT ·kqQ40Row4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R9)(R9*2), R11
+	VMOVDQU kqMask0F<>(SB), Y1
+	VMOVDQU kqOnes16<>(SB), Y13
+	VXORPS X0, X0, X0
+
+q40r4Loop:
+	VMOVDQU      2(DI), X2
+	VPSRLW       $4, X2, X3
+	VINSERTI128  $1, X3, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPMADDUBSW   8(SI), Y2, Y3
+	VPMADDWD     Y13, Y3, Y8
+	VPMADDUBSW   8(SI)(R9*1), Y2, Y3
+	VPMADDWD     Y13, Y3, Y9
+	VPMADDUBSW   8(SI)(R9*2), Y2, Y3
+	VPMADDWD     Y13, Y3, Y10
+	VPMADDUBSW   8(SI)(R11*1), Y2, Y3
+	VPMADDWD     Y13, Y3, Y11
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	VMOVD   4(SI), X9
+	VPINSRD $1, 4(SI)(R9*1), X9, X9
+	VPINSRD $2, 4(SI)(R9*2), X9, X9
+	VPINSRD $3, 4(SI)(R11*1), X9, X9
+	VPSRAD  $4, X9, X9
+	VPADDD  X9, X8, X8
+
+	VPXOR    X4, X4, X4
+	VPINSRW  $0, (DI), X4, X4
+	VPSHUFLW $0, X4, X4
+	VCVTPH2PS X4, X6
+
+	VMOVD   (SI), X7
+	VPINSRD $1, (SI)(R9*1), X7, X7
+	VPINSRD $2, (SI)(R9*2), X7, X7
+	VPINSRD $3, (SI)(R11*1), X7, X7
+
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X0, X0
+
+	ADDQ $18, DI
+	ADDQ $40, SI
+	DECQ nb+32(FP)
+	JNZ  q40r4Loop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
