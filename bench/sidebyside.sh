@@ -26,6 +26,8 @@ threads=${THREADS:-2}
 # NTG_BATCH shortens the generation of the 32-sequence runs (both sides
 # alike) where a loaded machine makes 32 x 128 decode steps too slow.
 ntgb=${NTG_BATCH:-128}
+# BATCH=0 skips the 32-sequence runs (decode and prefill of one sequence only).
+batch=${BATCH:-1}
 bin=$llama/bin
 [ -x "$bin/llama-bench" ] || { echo "$0: no $bin/llama-bench" >&2; exit 1; }
 [ -f "$model" ] || { echo "$0: no model $model" >&2; exit 1; }
@@ -51,6 +53,10 @@ print(pp, tg)')
 	# kvwarden, one sequence.
 	read -r kpp ktg < <("$kvw" run -model "$model" -t "$threads" -b 1 -npp 128 -ntg 128 | sed 's/[a-z_]*=//g')
 	k_pp1=$(best "$k_pp1" "$kpp"); k_tg1=$(best "$k_tg1" "$ktg")
+	if [ "$batch" = 0 ]; then
+		echo "round $r: llama.cpp pp1=$pp tg1=$tg; kvwarden pp1=$kpp tg1=$ktg" >&2
+		continue
+	fi
 	# llama.cpp: batched-bench at 32 sequences (columns: PP TG B N_KV T_PP S_PP T_TG S_TG T S).
 	out=$("$bin/llama-batched-bench" -m "$model" -t "$threads" -c 8704 -b 4096 -ub 512 -npp 128 -ntg "$ntgb" -npl 1,32 2>/dev/null)
 	read -r _ btg1 < <(echo "$out" | awk -F'|' '$4 ~ /^ *1 *$/ { print $7, $9 }' | tail -1)
@@ -69,7 +75,8 @@ echo
 echo "| case | llama.cpp t/s | kvwarden t/s | ratio |"
 echo "|---|---:|---:|---:|"
 printf "| decode B=1 | %.1f | %.1f | %s |\n" "$l_tg1" "$k_tg1" "$(ratio "$l_tg1" "$k_tg1")"
-printf "| decode B=1 (llama-batched-bench) | %.1f | %.1f | %s |\n" "$l_btg1" "$k_tg1" "$(ratio "$l_btg1" "$k_tg1")"
 printf "| prefill 1x128 | %.1f | %.1f | %s |\n" "$l_pp1" "$k_pp1" "$(ratio "$l_pp1" "$k_pp1")"
+[ "$batch" = 0 ] && exit 0
+printf "| decode B=1 (llama-batched-bench) | %.1f | %.1f | %s |\n" "$l_btg1" "$k_tg1" "$(ratio "$l_btg1" "$k_tg1")"
 printf "| decode B=32 | %.1f | %.1f | %s |\n" "$l_tg32" "$k_tg32" "$(ratio "$l_tg32" "$k_tg32")"
 printf "| prefill 32x128 | %.1f | %.1f | %s |\n" "$l_pp32" "$k_pp32" "$(ratio "$l_pp32" "$k_pp32")"
