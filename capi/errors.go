@@ -94,8 +94,6 @@ func classify(err error, open bool) errInfo {
 		if !open {
 			e.reason = reasonParams
 		}
-	case errors.Is(err, engine.ErrNotImplemented):
-		e.status = stInvalid
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), open:
 		e.status = stIO
 	default:

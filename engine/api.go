@@ -20,21 +20,23 @@ import (
 // Errors callers must tell apart. Returned errors wrap one of these; use
 // errors.Is. Rejections happen at admission, before any page is allocated.
 var (
-	ErrPromptTooLong  = errors.New("prompt too long")
-	ErrEmptyPrompt    = errors.New("empty prompt")
-	ErrInvalidParams  = errors.New("invalid parameters")
-	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
-	ErrOverloaded     = errors.New("engine overloaded")
-	ErrClosed         = errors.New("engine closed")
-	ErrAborted        = errors.New("request aborted")
-	ErrNotFound       = errors.New("request not found")
-	ErrIsolation      = kvcache.ErrIsolation
-	ErrNotImplemented = errors.New("not implemented")
+	ErrPromptTooLong = errors.New("prompt too long")
+	ErrEmptyPrompt   = errors.New("empty prompt")
+	ErrInvalidParams = errors.New("invalid parameters")
+	ErrQuotaExceeded = errors.New("tenant quota exceeded")
+	ErrOverloaded    = errors.New("engine overloaded")
+	ErrClosed        = errors.New("engine closed")
+	ErrAborted       = errors.New("request aborted")
+	ErrNotFound      = errors.New("request not found")
+	ErrIsolation     = kvcache.ErrIsolation
+	// ErrStepFailed ends the requests of a forward step that failed as a
+	// whole (e.g. a device error); the details are in the engine's log.
+	ErrStepFailed = errors.New("forward step failed")
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.
 type PromptTooLongError struct {
-	Requested int // prompt tokens plus max new tokens, or prompt tokens alone when that already exceeds
+	Requested int // prompt tokens plus max new tokens (the default when the request set none)
 	Limit     int // MaxContext
 	Prompt    int // prompt tokens
 }
@@ -88,6 +90,9 @@ type Runner interface {
 	Forward(b *model.Batch) error
 }
 
+// MaxThreads bounds Config.Threads (each thread is a worker goroutine).
+const MaxThreads = 1024
+
 // Config configures an Engine. The zero value of each field picks a default;
 // New validates everything and refuses contradictions (invariant 1).
 type Config struct {
@@ -103,6 +108,14 @@ type Config struct {
 	NewRunner func(pool *kvcache.Pool) (Runner, error)
 
 	Device string // "auto" (default), "cpu" or "cuda"
+
+	// Threads is the number of compute threads of the CPU forward pass
+	// (the caller's goroutine included); 0 means the physical cores
+	// (ml.PhysicalCores). The CPU worker pool is process-wide: New applies
+	// the setting to it, so with several engines in one process the most
+	// recently opened one's setting holds for all of them. At most
+	// MaxThreads.
+	Threads int
 
 	PageSize int   // tokens per KV page (default 16)
 	KVPages  int   // pool size in pages; or
@@ -139,7 +152,18 @@ type Config struct {
 
 	Faults *Faults // fault injection for tests; nil in production
 
+	// ChatTemplate, when set, is a Jinja chat template that replaces the
+	// model file's tokenizer.chat_template (serve --chat-template-file).
+	// New refuses one that does not parse.
+	ChatTemplate string
+
 	Logger *slog.Logger // nil = discard
+
+	// LoadProgress, when set, makes New read the whole model file into
+	// memory before it returns (rather than letting the first requests
+	// fault it in), calling LoadProgress with the bytes read so far and the
+	// total, at least every 32 MiB. Use it to show loading progress.
+	LoadProgress func(done, total int64)
 }
 
 // Faults injects failures for tests. Page-level faults pass through to the pool.
@@ -152,6 +176,11 @@ type Faults struct {
 	// checksum), as a bad write or bit flip would. The handoff, step
 	// verification, swap-out and prefix-cache checks must catch it.
 	CorruptSealed func(id uint64, page kvcache.PageRef) bool
+	// CorruptHandoff, when it returns true, flips a byte of the written,
+	// handoff-checksummed slots of request id's partial last page right
+	// after its prefill to decode handoff, as a stray write would. Step
+	// verification, swap-out and the page's seal must catch it.
+	CorruptHandoff func(id uint64, page kvcache.PageRef) bool
 }
 
 // State is a request's lifecycle state.
@@ -183,6 +212,12 @@ type Request struct {
 	Sampling  sample.Params
 	Stop      []string
 	NoBOS     bool // do not prepend BOS to Prompt
+	// ParseSpecial lets special-token text in Prompt ("<|im_start|>",
+	// "<|eot_id|>") become the special token. Leave it off for untrusted
+	// text: with it, a user can forge turns of the conversation. BOS is
+	// added only when the vocabulary wants it (tokenizer.ggml.add_bos_token)
+	// and the prompt does not already start with it.
+	ParseSpecial bool
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

@@ -10,6 +10,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/device/cpu"
 	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
@@ -22,6 +23,7 @@ type resolved struct {
 	cfg        Config
 	weights    *model.Weights
 	ownWeights bool
+	chat       *chatTemplates
 	tok        tokenizer.Tokenizer
 	pool       *kvcache.Pool
 	runner     Runner
@@ -32,52 +34,86 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, args...)...)
 }
 
-// checkFields validates the fields that do not need the model.
+// ConfigError is an invalid Config field, found by Config.Validate (and so
+// by New). It wraps ErrInvalidParams; Field names the Config field, so a
+// front end can name its own flag.
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string { return ErrInvalidParams.Error() + ": " + e.Msg }
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidParams }
+
+func badField(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks every field that can be checked without loading the
+// model: ranges, contradictions and names. It is the one place these are
+// checked; New runs it first, and front ends call it to report a bad flag
+// before loading anything. Errors are *ConfigError.
+func (c Config) Validate() error {
+	return checkFields(&c)
+}
+
+// checkFields validates the fields that do not need the model and fills in
+// their defaults.
 func checkFields(c *Config) error {
 	switch {
 	case c.PageSize < 0 || c.PageSize > 1<<15:
-		return invalid("page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)
+		return badField("PageSize", "page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)
 	case c.KVPages < 0:
-		return invalid("KV pages %d is negative", c.KVPages)
+		return badField("KVPages", "KV pages %d is negative", c.KVPages)
 	case c.KVMemory < 0:
-		return invalid("KV memory %d bytes is negative", c.KVMemory)
+		return badField("KVMemory", "KV memory %d bytes is negative", c.KVMemory)
 	case c.KVPages > 0 && c.KVMemory > 0:
-		return invalid("both KV pages (%d) and KV memory (%d bytes) are set; give one", c.KVPages, c.KVMemory)
+		return badField("KVMemory", "both KV pages (%d) and KV memory (%d bytes) are set; give one", c.KVPages, c.KVMemory)
 	case c.MaxContext < 0:
-		return invalid("max context %d is negative", c.MaxContext)
+		return badField("MaxContext", "max context %d is negative", c.MaxContext)
 	case c.MaxBatchTokens < 0:
-		return invalid("max batch tokens %d is negative", c.MaxBatchTokens)
+		return badField("MaxBatchTokens", "max batch tokens %d is negative", c.MaxBatchTokens)
 	case c.MaxSeqs < 0:
-		return invalid("max sequences %d is negative", c.MaxSeqs)
+		return badField("MaxSeqs", "max sequences %d is negative", c.MaxSeqs)
 	case c.MaxQueue < 0:
-		return invalid("max queue %d is negative", c.MaxQueue)
+		return badField("MaxQueue", "max queue %d is negative", c.MaxQueue)
+	case c.Threads < 0:
+		return badField("Threads", "threads %d is negative (0 = the physical cores)", c.Threads)
+	case c.Threads > MaxThreads:
+		return badField("Threads", "threads %d exceeds %d", c.Threads, MaxThreads)
 	case c.TenantQuota < 0:
-		return invalid("tenant quota %d is negative", c.TenantQuota)
+		return badField("TenantQuota", "tenant quota %d is negative", c.TenantQuota)
 	case c.HostTierBytes < 0:
-		return invalid("host tier %d bytes is negative", c.HostTierBytes)
+		return badField("HostTierBytes", "host tier %d bytes is negative", c.HostTierBytes)
 	case c.KVChecksum < ChecksumHandoff || c.KVChecksum > ChecksumOff:
-		return invalid("kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
+		return badField("KVChecksum", "kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
+	}
+	switch c.Device {
+	case "", "auto", "cpu", "cuda":
+	default:
+		return badField("Device", "device %q (want auto, cpu or cuda)", c.Device)
 	}
 	switch c.KVType {
 	case "":
 		c.KVType = DefaultKVType
 	case "f16", "f32":
 	default:
-		return invalid("KV type %q (want f16 or f32)", c.KVType)
+		return badField("KVType", "KV type %q (want f16 or f32)", c.KVType)
 	}
 	switch c.Compression {
 	case "", "none", "s2", "zstd":
 	default:
-		return invalid("host tier compression %q (want none, s2 or zstd)", c.Compression)
+		return badField("Compression", "host tier compression %q (want none, s2 or zstd)", c.Compression)
 	}
 	if c.Compression != "" && c.Compression != "none" && c.HostTierBytes == 0 {
-		return invalid("host tier compression %q without a host tier (HostTierBytes is 0)", c.Compression)
+		return badField("Compression", "host tier compression %q without a host tier (HostTierBytes is 0)", c.Compression)
 	}
 	if c.Weights != nil && c.ModelPath != "" {
-		return invalid("both Weights and ModelPath (%s) are set; give one", c.ModelPath)
+		return badField("ModelPath", "both Weights and ModelPath (%s) are set; give one", c.ModelPath)
 	}
 	if c.Weights != nil && c.Tokenizer == nil {
-		return invalid("Weights given without a Tokenizer")
+		return badField("Tokenizer", "Weights given without a Tokenizer")
 	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
@@ -90,6 +126,9 @@ func checkFields(c *Config) error {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.Threads == 0 {
+		c.Threads = ml.PhysicalCores()
 	}
 	return nil
 }
@@ -154,6 +193,9 @@ func resolve(cfg Config) (r resolved, err error) {
 		if c.Tokenizer != nil {
 			r.tok = c.Tokenizer
 		}
+		if c.LoadProgress != nil {
+			w.Prefetch(c.LoadProgress)
+		}
 	}
 	defer func() {
 		if err != nil && r.ownWeights {
@@ -163,6 +205,9 @@ func resolve(cfg Config) (r resolved, err error) {
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
+	}
+	if r.chat, err = newChatTemplates(c, r.weights, c.Logger); err != nil {
+		return r, err
 	}
 
 	// Pool sizing. KV in f16 by default, on the CPU as on a GPU: attention

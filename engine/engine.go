@@ -9,13 +9,14 @@ import (
 	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
 
 // Defaults of Config fields left zero.
 const (
-	DefaultPageSize       = 16
+	DefaultPageSize = kvcache.DefaultPageSize
 	// DefaultKVMemory caps the default KV pool: without KVPages or
 	// KVMemory the pool holds MaxSeqs sequences of the context (MaxContext,
 	// else the model's context up to DefaultContext), but no more than
@@ -25,7 +26,7 @@ const (
 	// neither MaxContext nor a pool size is given.
 	DefaultContext = 4096
 	// DefaultKVType is the KV cache element type when KVType is "".
-	DefaultKVType = "f16"
+	DefaultKVType         = "f16"
 	DefaultMaxBatchTokens = 512
 	DefaultMaxSeqs        = 64
 	DefaultMaxQueue       = 1024
@@ -50,7 +51,8 @@ type Engine struct {
 	mcfg    model.Config
 	pool    *kvcache.Pool
 	runner  Runner
-	eos     []int
+	eos     []int // end-of-generation ids
+	chat    *chatTemplates
 	backend string
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
@@ -82,13 +84,17 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	ml.SetThreads(r.cfg.Threads)
 	e := &Engine{
 		cfg: r.cfg, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
-		mcfg: r.weights.Config, pool: r.pool, runner: r.runner, backend: r.backend,
+		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,
 		met: newMetrics(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
-	for _, id := range []int{r.tok.EOS(), r.weights.Config.EOS} {
+	// Generation ends on every end-of-generation token of the vocabulary
+	// (EOS, EOT, <|im_end|>, <end_of_turn>, ...), as llama.cpp does, and on
+	// the model's own EOS id.
+	for _, id := range append(r.tok.EOG(), r.tok.EOS(), r.weights.Config.EOS) {
 		if id >= 0 && !contains(e.eos, id) {
 			e.eos = append(e.eos, id)
 		}
@@ -135,9 +141,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	e.met.mu.Lock()
-	e.met.submitted++
-	e.met.mu.Unlock()
+	e.met.submit()
 	s, err := e.admit(req)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -72,6 +71,8 @@ func TestNewRejectsBadFields(t *testing.T) {
 		"negative seqs":       {MaxSeqs: -1},
 		"negative queue":      {MaxQueue: -1},
 		"negative quota":      {TenantQuota: -1},
+		"negative threads":    {Threads: -1},
+		"too many threads":    {Threads: MaxThreads + 1},
 		"negative host":       {HostTierBytes: -1},
 		"compression no tier": {Compression: "zstd"},
 		"bad compression":     {HostTierBytes: 1 << 20, Compression: "lz4"},
@@ -148,6 +149,10 @@ func TestAdmissionRejections(t *testing.T) {
 	require.ErrorIs(t, err, ErrPromptTooLong)
 	require.Equal(t, 64, tooLong.Prompt)
 	require.Equal(t, 64, tooLong.Limit)
+	require.Equal(t, 64+DefaultMaxTokens, tooLong.Requested, "requested is prompt + max tokens (the default here)")
+	_, err = e.Submit(ctx, Request{Prompt: strings.Repeat("x", 70), MaxTokens: 5})
+	require.ErrorAs(t, err, &tooLong)
+	require.Equal(t, 71+5, tooLong.Requested)
 
 	// Quota: one request in flight per tenant. The fault hook holds the
 	// scheduler while the first request is in flight, so the second Submit
@@ -168,7 +173,7 @@ func TestAdmissionRejections(t *testing.T) {
 
 	s := e.Stats()
 	require.Equal(t, uint64(1), s.Rejected[RejectEmptyPrompt])
-	require.Equal(t, uint64(1), s.Rejected[RejectPromptTooLong])
+	require.Equal(t, uint64(2), s.Rejected[RejectPromptTooLong])
 	require.Equal(t, uint64(5), s.Rejected[RejectInvalidParams])
 	require.Equal(t, uint64(1), s.Rejected[RejectQuota])
 
@@ -223,7 +228,8 @@ func TestIncidentOverlongPromptRejectedBeforeAllocation(t *testing.T) {
 	require.ErrorIs(t, err, ErrPromptTooLong)
 	var tl *PromptTooLongError
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, 40, tl.Requested)
+	require.Equal(t, 41, tl.Requested, "prompt 40 + max tokens 1")
+	require.Equal(t, 40, tl.Prompt)
 	require.Equal(t, 32, tl.Limit)
 	time.Sleep(10 * time.Millisecond)
 	after := e.Pool().Stats()
@@ -331,10 +337,20 @@ func TestIDsNeverReused(t *testing.T) {
 func TestContextCancelAborts(t *testing.T) {
 	e := newEcho(t, noEOS(echoConfig(t, 64, 4)))
 	ctx, cancel := context.WithCancel(t.Context())
+	// The prefill step is held until the cancel has reached the engine, so
+	// the request cannot run to its length first (no timing assumption).
+	entered, release := holdNextStep(t, e)
 	st, err := e.Submit(ctx, Request{Tokens: tenantPrompt(1, 1, 5), MaxTokens: 1 << 20})
 	require.NoError(t, err)
-	<-st.Events() // first token is out: it is decoding
+	<-entered
 	cancel()
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.aborts) > 0
+	}, 10*time.Second, time.Millisecond, "the cancel never reached the engine")
+	release()
+	<-st.Events() // first token is out: it is decoding
 	r := st.Wait()
 	require.ErrorIs(t, r.Err, ErrAborted)
 	require.ErrorIs(t, r.Err, context.Canceled)
@@ -416,8 +432,6 @@ func ExampleEngine_Generate() {
 	fmt.Println(len(r.Tokens), r.FinishReason, err)
 	// Output: 4 length <nil>
 }
-
-var _ = errors.Is
 
 // A reader that sees the Done event can ask for the Result at once: the C
 // API and the Python binding do exactly that.

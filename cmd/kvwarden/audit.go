@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/audit"
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/audit"
 )
 
 // optBool is a boolean flag that remembers whether it was given.
@@ -41,9 +42,12 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 		timeout   time.Duration
 	)
 	fs := newFlagSet("audit")
+	// The audit's default is the synthetic model with the echo forward
+	// pass, which makes every request's exact output known in advance.
+	c.DefaultModel = model.BuiltinSynthetic
 	c.Register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.Var(&echo, "echo", "replace the forward pass with the echo test model, which copies its context from the KV cache (default: true for the built-in model, false for --model)")
+	fs.Var(&echo, "echo", "replace the forward pass with the echo test model, which copies its context from the KV cache (default: true for "+model.BuiltinSynthetic+", the audit's default model, false for others)")
 	fs.IntVar(&tenants, "tenants", 8, "tenants in the canary workload")
 	fs.IntVar(&perTenant, "requests", 6, "concurrent requests per tenant per round")
 	fs.IntVar(&rounds, "rounds", 2, "workload rounds (later rounds reuse pages and prefixes)")
@@ -59,6 +63,9 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 		return cli.Usagef("unexpected argument %q", pos[0])
 	}
 	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := c.ResolveModel(ctx, e.stderr); err != nil {
 		return err
 	}
 	switch {

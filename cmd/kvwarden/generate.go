@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
 )
 
 type genFlags struct {
@@ -34,7 +37,7 @@ type generateJSON struct {
 	Text         string      `json:"text"`
 	FinishReason string      `json:"finish_reason"`
 	CachedTokens int         `json:"cached_tokens"`
-	Seed         uint64      `json:"seed,omitempty"`
+	Seed         *uint64     `json:"seed,omitempty"` // sampled runs: the seed used
 	Timings      timingsJSON `json:"timings"`
 }
 
@@ -62,7 +65,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature; 0 = greedy")
 	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens; 0 = off")
 	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]")
-	fs.Uint64Var(&f.seed, "seed", 0, "sampling seed; 0 = a random seed")
+	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
 	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
@@ -72,15 +75,15 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := cli.CheckSampling(cli.SamplingParams(f.temperature, f.topK, f.topP, &f.seed)); err != nil {
+		return err
+	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	switch {
 	case f.maxTokens < 1:
 		return cli.Usagef("--max-tokens %d: want at least 1", f.maxTokens)
-	case math.IsNaN(f.temperature) || math.IsInf(f.temperature, 0) || f.temperature < 0:
-		return cli.Usagef("--temperature %v: want a number >= 0 (0 = greedy)", f.temperature)
-	case f.topK < 0:
-		return cli.Usagef("--top-k %d: must not be negative", f.topK)
-	case math.IsNaN(f.topP) || f.topP <= 0 || f.topP > 1:
-		return cli.Usagef("--top-p %v: want a value in (0, 1]", f.topP)
 	case len(f.stop) > engine.MaxStopStrings:
 		return cli.Usagef("--stop given %d times: at most %d", len(f.stop), engine.MaxStopStrings)
 	}
@@ -107,24 +110,31 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	}
 
 	if f.common.Synthetic() {
-		fmt.Fprintln(e.stderr, "kvwarden: note: no --model given, using the built-in synthetic model (random weights): the output is gibberish")
+		fmt.Fprintln(e.stderr, "kvwarden: note: the built-in synthetic model has random weights: the output is gibberish")
 	}
 	cfg := f.common.EngineConfig()
+	if !model.IsBuiltin(cfg.ModelPath) && cli.IsTerminal(e.stderr) {
+		bp := &cli.ByteProgress{W: e.stderr, TTY: true, Label: "loading " + filepath.Base(cfg.ModelPath)}
+		start := time.Now()
+		cfg.LoadProgress = func(done, total int64) { bp.Update(done, total, 0, start, done == total) }
+	}
 	eng, err := engine.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 
+	// Without --seed a sampled run gets a random seed, reported by --json
+	// so the run can be repeated; --seed 0 is a seed like any other.
 	seed := f.seed
-	if seed == 0 && f.temperature > 0 {
-		seed = uint64(time.Now().UnixNano()) | 1
+	if !flagGiven(fs, "seed") {
+		seed = uint64(time.Now().UnixNano())
 	}
 	req := engine.Request{
 		Prompt:    prompt,
 		Tenant:    "default",
 		MaxTokens: f.maxTokens,
-		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, seed),
+		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, &seed),
 		Stop:      f.stop,
 	}
 	start := time.Now()
@@ -178,7 +188,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		},
 	}
 	if f.temperature > 0 {
-		out.Seed = seed
+		out.Seed = &seed
 	}
 	if res.Err != nil {
 		out.FinishReason = "error: " + cli.OneLine(res.Err)
@@ -217,4 +227,11 @@ func requestFailure(ctx context.Context, err error) error {
 		return &exitError{code: 130, msg: "interrupted"}
 	}
 	return &exitError{code: cli.ExitFailure, msg: "request failed: " + cli.OneLine(err)}
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

@@ -1,9 +1,12 @@
 // Command kvwarden generates text, serves an OpenAI-compatible HTTP API to
-// many tenants, and audits a deployment's KV isolation.
+// many tenants, audits a deployment's KV isolation, and pulls models from
+// Hugging Face.
 //
 //	kvwarden generate [flags] [PROMPT]
 //	kvwarden serve    [flags] --addr 127.0.0.1:8080
 //	kvwarden audit    [flags] [--json]
+//	kvwarden pull     OWNER/REPO[:QUANT|:FILE.gguf]
+//	kvwarden models
 //
 // Run "kvwarden COMMAND -h" for the flags of a command. Exit status: 0 on
 // success, 1 on a failure (the engine refused to start, a request failed,
@@ -45,6 +48,8 @@ usage:
   kvwarden generate [flags] [PROMPT]     generate text (prompt from the argument, --prompt or stdin)
   kvwarden serve [flags] --addr HOST:PORT  serve the OpenAI-compatible HTTP API
   kvwarden audit [flags] [--json]        run a KV isolation audit
+  kvwarden pull OWNER/REPO[:QUANT]       download a GGUF from Hugging Face into the cache
+  kvwarden models                        list the cached models
 
 Run "kvwarden COMMAND -h" for a command's flags.
 `
@@ -63,6 +68,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		f = runServe
 	case "audit":
 		f = runAudit
+	case "pull":
+		f = runPull
+	case "models":
+		f = runModels
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return cli.ExitOK

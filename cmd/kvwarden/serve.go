@@ -2,29 +2,36 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/server"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/chat"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/server"
 )
 
 type serveFlags struct {
 	common      cli.Common
 	addr        string
 	apiKeys     string
+	pubMetrics  bool
 	modelName   string
 	maxQueue    int
 	tenantQuota int
 	maxBody     cli.SizeValue
 	drain       time.Duration
 	logLevel    string
+	chatTmpl    string
+	corsOrigins cli.StringList
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -33,12 +40,15 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	f.common.Register(fs)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&f.apiKeys, "api-keys", "", "API key `file`: one \"KEY TENANT\" per line; the tenant comes only from the key (default: no auth, one tenant \"default\")")
+	fs.BoolVar(&f.pubMetrics, "public-metrics", false, "serve /metrics without an API key even with --api-keys (the metrics aggregate every tenant's traffic)")
 	fs.StringVar(&f.modelName, "model-name", "", "model `id` clients send and /v1/models reports (default: the model file's base name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 0, "waiting requests before new ones get 429 (default 1024)")
 	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429 (default 0: unlimited)")
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
+	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
 		return err
@@ -49,19 +59,29 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return cli.Usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
+	cfg := f.common.EngineConfig()
+	cfg.MaxQueue = f.maxQueue
+	cfg.TenantQuota = f.tenantQuota
+	if err := cli.CheckEngineConfig(cfg); err != nil {
+		return err
+	}
 	switch {
-	case f.maxQueue < 0:
-		return cli.Usagef("--max-queue %d: must not be negative", f.maxQueue)
-	case f.tenantQuota < 0:
-		return cli.Usagef("--tenant-quota %d: must not be negative", f.tenantQuota)
 	case f.drain < 0:
 		return cli.Usagef("--shutdown-timeout %v: must not be negative", f.drain)
 	case f.maxBody.Given && f.maxBody.N < 1024:
 		return cli.Usagef("--max-body %s: want at least 1KiB", cli.FormatSize(f.maxBody.N))
+	}
+	for _, o := range f.corsOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return cli.Usagef("--cors-origin %q: want * or an origin such as https://app.example.com", o)
+		}
 	}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return cli.Usagef("--addr %q: %v", f.addr, err)
@@ -73,22 +93,41 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if f.common.KVChecksum == "off" {
+		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
+	}
 
-	cfg := f.common.EngineConfig()
-	cfg.MaxQueue = f.maxQueue
-	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
+	chatTemplate := "the model's tokenizer.chat_template"
+	if f.chatTmpl != "" {
+		b, err := os.ReadFile(f.chatTmpl)
+		if err != nil {
+			return cli.Usagef("--chat-template-file: %v", err)
+		}
+		if len(b) == 0 {
+			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
+		}
+		cfg.ChatTemplate = string(b)
+		chatTemplate = f.chatTmpl
+	}
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
+		if errors.Is(err, chat.ErrTemplate) {
+			return cli.Usagef("--chat-template-file %s: %v", f.chatTmpl, err)
+		}
 		return err
 	}
 	defer eng.Close()
+	if eng.ChatTemplateFallback() {
+		chatTemplate = "ChatML (the model file has none)"
+	}
 
 	model := f.modelName
 	if model == "" {
 		model = f.common.ModelName()
 	}
-	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log})
+	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
+		PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -96,9 +135,12 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
 	if keys != nil {
 		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
+		if f.pubMetrics {
+			auth += "; /metrics is public (--public-metrics)"
+		}
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"chat_template", server.ChatTemplate)
+		"chat_template", chatTemplate)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())
 	}
@@ -112,24 +154,32 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	return nil
 }
 
-// loadEngine builds the engine, logging progress: a ticking line while the
-// model loads when stderr is a terminal, plain log lines otherwise (the
-// engine reports no fractional progress, so the terminal line shows the
-// elapsed time).
-func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) (*engine.Engine, error) {
+// loadEngine builds the engine, logging progress. A model file is read
+// into memory while New runs, with its progress (bytes read of the total)
+// on a redrawn line when stderr is a terminal, else in log lines at every
+// tenth.
+func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr io.Writer) (*engine.Engine, error) {
 	src := c.Model
 	if c.Synthetic() {
-		src = "built-in synthetic model"
-		log.Warn("no --model given: the built-in synthetic model has random weights, its output is gibberish")
+		log.Warn("the built-in synthetic model has random weights, its output is gibberish")
 	}
 	log.Info("loading model", "model", src, "device", c.Device)
 	start := time.Now()
-	stop := func() {}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		stop = ticker(f, "loading "+src, start)
+	if !model.IsBuiltin(src) {
+		if cli.IsTerminal(stderr) {
+			bp := &cli.ByteProgress{W: stderr, TTY: true, Label: "loading " + filepath.Base(src)}
+			cfg.LoadProgress = func(done, total int64) { bp.Update(done, total, 0, start, done == total) }
+		} else {
+			tenth := int64(-1)
+			cfg.LoadProgress = func(done, total int64) {
+				if t := done * 10 / max(total, 1); t > tenth {
+					tenth = t
+					log.Info("reading model", "percent", t*10, "bytes", done, "total", total)
+				}
+			}
+		}
 	}
 	eng, err := engine.New(cfg)
-	stop()
 	if err != nil {
 		return nil, err
 	}
@@ -146,32 +196,4 @@ func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr any) 
 			"model_context", mc.MaxContext, "max_context", eng.MaxContext())
 	}
 	return eng, nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// ticker redraws "label ... 1.2s" on f until the returned stop is called.
-func ticker(f *os.File, label string, start time.Time) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		frames := []string{"|", "/", "-", "\\"}
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for i := 0; ; i++ {
-			fmt.Fprintf(f, "\r%s %s %.1fs", frames[i%4], label, time.Since(start).Seconds())
-			select {
-			case <-done:
-				fmt.Fprintf(f, "\r%s\r", strings.Repeat(" ", len(label)+12))
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
 }

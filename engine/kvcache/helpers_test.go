@@ -131,6 +131,17 @@ func checkConsistent(tb testing.TB, p *Pool) {
 		require.Equal(tb, PageFree, p.pages[idx].state, "page %d on the free list", idx)
 	}
 	require.Len(tb, p.free, counts[PageFree])
+	// The tenant table: every page that is not free names a held tenant,
+	// and the two maps agree.
+	for i := range p.pages {
+		if m := &p.pages[i]; m.state != PageFree {
+			require.Contains(tb, p.tids, m.tenant, "page %d names tenant ID %d, not in the table", i, m.tenant)
+		}
+	}
+	require.Len(tb, p.tids, len(p.tenants))
+	for name, id := range p.tenants {
+		require.Equal(tb, name, p.tids[id].name)
+	}
 }
 
 // pageFloats returns page idx's elements as float32s (a view for f32

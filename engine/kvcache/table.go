@@ -23,6 +23,7 @@ type PageTable struct {
 	shared   []bool // entry i is a prefix page of the same tenant, held by a prefix lease
 	written  int
 	released bool
+	bad      error // the table could not be made (every call fails with it)
 }
 
 // Request is the owner of the table's own pages.
@@ -60,6 +61,9 @@ func (t *PageTable) Pages() []uint32 {
 func (t *PageTable) Shared(i int) bool { return i >= 0 && i < len(t.shared) && t.shared[i] }
 
 func (t *PageTable) usable(op string) error {
+	if t.bad != nil {
+		return fmt.Errorf("kvcache: %s: %w", op, t.bad)
+	}
 	if t.req == 0 {
 		return fmt.Errorf("kvcache: %s: %w: request ID 0 is never valid", op, ErrForeignPage)
 	}
@@ -284,10 +288,14 @@ func (t *PageTable) Release() error {
 	p := t.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t.bad != nil {
+		return nil // it never held anything
+	}
 	if t.released {
 		return fmt.Errorf("%w: request %d: page table released twice", ErrDoubleRelease, t.req)
 	}
 	t.released = true
+	p.unrefTenantLocked(t.tid)
 	err := p.releaseEntriesLocked(t, 0)
 	t.refs, t.shared, t.written = nil, nil, 0
 	return err
@@ -365,8 +373,8 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 	m := &p.pages[ref.Index]
 	if m.tenant != t.tid {
 		p.isolationLocked("cross-tenant share", t.req, ref.Index, ref.Gen)
-		err := fmt.Errorf("%w: %w: request %d of tenant %q cannot share %v of tenant %q",
-			ErrIsolation, ErrForeignPage, t.req, t.tenant, ref, p.names[m.tenant])
+		err := fmt.Errorf("%w: %w: request %d of tenant %q cannot share %v: it belongs to another tenant",
+			ErrIsolation, ErrForeignPage, t.req, t.tenant, ref)
 		p.mu.Unlock()
 		return err
 	}

@@ -45,9 +45,11 @@ func cvtF32F16Generic(dst []uint16, src []float32) {
 const attnChunk = 32
 
 // AttnScoresF16 is AttnScores over f16 keys: each position's key row is
-// converted exactly to float32 and scored by the same kernel, so a score
-// equals AttnScores on the converted cache bit for bit, whatever the
-// number of positions.
+// converted exactly to float32 and scored with the same arithmetic, so a
+// score equals AttnScores on the converted cache bit for bit, whatever the
+// number of positions. With AVX-512 one fused kernel converts in registers
+// (VCVTPH2PS); otherwise rows are converted into an L1-resident tile for
+// the f32 kernels.
 func AttnScoresF16(dst, q []float32, kv []uint16, offs []int, scale float32) {
 	checkAttnF16("AttnScoresF16", len(dst), len(q), kv, offs)
 	if len(dst) == 0 {
@@ -56,6 +58,9 @@ func AttnScoresF16(dst, q []float32, kv []uint16, offs []int, scale float32) {
 	d := len(q)
 	if d == 0 {
 		clear(dst)
+		return
+	}
+	if attnScoresF16SIMD(dst, q, kv, offs[:len(dst)], scale) {
 		return
 	}
 	buf := getScratch(attnChunk * d)
@@ -80,6 +85,9 @@ func AttnAccumF16(out, w []float32, kv []uint16, offs []int) {
 	if len(w) == 0 || d == 0 {
 		return
 	}
+	if attnAccumF16SIMD(out, w, kv, offs[:len(w)]) {
+		return
+	}
 	buf := getScratch(attnChunk * d)
 	defer scratch.Put(buf)
 	var loc [attnChunk]int
@@ -90,6 +98,14 @@ func AttnAccumF16(out, w []float32, kv []uint16, offs []int) {
 			loc[j] = j * d
 		}
 		attnAccum(out, w[t0:t0+m], *buf, loc[:m])
+	}
+}
+
+// cvtF16Rows converts the rows of d values at kv[offs[j]:] to consecutive
+// float32 rows of dst.
+func cvtF16Rows(dst []float32, kv []uint16, offs []int, d int) {
+	for j, o := range offs {
+		cvtF16F32(dst[j*d:(j+1)*d], kv[o:o+d])
 	}
 }
 

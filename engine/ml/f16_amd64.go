@@ -8,6 +8,30 @@ import "unsafe"
 func cvtF32F16AVX512(dst *uint16, src *float32, n int)
 
 //go:noescape
+func attnScoresF16AVX512(dst, q *float32, kv *uint16, offs *int, n, d int, scale float32)
+
+//go:noescape
+func attnAccumF16AVX512(out, w *float32, kv *uint16, offs *int, n, d int)
+
+// attnScoresF16SIMD runs the fused AVX-512 kernel (f16 loads converted in
+// registers) and reports true, or false when it is not available.
+func attnScoresF16SIMD(dst, q []float32, kv []uint16, offs []int, scale float32) bool {
+	if !useAVX512 {
+		return false
+	}
+	attnScoresF16AVX512(&dst[0], &q[0], &kv[0], &offs[0], len(dst), len(q), scale)
+	return true
+}
+
+func attnAccumF16SIMD(out, w []float32, kv []uint16, offs []int) bool {
+	if !useAVX512 {
+		return false
+	}
+	attnAccumF16AVX512(&out[0], &w[0], &kv[0], &offs[0], len(w), len(out))
+	return true
+}
+
+//go:noescape
 func cvtF16F32AVX2(dst *float32, src *uint16, n8 int)
 
 //go:noescape
@@ -43,19 +67,4 @@ func cvtF32F16(dst []uint16, src []float32) {
 		return
 	}
 	cvtF32F16Generic(dst, src)
-}
-
-//go:noescape
-func cvtF16RowsAVX512(dst *float32, kv *uint16, offs *int, m int, d16 int)
-
-// cvtF16Rows converts the rows of d values at kv[offs[j]:] to consecutive
-// float32 rows of dst, exactly.
-func cvtF16Rows(dst []float32, kv []uint16, offs []int, d int) {
-	if useAVX512 && d%16 == 0 && len(offs) > 0 {
-		cvtF16RowsAVX512(&dst[0], &kv[0], &offs[0], len(offs), d/16)
-		return
-	}
-	for j, o := range offs {
-		cvtF16F32(dst[j*d:(j+1)*d], kv[o:o+d])
-	}
 }

@@ -14,24 +14,6 @@ import (
 // ErrNotImplemented marks a configuration the forward pass does not support yet.
 var ErrNotImplemented = errors.New("model: not implemented")
 
-// Seq is one sequence's share of a batch: the tokens it feeds this step (a
-// prefill chunk or a single decode token), starting at position
-// Table.Written(). Forward writes their K/V through Table and then advances
-// its written count; attention reads only positions the table has written.
-type Seq struct {
-	Tokens []int
-	Table  *kvcache.PageTable
-	Logits bool // compute logits for the last token of Tokens
-}
-
-// Batch is the input of one forward step. Forward fills Logits[i] for every
-// Seqs[i] that asked for them; the slices stay valid until the next Forward
-// on the same Runner.
-type Batch struct {
-	Seqs   []Seq
-	Logits [][]float32
-}
-
 // Runner runs the Llama forward pass on the CPU over a page pool. A Runner
 // is owned by one goroutine (the engine's scheduler); its scratch buffers
 // are reused between steps.
@@ -74,13 +56,6 @@ func (r *Runner) Config() Config { return r.cfg }
 // Weights is the model the runner executes.
 func (r *Runner) Weights() *Weights { return r.w }
 
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
-}
-
 // row is one token of the flattened batch.
 type row struct {
 	seq   int
@@ -100,29 +75,9 @@ func (r *Runner) Forward(b *Batch) error {
 	if r.pool.Closed() {
 		return fmt.Errorf("model: forward: %w", kvcache.ErrClosed)
 	}
-	seen := make(map[*kvcache.PageTable]bool, len(b.Seqs))
-	n := 0
-	for i, s := range b.Seqs {
-		if s.Table == nil {
-			return fmt.Errorf("model: batch sequence %d has no page table", i)
-		}
-		if seen[s.Table] {
-			return fmt.Errorf("model: page table of sequence %d appears twice in one batch", i)
-		}
-		seen[s.Table] = true
-		if len(s.Tokens) == 0 {
-			return fmt.Errorf("model: batch sequence %d has no tokens", i)
-		}
-		start := s.Table.Written()
-		if end := start + len(s.Tokens); end > s.Table.Reserved() {
-			return fmt.Errorf("model: sequence %d needs %d KV slots, %d reserved", i, end, s.Table.Reserved())
-		}
-		for _, t := range s.Tokens {
-			if t < 0 || t >= c.Vocab {
-				return fmt.Errorf("model: token %d outside the vocabulary of %d", t, c.Vocab)
-			}
-		}
-		n += len(s.Tokens)
+	n, err := b.Check(c.Vocab)
+	if err != nil {
+		return err
 	}
 	if n == 0 {
 		return nil
@@ -138,14 +93,14 @@ func (r *Runner) Forward(b *Batch) error {
 	}
 
 	dim, kvDim, qDim := c.Dim, c.KVDim(), c.Heads*c.HeadDim
-	r.x = grow(r.x, n*dim)
-	r.xb = grow(r.xb, n*max(dim, qDim))
-	r.q = grow(r.q, n*qDim)
-	r.k = grow(r.k, n*kvDim)
-	r.v = grow(r.v, n*kvDim)
-	r.att = grow(r.att, n*qDim)
-	r.hb = grow(r.hb, n*c.Hidden)
-	r.hb2 = grow(r.hb2, n*c.Hidden)
+	r.x = ml.Grow(r.x, n*dim)
+	r.xb = ml.Grow(r.xb, n*max(dim, qDim))
+	r.q = ml.Grow(r.q, n*qDim)
+	r.k = ml.Grow(r.k, n*kvDim)
+	r.v = ml.Grow(r.v, n*kvDim)
+	r.att = ml.Grow(r.att, n*qDim)
+	r.hb = ml.Grow(r.hb, n*c.Hidden)
+	r.hb2 = ml.Grow(r.hb2, n*c.Hidden)
 
 	ti := 0
 	for _, s := range b.Seqs {
@@ -183,7 +138,7 @@ func (r *Runner) Forward(b *Batch) error {
 	}
 
 	// RoPE's cos/sin depend only on the position: once per row, not per layer.
-	r.rope = grow(r.rope, n*ropeDim)
+	r.rope = ml.Grow(r.rope, n*ropeDim)
 	for i := range n {
 		ml.RoPETable(r.rope[i*ropeDim:(i+1)*ropeDim], c.HeadDim, rows[i].pos, c.RopeTheta, scale)
 	}
@@ -237,8 +192,8 @@ func (r *Runner) Forward(b *Batch) error {
 	b.Logits = b.Logits[:len(b.Seqs)]
 	clear(b.Logits)
 	if m := len(want) / 2; m > 0 {
-		r.lx = grow(r.lx, m*dim)
-		r.logits = grow(r.logits, m*c.Vocab)
+		r.lx = ml.Grow(r.lx, m*dim)
+		r.logits = ml.Grow(r.logits, m*c.Vocab)
 		for j := range m {
 			ri := want[2*j+1]
 			ml.RMSNorm(r.lx[j*dim:(j+1)*dim], r.x[ri*dim:(ri+1)*dim], r.w.Norm, c.NormEps)
@@ -249,11 +204,7 @@ func (r *Runner) Forward(b *Batch) error {
 		}
 	}
 
-	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
-			return fmt.Errorf("model: advance sequence %d: %w", i, err)
-		}
-	}
+	b.Advance()
 	return nil
 }
 
@@ -377,7 +328,7 @@ func growScores(s [][]float32, n, span int) [][]float32 {
 		s = append(s, nil)
 	}
 	for i := range n {
-		s[i] = grow(s[i], span)
+		s[i] = ml.Grow(s[i], span)
 	}
 	return s
 }

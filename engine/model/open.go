@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
@@ -14,18 +13,18 @@ const BuiltinSeed = 0x6b7677617264656e // "kvwarden"
 
 // Open loads a model and its tokenizer: a GGUF file carries its own
 // tokenizer; a llama2.c checkpoint needs tokenizerPath (a llama2.c
-// tokenizer file). An empty modelPath selects the built-in synthetic model
-// (random weights, byte-level vocabulary), which needs no file at all.
+// tokenizer file). A built-in name (BuiltinStories, BuiltinSynthetic)
+// needs no file at all; an empty modelPath selects BuiltinSynthetic
+// (random weights, byte-level vocabulary), which tests and benchmarks use.
 func Open(modelPath, tokenizerPath string) (*Weights, tokenizer.Tokenizer, error) {
-	if modelPath == "" {
+	if modelPath == "" || IsBuiltin(modelPath) {
 		if tokenizerPath != "" {
-			return nil, nil, fmt.Errorf("model: a tokenizer path (%s) needs a model path", tokenizerPath)
+			return nil, nil, fmt.Errorf("model: a tokenizer path (%s) needs a model file, not the built-in model", tokenizerPath)
 		}
-		w, err := Synthetic(DefaultConfig(), BuiltinSeed, ml.F32)
-		if err != nil {
-			return nil, nil, err
+		if modelPath == "" {
+			modelPath = BuiltinSynthetic
 		}
-		return w, tokenizer.NewBytes(), nil
+		return openBuiltin(modelPath)
 	}
 	w, f, err := Load(modelPath)
 	if err != nil {
@@ -55,33 +54,9 @@ func Open(modelPath, tokenizerPath string) (*Weights, tokenizer.Tokenizer, error
 // tokenizer.ggml.* metadata: "llama" (SentencePiece BPE) or "gpt2"
 // (byte-level BPE).
 func TokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
-	kind, _ := f.String("tokenizer.ggml.model")
-	tokens, ok := f.Strings("tokenizer.ggml.tokens")
-	if !ok {
-		return nil, fmt.Errorf("model: GGUF has no tokenizer.ggml.tokens")
+	tok, err := tokenizer.FromMetadata(f)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
 	}
-	types, _ := f.Int32s("tokenizer.ggml.token_type")
-	id := func(key string) int {
-		if v, ok := f.Uint(key); ok && v < uint64(len(tokens)) {
-			return int(v)
-		}
-		return -1
-	}
-	bos, eos := id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
-	switch kind {
-	case "llama":
-		scores, _ := f.Float32s("tokenizer.ggml.scores")
-		var opts []tokenizer.SPOption
-		if v, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok && !v {
-			opts = append(opts, tokenizer.WithoutDummyPrefix())
-		}
-		return tokenizer.NewSentencePiece(tokens, scores, types, bos, eos, id("tokenizer.ggml.unknown_token_id"), opts...)
-	case "gpt2":
-		merges, _ := f.Strings("tokenizer.ggml.merges")
-		pre, _ := f.String("tokenizer.ggml.pre")
-		return tokenizer.NewGPT2(tokens, types, merges, bos, eos, pre)
-	case "":
-		return nil, fmt.Errorf("model: GGUF has no tokenizer.ggml.model")
-	}
-	return nil, fmt.Errorf("model: tokenizer model %q is not implemented (supported: llama, gpt2)", kind)
+	return tok, nil
 }

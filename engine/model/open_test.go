@@ -50,7 +50,7 @@ func TestOpenErrors(t *testing.T) {
 	_, _, err := Open(testmodels.Path(t, "stories260K.bin"), "")
 	require.ErrorContains(t, err, "llama2.c checkpoint; give its tokenizer file")
 	_, _, err = Open("", "tok.bin")
-	require.ErrorContains(t, err, "needs a model path")
+	require.ErrorContains(t, err, "needs a model file")
 	// The 32000-token Llama 2 tokenizer is not stories260K's.
 	_, _, err = Open(testmodels.Path(t, "stories260K.bin"), testmodels.Path(t, "tokenizer.bin"))
 	require.ErrorContains(t, err, "more tokens than the model's vocabulary of 512")

@@ -1,5 +1,12 @@
 """kvwarden: Python bindings (ctypes) for the kvwarden inference engine.
 
+Two APIs share one engine:
+
+- ``kvwarden.Llama``: llama-cpp-python's API (``create_completion``,
+  ``create_chat_completion``, ``__call__``; OpenAI-shaped dicts and stream
+  chunks). See ``kvwarden.llama``.
+- ``kvwarden.Engine``: plain text in and out, tenants, streams you can abort:
+
     import kvwarden
     with kvwarden.Engine("stories260K.bin", tokenizer_path="tok512.bin") as eng:
         print(eng.generate("Once upon a time", max_tokens=32))
@@ -11,23 +18,37 @@ to this module, else the system library path.
 
 All Engine methods are thread-safe; ctypes releases the GIL during every
 library call, so threads generate concurrently.
+
+Engines do not survive fork(): in a child process every call raises
+ForkedError. With multiprocessing use the "spawn" (or "forkserver") start
+method and open the engine in the child.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
+import re
 import threading
 from ctypes import byref, c_char, c_int32, c_size_t, c_uint64, c_void_p
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _lib
 from ._lib import lib
 
 __all__ = [
-    "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
+    "Llama", "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
-    "version", "library_path",
+    "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
+    "BUILTIN_SYNTHETIC",
 ]
+
+#: The story model compiled into the library (Karpathy's TinyStories 260K,
+#: MIT): a model path that needs no file.
+BUILTIN_STORIES = "builtin:stories260K"
+#: The random-weight test model (also what ``Engine(None)`` loads).
+BUILTIN_SYNTHETIC = "builtin:synthetic"
 
 library_path = _lib.path
 
@@ -48,7 +69,8 @@ class KvwardenError(Exception):
 class InvalidArgumentError(KvwardenError, ValueError):
     """Bad input: invalid UTF-8, empty prompt, bad sampling parameters, ..."""
 
-    def __init__(self, message, status=_lib.ERR_INVALID_ARGUMENT, reason=None):
+    def __init__(self, message: str, status: int = _lib.ERR_INVALID_ARGUMENT,
+                 reason: Optional[str] = None):
         super().__init__(message, status)
         self.reason = reason
 
@@ -59,8 +81,8 @@ class RejectedError(KvwardenError):
     reason is "too_long", "quota" or "overloaded"; for "too_long", limit is
     the engine's max_context and requested the tokens the request needs."""
 
-    def __init__(self, message, status=_lib.ERR_REJECTED, reason=None, limit=0, requested=0,
-                 prompt_tokens=0):
+    def __init__(self, message: str, status: int = _lib.ERR_REJECTED, reason: Optional[str] = None,
+                 limit: int = 0, requested: int = 0, prompt_tokens: int = 0):
         super().__init__(message, status)
         self.reason = reason
         self.limit = limit
@@ -88,12 +110,59 @@ class ModelLoadError(KvwardenError, OSError):
     """The model or tokenizer could not be read."""
 
 
+class ModelNotFoundError(ModelLoadError, FileNotFoundError):
+    """The model or tokenizer file does not exist (a FileNotFoundError)."""
+
+    def __init__(self, what: str, path: str):
+        KvwardenError.__init__(self, f"{what} not found: {path}", _lib.ERR_IO)
+        self.errno = errno.ENOENT
+        self.strerror = f"{what} not found"
+        self.filename = path
+
+    def __str__(self) -> str:
+        return f"{self.strerror}: {self.filename}"
+
+
+_INT_RANGES = {
+    ctypes.c_int32: (-(1 << 31), (1 << 31) - 1),
+    ctypes.c_int64: (-(1 << 63), (1 << 63) - 1),
+    ctypes.c_uint32: (0, (1 << 32) - 1),
+    ctypes.c_uint64: (0, (1 << 64) - 1),
+}
+
+
+def _assign(struct: ctypes.Structure, name: str, value: Any) -> None:
+    """Sets a C struct field, refusing what ctypes would silently wrap or
+    truncate: out-of-range ints raise ValueError, wrong types TypeError."""
+    ctype = dict(struct._fields_)[name]
+    if ctype in _INT_RANGES:
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        lo, hi = _INT_RANGES[ctype]
+        if not lo <= value <= hi:
+            raise ValueError(f"{name}={value} is out of range [{lo}, {hi}]")
+    elif ctype in (ctypes.c_float, ctypes.c_double):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+        value = float(value)
+    setattr(struct, name, value)
+
+
+class ForkedError(KvwardenError):
+    """Called in a child process after fork(): the library cannot work there
+    (its runtime's threads do not survive fork). Use the "spawn" start
+    method of multiprocessing and open the engine in the child."""
+
+
 _ERRORS = {
     _lib.ERR_ABORTED: AbortedError,
     _lib.ERR_ISOLATION: IsolationError,
     _lib.ERR_NOT_FOUND: NotFoundError,
     _lib.ERR_CLOSED: ClosedError,
     _lib.ERR_IO: ModelLoadError,
+    _lib.ERR_FORKED: ForkedError,
 }
 
 
@@ -104,6 +173,9 @@ def _error(status: int) -> KvwardenError:
     msg = (lib.kvw_last_error() or b"").decode("utf-8", "replace")
     if not msg:
         msg = lib.kvw_status_string(status).decode()
+    # The C function's name ("kvw_generate: ...") means nothing to a Python
+    # caller; the rest of the message names the Python-visible parameter.
+    msg = re.sub(r"^kvw_\w+: ", "", msg).replace("params.", "")
     info = _lib.kvw_error_info()
     info.struct_size = ctypes.sizeof(info)
     lib.kvw_last_error_info(byref(info))
@@ -118,6 +190,17 @@ def _error(status: int) -> KvwardenError:
 def _check(status: int) -> None:
     if status != _lib.OK:
         raise _error(status)
+
+
+def _seed(seed: Optional[int]) -> int:
+    """kvw_request_params.seed for a Python seed (None: no fixed seed)."""
+    if seed is None:
+        return _lib.SEED_RANDOM
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+    if not 0 <= seed < _lib.SEED_RANDOM:
+        raise InvalidArgumentError(f"seed {seed} is outside [0, 2**64 - 2] (None means no fixed seed)")
+    return seed
 
 
 def _text(s: str, what: str) -> bytes:
@@ -159,6 +242,15 @@ class Stream:
     def __next__(self) -> str:
         if not self._open:
             raise StopIteration
+        try:
+            return self._next()
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: stop the request now rather than when
+            # the stream is garbage collected, then let it propagate.
+            self.close()
+            raise
+
+    def _next(self) -> str:
         while True:
             # A bounded wait keeps Ctrl-C responsive.
             st = lib.kvw_next(self._h, self.id, 100, self._buf, self._BUF, byref(self._len),
@@ -244,26 +336,30 @@ def _result_dict(r: "_lib.kvw_result") -> dict:
 class Engine:
     """One kvwarden engine. Use as a context manager, or call close().
 
-    model_path None selects the built-in synthetic model. Keyword arguments
+    model_path is a .gguf file, a llama2.c .bin checkpoint (with
+    tokenizer_path), BUILTIN_STORIES (a small story model compiled into the
+    library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
+    missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
-    or "f32"), max_context, tenant_quota, page_size, ...). log, if given, is called as
+    or "f32"), max_context, tenant_quota, page_size, n_threads, ...). n_threads is the number of
+    compute threads (default: the physical cores); the CPU worker pool is
+    shared by all engines of the process, the last one opened sets it. log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
     """
 
     def __init__(self, model_path: Optional[str] = None, tokenizer_path: Optional[str] = None, *,
                  log: Optional[Callable[[int, str], None]] = None, log_level: int = _lib.LOG_WARN,
-                 **params):
+                 **params: Any) -> None:
         p = lib.kvw_engine_default_params()
         if tokenizer_path is not None:
             p.tokenizer_path = _text(str(tokenizer_path), "tokenizer_path")
         for k, v in params.items():
-            if k in ("struct_size", "log_callback", "log_user_data") or not hasattr(p, k):
+            if k in ("struct_size", "log_callback", "log_user_data", "reserved0") or not hasattr(p, k):
                 raise TypeError(f"Engine() got an unexpected keyword argument {k!r}")
             if isinstance(v, str):
-                v = _text(v, k)
-            elif isinstance(v, bool):
-                v = int(v)
-            setattr(p, k, v)
+                setattr(p, k, _text(v, k))
+            else:
+                _assign(p, k, v)
         self._log_cb = None
         if log is not None:
             def trampoline(level, msg, _ud, _log=log):
@@ -275,6 +371,9 @@ class Engine:
             self._log_cb = _lib.LOG_CALLBACK(trampoline)
             p.log_callback = self._log_cb
             p.log_level = log_level
+        for what, path in (("model", model_path), ("tokenizer", tokenizer_path)):
+            if path is not None and not str(path).startswith("builtin:") and not os.path.exists(path):
+                raise ModelNotFoundError(what, str(path))
         h = c_void_p()
         mp = None if model_path is None else _text(str(model_path), "model_path")
         _check(lib.kvw_engine_open(mp, byref(p), byref(h)))
@@ -296,6 +395,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
+        """Whether close() was called."""
         return self._closed
 
     def __enter__(self) -> "Engine":
@@ -315,18 +415,18 @@ class Engine:
 
     @staticmethod
     def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
-                repeat_penalty=1.0, repeat_last_n=0, seed=0, stop=None, tenant=None,
-                add_bos=True):
+                repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
+                add_bos=True, parse_special=False):
         p = lib.kvw_request_default_params()
-        p.max_tokens = max_tokens
-        p.temperature = temperature
-        p.top_k = top_k
-        p.top_p = top_p
-        p.min_p = min_p
-        p.repeat_penalty = repeat_penalty
-        p.repeat_last_n = repeat_last_n
-        p.seed = seed
+        for name, value in (("max_tokens", max_tokens), ("temperature", temperature),
+                            ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
+                            ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n)):
+            _assign(p, name, value)
+        p.seed = _seed(seed)
         p.no_bos = 0 if add_bos else 1
+        # Special-token text ("<|im_start|>") becomes the token only when
+        # asked: prompts are untrusted text by default.
+        p.parse_special = 1 if parse_special else 0
         keep = []
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
@@ -340,30 +440,31 @@ class Engine:
         return p, keep
 
     def generate(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
-                 top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = None,
                  stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
-                 **sampling) -> str:
+                 **sampling: Any) -> str:
         """Generates a completion of prompt and returns its text (greedy by
-        default). Raises RejectedError, AbortedError, IsolationError, ..."""
-        p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
-                               tenant=tenant, **sampling)
-        pieces: list[bytes] = []
+        default). sampling takes min_p, repeat_penalty, repeat_last_n,
+        add_bos and parse_special (special-token text in prompt becomes the
+        token; set it for apply_chat_template's text). seed: any int in
+        [0, 2**64 - 2], 0 included, is a fixed seed; None draws one per
+        request. Raises RejectedError, AbortedError, IsolationError, ...;
+        out-of-range numbers raise ValueError.
 
-        def on_piece(ptr, n, _ud):
-            pieces.append(ctypes.string_at(ptr, n))
-            return 0
-
-        cb = _lib.PIECE_CALLBACK(on_piece)  # alive for the whole (blocking) call
-        st = lib.kvw_generate(self._h, _text(prompt, "prompt"), byref(p), cb, None, None, 0, None,
-                              None)
-        del keep
-        _check(st)
-        return b"".join(pieces).decode("utf-8")
+        Ctrl-C (KeyboardInterrupt, or any exception raised in this thread
+        meanwhile) aborts the request and propagates to the caller."""
+        # Built on the stream, not on kvw_generate with a callback: an
+        # exception raised inside a ctypes callback is printed and lost,
+        # while here it surfaces between bounded waits and the with block
+        # aborts and frees the request.
+        with self.stream(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                         top_p=top_p, seed=seed, stop=stop, tenant=tenant, **sampling) as s:
+            return "".join(s)
 
     def stream(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
-               top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+               top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = None,
                stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
-               **sampling) -> Stream:
+               **sampling: Any) -> Stream:
         """Submits prompt and returns a Stream: an iterator of text pieces.
         Closing the iterator early aborts the request."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
@@ -374,9 +475,46 @@ class Engine:
         _check(st)
         return Stream(self, rid.value)
 
+    # -- chat --
+
+    def apply_chat_template(self, messages: Sequence[Dict[str, Any]],
+                            add_generation_prompt: bool = True,
+                            template_name: Optional[str] = None) -> str:
+        """Renders messages ([{"role": ..., "content": ...}, ...]) with the
+        model's chat template (the GGUF's tokenizer.chat_template, the
+        engine's chat_template=..., or ChatML when the file has none), as
+        Hugging Face's apply_chat_template(tokenize=False) does.
+        add_generation_prompt ends with the assistant's turn header;
+        template_name picks a named template of the file (e.g. "tool_use").
+        Generate from the text with parse_special=True. A template that
+        raises (e.g. one refusing a system message) raises
+        InvalidArgumentError carrying the template's message."""
+        msgs = list(messages)
+        arr = (_lib.kvw_chat_message * max(len(msgs), 1))()
+        for i, m in enumerate(msgs):
+            content = m.get("content")
+            if content is None:
+                content = ""
+            elif not isinstance(content, str):  # OpenAI text parts
+                content = "".join(part.get("text", "") for part in content)
+            arr[i].role = _text(str(m["role"]), f"messages[{i}].role")
+            arr[i].content = _text(content, f"messages[{i}].content")
+        name = None if template_name is None else _text(template_name, "template_name")
+        n = c_size_t()
+        gen = int(bool(add_generation_prompt))
+        _check(lib.kvw_chat_apply_template(self._h, arr, len(msgs), gen, name, None, 0, byref(n)))
+        while True:
+            buf = (c_char * (n.value + 1))()
+            st = lib.kvw_chat_apply_template(self._h, arr, len(msgs), gen, name, buf, n.value + 1,
+                                             byref(n))
+            if st != _lib.ERR_BUFFER_TOO_SMALL:  # a template printing the time may grow
+                _check(st)
+                return buf.raw[: n.value].decode("utf-8")
+
     # -- tokens --
 
-    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
+    def tokenize(self, text: str, add_bos: bool = True) -> List[int]:
+        """Token IDs of text, with BOS first unless add_bos is False."""
         b = _text(text, "text")
         n = c_size_t()
         _check(lib.kvw_tokenize(self._h, b, int(add_bos), None, 0, byref(n)))
@@ -385,6 +523,8 @@ class Engine:
         return list(arr[: n.value])
 
     def detokenize(self, tokens: Sequence[int]) -> str:
+        """The text of tokens (out-of-vocabulary IDs raise
+        InvalidArgumentError)."""
         arr = (c_int32 * max(len(tokens), 1))(*tokens)
         n = c_size_t()
         _check(lib.kvw_detokenize(self._h, arr, len(tokens), None, 0, byref(n)))
@@ -394,20 +534,25 @@ class Engine:
 
     @property
     def max_context(self) -> int:
+        """The most tokens (prompt + generated) one request may hold."""
         out = c_int32()
         _check(lib.kvw_engine_max_context(self._h, byref(out)))
         return out.value
 
     @property
-    def vocab(self) -> dict:
+    def vocab(self) -> Dict[str, int]:
+        """The vocabulary: {"size", "bos", "eos"}."""
         n, bos, eos = c_int32(), c_int32(), c_int32()
         _check(lib.kvw_vocab_info(self._h, byref(n), byref(bos), byref(eos)))
         return {"size": n.value, "bos": bos.value, "eos": eos.value}
 
-    def stats(self) -> dict:
+    def stats(self) -> Dict[str, Union[int, float]]:
         """Engine and KV pool metrics (kvw_stats) as a dict."""
         s = _lib.kvw_stats()
         lib.kvw_stats_init(byref(s))
         _check(lib.kvw_engine_stats(self._h, byref(s)))
         return {name: getattr(s, name) for name, _ in s._fields_
                 if name not in ("struct_size", "reserved0")}
+
+
+from .llama import Llama  # noqa: E402  (needs Engine above)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/internal/hub"
 )
 
 // Exit statuses of the kvwarden command.
@@ -42,8 +46,12 @@ func IsUsage(err error) bool {
 // Common holds the flags every subcommand takes: the model, the KV pool,
 // the safety switches and the batching limits.
 type Common struct {
+	// DefaultModel is the --model default, set before Register
+	// ("" = model.BuiltinStories).
+	DefaultModel     string
 	Model, Tokenizer string
 	Device           string
+	Threads          int
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
@@ -61,9 +69,14 @@ type Common struct {
 
 // Register adds the common flags to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Model, "model", "", "model `file`: a .gguf or a llama2.c .bin checkpoint (default: the built-in synthetic model)")
+	if c.DefaultModel == "" {
+		c.DefaultModel = model.BuiltinStories
+	}
+	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, a Hugging Face reference (owner/repo:Q4_K_M, owner/repo:file.gguf, hf://owner/repo/file.gguf; pulled into the cache if absent), or "+
+		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
+	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
 	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default: room for --max-seqs contexts, at most 256MiB unless one context needs more)")
@@ -79,53 +92,44 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
 }
 
-// Validate checks every common flag. Each error names its flag.
+// Validate checks every common flag (an empty --model becomes the
+// default). Each error names its flag. Ranges and contradictions are the
+// engine's to check (engine.Config.Validate, through CheckEngineConfig);
+// Validate adds only what the command line itself can get wrong: a flag
+// spelled as text, a size of 0, a missing file or model name.
 func (c *Common) Validate() error {
-	switch c.Device {
-	case "auto", "cpu", "cuda":
-	default:
-		return Usagef("--device %q: want auto, cpu or cuda", c.Device)
-	}
-	if c.PageSize < 0 || c.PageSize > 1<<15 {
-		return Usagef("--page-size %d: want 1..32768 tokens (0 = default 16)", c.PageSize)
-	}
-	if c.KVPages < 0 {
-		return Usagef("--kv-pages %d: must not be negative", c.KVPages)
-	}
-	if c.KVPages > 0 && c.KVMemory.Given {
-		return Usagef("--kv-pages and --kv-memory both given: size the pool with one of them")
+	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
+		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
 	}
 	if c.KVMemory.Given && c.KVMemory.N == 0 {
 		return Usagef("--kv-memory 0: the pool needs memory")
 	}
-	switch c.KVType {
-	case "f16", "f32":
-	default:
-		return Usagef("--kv-type %q: want f16 or f32", c.KVType)
+	if err := CheckEngineConfig(c.EngineConfig()); err != nil {
+		return err
 	}
-	if c.MaxContext < 0 {
-		return Usagef("--max-context %d: must not be negative", c.MaxContext)
+	if c.Model == "" {
+		c.Model = c.DefaultModel
+		if c.Model == "" {
+			c.Model = model.BuiltinStories
+		}
 	}
-	if c.MaxBatchTokens < 0 {
-		return Usagef("--max-batch-tokens %d: must not be negative", c.MaxBatchTokens)
+	if c.Tokenizer != "" && model.IsBuiltin(c.Model) {
+		return Usagef("--tokenizer given with the built-in model %s, which has its own tokenizer", c.Model)
 	}
-	if c.MaxSeqs < 0 {
-		return Usagef("--max-seqs %d: must not be negative", c.MaxSeqs)
-	}
-	switch c.HostCompression {
-	case "", "none", "s2", "zstd":
-	default:
-		return Usagef("--host-compression %q: want none, s2 or zstd", c.HostCompression)
-	}
-	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
-		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
-	}
-	if c.Tokenizer != "" && c.Model == "" {
-		return Usagef("--tokenizer given without --model: the built-in model has its own tokenizer")
+	if model.IsBuiltin(c.Model) && c.Model != model.BuiltinStories && c.Model != model.BuiltinSynthetic {
+		return Usagef("--model %s: unknown built-in model (want %s or %s)", c.Model, model.BuiltinStories, model.BuiltinSynthetic)
 	}
 	for _, f := range []struct{ name, path string }{{"model", c.Model}, {"tokenizer", c.Tokenizer}} {
-		if f.path == "" {
+		if f.path == "" || model.IsBuiltin(f.path) {
 			continue
+		}
+		if f.name == "model" && hub.LooksLikeRef(f.path) {
+			if _, err := os.Stat(f.path); err != nil {
+				if _, err := hub.ParseRef(f.path); err != nil {
+					return Usagef("--model: %v", err)
+				}
+				continue // resolved through the cache by ResolveModel
+			}
 		}
 		st, err := os.Stat(f.path)
 		if err != nil {
@@ -138,13 +142,89 @@ func (c *Common) Validate() error {
 	return nil
 }
 
-// Synthetic reports whether the built-in synthetic model is in use.
-func (c *Common) Synthetic() bool { return c.Model == "" }
+// flagOf names the flag that sets each engine.Config field.
+var flagOf = map[string]string{
+	"Device": "device", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
+	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
+	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
+	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "Threads": "threads", "ModelPath": "model",
+	"TokenizerPath": "tokenizer",
+}
+
+// CheckEngineConfig validates cfg with the engine's own checks and turns a
+// bad field into a UsageError naming its flag.
+func CheckEngineConfig(cfg engine.Config) error {
+	err := cfg.Validate()
+	var ce *engine.ConfigError
+	if errors.As(err, &ce) {
+		if name, ok := flagOf[ce.Field]; ok {
+			return Usagef("--%s: %s", name, ce.Msg)
+		}
+	}
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	return nil
+}
+
+// CheckSampling validates p with the sampler's own checks and turns a bad
+// parameter into a UsageError naming its flag (top_p is --top-p).
+func CheckSampling(p sample.Params) error {
+	err := p.Validate()
+	var pe *sample.ParamError
+	if errors.As(err, &pe) {
+		return Usagef("--%s %v: want %s", strings.ReplaceAll(pe.Param, "_", "-"), pe.Value, pe.Want)
+	}
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	return nil
+}
+
+// ResolveModel turns a Hugging Face reference in --model (owner/repo:Q4_K_M,
+// owner/repo:file.gguf, hf://...) into the path of the cached file,
+// pulling it first, with progress on stderr, when the cache lacks it.
+// Local paths and built-in names are left alone. The cache is
+// $KVWARDEN_CACHE_DIR, else $XDG_CACHE_HOME/kvwarden; HF_TOKEN is sent for
+// gated repositories.
+func (c *Common) ResolveModel(ctx context.Context, stderr io.Writer) error {
+	if c.Model == "" || model.IsBuiltin(c.Model) || !hub.LooksLikeRef(c.Model) {
+		return nil
+	}
+	if _, err := os.Stat(c.Model); err == nil {
+		return nil // a local file that happens to look like a reference
+	}
+	ref, err := hub.ParseRef(c.Model)
+	if err != nil {
+		return Usagef("--model: %v", err)
+	}
+	client, err := hub.New("")
+	if err != nil {
+		return err
+	}
+	m, err := client.Cached(ref)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvwarden: pulling %s into %s\n", ref, client.CacheDir)
+		client.Progress = HubProgress(stderr)
+		if m, err = client.Pull(ctx, ref); err != nil {
+			return fmt.Errorf("--model %s: %w", c.Model, err)
+		}
+	}
+	c.Model = m.Path
+	return nil
+}
+
+// Synthetic reports whether the built-in synthetic model (random
+// weights) is in use.
+func (c *Common) Synthetic() bool { return c.Model == "" || c.Model == model.BuiltinSynthetic }
 
 // ModelName is a short name for the configured model.
 func (c *Common) ModelName() string {
-	if c.Model == "" {
+	switch {
+	case c.Synthetic():
 		return "kvwarden-synthetic"
+	case model.IsBuiltin(c.Model):
+		return strings.TrimPrefix(c.Model, model.BuiltinPrefix)
 	}
 	base := filepath.Base(c.Model)
 	return strings.TrimSuffix(base, filepath.Ext(base))
@@ -157,6 +237,7 @@ func (c *Common) EngineConfig() engine.Config {
 		ModelPath:          c.Model,
 		TokenizerPath:      c.Tokenizer,
 		Device:             c.Device,
+		Threads:            c.Threads,
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,

@@ -1,9 +1,22 @@
 // Package server is kvwarden's OpenAI-compatible HTTP server: POST
 // /v1/completions and /v1/chat/completions (streaming as server-sent events
-// ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
+// ending with "data: [DONE]"), POST /apply-template (llama-server's: the
+// chat template's render of a conversation), GET /v1/models, /healthz and
+// /metrics.
+//
+// A Server is an http.Handler over one engine.Engine: the kvwarden command
+// serves it with Serve (graceful shutdown included), and an application can
+// mount it in its own mux instead, e.g.
+//
+//	srv := server.New(server.Options{Engine: eng, ModelID: "stories"})
+//	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
 //
 // Isolation rules it keeps: the tenant of a request comes only from its
-// authenticated API key (invariant 9); a client disconnect cancels the
+// authenticated API key (invariant 9); with keys configured /metrics needs
+// a key too (Options.PublicMetrics opens it); response ids are random, so
+// they reveal nothing about other tenants' traffic; internal errors reach
+// the client as generic text (the details, which may name other requests,
+// go to the log under the response id); a client disconnect cancels the
 // request's context, which aborts it in the engine (invariant 8); and a
 // request that fails is never answered with a 200 carrying a partial body.
 // Non-streaming responses are written only after the engine finished the
@@ -15,20 +28,24 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/metrics"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/server/internal/metrics"
 )
 
 // ErrShuttingDown is the cancellation cause of requests aborted because the
@@ -50,8 +67,14 @@ type Options struct {
 	Keys    *Keys  // nil: no authentication, every request is tenant "default"
 	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
-	Metrics      *metrics.Metrics // nil: a new set reading Engine.Stats
+	Logger       *slog.Logger // nil: discard
+	// PublicMetrics serves /metrics without a key even when Keys is set.
+	// The metrics aggregate every tenant's traffic, so by default they
+	// need a valid key like the API.
+	PublicMetrics bool
+	// CORSOrigins are the origins browsers may call the API from ("*":
+	// any). Empty: no CORS headers, so browsers refuse cross-origin calls.
+	CORSOrigins []string
 }
 
 // Server serves the HTTP API over one engine.
@@ -59,34 +82,47 @@ type Server struct {
 	eng      *engine.Engine
 	model    string
 	keys     *Keys
+	pubMet   bool
 	maxBody  int64
 	log      *slog.Logger
 	met      *metrics.Metrics
 	created  int64
 	draining atomic.Bool
 	mux      *http.ServeMux
+	cors     map[string]bool
+	// fingerprint is the system_fingerprint of every response: a digest
+	// of what determines outputs besides the request (build, model shape,
+	// device), so clients can tell when that changed.
+	fingerprint string
 }
 
-// New builds a Server.
+// New builds a Server over o.Engine, which must not be nil. The caller
+// keeps ownership of the engine and closes it after the server stopped.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger, met: o.Metrics,
-		created: time.Now().Unix()}
+	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, pubMet: o.PublicMetrics, maxBody: o.MaxBodyBytes,
+		log: o.Logger, created: time.Now().Unix()}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if s.met == nil {
-		s.met = metrics.New(s.eng.Stats)
+	s.met = metrics.New(s.eng.Stats)
+	s.fingerprint = fingerprint(s.eng)
+	if len(o.CORSOrigins) > 0 {
+		s.cors = map[string]bool{}
+		for _, origin := range o.CORSOrigins {
+			s.cors[strings.TrimRight(origin, "/")] = true
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/completions", s.handleCompletions)
 	mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("/apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("/v1/models", s.handleModels)
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
-	mux.Handle("GET /metrics", s.met.Handler())
+	mux.Handle("GET /metrics", s.metricsHandler(s.met.Handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"),
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
@@ -95,11 +131,62 @@ func New(o Options) *Server {
 	return s
 }
 
-// Handler is the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// ServeHTTP serves the API; it is safe for concurrent use.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.allowCORS(w, r) {
+		return // a preflight, answered
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
-// Metrics is the server's metric set.
-func (s *Server) Metrics() *metrics.Metrics { return s.met }
+// allowCORS adds the CORS headers for an allowed Origin and answers a
+// preflight request (OPTIONS with Access-Control-Request-Method) itself,
+// before authentication: browsers send preflights without credentials.
+func (s *Server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if s.cors == nil || origin == "" {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	switch {
+	case s.cors["*"]:
+		h.Set("Access-Control-Allow-Origin", "*")
+	case s.cors[origin]:
+		h.Set("Access-Control-Allow-Origin", origin)
+	default:
+		return false
+	}
+	h.Set("Access-Control-Expose-Headers", "Retry-After")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+	allow := r.Header.Get("Access-Control-Request-Headers")
+	if allow == "" {
+		allow = "Authorization, Content-Type"
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// fingerprint digests the build, the model's shape and the device.
+func fingerprint(eng *engine.Engine) string {
+	h := sha256.New()
+	version := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" || st.Key == "vcs.modified" {
+				version += " " + st.Value
+			}
+		}
+	}
+	fmt.Fprintf(h, "kvwarden %s\n%+v\n%s\n", version, eng.ModelConfig(), eng.Device())
+	return fmt.Sprintf("fp_%x", h.Sum(nil)[:5])
+}
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it
 // stops accepting connections, answers new requests on open connections
@@ -111,7 +198,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	base, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -145,6 +232,31 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	}
 	s.log.Info("server stopped")
 	return err
+}
+
+// metricsHandler requires an API key for h when keys are configured,
+// unless PublicMetrics is set.
+func (s *Server) metricsHandler(h http.Handler) http.Handler {
+	if s.keys == nil || s.pubMet {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, e := s.tenantOf(r); e != nil {
+			s.reject(w, "metrics", e)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// responseID is a response's id: the endpoint's prefix and 26 random
+// characters, so that ids say nothing about how many requests (of other
+// tenants) came before. The log maps it to the engine's request ID.
+func responseID(chat bool) string {
+	if chat {
+		return "chatcmpl-" + rand.Text()
+	}
+	return "cmpl-" + rand.Text()
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -217,9 +329,9 @@ func (s *Server) tenantOf(r *http.Request) (string, *apiError) {
 	if s.keys == nil {
 		return "default", nil
 	}
-	h := r.Header.Get("Authorization")
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(key) == "" {
+	// The scheme is case-insensitive (RFC 9110 11.1): "bearer" works too.
+	scheme, key, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
 			Reason: "unauthorized", Message: "missing API key: send Authorization: Bearer <key>"}
 	}
@@ -270,8 +382,19 @@ func engineError(err error, promptParam string) *apiError {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, ErrShuttingDown):
 		return shuttingDown()
 	}
+	return internalError("")
+}
+
+// internalError is the generic answer to an unexpected failure: its cause
+// may name other requests or tenants, so it goes only to the log (under id,
+// when there is one), never to the client.
+func internalError(id string) *apiError {
+	msg := "internal server error; the details are in the server log"
+	if id != "" {
+		msg += " under id " + id
+	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("internal_error"),
-		Reason: "error", Message: err.Error()}
+		Reason: "error", Message: msg}
 }
 
 func shuttingDown() *apiError {
@@ -282,7 +405,7 @@ func shuttingDown() *apiError {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	const ep = "completions"
 	start := time.Now()
-	tenant, req, p, e := s.parse(w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
+	tenant, req, p, e := parse(s, w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(DefaultCompletionMaxTokens)
 		if e != nil {
 			return engine.Request{}, p, e
@@ -304,61 +427,61 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if text == "" && len(ids) == 0 {
 			return engine.Request{}, p, badRequest("prompt", "empty_prompt", "prompt is empty")
 		}
-		return engine.Request{Prompt: text, Tokens: ids, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+		return engine.Request{Prompt: text, Tokens: ids, ParseSpecial: body.ParseSpecial, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID()})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	const ep = "chat"
 	start := time.Now()
-	tenant, req, p, e := s.parse(w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
+	tenant, req, p, e := parse(s, w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(0)
 		if e != nil {
 			return engine.Request{}, p, e
 		}
 		if body.MaxCompletionTokens != nil {
-			if *body.MaxCompletionTokens < 1 {
-				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be at least 1")
+			if *body.MaxCompletionTokens < 1 || *body.MaxCompletionTokens > math.MaxInt32 {
+				return engine.Request{}, p, badRequest("max_completion_tokens", "invalid_value", "max_completion_tokens must be in [1, %d]", math.MaxInt32)
 			}
-			p.maxTokens = *body.MaxCompletionTokens
+			p.maxTokens = int(*body.MaxCompletionTokens)
 		}
-		switch {
-		case body.Logprobs != nil && *body.Logprobs:
+		if body.Logprobs != nil && *body.Logprobs {
 			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
-		case !isNull(body.Tools) && string(body.Tools) != "[]":
-			return engine.Request{}, p, badRequest("tools", "unsupported_value", "tools are not supported")
-		case body.ResponseFormat != nil && body.ResponseFormat.Type != "" && body.ResponseFormat.Type != "text":
-			return engine.Request{}, p, badRequest("response_format", "unsupported_value", "response_format %q is not supported", body.ResponseFormat.Type)
 		}
-		prompt, e := renderChat(body.Messages)
+		prompt, e := s.renderChat(body)
 		if e != nil {
 			return engine.Request{}, p, e
-		}
-		stop := p.stop
-		if len(stop) < engine.MaxStopStrings {
-			stop = append(stop, chatStop)
 		}
 		if p.maxTokens == 0 {
 			p.maxTokens = s.eng.MaxContext() // the engine clamps to what the context has left
 		}
-		return engine.Request{Prompt: prompt, MaxTokens: p.maxTokens, Stop: stop}, p, nil
+		// The render holds the template's special tokens as text; they
+		// must become tokens. (Message text inside it is parsed too, as
+		// llama-server and transformers do.)
+		return engine.Request{Prompt: prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID()})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID(), fp: s.fingerprint})
+}
+
+// requestBody is a request body type that names the model it asks for.
+type requestBody[B any] interface {
+	*B
+	requestedModel() string
 }
 
 // parse runs the checks every completion request goes through, in order:
 // method, API key, draining, body, model, then build (the endpoint's own
-// validation, a func(*completionRequest) or func(*chatRequest)).
-func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (string, engine.Request, params, *apiError) {
+// validation of its body type B).
+func parse[B any, PB requestBody[B]](s *Server, w http.ResponseWriter, r *http.Request, build func(PB) (engine.Request, params, *apiError)) (string, engine.Request, params, *apiError) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return "", engine.Request{}, params{}, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
@@ -371,37 +494,19 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (strin
 	if s.draining.Load() {
 		return "", engine.Request{}, params{}, shuttingDown()
 	}
-	var (
-		req engine.Request
-		p   params
-	)
-	switch b := build.(type) {
-	case func(*completionRequest) (engine.Request, params, *apiError):
-		var body completionRequest
-		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-			return "", req, p, e
-		}
-		if e := s.checkModel(body.Model); e != nil {
-			return "", req, p, e
-		}
-		req, p, e = b(&body)
-	case func(*chatRequest) (engine.Request, params, *apiError):
-		var body chatRequest
-		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-			return "", req, p, e
-		}
-		if e := s.checkModel(body.Model); e != nil {
-			return "", req, p, e
-		}
-		req, p, e = b(&body)
-	default:
-		panic("server: unknown request type")
+	var body B
+	if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+		return "", engine.Request{}, params{}, e
 	}
+	if e := s.checkModel(PB(&body).requestedModel()); e != nil {
+		return "", engine.Request{}, params{}, e
+	}
+	req, p, e := build(&body)
 	if e != nil {
 		return "", req, p, e
 	}
 	req.Tenant = tenant
-	req.Sampling = cli.SamplingParams(p.temperature, p.topK, p.topP, p.seed)
+	req.Sampling = samplingParams(p)
 	return tenant, req, p, nil
 }
 
@@ -418,14 +523,15 @@ type shaper struct {
 	id      string
 	created int64
 	model   string
+	fp      string // system_fingerprint
 }
 
 func (sh shaper) chunk(text string) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Delta: &chatOut{Content: &text}}}}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: text}}}
 }
 
@@ -435,34 +541,34 @@ func (sh shaper) opening() any {
 		return nil
 	}
 	empty := ""
-	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+	return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []chatChoice{{Delta: &chatOut{Role: "assistant", Content: &empty}}}}
 }
 
 func (sh shaper) final(finish string) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Delta: &chatOut{}, FinishReason: &finish}}}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: "", FinishReason: &finish}}}
 }
 
 func (sh shaper) usageChunk(u usage) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{}, Usage: &u}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{}, Usage: &u}
 }
 
 func (sh shaper) full(text, finish string, u usage) any {
 	if sh.chat {
-		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model,
+		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish}}, Usage: &u}
 	}
-	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model,
+	return completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Text: text, FinishReason: &finish}}, Usage: &u}
 }
 
@@ -483,14 +589,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 			s.answerAbort(w, ctx, false)
 			return
 		}
-		s.reject(w, ep, engineError(err, map[bool]string{true: "messages", false: "prompt"}[sh.chat]))
+		e := engineError(err, map[bool]string{true: "messages", false: "prompt"}[sh.chat])
+		if e.Code != nil && *e.Code == "internal_error" {
+			s.log.Error("request failed at submission", "tenant", tenant, "endpoint", ep, "err", err)
+		}
+		s.reject(w, ep, e)
 		return
 	}
 	s.met.InFlight.Inc()
 	defer s.met.InFlight.Dec()
-	sh.id = map[bool]string{true: "chatcmpl-", false: "cmpl-"}[sh.chat] + fmt.Sprint(st.ID())
+	sh.id = responseID(sh.chat)
 	sh.created = start.Unix()
-	log := s.log.With("id", st.ID(), "tenant", tenant, "endpoint", ep)
+	log := s.log.With("id", sh.id, "request", st.ID(), "tenant", tenant, "endpoint", ep)
 
 	var (
 		last       time.Time
@@ -549,7 +659,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 		} else if errors.Is(res.Err, engine.ErrAborted) {
 			outcome = "abort"
 		} else {
-			log.Warn("request failed", "err", res.Err)
+			log.Error("request failed", "err", res.Err)
 		}
 	}
 	s.finish(ep, outcome, start, &res)
@@ -561,7 +671,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 			s.answerAbort(w, ctx, wroteHead)
 			return
 		}
-		e := resultError(res.Err)
+		e := resultError(res.Err, sh.id)
 		if !wroteHead {
 			writeError(w, e)
 			return
@@ -605,8 +715,8 @@ func (s *Server) answerAbort(w http.ResponseWriter, ctx context.Context, streami
 	_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
 }
 
-// resultError maps a failed request's error.
-func resultError(err error) *apiError {
+// resultError maps a failed request's error; id is its response id.
+func resultError(err error, id string) *apiError {
 	if errors.Is(err, engine.ErrIsolation) {
 		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("kv_isolation_error"),
 			Message: "the request failed a KV isolation check and was stopped; no output is returned"}
@@ -614,7 +724,7 @@ func resultError(err error) *apiError {
 	if errors.Is(err, engine.ErrClosed) {
 		return shuttingDown()
 	}
-	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("internal_error"), Message: err.Error()}
+	return internalError(id)
 }
 
 func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result) {
@@ -625,4 +735,25 @@ func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result)
 		s.met.CompletionTokens.Add(float64(len(res.Tokens)))
 		s.met.CachedTokens.Add(float64(res.CachedTokens))
 	}
+}
+
+// samplingParams builds the engine's sampling parameters from a validated
+// request. Temperature 0 is greedy.
+func samplingParams(p params) sample.Params {
+	// Zero fields mean "not set" to the sampler (top_p 0 is off): no
+	// patching here; the engine validates at admission.
+	sp := sample.Params{
+		Temperature:   float32(p.temperature),
+		TopK:          p.topK,
+		TopP:          float32(p.topP),
+		MinP:          float32(p.minP),
+		RepeatPenalty: float32(p.repeatPenalty),
+	}
+	if p.seed != nil { // absent: the engine picks one; any given seed, 0 included, is fixed
+		sp.Seed, sp.HasSeed = *p.seed, true
+	}
+	if sp.RepeatPenalty != 1 {
+		sp.RepeatLastN = p.repeatLastN
+	}
+	return sp
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 )
@@ -65,8 +66,8 @@ func NewEcho(pool *kvcache.Pool, sep int, fault string) (*Echo, error) {
 	case "":
 	case FaultForeignRead:
 		fa, ok := pool.Arena().(interface{ Float32s() []float32 })
-		if !ok {
-			return nil, fmt.Errorf("audit: fault %s needs a CPU f32 arena", fault)
+		if !ok || g.DType != device.F32 {
+			return nil, fmt.Errorf("audit: fault %s needs a CPU f32 arena (KVType f32)", fault)
 		}
 		e.fault, e.arena = true, fa.Float32s()
 	default:

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/testenv"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/internal/testenv"
 )
 
 // openaiVersion is the `openai` npm package the client test installs.

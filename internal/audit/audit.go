@@ -19,9 +19,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
 )
 
@@ -181,6 +181,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var echo *Echo
 	sep := -1
 	if o.Echo {
+		// The echo model stores token ids in its KV: exact in f32 (f16 holds
+		// integers only up to 2048), and the fault reads the arena as f32.
+		cfg.KVType = "f32"
 		cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			e, err := NewEcho(pool, -1, o.Fault)
 			echo = e
@@ -190,7 +193,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("audit: fault %q needs the echo runner (--echo)", o.Fault)
 	}
 	rep.Config.Runner = map[bool]string{true: "echo", false: "model"}[o.Echo]
-	rep.Config.Synthetic = cfg.ModelPath == "" && cfg.Weights == nil
+	rep.Config.Synthetic = (cfg.ModelPath == "" || cfg.ModelPath == model.BuiltinSynthetic) && cfg.Weights == nil
 	rep.Config.Model = cfg.ModelPath
 	if rep.Config.Synthetic {
 		rep.Config.Model = "built-in synthetic"
@@ -425,7 +428,8 @@ func (w *workload) newJob(t, round, i int) (job, error) {
 }
 
 func (w *workload) sampling(seed uint64) sample.Params {
-	return cli.SamplingParams(0, 0, 1, seed)
+	// Greedy: the echo rule and the real-model checks need deterministic output.
+	return sample.Params{TopP: 1, RepeatPenalty: 1, Seed: seed, HasSeed: true}
 }
 
 func (w *workload) request(j job) engine.Request {
