@@ -149,7 +149,6 @@ func run(args []string) error {
 	if *path == "" {
 		return errors.New("run: -model is required")
 	}
-	ml.SetThreads(*threads)
 	w, tok, err := model.Open(*path, "")
 	if err != nil {
 		return err
@@ -158,7 +157,7 @@ func run(args []string) error {
 	ctx := *npp + *ntg + 16
 	perToken := int64(w.Config.Layers*w.Config.KVHeads*w.Config.HeadDim) * 2 * 4 // K and V, f32
 	e, err := engine.New(engine.Config{
-		Weights: w, Tokenizer: tok, KVMemory: int64(*nb) * int64(ctx+32) * perToken,
+		Weights: w, Tokenizer: tok, Threads: *threads, KVMemory: int64(*nb) * int64(ctx+32) * perToken,
 		MaxContext: ctx, MaxSeqs: max(64, *nb), MaxBatchTokens: *batchTokens, DisablePrefixCache: true,
 	})
 	if err != nil {
