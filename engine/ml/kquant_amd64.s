@@ -44,7 +44,9 @@ DATA kqSpread2<>+16(SB)/8, $0x0302030203020302
 DATA kqSpread2<>+24(SB)/8, $0x0302030203020302
 GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 
-// Pointers of pair k: BX = weight block, AX = activation block.
+// Pointers of pair k: BX = weight block, AX = activation block. The pair
+// macros prefetch the same block of the row four rows on (R8 = ws): in a
+// matvec, the next call's rows, so DRAM reads overlap this call's work.
 #define PAIR0 MOVQ DI, BX; MOVQ SI, AX
 #define PAIR1 LEAQ (DI)(R8*1), BX; LEAQ (SI)(R9*1), AX
 #define PAIR2 LEAQ (DI)(R8*2), BX; LEAQ (SI)(R9*2), AX
@@ -104,6 +106,9 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	VPMADDWD     ACT_SUMS16(AX), mins, mins
 
 #define Q4K_PAIR(acc, mins) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
 	K4_SCALES(mins) \
 	VPXOR        acc, acc, acc \
 	Q4K_CHUNK(0, acc) \
@@ -135,6 +140,9 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	VPADDD       Y2, acc, acc
 
 #define Q5K_PAIR(acc, mins) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
 	K4_SCALES(mins) \
 	VMOVDQU      16(BX), Y5 \
 	VPXOR        acc, acc, acc \
@@ -291,6 +299,10 @@ q5kLoop:
 // The sub-block scales as int16 in the frame; acc starts at
 // -32 * sum_j sc[j] * sum16[j].
 #define Q6K_PAIR(acc) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
+	PREFETCHT0   192(BX)(R8*4) \
 	VPMOVSXBW    192(BX), Y5 \
 	VMOVDQU      Y5, 0(SP) \
 	VPMADDWD     ACT_SUMS16(AX), Y5, Y5 \
@@ -1477,6 +1489,9 @@ loopkqQ6KRow4VNNI:
 	VPDPWSSD     Y6, src, acc
 
 #define Q4K_PAIRV(acc, mins) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
 	K4_SCALES(mins) \
 	VPXOR        acc, acc, acc \
 	Q4K_CHUNKV(0, acc) \
@@ -1485,6 +1500,9 @@ loopkqQ6KRow4VNNI:
 	Q4K_CHUNKV(3, acc)
 
 #define Q5K_PAIRV(acc, mins) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
 	K4_SCALES(mins) \
 	VMOVDQU      16(BX), Y5 \
 	VPXOR        acc, acc, acc \
@@ -1520,6 +1538,10 @@ loopkqQ6KRow4VNNI:
 	Q6K_PARTV(Y3, 128*n+96, acc)
 
 #define Q6K_PAIRV(acc) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
+	PREFETCHT0   192(BX)(R8*4) \
 	VPMOVSXBW    192(BX), Y5 \
 	VMOVDQU      Y5, 0(SP) \
 	VPMADDWD     ACT_SUMS16(AX), Y5, Y5 \
