@@ -68,9 +68,8 @@ func AttnScoresF16(dst, q []float32, kv []uint16, offs []int, scale float32) {
 	var loc [attnChunk]int
 	for t0 := 0; t0 < len(dst); t0 += attnChunk {
 		m := min(attnChunk, len(dst)-t0)
+		cvtF16Rows((*buf)[:m*d], kv, offs[t0:t0+m], d)
 		for j := range m {
-			o := offs[t0+j]
-			cvtF16F32((*buf)[j*d:(j+1)*d], kv[o:o+d])
 			loc[j] = j * d
 		}
 		attnScores(dst[t0:t0+m], q, *buf, loc[:m], scale)
@@ -94,12 +93,19 @@ func AttnAccumF16(out, w []float32, kv []uint16, offs []int) {
 	var loc [attnChunk]int
 	for t0 := 0; t0 < len(w); t0 += attnChunk {
 		m := min(attnChunk, len(w)-t0)
+		cvtF16Rows((*buf)[:m*d], kv, offs[t0:t0+m], d)
 		for j := range m {
-			o := offs[t0+j]
-			cvtF16F32((*buf)[j*d:(j+1)*d], kv[o:o+d])
 			loc[j] = j * d
 		}
 		attnAccum(out, w[t0:t0+m], *buf, loc[:m])
+	}
+}
+
+// cvtF16Rows converts the rows of d values at kv[offs[j]:] to consecutive
+// float32 rows of dst.
+func cvtF16Rows(dst []float32, kv []uint16, offs []int, d int) {
+	for j, o := range offs {
+		cvtF16F32(dst[j*d:(j+1)*d], kv[o:o+d])
 	}
 }
 
