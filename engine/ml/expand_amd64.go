@@ -1,0 +1,119 @@
+//go:build amd64 && !purego
+
+package ml
+
+// Q4_0, IQ4_NL and Q5_0 through the Q8_0 kernels. Their values fit in
+// int8 and their reference arithmetic (dot32 without an offset: exact
+// int32 block sum s, then acc + float32(s)*(d*dx)) is Q8_0's, so a weight
+// tile expanded into Q8_0 blocks (same f16 scale, values as int8) gives the
+// same bits through the tiled Q8_0 kernels. The expansion is a few
+// instructions per block into an L1-resident buffer; the products then run
+// at Q8_0's rate (VPDPBUSD over 16-row tiles, scales vectorised over rows)
+// instead of per-row horizontal sums.
+
+//go:noescape
+func expandQ40(dst *byte, w *byte, rb int, rows int, nb int)
+
+//go:noescape
+func expandIQ4NL(dst *byte, w *byte, rb int, rows int, nb int)
+
+//go:noescape
+func expandQ50(dst *byte, w *byte, rb int, rows int, nb int)
+
+type expandKernel func(dst *byte, w *byte, rb int, rows int, nb int)
+
+// q8BlockBytes is the size of one Q8_0 block.
+const q8BlockBytes = 34
+
+// matmulExpandSIMD computes output columns [lo,hi) for a weight type with
+// an expansion into Q8_0 and reports true, or false when the type or the
+// SIMD level has none. Q4_0 takes it only with VNNI (its own AVX2 kernels
+// are as fast without).
+func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
+	var expand expandKernel
+	switch w.Type {
+	case Q4_0:
+		if !useQ8VNNI() {
+			return false
+		}
+		expand = expandQ40
+	case IQ4_NL:
+		expand = expandIQ4NL
+	case Q5_0:
+		expand = expandQ50
+	default:
+		return false
+	}
+	switch {
+	case useQ8VNNI():
+		matmulExpandVNNI(expand, dst, act, n, w, rb, lo, hi)
+	case useQ8AVX2():
+		matmulExpandAVX2(expand, dst, act, n, w, rb, lo, hi)
+	default:
+		return false
+	}
+	return true
+}
+
+// matmulExpandVNNI expands each 16-row tile (zero rows, hence zero scales,
+// pad a partial one; the masked stores drop them), then runs the Q8_0
+// matvec on it, or packs it once and sweeps it with all activation rows.
+func matmulExpandVNNI(expand expandKernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/32
+	as, qrb := nb*q8ActBlock, nb*q8BlockBytes
+	ep := getBytes(q8TileRows * qrb)
+	defer byteScratch.Put(ep)
+	exp := *ep
+	var tile []byte
+	if n > 1 {
+		tp := getBytes(nb * q8PackBlock)
+		defer byteScratch.Put(tp)
+		tile = *tp
+	}
+	for t0 := lo; t0 < hi; t0 += q8TileRows {
+		rows := min(q8TileRows, hi-t0)
+		expand(&exp[0], &w.Data[t0*rb], rb, rows, nb)
+		if rows < q8TileRows {
+			clear(exp[rows*qrb:])
+		}
+		mask := uint16(1)<<rows - 1
+		if n == 1 {
+			gemvQ8VNNI(&exp[0], qrb, nb, &act[0], &dst[t0], mask, 0)
+			continue
+		}
+		packQ8Tile(&tile[0], &exp[0], qrb, nb, 0)
+		a := 0
+		for ; a+8 <= n; a += 8 {
+			gemmQ8x8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+		}
+		if a+4 <= n {
+			gemmQ8x4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+			a += 4
+		}
+		for ; a < n; a++ {
+			gemmQ8x1(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+		}
+	}
+}
+
+// matmulExpandAVX2 expands 8-row tiles for the AVX2 Q8_0 kernel, each
+// tile then L1-resident for every activation row.
+func matmulExpandAVX2(expand expandKernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/32
+	as, qrb := nb*q8ActBlock, nb*q8BlockBytes
+	ep := getBytes(q8AVX2Rows * qrb)
+	defer byteScratch.Put(ep)
+	exp := *ep
+	var out [q8AVX2Rows]float32
+	for t0 := lo; t0 < hi; t0 += q8AVX2Rows {
+		rows := min(q8AVX2Rows, hi-t0)
+		expand(&exp[0], &w.Data[t0*rb], rb, rows, nb)
+		if rows < q8AVX2Rows {
+			clear(exp[rows*qrb:])
+		}
+		for a := 0; a < n; a++ {
+			gemvQ8AVX2(&exp[0], qrb, nb, &act[a*as], &out[0])
+			copy(dst[a*R+t0:a*R+t0+rows], out[:rows])
+		}
+	}
+}
