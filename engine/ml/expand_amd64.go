@@ -20,6 +20,12 @@ func expandIQ4NL(dst *byte, w *byte, rb int, rows int, nb int)
 //go:noescape
 func expandQ50(dst *byte, w *byte, rb int, rows int, nb int)
 
+// gemvQ40VNNI is gemvQ8VNNI for 16 Q4_0 rows, reading the nibbles in
+// place (see expand_amd64.s).
+//
+//go:noescape
+func gemvQ40VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
+
 type expandKernel func(dst *byte, w *byte, rb int, rows int, nb int)
 
 // q8BlockBytes is the size of one Q8_0 block.
@@ -45,6 +51,10 @@ func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi in
 		return false
 	}
 	switch {
+	case useQ8VNNI() && w.Type == Q4_0 && n < 4:
+		for i := 0; i < n; i++ {
+			matvecQ40VNNI(dst[i*w.Rows:], act[i*w.Cols/32*q8ActBlock:], w, rb, lo, hi)
+		}
 	case useQ8VNNI():
 		matmulExpandVNNI(expand, dst, act, n, w, rb, lo, hi)
 	case useQ8AVX2():
@@ -115,5 +125,25 @@ func matmulExpandAVX2(expand expandKernel, dst []float32, act []byte, n int, w *
 			gemvQ8AVX2(&exp[0], qrb, nb, &act[a*as], &out[0])
 			copy(dst[a*R+t0:a*R+t0+rows], out[:rows])
 		}
+	}
+}
+
+// matvecQ40VNNI computes dst[r], r in [lo,hi), for one activation row
+// straight from the Q4_0 rows, 16 per call, prefetching the next tile.
+func matvecQ40VNNI(dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+	nb := w.Cols / 32
+	for t0 := lo; t0 < hi; t0 += q8TileRows {
+		rows := min(q8TileRows, hi-t0)
+		if rows < q8TileRows {
+			pad := paddedRows(w, rb, t0, rows, q8TileRows)
+			gemvQ40VNNI(&(*pad)[0], rb, nb, &act[0], &dst[t0], uint16(1)<<rows-1, 0)
+			byteScratch.Put(pad)
+			continue
+		}
+		pfd := 0
+		if t0+2*q8TileRows <= w.Rows {
+			pfd = q8TileRows * rb
+		}
+		gemvQ40VNNI(&w.Data[t0*rb], rb, nb, &act[0], &dst[t0], 0xffff, pfd)
 	}
 }
