@@ -172,6 +172,12 @@ func gemvF32(x *float32, w *float32, ws int, k int, dst *float32, nw int)
 //go:noescape
 func gemvF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
+// gemvF16x8 is gemvF16 for nw a multiple of 8, eight rows per pass
+// (f16mv_amd64.s).
+//
+//go:noescape
+func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+
 //go:noescape
 func dotAVX512(a, b *float32, n int) float32
 
@@ -203,7 +209,13 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 			if w.Type == F32 {
 				gemv(x, BytesF32(w.Data)[lo*K:], K, K, dst[lo:], n4-lo)
 			} else {
-				gemvF16(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+				n8 := lo + (n4-lo)&^7
+				if n8 > lo {
+					gemvF16x8(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n8-lo)
+				}
+				if n4 > n8 {
+					gemvF16(&x[0], &w.Data[n8*rb], rb, K, &dst[n8], n4-n8)
+				}
 			}
 		}
 		if n4 < hi {
