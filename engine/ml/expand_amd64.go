@@ -26,6 +26,13 @@ func expandQ50(dst *byte, w *byte, rb int, rows int, nb int)
 //go:noescape
 func gemvQ40VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
 
+// gemvIQ4NLVNNI is gemvQ40VNNI for IQ4_NL (code book lookup in registers).
+//
+//go:noescape
+func gemvIQ4NLVNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
+
+type gemv16Kernel func(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
+
 type expandKernel func(dst *byte, w *byte, rb int, rows int, nb int)
 
 // q8BlockBytes is the size of one Q8_0 block.
@@ -51,9 +58,13 @@ func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi in
 		return false
 	}
 	switch {
-	case useQ8VNNI() && w.Type == Q4_0 && n < 4:
+	case useQ8VNNI() && (w.Type == Q4_0 || w.Type == IQ4_NL) && n < 4:
+		gemv := gemvQ40VNNI
+		if w.Type == IQ4_NL {
+			gemv = gemvIQ4NLVNNI
+		}
 		for i := 0; i < n; i++ {
-			matvecQ40VNNI(dst[i*w.Rows:], act[i*w.Cols/32*q8ActBlock:], w, rb, lo, hi)
+			matvec16VNNI(gemv, dst[i*w.Rows:], act[i*w.Cols/32*q8ActBlock:], w, rb, lo, hi)
 		}
 	case useQ8VNNI():
 		matmulExpandVNNI(expand, dst, act, n, w, rb, lo, hi)
@@ -128,15 +139,16 @@ func matmulExpandAVX2(expand expandKernel, dst []float32, act []byte, n int, w *
 	}
 }
 
-// matvecQ40VNNI computes dst[r], r in [lo,hi), for one activation row
-// straight from the Q4_0 rows, 16 per call, prefetching the next tile.
-func matvecQ40VNNI(dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+// matvec16VNNI computes dst[r], r in [lo,hi), for one activation row
+// straight from the weight rows, 16 per gemv call, prefetching the next
+// tile.
+func matvec16VNNI(gemv gemv16Kernel, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	nb := w.Cols / 32
 	for t0 := lo; t0 < hi; t0 += q8TileRows {
 		rows := min(q8TileRows, hi-t0)
 		if rows < q8TileRows {
 			pad := paddedRows(w, rb, t0, rows, q8TileRows)
-			gemvQ40VNNI(&(*pad)[0], rb, nb, &act[0], &dst[t0], uint16(1)<<rows-1, 0)
+			gemv(&(*pad)[0], rb, nb, &act[0], &dst[t0], uint16(1)<<rows-1, 0)
 			byteScratch.Put(pad)
 			continue
 		}
@@ -144,6 +156,6 @@ func matvecQ40VNNI(dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 		if t0+2*q8TileRows <= w.Rows {
 			pfd = q8TileRows * rb
 		}
-		gemvQ40VNNI(&w.Data[t0*rb], rb, nb, &act[0], &dst[t0], 0xffff, pfd)
+		gemv(&w.Data[t0*rb], rb, nb, &act[0], &dst[t0], 0xffff, pfd)
 	}
 }
