@@ -140,8 +140,7 @@ func matmulExpandAVX2(expand expandKernel, dst []float32, act []byte, n int, w *
 }
 
 // matvec16VNNI computes dst[r], r in [lo,hi), for one activation row
-// straight from the weight rows, 16 per gemv call, prefetching the next
-// tile.
+// straight from the weight rows, 16 per gemv call, prefetching ahead.
 func matvec16VNNI(gemv gemv16Kernel, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	nb := w.Cols / 32
 	for t0 := lo; t0 < hi; t0 += q8TileRows {
@@ -152,9 +151,12 @@ func matvec16VNNI(gemv gemv16Kernel, dst []float32, act []byte, w *Matrix, rb, l
 			byteScratch.Put(pad)
 			continue
 		}
+		// Prefetch two tiles ahead: a tile of Q4_0 is computed in about
+		// the time one tile's DRAM reads take (one tile ahead measured
+		// 105-183 tokens/s decode, two 186-208, stories110M Q4_0).
 		pfd := 0
-		if t0+2*q8TileRows <= w.Rows {
-			pfd = q8TileRows * rb
+		if t0+3*q8TileRows <= w.Rows {
+			pfd = 2 * q8TileRows * rb
 		}
 		gemv(&w.Data[t0*rb], rb, nb, &act[0], &dst[t0], 0xffff, pfd)
 	}
