@@ -96,7 +96,7 @@ func New(o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.met = metrics.New(s.eng.Stats)
+	s.met = metrics.New(s.eng.Stats, s.modelID())
 	s.fingerprint = fingerprint(s.eng)
 	if len(o.CORSOrigins) > 0 {
 		s.cors = map[string]bool{}
