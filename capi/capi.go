@@ -82,6 +82,9 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	if cfg.Compression, s = optText(p.compression, fn, "params.compression"); s != stOK {
 		return s
 	}
+	if cfg.ChatTemplate, s = optText(p.chat_template, fn, "params.chat_template"); s != stOK {
+		return s
+	}
 	cfg.PageSize = int(p.page_size)
 	cfg.KVPages = int(p.kv_pages)
 	cfg.KVMemory = int64(p.kv_memory_bytes)
@@ -90,6 +93,7 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	cfg.MaxSeqs = int(p.max_seqs)
 	cfg.MaxQueue = int(p.max_queue)
 	cfg.TenantQuota = int(p.tenant_quota)
+	cfg.Threads = int(p.n_threads)
 	cfg.HostTierBytes = int64(p.host_tier_bytes)
 	cfg.ZeroOnRelease = p.zero_on_release != 0
 	cfg.Poison = p.poison != 0
@@ -111,6 +115,7 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 		{"page_size", int64(p.page_size)}, {"kv_pages", int64(p.kv_pages)}, {"kv_memory_bytes", int64(p.kv_memory_bytes)},
 		{"max_context", int64(p.max_context)}, {"max_batch_tokens", int64(p.max_batch_tokens)}, {"max_seqs", int64(p.max_seqs)},
 		{"max_queue", int64(p.max_queue)}, {"tenant_quota", int64(p.tenant_quota)}, {"host_tier_bytes", int64(p.host_tier_bytes)},
+		{"n_threads", int64(p.n_threads)},
 	} {
 		if f.v < 0 {
 			return fail(stInvalid, "%s: params.%s is negative (%d)", fn, f.name, f.v)
@@ -281,6 +286,7 @@ func buildRequest(prompt *C.char, p *C.kvw_request_params, fn string) (engine.Re
 	}
 	req.MaxTokens = int(p.max_tokens)
 	req.NoBOS = p.no_bos != 0
+	req.ParseSpecial = p.parse_special != 0
 	if p.n_stop > 0 {
 		if p.stop == nil {
 			return req, fail(stInvalid, "%s: params.stop is NULL but n_stop is %d", fn, uint32(p.n_stop))
@@ -372,7 +378,10 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 		return fail(stTimeout, "%s: nothing arrived within %d ms", fn, int32(timeoutMS))
 	}
 	freed := func() C.int32_t {
-		return fail(stNotFound, "%s: request %d was freed (or its engine closed) while waiting", fn, uint64(id))
+		if r.closing.Load() {
+			return fail(stClosed, "%s: the engine was closed while waiting for request %d", fn, uint64(id))
+		}
+		return fail(stNotFound, "%s: request %d was freed while waiting", fn, uint64(id))
 	}
 
 	// Become the request's reader.
@@ -622,24 +631,34 @@ func kvwgo_generate(hv C.uintptr_t, prompt *C.char, p *C.kvw_request_params, cb 
 		e.msg = fn + ": " + e.msg
 		return e.set()
 	}
+	// text is exactly what was delivered: once the callback asks to stop,
+	// later text (already generated or not) is dropped, and the call ends
+	// KVW_ERR_ABORTED whether or not the request had finished meanwhile.
 	var text strings.Builder
-	aborted := false
+	stopped := false
 	for ev := range s.Events() {
-		if ev.Text != "" {
-			text.WriteString(ev.Text)
-			if cb != nil && !aborted {
-				cs := C.CString(ev.Text)
-				stop := C.kvw_i_call_piece(cb, cs, C.size_t(len(ev.Text)), ud)
-				C.free(unsafe.Pointer(cs))
-				if stop != 0 {
-					aborted = true
-					_ = h.eng.Abort(s.ID())
-				}
-			}
+		if ev.Text == "" || stopped {
+			continue
+		}
+		text.WriteString(ev.Text)
+		if cb == nil {
+			continue
+		}
+		cs := C.CString(ev.Text)
+		stop := C.kvw_i_call_piece(cb, cs, C.size_t(len(ev.Text)), ud)
+		C.free(unsafe.Pointer(cs))
+		if stop != 0 {
+			stopped = true
+			_ = h.eng.Abort(s.ID()) // ErrNotFound: it had finished; still a stop
 		}
 	}
 	res := s.Wait()
-	status := finalStatus(res, fn)
+	var status C.int32_t
+	if stopped {
+		status = fail(stAborted, "%s: the piece callback asked to stop after %d bytes", fn, text.Len())
+	} else {
+		status = finalStatus(res, fn)
+	}
 	fillResult(out, res, true, len(res.Tokens), status)
 
 	full := text.String()

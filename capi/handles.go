@@ -58,6 +58,7 @@ type request struct {
 
 	freed    chan struct{}
 	freeOnce sync.Once
+	closing  atomic.Bool // freed by kvw_engine_close: waiting readers report CLOSED
 }
 
 func newHandle(eng *engine.Engine, log *cLog) (C.uintptr_t, *engineHandle) {
@@ -144,6 +145,7 @@ func (h *engineHandle) freeAll() {
 	}
 	h.mu.Unlock()
 	for _, r := range rs {
+		r.closing.Store(true) // before free closes r.freed
 		h.free(r)
 	}
 }

@@ -6,6 +6,9 @@
 // error state lives here too, because a cgo call runs on the calling C
 // thread, so a C thread-local is exactly "the caller's last error".
 
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +26,14 @@ _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
-_Static_assert(sizeof(kvw_engine_params) == 112, "kvw_engine_params v1");
-_Static_assert(sizeof(kvw_request_params) == 64, "kvw_request_params v1");
+// Version 1 of kvw_engine_params ended after log_user_data (112 bytes);
+// every field after it was appended later.
+#define KVW_ENGINE_PARAMS_V1_SIZE 112
+_Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
+               "kvw_engine_params v1 was 112 bytes");
+_Static_assert(sizeof(kvw_engine_params) == 128, "kvw_engine_params v3 (v1: 112, v2: 120)");
+_Static_assert(sizeof(kvw_request_params) == 72, "kvw_request_params v2 (v1: 64)");
+_Static_assert(sizeof(kvw_chat_message) == 16, "kvw_chat_message is fixed");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
 
 // ---- thread-local last error ----------------------------------------------
@@ -58,6 +67,33 @@ static int32_t fail(int32_t status, const char* msg) {
 }
 
 const char* kvw_last_error(void) { return tl_msg; }
+
+// ---- fork detection --------------------------------------------------------
+//
+// The Go runtime's threads do not exist in a child of fork(), so any call
+// into Go there blocks forever. A pthread_atfork child handler, registered
+// when the library is loaded, marks the child; every entry point that needs
+// Go checks the mark first and fails at once (pure C, no Go).
+
+static volatile sig_atomic_t forked; // set only in a child, by on_fork_child
+
+static void on_fork_child(void) { forked = 1; }
+
+__attribute__((constructor)) static void kvw_i_register_atfork(void) {
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+#define FORKED_MSG                                                                          \
+    ": called in a child process after fork(); libkvwarden's runtime does not survive "   \
+    "fork, so nothing works here, not even the parent's engines. Open engines after the "   \
+    "process starts: use the 'spawn' (or 'forkserver') start method with Python "           \
+    "multiprocessing, no --preload with gunicorn, or fork+exec"
+
+// NOT_IN_CHILD returns KVW_ERR_FORKED from the enclosing function in a child.
+#define NOT_IN_CHILD(fn)                                                                    \
+    do {                                                                                    \
+        if (forked) return fail(KVW_ERR_FORKED, fn FORKED_MSG);                             \
+    } while (0)
 
 void kvw_clear_error(void) {
     tl_msg[0] = 0;
@@ -118,6 +154,7 @@ const char* kvw_status_string(int32_t status) {
     case KVW_ERR_TIMEOUT: return "KVW_ERR_TIMEOUT";
     case KVW_ERR_BUFFER_TOO_SMALL: return "KVW_ERR_BUFFER_TOO_SMALL";
     case KVW_ERR_IO: return "KVW_ERR_IO";
+    case KVW_ERR_FORKED: return "KVW_ERR_FORKED";
     }
     return "KVW_ERR_UNKNOWN";
 }
@@ -156,7 +193,7 @@ kvw_request_params kvw_request_default_params(void) {
     p.min_p = 0.0f;
     p.repeat_penalty = 1.0f;
     p.repeat_last_n = 0;
-    p.seed = 0;
+    p.seed = KVW_SEED_RANDOM;
     return p;
 }
 
@@ -200,6 +237,7 @@ static kvw_request_params kvw_request_params_defaults(void) { return kvw_request
 
 int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
                         kvw_engine** out_engine) {
+    NOT_IN_CHILD("kvw_engine_open");
     kvw_engine_params p;
     LOAD_PARAMS(kvw_engine_params, "kvw_engine_params", params, p);
     uintptr_t h = 0;
@@ -211,28 +249,46 @@ int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
     return st;
 }
 
-int32_t kvw_engine_close(kvw_engine* engine) { return kvwgo_engine_close((uintptr_t)engine); }
+int32_t kvw_engine_close(kvw_engine* engine) {
+    NOT_IN_CHILD("kvw_engine_close");
+    return kvwgo_engine_close((uintptr_t)engine);
+}
 
 int32_t kvw_engine_max_context(kvw_engine* engine, int32_t* out) {
+    NOT_IN_CHILD("kvw_engine_max_context");
     return kvwgo_engine_max_context((uintptr_t)engine, out);
 }
 
 int32_t kvw_tokenize(kvw_engine* engine, const char* text, int32_t add_bos, int32_t* tokens,
                      size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_tokenize");
     return kvwgo_tokenize((uintptr_t)engine, (char*)text, add_bos, tokens, capacity, out_n);
 }
 
 int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n, char* buf,
                        size_t buf_size, size_t* out_len) {
+    NOT_IN_CHILD("kvw_detokenize");
     return kvwgo_detokenize((uintptr_t)engine, (int32_t*)tokens, n, buf, buf_size, out_len);
 }
 
 int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos) {
+    NOT_IN_CHILD("kvw_vocab_info");
     return kvwgo_vocab_info((uintptr_t)engine, n_vocab, bos, eos);
+}
+
+int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* messages,
+                                size_t n_messages, int32_t add_generation_prompt,
+                                const char* template_name, char* buf, size_t buf_size,
+                                size_t* out_len) {
+    NOT_IN_CHILD("kvw_chat_apply_template");
+    return kvwgo_chat_apply_template((uintptr_t)engine, (kvw_chat_message*)messages, n_messages,
+                                     add_generation_prompt, (char*)template_name, buf, buf_size,
+                                     out_len);
 }
 
 int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
                    uint64_t* out_id) {
+    NOT_IN_CHILD("kvw_submit");
     kvw_request_params p;
     LOAD_PARAMS(kvw_request_params, "kvw_request_params", params, p);
     return kvwgo_submit((uintptr_t)engine, (char*)prompt, &p, out_id);
@@ -240,16 +296,22 @@ int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_par
 
 int32_t kvw_next(kvw_engine* engine, uint64_t id, int32_t timeout_ms, char* buf, size_t buf_size,
                  size_t* out_len, int32_t* out_done) {
+    NOT_IN_CHILD("kvw_next");
     return kvwgo_next((uintptr_t)engine, id, timeout_ms, buf, buf_size, out_len, out_done);
 }
 
-int32_t kvw_abort(kvw_engine* engine, uint64_t id) { return kvwgo_abort((uintptr_t)engine, id); }
+int32_t kvw_abort(kvw_engine* engine, uint64_t id) {
+    NOT_IN_CHILD("kvw_abort");
+    return kvwgo_abort((uintptr_t)engine, id);
+}
 
 int32_t kvw_request_free(kvw_engine* engine, uint64_t id) {
+    NOT_IN_CHILD("kvw_request_free");
     return kvwgo_request_free((uintptr_t)engine, id);
 }
 
 int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out) {
+    NOT_IN_CHILD("kvw_request_result");
     if (out == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_request_result: out is NULL");
     OUT_STRUCT("kvw_result", out);
     kvw_result r;
@@ -261,12 +323,14 @@ int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* out) {
 
 int32_t kvw_request_tokens(kvw_engine* engine, uint64_t id, int32_t which, int32_t* tokens,
                            size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_request_tokens");
     return kvwgo_request_tokens((uintptr_t)engine, id, which, tokens, capacity, out_n);
 }
 
 int32_t kvw_generate(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
                      kvw_piece_callback on_piece, void* user_data, char* buf, size_t buf_size,
                      size_t* out_len, kvw_result* out_result) {
+    NOT_IN_CHILD("kvw_generate");
     kvw_request_params p;
     LOAD_PARAMS(kvw_request_params, "kvw_request_params", params, p);
     OUT_STRUCT("kvw_result", out_result);
@@ -281,6 +345,7 @@ int32_t kvw_generate(kvw_engine* engine, const char* prompt, const kvw_request_p
 }
 
 int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out) {
+    NOT_IN_CHILD("kvw_engine_stats");
     if (out == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_engine_stats: out is NULL");
     OUT_STRUCT("kvw_stats", out);
     kvw_stats s;

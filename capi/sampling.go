@@ -8,7 +8,8 @@ import "C"
 import "github.com/kvwarden/kvwarden/engine/sample"
 
 // sampling converts normalized kvw_request_params to sample.Params. The
-// engine validates them at admission (ErrInvalidParams).
+// engine validates them at admission (ErrInvalidParams). Every seed but
+// KVW_SEED_RANDOM, 0 included, is a fixed seed.
 func sampling(p *C.kvw_request_params) sample.Params {
 	return sample.Params{
 		Temperature:   float32(p.temperature),
@@ -18,5 +19,6 @@ func sampling(p *C.kvw_request_params) sample.Params {
 		RepeatPenalty: float32(p.repeat_penalty),
 		RepeatLastN:   int(p.repeat_last_n),
 		Seed:          uint64(p.seed),
+		HasSeed:       uint64(p.seed) != uint64(C.KVW_SEED_RANDOM),
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine/sample"
-	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
 
 // admit is the only gate (invariant 2). It tokenizes and checks req and
@@ -113,7 +112,7 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 			}
 		}
 	} else {
-		ids, err := e.tok.Encode(req.Prompt, tokenizer.Options{BOS: !req.NoBOS})
+		ids, err := e.encodePrompt(req.Prompt, !req.NoBOS, req.ParseSpecial)
 		if err != nil {
 			return nil, RejectInvalidParams, fmt.Errorf("%w: tokenizing the prompt: %w", ErrInvalidParams, err)
 		}
@@ -122,12 +121,14 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 		}
 		prompt = ids
 	}
-	if n, limit := len(prompt), e.cfg.MaxContext; n >= limit {
-		return nil, RejectPromptTooLong, &PromptTooLongError{Requested: n, Limit: limit, Prompt: n}
-	}
 	maxTok := req.MaxTokens
 	if maxTok == 0 {
 		maxTok = DefaultMaxTokens
+	}
+	if n, limit := len(prompt), e.cfg.MaxContext; n >= limit {
+		// Requested is what the request asked for (prompt + max tokens);
+		// it is refused because the prompt alone leaves no room.
+		return nil, RejectPromptTooLong, &PromptTooLongError{Requested: n + maxTok, Limit: limit, Prompt: n}
 	}
 	maxTok = min(maxTok, e.cfg.MaxContext-len(prompt))
 
@@ -149,7 +150,7 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 // request's seed when it gives one, otherwise one derived from its ID, so
 // no two requests share random state.
 func samplerFor(p sample.Params, id uint64) *sample.Sampler {
-	if p.Seed == 0 {
+	if !p.HasSeed {
 		p.Seed = id*0x9E3779B97F4A7C15 + 1
 	}
 	return sample.New(p)

@@ -10,6 +10,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/device/cpu"
 	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
@@ -22,6 +23,7 @@ type resolved struct {
 	cfg        Config
 	weights    *model.Weights
 	ownWeights bool
+	chat       *chatTemplates
 	tok        tokenizer.Tokenizer
 	pool       *kvcache.Pool
 	runner     Runner
@@ -51,6 +53,10 @@ func checkFields(c *Config) error {
 		return invalid("max sequences %d is negative", c.MaxSeqs)
 	case c.MaxQueue < 0:
 		return invalid("max queue %d is negative", c.MaxQueue)
+	case c.Threads < 0:
+		return invalid("threads %d is negative (0 = the physical cores)", c.Threads)
+	case c.Threads > MaxThreads:
+		return invalid("threads %d exceeds %d", c.Threads, MaxThreads)
 	case c.TenantQuota < 0:
 		return invalid("tenant quota %d is negative", c.TenantQuota)
 	case c.HostTierBytes < 0:
@@ -83,6 +89,9 @@ func checkFields(c *Config) error {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.Threads == 0 {
+		c.Threads = ml.PhysicalCores()
 	}
 	return nil
 }
@@ -159,6 +168,9 @@ func resolve(cfg Config) (r resolved, err error) {
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
+	}
+	if r.chat, err = newChatTemplates(c, r.weights, c.Logger); err != nil {
+		return r, err
 	}
 
 	// Pool sizing.

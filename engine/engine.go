@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
@@ -41,7 +42,8 @@ type Engine struct {
 	mcfg    model.Config
 	pool    *kvcache.Pool
 	runner  Runner
-	eos     []int
+	eos     []int // end-of-generation ids
+	chat    *chatTemplates
 	backend string
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
@@ -73,13 +75,17 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	ml.SetThreads(r.cfg.Threads)
 	e := &Engine{
 		cfg: r.cfg, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
-		mcfg: r.weights.Config, pool: r.pool, runner: r.runner, backend: r.backend,
+		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,
 		met: newMetrics(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
-	for _, id := range []int{r.tok.EOS(), r.weights.Config.EOS} {
+	// Generation ends on every end-of-generation token of the vocabulary
+	// (EOS, EOT, <|im_end|>, <end_of_turn>, ...), as llama.cpp does, and on
+	// the model's own EOS id.
+	for _, id := range append(r.tok.EOG(), r.tok.EOS(), r.weights.Config.EOS) {
 		if id >= 0 && !contains(e.eos, id) {
 			e.eos = append(e.eos, id)
 		}

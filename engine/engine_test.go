@@ -68,6 +68,8 @@ func TestNewRejectsBadFields(t *testing.T) {
 		"negative seqs":       {MaxSeqs: -1},
 		"negative queue":      {MaxQueue: -1},
 		"negative quota":      {TenantQuota: -1},
+		"negative threads":    {Threads: -1},
+		"too many threads":    {Threads: MaxThreads + 1},
 		"negative host":       {HostTierBytes: -1},
 		"compression no tier": {Compression: "zstd"},
 		"bad compression":     {HostTierBytes: 1 << 20, Compression: "lz4"},
@@ -144,6 +146,10 @@ func TestAdmissionRejections(t *testing.T) {
 	require.ErrorIs(t, err, ErrPromptTooLong)
 	require.Equal(t, 64, tooLong.Prompt)
 	require.Equal(t, 64, tooLong.Limit)
+	require.Equal(t, 64+DefaultMaxTokens, tooLong.Requested, "requested is prompt + max tokens (the default here)")
+	_, err = e.Submit(ctx, Request{Prompt: strings.Repeat("x", 70), MaxTokens: 5})
+	require.ErrorAs(t, err, &tooLong)
+	require.Equal(t, 71+5, tooLong.Requested)
 
 	// Quota: one request in flight per tenant. The fault hook holds the
 	// scheduler while the first request is in flight, so the second Submit
@@ -164,7 +170,7 @@ func TestAdmissionRejections(t *testing.T) {
 
 	s := e.Stats()
 	require.Equal(t, uint64(1), s.Rejected[RejectEmptyPrompt])
-	require.Equal(t, uint64(1), s.Rejected[RejectPromptTooLong])
+	require.Equal(t, uint64(2), s.Rejected[RejectPromptTooLong])
 	require.Equal(t, uint64(5), s.Rejected[RejectInvalidParams])
 	require.Equal(t, uint64(1), s.Rejected[RejectQuota])
 
@@ -219,7 +225,8 @@ func TestIncidentOverlongPromptRejectedBeforeAllocation(t *testing.T) {
 	require.ErrorIs(t, err, ErrPromptTooLong)
 	var tl *PromptTooLongError
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, 40, tl.Requested)
+	require.Equal(t, 41, tl.Requested, "prompt 40 + max tokens 1")
+	require.Equal(t, 40, tl.Prompt)
 	require.Equal(t, 32, tl.Limit)
 	time.Sleep(10 * time.Millisecond)
 	after := e.Pool().Stats()

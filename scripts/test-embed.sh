@@ -45,7 +45,7 @@ python3 -m venv "$tmp/venv2"
 import kvwarden, os
 assert os.path.dirname(kvwarden.library_path) == os.path.dirname(kvwarden.__file__), kvwarden.library_path
 out = kvwarden.Llama(kvwarden.BUILTIN_STORIES, verbose=False)("Once upon a time", max_tokens=8, temperature=0)
-assert out["choices"][0]["text"] == ", there was a little girl named Lily", out
+assert out["choices"][0]["text"] == ", there was a little girl", out  # 8 tokens
 print("pip-built kvwarden", kvwarden.version(), "uses", kvwarden.library_path)
 ')
 echo "--> embedding tests passed"

@@ -71,6 +71,11 @@ if go list ./engine/model/gguf >/dev/null 2>&1 && grep -q 'func FuzzParse' engin
   go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 15s ./engine/model/gguf
 fi
 
+if grep -q 'func FuzzRender' engine/chat/*_test.go 2>/dev/null; then
+  step "fuzz the chat template guard with hostile templates (short run)"
+  go test -run '^$' -fuzz '^FuzzRender$' -fuzztime 10s ./engine/chat
+fi
+
 # ---- embedding surfaces ----------------------------------------------------
 if [ -f "$root/scripts/test-embed.sh" ]; then
   step "C API, ctest and Python bindings"

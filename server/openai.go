@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/kvwarden/kvwarden/engine/chat"
 )
 
 // apiError is an error in the OpenAI JSON shape:
@@ -233,6 +235,10 @@ type completionRequest struct {
 	BestOf   *jsonInt        `json:"best_of"`
 	Logprobs json.RawMessage `json:"logprobs"`
 	Suffix   *string         `json:"suffix"`
+	// ParseSpecial (llama-server's parse_special) lets special-token text in
+	// the prompt ("<|im_start|>") become the special token. Off by default:
+	// prompt text is untrusted.
+	ParseSpecial bool `json:"parse_special"`
 }
 
 // chatRequest is POST /v1/chat/completions.
@@ -241,12 +247,19 @@ type chatRequest struct {
 	Messages            []chatMessage `json:"messages"`
 	MaxCompletionTokens *jsonInt      `json:"max_completion_tokens"`
 	Logprobs            *bool         `json:"logprobs"`
+	// llama-server extensions: variables for the chat template (e.g.
+	// enable_thinking) and, for /apply-template, whether to end with the
+	// assistant's turn header (default true).
+	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
+	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // params is what a request asks of the engine, validated.
@@ -258,7 +271,7 @@ type params struct {
 	minP          float64
 	repeatPenalty float64 // 1: off
 	repeatLastN   int
-	seed          uint64
+	seed          *uint64 // nil: no seed given (the engine picks one)
 	stop          []string
 	stream        bool
 	includeUsage  bool
@@ -359,7 +372,8 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		return p, e
 	}
 	if s.Seed != nil {
-		p.seed = uint64(*s.Seed)
+		v := uint64(*s.Seed)
+		p.seed = &v
 	}
 	if s.N != nil && *s.N != 1 {
 		return p, badRequest("n", "unsupported_value", "n must be 1, got %d", *s.N)
@@ -477,39 +491,22 @@ func parsePrompt(raw json.RawMessage) (string, []int, *apiError) {
 	return "", nil, badRequest("prompt", "invalid_type", "prompt must be a string, an array of one string, or an array of token IDs")
 }
 
-// ChatTemplate documents the chat template kvwarden applies. Go has no
-// Jinja engine, so a GGUF's tokenizer.chat_template is not evaluated; every
-// model gets this simple template instead:
-//
-//	System: <system content>
-//
-//	User: <user content>
-//
-//	Assistant: <assistant content>
-//
-//	Assistant:
-//
-// Each message is "<Role>: <content>" followed by a blank line, roles
-// capitalised (system, user, assistant, tool); the prompt ends with
-// "Assistant:" and the model continues from there. BOS is prepended when
-// the tokenizer has one. "\n\nUser:" is added to the stop strings, so a
-// model that goes on to write the next user turn stops there.
-const ChatTemplate = "simple: \"<Role>: <content>\\n\\n\" per message, then \"Assistant:\"; stop at \"\\n\\nUser:\""
-
-// chatStop is the stop string the chat template adds.
-const chatStop = "\n\nUser:"
-
-func renderChat(msgs []chatMessage) (string, *apiError) {
+// chatMessages turns a request's messages into the conversation the chat
+// template renders. Roles are checked ("developer", OpenAI's newer name for
+// the system role, is passed as "system", which templates know); content
+// parts are joined into text; tool_calls, tool_call_id and name are passed
+// through for templates that print them.
+func chatMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 	if len(msgs) == 0 {
-		return "", badRequest("messages", "missing_required_parameter", "messages must hold at least one message")
+		return nil, badRequest("messages", "missing_required_parameter", "messages must hold at least one message")
 	}
-	var b strings.Builder
+	out := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		role := m.Role
 		switch role {
 		case "system", "developer", "user", "assistant", "tool":
 		default:
-			return "", badRequest(fmt.Sprintf("messages[%d].role", i), "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, role)
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "invalid_value", "messages[%d].role %q: want system, developer, user, assistant or tool", i, role)
 		}
 		if role == "developer" {
 			role = "system"
@@ -517,15 +514,62 @@ func renderChat(msgs []chatMessage) (string, *apiError) {
 		text, err := messageText(m.Content)
 		if err != nil {
 			err.Param = strp(fmt.Sprintf("messages[%d].content", i))
-			return "", err
+			return nil, err
 		}
-		b.WriteString(strings.ToUpper(role[:1]) + role[1:])
-		b.WriteString(": ")
-		b.WriteString(text)
-		b.WriteString("\n\n")
+		msg := chat.Message{Role: role, Content: text}
+		extra := map[string]any{}
+		if m.Name != "" {
+			extra["name"] = m.Name
+		}
+		if m.ToolCallID != "" {
+			extra["tool_call_id"] = m.ToolCallID
+		}
+		if !isNull(m.ToolCalls) {
+			// Raw JSON keeps the order of keys, which tojson prints.
+			var calls []json.RawMessage
+			if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
+				return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "invalid_type", "tool_calls must be an array")
+			}
+			extra["tool_calls"] = json.RawMessage(m.ToolCalls)
+		}
+		if len(extra) > 0 {
+			msg.Extra = extra
+		}
+		out[i] = msg
 	}
-	b.WriteString("Assistant:")
-	return b.String(), nil
+	return out, nil
+}
+
+// parseTools reads OpenAI tool definitions for templates that print them.
+func parseTools(raw json.RawMessage) ([]any, *apiError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest("tools", "invalid_type", "tools must be an array")
+	}
+	tools := make([]any, len(list)) // raw JSON keeps the order of keys, which tojson prints
+	for i, t := range list {
+		tools[i] = t
+	}
+	return tools, nil
+}
+
+// templateError maps a chat template failure to its HTTP answer: 400 with
+// the template's own message when it raised (e.g. a model that refuses a
+// system message), or when the conversation made it exceed a limit; 500
+// when the model's template does not parse (the server's problem).
+func templateError(err error) *apiError {
+	var raised *chat.RaiseError
+	switch {
+	case errors.As(err, &raised):
+		return badRequest("messages", "chat_template_error", "the model's chat template refused the conversation: %s", raised.Message)
+	case errors.Is(err, chat.ErrSyntax):
+		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("chat_template_error"),
+			Reason: "error", Message: err.Error()}
+	}
+	return badRequest("messages", "chat_template_error", "%v", err)
 }
 
 // messageText reads a message's content: a string, null, or an array of

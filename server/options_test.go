@@ -37,7 +37,8 @@ func TestSamplingExtensions(t *testing.T) {
 		{"both penalties agreeing", `{"repeat_penalty": 1.3, "repetition_penalty": 1.3}`,
 			with(func(p *sample.Params) { p.RepeatPenalty = 1.3; p.RepeatLastN = DefaultRepeatLastN })},
 		{"integral floats", `{"top_k": 5.0, "seed": 7.0, "max_tokens": 1e1}`,
-			with(func(p *sample.Params) { p.TopK = 5; p.Seed = 7 })},
+			with(func(p *sample.Params) { p.TopK = 5; p.Seed, p.HasSeed = 7, true })},
+		{"seed 0 is a seed", `{"seed": 0}`, with(func(p *sample.Params) { p.HasSeed = true })},
 		{"temperature, top_p", `{"temperature": 0, "top_p": 0.5}`,
 			with(func(p *sample.Params) { p.Temperature = 0; p.TopP = 0.5 })},
 	}

@@ -1,6 +1,8 @@
 // Package server is kvwarden's OpenAI-compatible HTTP server: POST
 // /v1/completions and /v1/chat/completions (streaming as server-sent events
-// ending with "data: [DONE]"), GET /v1/models, /healthz and /metrics.
+// ending with "data: [DONE]"), POST /apply-template (llama-server's: the
+// chat template's render of a conversation), GET /v1/models, /healthz and
+// /metrics.
 //
 // A Server is an http.Handler over one engine.Engine: the kvwarden command
 // serves it with Serve (graceful shutdown included), and an application can
@@ -10,10 +12,14 @@
 //	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
 //
 // Isolation rules it keeps (see docs/ISOLATION.md): the tenant of a
-// request comes only from its authenticated API key (invariant 9); a client
-// disconnect cancels the request's context, which aborts it in the engine
-// (invariant 8); and a request that fails is never answered with a 200
-// carrying a partial body.
+// request comes only from its authenticated API key (invariant 9); with
+// keys configured /metrics needs a key too (Options.PublicMetrics opens
+// it); response ids are random, so they reveal nothing about other
+// tenants' traffic; internal errors reach the client as generic text (the
+// details, which may name other requests, go to the log under the response
+// id); a client disconnect cancels the request's context, which aborts it
+// in the engine (invariant 8); and a request that fails is never answered
+// with a 200 carrying a partial body.
 // Non-streaming responses are written only after the engine finished the
 // request cleanly; streaming responses send their header only with the
 // first text, so an admission or early failure gets a proper 4xx/5xx, and a
@@ -23,6 +29,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -62,6 +69,10 @@ type Options struct {
 	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
 	MaxBodyBytes int64
 	Logger       *slog.Logger // nil: discard
+	// PublicMetrics serves /metrics without a key even when Keys is set.
+	// The metrics aggregate every tenant's traffic, so by default they
+	// need a valid key like the API.
+	PublicMetrics bool
 	// CORSOrigins are the origins browsers may call the API from ("*":
 	// any). Empty: no CORS headers, so browsers refuse cross-origin calls.
 	CORSOrigins []string
@@ -72,6 +83,7 @@ type Server struct {
 	eng      *engine.Engine
 	model    string
 	keys     *Keys
+	pubMet   bool
 	maxBody  int64
 	log      *slog.Logger
 	met      *metrics.Metrics
@@ -88,8 +100,8 @@ type Server struct {
 // New builds a Server over o.Engine, which must not be nil. The caller
 // keeps ownership of the engine and closes it after the server stopped.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, maxBody: o.MaxBodyBytes, log: o.Logger,
-		created: time.Now().Unix()}
+	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, pubMet: o.PublicMetrics, maxBody: o.MaxBodyBytes,
+		log: o.Logger, created: time.Now().Unix()}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -107,10 +119,11 @@ func New(o Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/completions", s.handleCompletions)
 	mux.HandleFunc("/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("/apply-template", s.handleApplyTemplate)
 	mux.HandleFunc("/v1/models", s.handleModels)
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
-	mux.Handle("GET /metrics", s.met.Handler())
+	mux.Handle("GET /metrics", s.metricsHandler(s.met.Handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"),
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
@@ -220,6 +233,31 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	}
 	s.log.Info("server stopped")
 	return err
+}
+
+// metricsHandler requires an API key for h when keys are configured,
+// unless PublicMetrics is set.
+func (s *Server) metricsHandler(h http.Handler) http.Handler {
+	if s.keys == nil || s.pubMet {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, e := s.tenantOf(r); e != nil {
+			s.reject(w, "metrics", e)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// responseID is a response's id: the endpoint's prefix and 26 random
+// characters, so that ids say nothing about how many requests (of other
+// tenants) came before. The log maps it to the engine's request ID.
+func responseID(chat bool) string {
+	if chat {
+		return "chatcmpl-" + rand.Text()
+	}
+	return "cmpl-" + rand.Text()
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -345,8 +383,19 @@ func engineError(err error, promptParam string) *apiError {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, ErrShuttingDown):
 		return shuttingDown()
 	}
+	return internalError("")
+}
+
+// internalError is the generic answer to an unexpected failure: its cause
+// may name other requests or tenants, so it goes only to the log (under id,
+// when there is one), never to the client.
+func internalError(id string) *apiError {
+	msg := "internal server error; the details are in the server log"
+	if id != "" {
+		msg += " under id " + id
+	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("internal_error"),
-		Reason: "error", Message: err.Error()}
+		Reason: "error", Message: msg}
 }
 
 func shuttingDown() *apiError {
@@ -379,7 +428,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if text == "" && len(ids) == 0 {
 			return engine.Request{}, p, badRequest("prompt", "empty_prompt", "prompt is empty")
 		}
-		return engine.Request{Prompt: text, Tokens: ids, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+		return engine.Request{Prompt: text, Tokens: ids, ParseSpecial: body.ParseSpecial, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
@@ -405,18 +454,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		if body.Logprobs != nil && *body.Logprobs {
 			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
 		}
-		prompt, e := renderChat(body.Messages)
+		prompt, e := s.renderChat(body)
 		if e != nil {
 			return engine.Request{}, p, e
-		}
-		stop := p.stop
-		if len(stop) < engine.MaxStopStrings {
-			stop = append(stop, chatStop)
 		}
 		if p.maxTokens == 0 {
 			p.maxTokens = s.eng.MaxContext() // the engine clamps to what the context has left
 		}
-		return engine.Request{Prompt: prompt, MaxTokens: p.maxTokens, Stop: stop}, p, nil
+		// The render holds the template's special tokens as text; they
+		// must become tokens. (Message text inside it is parsed too, as
+		// llama-server and transformers do.)
+		return engine.Request{Prompt: prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
@@ -554,14 +602,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 			s.answerAbort(w, ctx, false)
 			return
 		}
-		s.reject(w, ep, engineError(err, map[bool]string{true: "messages", false: "prompt"}[sh.chat]))
+		e := engineError(err, map[bool]string{true: "messages", false: "prompt"}[sh.chat])
+		if e.Code != nil && *e.Code == "internal_error" {
+			s.log.Error("request failed at submission", "tenant", tenant, "endpoint", ep, "err", err)
+		}
+		s.reject(w, ep, e)
 		return
 	}
 	s.met.InFlight.Inc()
 	defer s.met.InFlight.Dec()
-	sh.id = map[bool]string{true: "chatcmpl-", false: "cmpl-"}[sh.chat] + fmt.Sprint(st.ID())
+	sh.id = responseID(sh.chat)
 	sh.created = start.Unix()
-	log := s.log.With("id", st.ID(), "tenant", tenant, "endpoint", ep)
+	log := s.log.With("id", sh.id, "request", st.ID(), "tenant", tenant, "endpoint", ep)
 
 	var (
 		last       time.Time
@@ -620,7 +672,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 		} else if errors.Is(res.Err, engine.ErrAborted) {
 			outcome = "abort"
 		} else {
-			log.Warn("request failed", "err", res.Err)
+			log.Error("request failed", "err", res.Err)
 		}
 	}
 	s.finish(ep, outcome, start, &res)
@@ -632,7 +684,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 			s.answerAbort(w, ctx, wroteHead)
 			return
 		}
-		e := resultError(res.Err)
+		e := resultError(res.Err, sh.id)
 		if !wroteHead {
 			writeError(w, e)
 			return
@@ -676,8 +728,8 @@ func (s *Server) answerAbort(w http.ResponseWriter, ctx context.Context, streami
 	_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
 }
 
-// resultError maps a failed request's error.
-func resultError(err error) *apiError {
+// resultError maps a failed request's error; id is its response id.
+func resultError(err error, id string) *apiError {
 	if errors.Is(err, engine.ErrIsolation) {
 		return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("kv_isolation_error"),
 			Message: "the request failed a KV isolation check and was stopped; no output is returned"}
@@ -685,7 +737,7 @@ func resultError(err error) *apiError {
 	if errors.Is(err, engine.ErrClosed) {
 		return shuttingDown()
 	}
-	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Code: strp("internal_error"), Message: err.Error()}
+	return internalError(id)
 }
 
 func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result) {
@@ -711,7 +763,9 @@ func samplingParams(p params) sample.Params {
 		TopP:          float32(topP),
 		MinP:          float32(p.minP),
 		RepeatPenalty: float32(p.repeatPenalty),
-		Seed:          p.seed,
+	}
+	if p.seed != nil { // absent: the engine picks one; any given seed, 0 included, is fixed
+		sp.Seed, sp.HasSeed = *p.seed, true
 	}
 	if sp.RepeatPenalty != 1 {
 		sp.RepeatLastN = p.repeatLastN

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,6 +44,8 @@ type testServer struct {
 	cancel context.CancelFunc
 	done   chan error
 	client *http.Client
+	// metricsKey is the API key scrape sends ("" when none is needed)
+	metricsKey string
 }
 
 type setup struct {
@@ -52,7 +55,21 @@ type setup struct {
 	keys  string
 	drain time.Duration
 	body  int64
+	// publicMetrics sets Options.PublicMetrics
+	publicMetrics bool
+	// fail makes the engine's forward pass fail with this error
+	fail error
+	// logTo receives the server's log
+	logTo io.Writer
 }
+
+// failingRunner fails every forward step with err.
+type failingRunner struct {
+	engine.Runner
+	err error
+}
+
+func (r failingRunner) Forward(*model.Batch) error { return r.err }
 
 // sep is the echo separator the tests use: the synthetic vocabulary's last
 // token (byte 0xFF, never in the test prompts).
@@ -79,6 +96,9 @@ func start(t *testing.T, s setup) *testServer {
 			if err != nil {
 				return nil, err
 			}
+			if s.fail != nil {
+				return failingRunner{echo, s.fail}, nil
+			}
 			if s.delay > 0 {
 				return slowRunner{echo, s.delay}, nil
 			}
@@ -97,7 +117,11 @@ func start(t *testing.T, s setup) *testServer {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	srv := New(Options{Engine: eng, ModelID: "test-model", Keys: keys, Logger: log, MaxBodyBytes: s.body})
+	if s.logTo != nil {
+		log = slog.New(slog.NewTextHandler(s.logTo, nil))
+	}
+	srv := New(Options{Engine: eng, ModelID: "test-model", Keys: keys, Logger: log, MaxBodyBytes: s.body,
+		PublicMetrics: s.publicMetrics})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -107,6 +131,9 @@ func start(t *testing.T, s setup) *testServer {
 	}
 	ts := &testServer{eng: eng, srv: srv, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}}
+	if s.keys != "" && !s.publicMetrics {
+		ts.metricsKey = strings.Fields(strings.TrimSpace(strings.Split(strings.TrimPrefix(s.keys, "# keys\n"), "\n")[0]))[0]
+	}
 	go func() { ts.done <- srv.Serve(ctx, ln, drain) }()
 	t.Cleanup(func() {
 		ts.client.CloseIdleConnections()
@@ -314,8 +341,10 @@ func TestChatStreaming(t *testing.T) {
 	require.Equal(t, "assistant", first["role"])
 	text, finish := streamText(t, events, true)
 	require.Equal(t, "length", finish)
-	// The echo model repeats the last prompt token (no separator): ':'.
-	require.Equal(t, ":::::", text)
+	// The echo model repeats the last prompt token. The built-in model has
+	// no chat template, so the ChatML fallback renders the prompt, which
+	// ends with "<|im_start|>assistant\n".
+	require.Equal(t, "\n\n\n\n\n", text)
 	last := events[len(events)-1]
 	require.Empty(t, last["choices"])
 	u := last["usage"].(map[string]any)
@@ -333,7 +362,7 @@ func TestChatStreaming(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &c))
 	require.Equal(t, "chat.completion", c.Object)
 	require.Equal(t, "assistant", c.Choices[0].Message.Role)
-	require.Equal(t, ":::::", *c.Choices[0].Message.Content)
+	require.Equal(t, "\n\n\n\n\n", *c.Choices[0].Message.Content)
 }
 
 func TestConcurrentStreamingTenants(t *testing.T) {
@@ -423,7 +452,11 @@ func TestDisconnectMidStreamAborts(t *testing.T) {
 
 func scrape(t *testing.T, ts *testServer) string {
 	t.Helper()
-	resp, err := ts.client.Get(ts.url + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, ts.url+"/metrics", nil)
+	if ts.metricsKey != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.metricsKey)
+	}
+	resp, err := ts.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -546,12 +579,71 @@ func TestAuth(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw, &models))
 	require.Equal(t, "test-model", models.Data[0].ID)
-	// Health and metrics need no key.
+	// Health needs no key; metrics, which aggregate every tenant's
+	// traffic, need one (any valid key).
 	resp, err = ts.client.Get(ts.url + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, scrape(t, ts), `kvwarden_rejections_total{reason="unauthorized"} 3`)
+	for _, key := range []string{"", "secret-cccc"} {
+		req, _ := http.NewRequest(http.MethodGet, ts.url+"/metrics", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := ts.client.Do(req)
+		require.NoError(t, err)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		requireAPIError(t, resp, raw, 401, "invalid_api_key")
+		require.NotContains(t, string(raw), "kvwarden_kv_pages")
+	}
+	require.Equal(t, "secret-aaaa", ts.metricsKey)
+	require.Contains(t, scrape(t, ts), `kvwarden_rejections_total{reason="unauthorized"} 5`)
+
+	// An explicit option opens them.
+	open := start(t, setup{echo: true, keys: "secret-aaaa alice\n", publicMetrics: true})
+	require.Empty(t, open.metricsKey)
+	require.Contains(t, scrape(t, open), "kvwarden_kv_pages_capacity")
+}
+
+// Response ids are random: they do not count requests, so one tenant
+// cannot learn how many requests others sent between two of its own.
+func TestResponseIDsAreUnguessable(t *testing.T) {
+	ts := start(t, setup{echo: true})
+	seen := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		resp, raw := ts.post(t, "/v1/completions", "", map[string]any{"prompt": tokPrompt("id"), "max_tokens": 1})
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+		var c completionResponse
+		require.NoError(t, json.Unmarshal(raw, &c))
+		require.Regexp(t, `^cmpl-[A-Z2-7]{26}$`, c.ID)
+		require.False(t, seen[c.ID])
+		seen[c.ID] = true
+	}
+	resp, raw := ts.post(t, "/v1/chat/completions", "", map[string]any{
+		"messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 1})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	var c chatResponse
+	require.NoError(t, json.Unmarshal(raw, &c))
+	require.Regexp(t, `^chatcmpl-[A-Z2-7]{26}$`, c.ID)
+}
+
+// A step failure that is not an isolation error reaches the client as
+// generic text; its details, which can name other requests and tenants,
+// are logged under the response id.
+func TestInternalErrorIsGeneric(t *testing.T) {
+	var logb syncBuf
+	secret := errors.New("kernel fault while serving request 4242 of tenant mallory")
+	ts := start(t, setup{echo: true, fail: secret, logTo: &logb})
+	for _, stream := range []bool{false, true} {
+		resp, raw := ts.post(t, "/v1/completions", "", map[string]any{"prompt": tokPrompt("x"), "max_tokens": 2, "stream": stream})
+		require.NotContains(t, string(raw), "mallory")
+		require.NotContains(t, string(raw), "4242")
+		e := requireAPIError(t, resp, raw, 500, "internal_error")
+		require.Contains(t, e.Error.Message, "server log under id cmpl-")
+		id := e.Error.Message[strings.Index(e.Error.Message, "cmpl-"):]
+		require.Regexp(t, `level=ERROR msg="request failed" id=`+id+` .*mallory`, logb.String())
+	}
 }
 
 func TestTenantFromKeyOnly(t *testing.T) {
@@ -713,4 +805,38 @@ func TestMetricsExposition(t *testing.T) {
 	} {
 		require.Contains(t, m, name)
 	}
+}
+
+// syncBuf is a goroutine-safe buffer for a log that handlers write to.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// "seed": 0 is a fixed seed like any other; an absent seed is random.
+func TestSeedZeroIsFixed(t *testing.T) {
+	ts := start(t, setup{})
+	text := func(body map[string]any) string {
+		resp, raw := ts.post(t, "/v1/completions", "", body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+		var c completionResponse
+		require.NoError(t, json.Unmarshal(raw, &c))
+		return c.Choices[0].Text
+	}
+	body := map[string]any{"prompt": "hello", "max_tokens": 16, "temperature": 1.5, "seed": 0}
+	require.Equal(t, text(body), text(body))
+	delete(body, "seed")
+	require.NotEqual(t, text(body), text(body), "no seed: each request draws its own")
 }

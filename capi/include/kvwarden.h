@@ -55,6 +55,40 @@
  * Errors never abort the process: every entry point recovers internal
  *   panics into KVW_ERR_INTERNAL with a message.
  *
+ * fork().  The library runs a Go runtime with threads of its own, which do
+ *   not survive fork(): a child process cannot use the library at all, not
+ *   even the engines its parent opened. The library detects the child
+ *   (pthread_atfork) and every function that needs the runtime returns
+ *   KVW_ERR_FORKED there at once, instead of hanging. Open engines in each
+ *   process after it starts: with Python's multiprocessing use the "spawn"
+ *   or "forkserver" start method (not "fork"); with gunicorn do not use
+ *   --preload; with Celery use a pool that does not fork after import, or
+ *   open the engine in a worker_process_init handler. fork() followed by
+ *   exec() is fine. The parent is unaffected. Functions that never need
+ *   the runtime keep working in the child: kvw_status_string,
+ *   kvw_last_error, kvw_last_error_info, kvw_clear_error, kvw_version and
+ *   the *_default_params / *_init functions.
+ *
+ * Signals.  The Go runtime installs handlers for SIGSEGV, SIGBUS, SIGFPE
+ *   (turning faults in its own code into errors, see above), SIGPIPE,
+ *   SIGURG (goroutine preemption) and SIGPROF, on the alternate signal
+ *   stack. Faults it does not own are passed on to the handler that was
+ *   installed before the library was loaded. An application that installs
+ *   its own SIGSEGV/SIGBUS (or SIGFPE) handler after loading the library
+ *   must:
+ *     - install it with sigaction() and SA_ONSTACK | SA_SIGINFO (without
+ *       SA_ONSTACK the Go runtime aborts the process when the signal lands
+ *       on one of its threads);
+ *     - keep the previous struct sigaction (the third argument of
+ *       sigaction) and, for every fault that is not its own (a si_addr
+ *       outside the memory it manages), call the previous handler with the
+ *       same three arguments, or, if the previous action is SIG_DFL,
+ *       restore it and return so the fault recurs and ends the process;
+ *     - not use signal(), SA_RESETHAND or SA_NODEFER for these signals,
+ *       and not block them in threads that call the library.
+ *   Installing handlers before the library is loaded needs nothing more.
+ *   bindings/c/tests/test_signals.c shows the supported way.
+ *
  * Requires a 64-bit platform.
  */
 #ifndef KVWARDEN_H
@@ -88,10 +122,13 @@ extern "C" {
 typedef enum kvw_status {
     KVW_OK = 0,
     /* An argument is NULL where it must not be, out of range, not valid
-     * UTF-8, an unknown struct_size, or an unusable configuration. */
+     * UTF-8, an unknown struct_size, or an unusable configuration. Bad
+     * request input found at submission also sets kvw_error_info.reason:
+     * KVW_REJECT_EMPTY_PROMPT (an empty prompt, or one that tokenizes to
+     * nothing) or KVW_REJECT_INVALID_PARAMS (sampling values, stops). */
     KVW_ERR_INVALID_ARGUMENT = -1,
-    /* Admission refused the request before any work: prompt too long for
-     * max_context, empty prompt, tenant quota, or the queue is full. See
+    /* Admission refused a valid request before any work: prompt too long
+     * for max_context, tenant quota, or the queue is full. See
      * kvw_last_error_info() for the reason and the numbers. */
     KVW_ERR_REJECTED = -2,
     /* The request was aborted (kvw_abort, a callback asking to stop, or the
@@ -113,18 +150,26 @@ typedef enum kvw_status {
      * the size out-parameter. Nothing was consumed. */
     KVW_ERR_BUFFER_TOO_SMALL = -9,
     /* Loading the model or tokenizer failed (missing, unreadable, corrupt). */
-    KVW_ERR_IO = -10
+    KVW_ERR_IO = -10,
+    /* Called in a child process after fork(): the library cannot work
+     * there (see "fork()" above). Nothing was done. */
+    KVW_ERR_FORKED = -12
 } kvw_status;
 
 /* A static, human-readable name for a status ("KVW_ERR_REJECTED");
  * "KVW_ERR_UNKNOWN" for values not in the enum. Never NULL. */
 KVW_API const char* kvw_status_string(int32_t status);
 
-/* Why admission rejected a request (kvw_error_info.reason). */
+/* Why admission refused a request (kvw_error_info.reason). With
+ * KVW_ERR_REJECTED: TOO_LONG, QUOTA, OVERLOADED. With
+ * KVW_ERR_INVALID_ARGUMENT: EMPTY_PROMPT, INVALID_PARAMS. */
 typedef enum kvw_reject_reason {
     KVW_REJECT_NONE = 0,
     KVW_REJECT_EMPTY_PROMPT = 1,
-    KVW_REJECT_TOO_LONG = 2,      /* limit = max_context, requested = prompt + max_tokens */
+    /* The prompt alone fills max_context (no room for one new token).
+     * limit = max_context, prompt_tokens = the prompt's tokens (BOS
+     * included), requested = prompt_tokens + max_tokens (128 when 0). */
+    KVW_REJECT_TOO_LONG = 2,
     KVW_REJECT_INVALID_PARAMS = 3,
     KVW_REJECT_QUOTA = 4,
     KVW_REJECT_OVERLOADED = 5
@@ -134,10 +179,10 @@ typedef enum kvw_reject_reason {
 typedef struct kvw_error_info {
     uint32_t struct_size;   /* in: sizeof(kvw_error_info) */
     int32_t status;         /* the kvw_status of the last failed call, KVW_OK if none */
-    int32_t reason;         /* kvw_reject_reason when status == KVW_ERR_REJECTED */
+    int32_t reason;         /* kvw_reject_reason: KVW_ERR_REJECTED, or INVALID_ARGUMENT at submission */
     int32_t reserved0;
     int64_t limit;          /* KVW_REJECT_TOO_LONG: the engine's max_context */
-    int64_t requested;      /* KVW_REJECT_TOO_LONG: tokens the request needs */
+    int64_t requested;      /* KVW_REJECT_TOO_LONG: prompt_tokens + max_tokens */
     int64_t prompt_tokens;  /* KVW_REJECT_TOO_LONG: tokens of the prompt */
 } kvw_error_info;
 
@@ -208,6 +253,18 @@ typedef struct kvw_engine_params {
     int32_t log_level;          /* minimum kvw_log_level passed to log_callback; default WARN */
     kvw_log_callback log_callback; /* NULL = no logging */
     void* log_user_data;        /* passed to log_callback; not owned, must outlive the engine */
+    /* v2 (struct_size 120): */
+    const char* chat_template;  /* Jinja chat template replacing the model's
+                                 * tokenizer.chat_template (text, not a path);
+                                 * NULL = the model's own. Copied. One that does
+                                 * not parse fails kvw_engine_open with
+                                 * KVW_ERR_INVALID_ARGUMENT. */
+    /* v3 (struct_size 128): */
+    int32_t n_threads;          /* compute threads of the CPU forward pass, at most 1024;
+                                 * 0 = the physical cores. The CPU worker pool is shared by
+                                 * all engines of the process: the most recently opened
+                                 * engine's value applies. */
+    int32_t reserved0;
 } kvw_engine_params;
 
 /* Defaults for kvw_engine_params (struct_size set). Thread-safe. */
@@ -225,8 +282,10 @@ KVW_API kvw_engine_params kvw_engine_default_params(void);
 KVW_API int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
                                 kvw_engine** out_engine);
 
-/* Closes an engine: stops admitting, aborts running requests (their kvw_next
- * and kvw_generate return KVW_ERR_ABORTED or KVW_ERR_CLOSED), waits for the
+/* Closes an engine: stops admitting, aborts running requests (a kvw_generate
+ * running then returns KVW_ERR_ABORTED; a kvw_next blocked on one of the
+ * engine's requests returns KVW_ERR_CLOSED, as does every later call with
+ * the handle), waits for the
  * scheduler to stop and frees the model and pool. After it returns the log
  * callback is never called again. The handle is dead afterwards: any later
  * use, including a second close, returns KVW_ERR_CLOSED. Request IDs of the
@@ -265,6 +324,46 @@ KVW_API int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t
 KVW_API int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos);
 
 /* ---------------------------------------------------------------------- */
+/* Chat templates                                                          */
+/* ---------------------------------------------------------------------- */
+
+/* One turn of a conversation. Unlike the other structs this one is fixed
+ * (no struct_size): it will never grow, so arrays of it stay compatible. */
+typedef struct kvw_chat_message {
+    const char* role;    /* "system", "user", "assistant", "tool", ...; NUL-terminated UTF-8 */
+    const char* content; /* NUL-terminated UTF-8; NULL = "" */
+} kvw_chat_message;
+
+/* Renders a conversation into prompt text with the model's chat template
+ * (GGUF tokenizer.chat_template, or kvw_engine_params.chat_template), as
+ * Hugging Face's apply_chat_template does. A model file without a template
+ * gets ChatML (the engine logs it at open).
+ *   messages/n_messages: the conversation, read during the call only
+ *     (messages may be NULL when n_messages is 0).
+ *   add_generation_prompt: non-zero ends the text with the assistant's turn
+ *     header, so the model answers.
+ *   template_name: NULL or "" for the default template, or the <name> of a
+ *     tokenizer.chat_template.<name> in the file (e.g. "tool_use").
+ *   buf/buf_size/out_len: as kvw_detokenize: the text is written
+ *     NUL-terminated, *out_len gets its length without the NUL; buf NULL
+ *     and buf_size 0 is a size query; a buf_size below *out_len + 1 returns
+ *     KVW_ERR_BUFFER_TOO_SMALL with *out_len set and buf untouched.
+ *     (Templates that print the date render it anew on each call.)
+ * The text holds the template's special tokens as text: submit it with
+ * kvw_request_params.parse_special = 1, which also keeps BOS single when the
+ * text starts with it.
+ * Errors: KVW_ERR_INVALID_ARGUMENT for NULL or invalid UTF-8 arguments, an
+ * unknown template_name, or a template that fails: one that raised (the
+ * message is "chat template raised: " and the template's own text, e.g.
+ * "System role not supported"), that exceeded the render limits (steps,
+ * time, memory, recursion), or that does not parse.
+ * Thread-safe; templates are rendered concurrently without locks. */
+KVW_API int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* messages,
+                                        size_t n_messages, int32_t add_generation_prompt,
+                                        const char* template_name, char* buf, size_t buf_size,
+                                        size_t* out_len);
+
+/* ---------------------------------------------------------------------- */
 /* Requests                                                                */
 /* ---------------------------------------------------------------------- */
 
@@ -279,7 +378,9 @@ typedef struct kvw_request_params {
     float min_p;              /* [0, 1]; 0 = off (default) */
     float repeat_penalty;     /* >= 0; 0 or 1 = off (default 1) */
     int32_t repeat_last_n;    /* penalty window; 0 = off (default), -1 = all */
-    uint64_t seed;            /* sampling seed; same seed, same output */
+    uint64_t seed;            /* sampling seed: the same seed (0 included)
+                               * gives the same output. KVW_SEED_RANDOM
+                               * (the default) draws a seed per request. */
     const char* tenant;       /* NULL = "" (default tenant). Scopes the prefix
                                * cache and quotas; set it from the embedding
                                * application's own notion of a user, never
@@ -288,14 +389,29 @@ typedef struct kvw_request_params {
                                * The output ends before the first match. */
     uint32_t n_stop;          /* at most 16, each at most 256 bytes */
     int32_t no_bos;           /* bool: do not prepend BOS to the prompt */
+    /* v2 (struct_size 72): */
+    int32_t parse_special;    /* bool: special-token text in the prompt
+                               * ("<|im_start|>", "<|eot_id|>") becomes the
+                               * special token. Default 0: prompt text is
+                               * untrusted and stays text. Set it for text
+                               * from kvw_chat_apply_template. BOS is added
+                               * only when the vocabulary asks for it
+                               * (tokenizer.ggml.add_bos_token) and the
+                               * prompt does not already start with it. */
+    int32_t reserved1;        /* 0 */
 } kvw_request_params;
 
-/* Defaults for kvw_request_params (struct_size set): greedy, 128 tokens. */
+/* kvw_request_params.seed: no fixed seed. */
+#define KVW_SEED_RANDOM UINT64_MAX
+
+/* Defaults for kvw_request_params (struct_size set): greedy, 128 tokens,
+ * seed KVW_SEED_RANDOM. */
 KVW_API kvw_request_params kvw_request_default_params(void);
 
 /* Submits a request; generation starts in the background.
- *   prompt: NUL-terminated UTF-8, copied. Invalid UTF-8 is
- *     KVW_ERR_INVALID_ARGUMENT.
+ *   prompt: NUL-terminated UTF-8, copied. Invalid UTF-8, an empty prompt
+ *     (reason KVW_REJECT_EMPTY_PROMPT) and bad params (reason
+ *     KVW_REJECT_INVALID_PARAMS) are KVW_ERR_INVALID_ARGUMENT.
  *   params: NULL for defaults; read during the call only.
  *   out_id: receives the request ID on success.
  * Admission failures return KVW_ERR_REJECTED (see kvw_last_error_info) and
@@ -319,7 +435,8 @@ KVW_API int32_t kvw_submit(kvw_engine* engine, const char* prompt,
  *     KVW_ERR_ISOLATION or KVW_ERR_INTERNAL. Calling again after done
  *     returns the same status with *out_len 0.
  *   Returns KVW_ERR_TIMEOUT (out_len 0, out_done 0) when nothing arrived in
- *     time.
+ *     time, KVW_ERR_CLOSED when the engine is closed (also while the call
+ *     waits), KVW_ERR_NOT_FOUND when the request is freed while it waits.
  * Several threads may call kvw_next on the same request; each piece of text
  * goes to exactly one of them. out_len and out_done are required; buf may be
  * NULL only with buf_size 0. */
@@ -334,7 +451,9 @@ KVW_API int32_t kvw_abort(kvw_engine* engine, uint64_t id);
 
 /* Frees request id: aborts it if it still runs and drops its buffered text
  * and result. Afterwards the ID returns KVW_ERR_NOT_FOUND everywhere.
- * Threads blocked in kvw_next on it return KVW_ERR_NOT_FOUND. */
+ * Threads blocked in kvw_next on it return KVW_ERR_NOT_FOUND. (When
+ * kvw_engine_close frees the requests, blocked kvw_next calls return
+ * KVW_ERR_CLOSED instead.) */
 KVW_API int32_t kvw_request_free(kvw_engine* engine, uint64_t id);
 
 typedef enum kvw_finish_reason {
@@ -384,7 +503,11 @@ KVW_API int32_t kvw_request_tokens(kvw_engine* engine, uint64_t id, int32_t whic
 
 /* Called by kvw_generate on the calling thread for each piece of text as it
  * is generated. piece is NUL-terminated (len bytes) and valid only during
- * the call. Return 0 to continue, non-zero to abort the request. */
+ * the call. Return 0 to continue, non-zero to stop: the request is aborted,
+ * the callback is not called again, and kvw_generate returns
+ * KVW_ERR_ABORTED (finish reason KVW_FINISH_ABORT) even if the request had
+ * already finished meanwhile; buf then holds exactly the pieces delivered,
+ * the one that asked to stop included. */
 typedef int32_t (*kvw_piece_callback)(const char* piece, size_t len, void* user_data);
 
 /* Blocking generation: submits, waits for the end, and frees the request.
@@ -396,7 +519,8 @@ typedef int32_t (*kvw_piece_callback)(const char* piece, size_t len, void* user_
  *     generation finished; use the callback to collect long outputs.
  *   out_result: optional; filled also for rejections (finish_reason
  *     KVW_FINISH_REJECTED with limit/requested) and aborts.
- * Returns the request's final status like kvw_next. */
+ * Returns the request's final status like kvw_next, KVW_ERR_ABORTED when
+ * the callback asked to stop. */
 KVW_API int32_t kvw_generate(kvw_engine* engine, const char* prompt,
                              const kvw_request_params* params,
                              kvw_piece_callback on_piece, void* user_data,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -36,7 +37,7 @@ type generateJSON struct {
 	Text         string      `json:"text"`
 	FinishReason string      `json:"finish_reason"`
 	CachedTokens int         `json:"cached_tokens"`
-	Seed         uint64      `json:"seed,omitempty"`
+	Seed         *uint64     `json:"seed,omitempty"` // sampled runs: the seed used
 	Timings      timingsJSON `json:"timings"`
 }
 
@@ -64,7 +65,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature; 0 = greedy")
 	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens; 0 = off")
 	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]")
-	fs.Uint64Var(&f.seed, "seed", 0, "sampling seed; 0 = a random seed")
+	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
 	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
@@ -126,15 +127,17 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	}
 	defer eng.Close()
 
+	// Without --seed a sampled run gets a random seed, reported by --json
+	// so the run can be repeated; --seed 0 is a seed like any other.
 	seed := f.seed
-	if seed == 0 && f.temperature > 0 {
-		seed = uint64(time.Now().UnixNano()) | 1
+	if !flagGiven(fs, "seed") {
+		seed = uint64(time.Now().UnixNano())
 	}
 	req := engine.Request{
 		Prompt:    prompt,
 		Tenant:    "default",
 		MaxTokens: f.maxTokens,
-		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, seed),
+		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, &seed),
 		Stop:      f.stop,
 	}
 	start := time.Now()
@@ -188,7 +191,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		},
 	}
 	if f.temperature > 0 {
-		out.Seed = seed
+		out.Seed = &seed
 	}
 	if res.Err != nil {
 		out.FinishReason = "error: " + cli.OneLine(res.Err)
@@ -227,4 +230,11 @@ func requestFailure(ctx context.Context, err error) error {
 		return &exitError{code: 130, msg: "interrupted"}
 	}
 	return &exitError{code: cli.ExitFailure, msg: "request failed: " + cli.OneLine(err)}
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

@@ -109,6 +109,21 @@ func TestGenerateSyntheticNote(t *testing.T) {
 	require.Contains(t, r.stderr, "gibberish")
 }
 
+// --seed 0 is a fixed seed: two sampled runs agree and --json reports it.
+func TestGenerateSeedZeroIsFixed(t *testing.T) {
+	args := []string{"generate", "-n", "12", "--temperature", "1.5", "--seed", "0", "--json", "hello"}
+	r1, r2 := runCmd(t, "", args...), runCmd(t, "", args...)
+	require.Equal(t, 0, r1.code, r1.stderr)
+	out1, _, _ := strings.Cut(r1.stdout, `"timings"`)
+	out2, _, _ := strings.Cut(r2.stdout, `"timings"`)
+	require.Equal(t, out1, out2, "same tokens and text")
+	require.Contains(t, out1, `"seed":0`)
+	// without --seed the seed is random and reported
+	r3 := runCmd(t, "", "generate", "-n", "12", "--temperature", "1.5", "--json", "hello")
+	require.Equal(t, 0, r3.code, r3.stderr)
+	require.Contains(t, r3.stdout, `"seed":`)
+}
+
 func TestGenerateRejectedExit3(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		args := append(stories(t, "generate"), "--max-context", "8", "Once upon a time there was a big dog")
@@ -119,7 +134,7 @@ func TestGenerateRejectedExit3(t *testing.T) {
 		require.Equal(t, 3, r.code, r.stderr)
 		require.Empty(t, r.stdout, "nothing on stdout for a rejected request")
 		require.Contains(t, r.stderr, "MaxContext 8")
-		require.Contains(t, r.stderr, "11 tokens requested")
+		require.Contains(t, r.stderr, "139 tokens requested (prompt 11)")
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %q", r.stderr)
 	}
 	r := runCmd(t, "", "generate", "--prompt", "")
@@ -171,6 +186,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--api-keys", "/nonexistent/keys"}, "api-keys"},
 		{[]string{"serve", "--max-queue", "-1"}, "max-queue"},
 		{[]string{"serve", "--log-level", "loud"}, "log-level"},
+		{[]string{"serve", "--chat-template-file", "/nonexistent/t.jinja"}, "chat-template-file"},
 		{[]string{"serve", "--cors-origin", "app.example"}, "cors-origin"},
 		{[]string{"audit", "--tenants", "1"}, "tenants"},
 		{[]string{"audit", "--inject-fault", "gremlins"}, "inject-fault"},
@@ -186,6 +202,13 @@ func TestUsageErrors(t *testing.T) {
 	r := runCmd(t, "", "generate", "-h")
 	require.Equal(t, 0, r.code)
 	require.Contains(t, r.stderr, "-kv-checksum")
+
+	bad := filepath.Join(t.TempDir(), "bad.jinja")
+	require.NoError(t, os.WriteFile(bad, []byte("{% for %}"), 0o600))
+	r = runCmd(t, "", "serve", "--chat-template-file", bad)
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "chat-template-file")
+	require.Contains(t, r.stderr, "syntax error")
 }
 
 func TestServeInProcess(t *testing.T) {
@@ -193,13 +216,15 @@ func TestServeInProcess(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	require.NoError(t, os.WriteFile(keys, []byte("sk-alice-0001 alice\n"), 0o600))
+	tmpl := filepath.Join(dir, "chat.jinja")
+	require.NoError(t, os.WriteFile(tmpl, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr := make(chan string, 1)
 	var errb syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append(stories(t, "serve"), "--addr", "127.0.0.1:0", "--api-keys", keys, "--kv-pages", "64"),
+		done <- run(ctx, append(stories(t, "serve"), "--addr", "127.0.0.1:0", "--api-keys", keys, "--kv-pages", "64", "--chat-template-file", tmpl),
 			&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errb, ready: func(a string) { addr <- a }})
 	}()
 	var base string
@@ -222,6 +247,29 @@ func TestServeInProcess(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"text":", there was a little girl named Lily. She"`)
+	// with --api-keys, /metrics needs a key too
+	for key, want := range map[string]int{"": http.StatusUnauthorized, "sk-alice-0001": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "key %q", key)
+	}
+	require.NotContains(t, errb.String(), "kv-checksum off")
+
+	// --chat-template-file replaces the model's template.
+	req, _ = http.NewRequest(http.MethodPost, base+"/apply-template", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer sk-alice-0001")
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.JSONEq(t, `{"prompt":"[user]hi"}`, string(body))
 
 	cancel() // SIGINT
 	select {
@@ -234,6 +282,49 @@ func TestServeInProcess(t *testing.T) {
 	for _, want := range []string{"loading model", "model loaded", "kv pool", "listening", "shutting down", "engine closed"} {
 		require.Contains(t, log, want)
 	}
+}
+
+// serve with --kv-checksum off says loudly that pages go unverified, and
+// --public-metrics opens /metrics despite --api-keys.
+func TestServeChecksumOffWarnsAndPublicMetrics(t *testing.T) {
+	testenv.NoGoroutineLeak(t, 4)
+	keys := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(keys, []byte("sk-alice-0001 alice\n"), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := make(chan string, 1)
+	var errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--kv-pages", "16", "--kv-checksum", "off",
+			"--api-keys", keys, "--public-metrics"},
+			&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errb, ready: func(a string) { addr <- a }})
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case code := <-done:
+		t.Fatalf("serve exited with %d: %s", code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(base + "/metrics")
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+	require.Regexp(t, `level=WARN msg="--kv-checksum off: KV pages are not verified`, errb.String())
+	require.Contains(t, errb.String(), "/metrics is public")
 }
 
 func TestAuditCleanAndFaultDetected(t *testing.T) {

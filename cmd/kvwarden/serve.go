@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/chat"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/server"
 )
@@ -20,12 +23,14 @@ type serveFlags struct {
 	common      cli.Common
 	addr        string
 	apiKeys     string
+	pubMetrics  bool
 	modelName   string
 	maxQueue    int
 	tenantQuota int
 	maxBody     cli.SizeValue
 	drain       time.Duration
 	logLevel    string
+	chatTmpl    string
 	corsOrigins cli.StringList
 }
 
@@ -35,12 +40,14 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	f.common.Register(fs)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&f.apiKeys, "api-keys", "", "API key `file`: one \"KEY TENANT\" per line; the tenant comes only from the key (default: no auth, one tenant \"default\")")
+	fs.BoolVar(&f.pubMetrics, "public-metrics", false, "serve /metrics without an API key even with --api-keys (the metrics aggregate every tenant's traffic)")
 	fs.StringVar(&f.modelName, "model-name", "", "model `id` clients send and /v1/models reports (default: the model file's base name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 0, "waiting requests before new ones get 429 (default 1024)")
 	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429 (default 0: unlimited)")
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
 	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
@@ -84,23 +91,44 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if f.common.KVChecksum == "off" {
+		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
+	}
 
 	cfg := f.common.EngineConfig()
 	cfg.MaxQueue = f.maxQueue
 	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
+	chatTemplate := "the model's tokenizer.chat_template"
+	if f.chatTmpl != "" {
+		b, err := os.ReadFile(f.chatTmpl)
+		if err != nil {
+			return cli.Usagef("--chat-template-file: %v", err)
+		}
+		if len(b) == 0 {
+			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
+		}
+		cfg.ChatTemplate = string(b)
+		chatTemplate = f.chatTmpl
+	}
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
+		if errors.Is(err, chat.ErrTemplate) {
+			return cli.Usagef("--chat-template-file %s: %v", f.chatTmpl, err)
+		}
 		return err
 	}
 	defer eng.Close()
+	if eng.ChatTemplateFallback() {
+		chatTemplate = "ChatML (the model file has none)"
+	}
 
 	model := f.modelName
 	if model == "" {
 		model = f.common.ModelName()
 	}
 	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
-		CORSOrigins: f.corsOrigins})
+		PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -108,9 +136,12 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
 	if keys != nil {
 		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
+		if f.pubMetrics {
+			auth += "; /metrics is public (--public-metrics)"
+		}
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"chat_template", server.ChatTemplate)
+		"chat_template", chatTemplate)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())
 	}

@@ -54,14 +54,14 @@ var (
 
 func init() {
 	pool.cond = sync.NewCond(&pool.mu)
-	nthreads.Store(int32(runtime.NumCPU()))
+	nthreads.Store(int32(PhysicalCores()))
 }
 
 // SetThreads sets how many threads (the caller included) a matrix product
-// may use; n < 1 means runtime.NumCPU().
+// may use; n < 1 means PhysicalCores(). The worker pool is process-wide.
 func SetThreads(n int) {
 	if n < 1 {
-		n = runtime.NumCPU()
+		n = PhysicalCores()
 	}
 	nthreads.Store(int32(n))
 }

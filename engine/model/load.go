@@ -96,7 +96,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Weights{Config: cfg, Name: "gguf"}
+	w := &Weights{Config: cfg, Name: "gguf", ChatTemplates: ChatTemplates(f)}
 	if w.Embed, err = g.matrix("token_embd", -1, cfg.Dim); err != nil {
 		return nil, err
 	}

@@ -54,33 +54,9 @@ func Open(modelPath, tokenizerPath string) (*Weights, tokenizer.Tokenizer, error
 // tokenizer.ggml.* metadata: "llama" (SentencePiece BPE) or "gpt2"
 // (byte-level BPE).
 func TokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
-	kind, _ := f.String("tokenizer.ggml.model")
-	tokens, ok := f.Strings("tokenizer.ggml.tokens")
-	if !ok {
-		return nil, fmt.Errorf("model: GGUF has no tokenizer.ggml.tokens")
+	tok, err := tokenizer.FromMetadata(f)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
 	}
-	types, _ := f.Int32s("tokenizer.ggml.token_type")
-	id := func(key string) int {
-		if v, ok := f.Uint(key); ok && v < uint64(len(tokens)) {
-			return int(v)
-		}
-		return -1
-	}
-	bos, eos := id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
-	switch kind {
-	case "llama":
-		scores, _ := f.Float32s("tokenizer.ggml.scores")
-		var opts []tokenizer.SPOption
-		if v, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok && !v {
-			opts = append(opts, tokenizer.WithoutDummyPrefix())
-		}
-		return tokenizer.NewSentencePiece(tokens, scores, types, bos, eos, id("tokenizer.ggml.unknown_token_id"), opts...)
-	case "gpt2":
-		merges, _ := f.Strings("tokenizer.ggml.merges")
-		pre, _ := f.String("tokenizer.ggml.pre")
-		return tokenizer.NewGPT2(tokens, types, merges, bos, eos, pre)
-	case "":
-		return nil, fmt.Errorf("model: GGUF has no tokenizer.ggml.model")
-	}
-	return nil, fmt.Errorf("model: tokenizer model %q is not implemented (supported: llama, gpt2)", kind)
+	return tok, nil
 }

@@ -26,7 +26,7 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 		}
 		return q, nil
 	}
-	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm}
+	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm, ChatTemplates: w.ChatTemplates}
 	var err error
 	if out.Embed, err = conv("token_embd", w.Embed); err != nil {
 		return nil, err

@@ -79,6 +79,10 @@ type Weights struct {
 	Layers []Layer
 	Norm   []float32
 	Output *ml.Matrix
+	// ChatTemplates are the file's chat templates: tokenizer.chat_template
+	// under "" and tokenizer.chat_template.<name> under <name>. Nil when the
+	// file has none (llama2.c checkpoints never do).
+	ChatTemplates map[string]string
 
 	closer io.Closer // releases a memory map, if any
 }

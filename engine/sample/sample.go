@@ -36,13 +36,16 @@ type Params struct {
 	// RepeatLastN is the penalty window: 0 disables the penalty, -1 uses the
 	// whole history. Must be >= -1.
 	RepeatLastN int
-	// Seed seeds the request's generator.
-	Seed uint64
+	// Seed seeds the request's generator when HasSeed is set: the same
+	// seed (0 included) gives the same output. Without HasSeed the engine
+	// picks a seed of its own per request (New itself always uses Seed).
+	Seed    uint64
+	HasSeed bool
 }
 
 // DefaultParams returns llama.cpp's default sampling settings: temperature
 // 0.8, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty (1.0 over the
-// last 64 tokens), seed 0.
+// last 64 tokens), no seed (random).
 func DefaultParams() Params {
 	return Params{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64}
 }

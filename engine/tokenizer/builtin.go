@@ -56,3 +56,29 @@ func (Bytes) Piece(id int) string {
 func (Bytes) VocabSize() int { return bytesVocab }
 func (Bytes) BOS() int       { return bytesBOS }
 func (Bytes) EOS() int       { return bytesEOS }
+
+func (Bytes) IsEOG(id int) bool { return id == bytesEOS }
+func (Bytes) EOG() []int        { return []int{bytesEOS} }
+func (Bytes) AddBOS() bool      { return true }
+func (Bytes) AddEOS() bool      { return false }
+
+// DroppedBytes is always 0: every byte has a token.
+func (Bytes) DroppedBytes() uint64 { return 0 }
+
+// Lookup returns the id of "<unk>", "<s>", "</s>" or "<0xNN>".
+func (b Bytes) Lookup(piece string) (int, bool) {
+	switch piece {
+	case "<unk>":
+		return bytesUnk, true
+	case "<s>":
+		return bytesBOS, true
+	case "</s>":
+		return bytesEOS, true
+	}
+	if v, ok := parseBytePiece(piece); ok && piece == b.Piece(int(v)+bytesOffset) {
+		return int(v) + bytesOffset, true
+	}
+	return 0, false
+}
+
+var _ Tokenizer = Bytes{}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,7 @@ func readGGUFMeta(path string) (map[string]any, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r := io.Reader(f)
+	r := io.Reader(bufio.NewReaderSize(f, 1<<20))
 	var hdr struct {
 		Magic   [4]byte
 		Version uint32

@@ -16,15 +16,12 @@ import (
 //
 // A GPT2 is immutable and safe for concurrent use.
 type GPT2 struct {
-	tokens  []string
-	types   []int32 // resolved, never 0
+	vocab
 	lookup  map[string]int32
 	byteTok [256]int32 // token of each byte's mapped character
 	merges  map[uint64]gpt2Merge
-	bos     int
-	eos     int
 	pre     string
-	split   splitter
+	split   *preTokenizer
 	// ignoreMerges: a pre-token that is itself a token is emitted as is
 	// (Llama 3's "ignore_merges": true).
 	ignoreMerges bool
@@ -55,19 +52,9 @@ var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
 	return b2r, r2b
 }()
 
-// Pre-tokenizer names accepted by NewGPT2 (GGUF tokenizer.ggml.pre).
-var gpt2Pre = map[string]struct {
-	split        splitter
-	ignoreMerges bool
-}{
-	"":          {splitGPT2, false},
-	"default":   {splitGPT2, false},
-	"gpt2":      {splitGPT2, false},
-	"gpt-2":     {splitGPT2, false},
-	"llama3":    {splitLlama3, true},
-	"llama-v3":  {splitLlama3, true},
-	"llama-bpe": {splitLlama3, true},
-}
+// ErrUnknownPreTokenizer is returned for a tokenizer.ggml.pre that
+// llama.cpp does not know either.
+var ErrUnknownPreTokenizer = errors.New("tokenizer: unknown pre-tokenizer")
 
 // NewGPT2 builds a byte-level BPE tokenizer from plain vocabulary data, as
 // found in GGUF: tokens (tokenizer.ggml.tokens, in byte-mapped form), types
@@ -80,7 +67,8 @@ var gpt2Pre = map[string]struct {
 //
 // Merges whose parts or result are not in the vocabulary are ignored (they
 // could never produce a token).
-func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre string) (*GPT2, error) {
+func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre string, opts ...Option) (*GPT2, error) {
+	cfg := newConfig(opts)
 	n := len(tokens)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -94,29 +82,29 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 	if eos < -1 || eos >= n {
 		return nil, fmt.Errorf("tokenizer: eos token id %d outside vocabulary of %d", eos, n)
 	}
-	p, ok := gpt2Pre[pre]
-	if !ok {
-		return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q (supported: llama-bpe, llama3, llama-v3, gpt2, gpt-2, default)", pre)
+	split, p, err := newPreTokenizer(pre)
+	if err != nil {
+		return nil, err
 	}
 	t := &GPT2{
-		tokens:       tokens,
-		types:        make([]int32, n),
 		lookup:       make(map[string]int32, n),
 		merges:       make(map[uint64]gpt2Merge, len(merges)),
-		bos:          bos,
-		eos:          eos,
 		pre:          pre,
-		split:        p.split,
+		split:        split,
 		ignoreMerges: p.ignoreMerges,
 		decoded:      make([][]byte, n),
 	}
+	resolved := make([]int32, n)
+	for i := range resolved {
+		resolved[i] = TypeNormal
+		if types != nil && types[i] != 0 {
+			resolved[i] = types[i]
+		}
+	}
+	t.initVocab(tokens, resolved, bos, eos, cfg, p.addBOS, false)
 	var specials []specialText
 	for i, tok := range tokens {
-		typ := int32(TypeNormal)
-		if types != nil && types[i] != 0 {
-			typ = types[i]
-		}
-		t.types[i] = typ
+		typ := t.types[i]
 		switch typ {
 		case TypeControl, TypeUnknown, TypeUnused:
 		default:
@@ -140,13 +128,14 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 			}
 			t.decoded[i] = b
 		}
-		if typ == TypeControl || typ == TypeUserDefined {
-			specials = append(specials, specialText{text: tok, id: i})
+		if typ == TypeControl || typ == TypeUnknown || typ == TypeUserDefined {
+			specials = append(specials, specialText{text: tok, id: i, control: typ != TypeUserDefined})
 		}
 	}
+	stripAttrs(cfg.modelName, specials)
 	t.special = newSpecialMatcher(specials)
 	for b := range t.byteTok {
-		id, ok := t.lookup[string(byteToRune[b])]
+		id, ok := t.byText[string(byteToRune[b])]
 		if !ok {
 			id = -1
 		}
@@ -161,9 +150,9 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 			return nil, fmt.Errorf("tokenizer: merge %d %q is not \"left right\"", rank, m)
 		}
 		left, right := m[:sp+1], m[sp+2:]
-		l, ok1 := t.lookup[left]
-		r, ok2 := t.lookup[right]
-		id, ok3 := t.lookup[left+right]
+		l, ok1 := t.byText[left]
+		r, ok2 := t.byText[right]
+		id, ok3 := t.byText[left+right]
 		if !ok1 || !ok2 || !ok3 {
 			continue
 		}
@@ -176,7 +165,7 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 }
 
 // VocabSize returns the number of tokens.
-func (t *GPT2) VocabSize() int { return len(t.tokens) }
+func (t *GPT2) VocabSize() int { return len(t.texts) }
 
 // BOS returns the beginning-of-sequence id, or -1.
 func (t *GPT2) BOS() int { return t.bos }
@@ -187,10 +176,10 @@ func (t *GPT2) EOS() int { return t.eos }
 // Piece returns the vocabulary entry of id in its byte-mapped form ("" when
 // out of range).
 func (t *GPT2) Piece(id int) string {
-	if id < 0 || id >= len(t.tokens) {
+	if id < 0 || id >= len(t.texts) {
 		return ""
 	}
-	return t.tokens[id]
+	return t.texts[id]
 }
 
 // TokenType returns the resolved type of id, or 0 when out of range.
@@ -213,27 +202,21 @@ func (t *GPT2) Decode(prev, id int) []byte {
 	return b[:len(b):len(b)]
 }
 
-// Encode converts text to token ids. With opt.Special, the texts of control
-// and user-defined tokens in text become those tokens; without it they are
-// encoded as ordinary text.
+// Encode converts text to token ids. User-defined tokens are cut out of
+// the text first; with opt.Special control-token texts too (and the
+// lstrip/rstrip attributes apply), as llama.cpp does. A byte whose
+// character has no token is left out and counted (DroppedBytes).
 func (t *GPT2) Encode(text string, opt Options) ([]int, error) {
 	out := make([]int, 0, len(text)/3+3)
 	if opt.BOS && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	var err error
-	if opt.Special {
-		for _, f := range t.special.split(text) {
-			if f.id >= 0 {
-				out = append(out, f.id)
-				continue
-			}
-			if out, err = t.encodeRaw(out, f.text); err != nil {
-				return nil, err
-			}
+	for _, f := range t.special.split(text, opt.Special) {
+		if f.id >= 0 {
+			out = append(out, f.id)
+			continue
 		}
-	} else if out, err = t.encodeRaw(out, text); err != nil {
-		return nil, err
+		out = t.encodeRaw(out, f.text)
 	}
 	if opt.EOS && t.eos >= 0 {
 		out = append(out, t.eos)
@@ -304,11 +287,13 @@ func (q *gpQueue) pop() gpPair {
 	return top
 }
 
-func (t *GPT2) encodeRaw(out []int, text string) ([]int, error) {
+// encodeRaw appends the tokens of plain text: pre-tokens, then BPE merges
+// inside each, as llama.cpp's llm_tokenizer_bpe_session.
+func (t *GPT2) encodeRaw(out []int, text string) []int {
 	if text == "" {
-		return out, nil
+		return out
 	}
-	ends := t.split(text, make([]int, 0, len(text)/4+1))
+	ends := t.split.split(text, make([]int, 0, len(text)/4+1))
 	var (
 		syms   []gpSym
 		q      gpQueue
@@ -317,30 +302,27 @@ func (t *GPT2) encodeRaw(out []int, text string) ([]int, error) {
 	start := 0
 	for _, end := range ends {
 		chunk := text[start:end]
-		base := start
 		start = end
 		if t.ignoreMerges {
 			mapped.Reset()
 			for i := 0; i < len(chunk); i++ {
 				mapped.WriteRune(byteToRune[chunk[i]])
 			}
-			if id, ok := t.lookup[mapped.String()]; ok {
+			if id, ok := t.byText[mapped.String()]; ok {
 				out = append(out, int(id))
 				continue
 			}
 		}
 		syms = syms[:0]
 		for i := 0; i < len(chunk); i++ {
-			id := t.byteTok[chunk[i]]
-			if id < 0 {
-				return nil, fmt.Errorf("tokenizer: no token for byte 0x%02X at offset %d", chunk[i], base+i)
-			}
-			syms = append(syms, gpSym{id: id, size: 1, prev: int32(i - 1), next: int32(i + 1)})
+			// A byte without a token stays a symbol (it keeps its
+			// neighbours apart) that merges with nothing and is dropped.
+			syms = append(syms, gpSym{id: t.byteTok[chunk[i]], size: 1, prev: int32(i - 1), next: int32(i + 1)})
 		}
 		syms[len(syms)-1].next = -1
 		q = q[:0]
 		try := func(l, r int32) {
-			if l < 0 || r < 0 {
+			if l < 0 || r < 0 || syms[l].id < 0 || syms[r].id < 0 {
 				return
 			}
 			m, ok := t.merges[uint64(uint32(syms[l].id))<<32|uint64(uint32(syms[r].id))]
@@ -369,10 +351,14 @@ func (t *GPT2) encodeRaw(out []int, text string) ([]int, error) {
 			try(p.left, l.next)
 		}
 		for i := int32(0); i >= 0; i = syms[i].next {
+			if syms[i].id < 0 {
+				t.dropped.Add(1)
+				continue
+			}
 			out = append(out, int(syms[i].id))
 		}
 	}
-	return out, nil
+	return out
 }
 
 var _ Tokenizer = (*GPT2)(nil)

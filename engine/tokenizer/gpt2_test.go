@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -93,7 +94,8 @@ func TestGPT2Encode(t *testing.T) {
 		{"gpt2 keeps merges", g2, "xyz", Options{}, id("x", "y", "z")},
 		{"ignore merges whole word", tok, "ello", Options{}, id("ello")},
 		{"gpt2 merges ello", g2, "ello", Options{}, id("e", "llo")},
-		{"special off", tok, "<tool>", Options{}, id("<", "t", "o", "o", "l", ">")},
+		{"special off", tok, "<|end_of_text|>", Options{}, id(strings.Split("<|end_of_text|>", "")...)},
+		{"user-defined always", tok, "x<tool>y", Options{}, id("x", "<tool>", "y")},
 		{"special on", tok, "<|begin_of_text|>hello<tool>", Options{Special: true}, id("<|begin_of_text|>", "hello", "<tool>")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +112,7 @@ func TestGPT2SpecialNotFromText(t *testing.T) {
 		got, err := tok.Encode(text, Options{})
 		require.NoError(t, err)
 		for _, id := range got {
-			require.Equal(t, TypeNormal, tok.TokenType(id), "%q produced %q", text, tok.Piece(id))
+			require.NotEqual(t, TypeControl, tok.TokenType(id), "%q produced %q", text, tok.Piece(id))
 		}
 		require.Equal(t, text, decodeAll(tok, got))
 	}
@@ -174,17 +176,24 @@ func TestNewGPT2Errors(t *testing.T) {
 		{"types length", toks, []int32{1}, nil, -1, "gpt2"},
 		{"bos range", toks, nil, nil, 3, "gpt2"},
 		{"bad merge", toks, nil, []string{"ab"}, -1, "gpt2"},
-		{"unknown pre", toks, nil, nil, -1, "qwen2"},
+		{"unknown pre", toks, nil, nil, -1, "qwen9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewGPT2(tc.tokens, tc.types, tc.merges, tc.bos, -1, tc.pre)
 			require.Error(t, err)
 		})
 	}
+	_, err := NewGPT2(toks, nil, nil, -1, -1, "qwen9")
+	require.ErrorIs(t, err, ErrUnknownPreTokenizer)
+	require.ErrorContains(t, err, "deepseek-coder", "the error lists the known names")
 	tok, err := NewGPT2(toks, nil, []string{"a b"}, -1, -1, "gpt2")
 	require.NoError(t, err)
-	_, err = tok.Encode("c", Options{})
-	require.ErrorContains(t, err, "no token for byte 0x63")
+	// A byte without a token is dropped and counted, as llama.cpp does; it
+	// still keeps its neighbours from merging.
+	ids, err := tok.Encode("acb", Options{})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, ids)
+	require.Equal(t, uint64(1), tok.DroppedBytes())
 }
 
 // randomText draws up to n atoms from a mix of scripts, spaces and symbols.

@@ -34,13 +34,11 @@ const minMergeScore = -1e10
 //
 // A SentencePiece is immutable and safe for concurrent use.
 type SentencePiece struct {
+	vocab
 	pieces  []string
 	scores  []float32
-	types   []int32 // resolved, never 0
 	lookup  map[string]int32
 	byteID  [256]int32
-	bos     int
-	eos     int
 	unk     int
 	meta    bool // vocabulary writes spaces as U+2581
 	prefix  bool // add the dummy-prefix space
@@ -48,17 +46,6 @@ type SentencePiece struct {
 	lead    []bool // decoded piece starts with a space that follows-BOS decoding strips
 	special specialMatcher
 }
-
-// SPOption configures NewSentencePiece.
-type SPOption func(*spConfig)
-
-type spConfig struct {
-	noPrefix bool
-}
-
-// WithoutDummyPrefix disables the dummy-prefix space (GGUF
-// tokenizer.ggml.add_space_prefix = false).
-func WithoutDummyPrefix() SPOption { return func(c *spConfig) { c.noPrefix = true } }
 
 // NewSentencePiece builds a SentencePiece tokenizer from plain vocabulary
 // data, as found in GGUF (tokenizer.ggml.tokens, .scores, .token_type,
@@ -72,11 +59,8 @@ func WithoutDummyPrefix() SPOption { return func(c *spConfig) { c.noPrefix = tru
 // normal pieces contain U+2581 than contain ' ' (llama2.c files store ASCII
 // spaces); Encode then writes the input's spaces as U+2581 and Decode turns
 // U+2581 back into spaces.
-func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int, opts ...SPOption) (*SentencePiece, error) {
-	var cfg spConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
+func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos, unk int, opts ...Option) (*SentencePiece, error) {
+	cfg := newConfig(opts)
 	n := len(pieces)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -98,10 +82,7 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 	t := &SentencePiece{
 		pieces:  pieces,
 		scores:  scores,
-		types:   make([]int32, n),
 		lookup:  make(map[string]int32, n),
-		bos:     bos,
-		eos:     eos,
 		unk:     unk,
 		prefix:  !cfg.noPrefix,
 		decoded: make([][]byte, n),
@@ -114,7 +95,7 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 		t.byteID[i] = -1
 	}
 	metaCount, spaceCount := 0, 0
-	var specials []specialText
+	resolved := make([]int32, n)
 	for i, p := range pieces {
 		typ := int32(TypeNormal)
 		if types != nil {
@@ -132,7 +113,12 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 				typ = TypeByte
 			}
 		}
-		t.types[i] = typ
+		resolved[i] = typ
+	}
+	t.initVocab(pieces, resolved, bos, eos, cfg, true, false)
+	var specials []specialText
+	for i, p := range pieces {
+		typ := t.types[i]
 		switch typ {
 		case TypeNormal, TypeUserDefined:
 			if _, dup := t.lookup[p]; !dup {
@@ -150,13 +136,18 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 			}
 		}
 		if typ == TypeControl || typ == TypeUnknown || typ == TypeUserDefined {
-			s := strings.ReplaceAll(p, metaSpace, " ")
-			if tr := strings.TrimSpace(s); tr != "" {
-				s = tr
+			s := p
+			if types == nil {
+				// llama2.c files store BOS as "\n<s>\n": match "<s>".
+				s = strings.ReplaceAll(p, metaSpace, " ")
+				if tr := strings.TrimSpace(s); tr != "" {
+					s = tr
+				}
 			}
-			specials = append(specials, specialText{text: s, id: i})
+			specials = append(specials, specialText{text: s, id: i, control: typ != TypeUserDefined})
 		}
 	}
+	stripAttrs(cfg.modelName, specials)
 	t.meta = metaCount > spaceCount
 	t.special = newSpecialMatcher(specials)
 	for i, p := range pieces {
@@ -254,29 +245,22 @@ func (t *SentencePiece) Decode(prev, id int) []byte {
 }
 
 // Encode converts text to token ids. See the type's documentation for the
-// algorithm. With opt.Special, the texts of control, unknown and
-// user-defined pieces (with surrounding whitespace trimmed, so llama2.c's
-// "\n<s>\n" is matched as "<s>") become those tokens, and a dummy-prefix
-// space is added to each text fragment that follows one, as llama.cpp does.
-// Without it, user text never produces such tokens.
+// algorithm. User-defined pieces are cut out of the text first; with
+// opt.Special the texts of control and unknown pieces too (llama2.c's
+// "\n<s>\n" is matched as "<s>"), and a dummy-prefix space is added to
+// each text fragment that follows one, as llama.cpp does. Without
+// opt.Special, user text never produces control tokens.
 func (t *SentencePiece) Encode(text string, opt Options) ([]int, error) {
 	out := make([]int, 0, len(text)/2+3)
 	if opt.BOS && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	var err error
-	if opt.Special {
-		for _, f := range t.special.split(text) {
-			if f.id >= 0 {
-				out = append(out, f.id)
-				continue
-			}
-			if out, err = t.encodeRaw(out, f.text); err != nil {
-				return nil, err
-			}
+	for _, f := range t.special.split(text, opt.Special) {
+		if f.id >= 0 {
+			out = append(out, f.id)
+			continue
 		}
-	} else if out, err = t.encodeRaw(out, text); err != nil {
-		return nil, err
+		out = t.encodeRaw(out, f.text)
 	}
 	if opt.EOS && t.eos >= 0 {
 		out = append(out, t.eos)
@@ -361,9 +345,9 @@ func (h *u64Heap) pop() uint64 {
 }
 
 // encodeRaw appends the tokens of one text fragment (no special tokens).
-func (t *SentencePiece) encodeRaw(out []int, text string) ([]int, error) {
+func (t *SentencePiece) encodeRaw(out []int, text string) []int {
 	if text == "" {
-		return out, nil
+		return out
 	}
 	if t.meta {
 		text = strings.ReplaceAll(text, " ", metaSpace)
@@ -399,7 +383,9 @@ func (t *SentencePiece) encodeRaw(out []int, text string) ([]int, error) {
 				id := t.byteID[text[k]]
 				if id < 0 {
 					if t.unk < 0 {
-						return nil, fmt.Errorf("tokenizer: cannot encode byte 0x%02X at offset %d: no <0x%02X> piece and no unknown token", text[k], k, text[k])
+						// No <0xNN> piece and no unknown token.
+						t.dropped.Add(1)
+						continue
 					}
 					id = int32(t.unk)
 				}
@@ -462,10 +448,13 @@ func (t *SentencePiece) encodeRaw(out []int, text string) ([]int, error) {
 		setCand(l.prev)
 		setCand(li)
 	}
+	if len(syms) == 0 {
+		return out
+	}
 	for i := int32(0); i >= 0; i = syms[i].next {
 		out = append(out, int(syms[i].id))
 	}
-	return out, nil
+	return out
 }
 
 var _ Tokenizer = (*SentencePiece)(nil)

@@ -237,15 +237,17 @@ func TestNewSentencePieceErrors(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
-	// No byte pieces and no unk: unencodable text is an error, not a panic.
+	// No byte pieces and no unk: unencodable bytes are dropped and counted.
 	tok, err := NewSentencePiece([]string{"a", " "}, nil, nil, -1, -1, -1)
 	require.NoError(t, err)
-	_, err = tok.Encode("z", Options{})
-	require.ErrorContains(t, err, "0x7A")
+	ids, err := tok.Encode("zaz", Options{})
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 0}, ids)
+	require.Equal(t, uint64(2), tok.DroppedBytes())
 	// With unk it maps to unk.
 	tok, err = NewSentencePiece([]string{"<unk>", "a", " "}, nil, nil, -1, -1, 0)
 	require.NoError(t, err)
-	ids, err := tok.Encode("az", Options{})
+	ids, err = tok.Encode("az", Options{})
 	require.NoError(t, err)
 	require.Equal(t, []int{2, 1, 0}, ids)
 	// Without the dummy prefix.

@@ -1,15 +1,19 @@
-// Package tokenizer owns the mapping between text and token IDs:
-// SentencePiece-style BPE (llama2.c tokenizer files and GGUF
-// tokenizer.ggml.model = "llama") and GPT-2 byte-level BPE (GGUF
-// tokenizer.ggml.model = "gpt2", Llama 3 style).
+// Package tokenizer owns the mapping between text and token IDs, following
+// llama.cpp: SentencePiece-style BPE (llama2.c tokenizer files and GGUF
+// tokenizer.ggml.model = "llama") and byte-level BPE (GGUF
+// tokenizer.ggml.model = "gpt2") with every pre-tokenizer llama.cpp knows
+// (tokenizer.ggml.pre), special and user-defined tokens cut out of the text
+// first, the end-of-generation set, and add_bos/add_eos policy.
 package tokenizer
 
 // Options controls Encode.
 type Options struct {
 	BOS bool // prepend the BOS token when the vocabulary has one
 	EOS bool // append the EOS token when the vocabulary has one
-	// Special lets control-token text such as "<s>" in the input become the
-	// control token. Off by default: user text never produces control tokens.
+	// Special parses special-token text in the input: control-token text
+	// such as "<s>" or "<|im_start|>" becomes the control token. Off by
+	// default: user text never produces control tokens. (User-defined
+	// tokens are split out of the text either way, as llama.cpp does.)
 	Special bool
 }
 
@@ -27,6 +31,26 @@ type Tokenizer interface {
 	VocabSize() int
 	BOS() int // -1 when absent
 	EOS() int // -1 when absent
+	// IsEOG reports whether id ends a generation: EOS, EOT
+	// (tokenizer.ggml.eot_token_id), EOM and the control tokens whose text
+	// ends a turn (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, ...), as
+	// llama.cpp computes them.
+	IsEOG(id int) bool
+	// EOG returns the end-of-generation ids in ascending order (a copy).
+	EOG() []int
+	// AddBOS and AddEOS say whether a prompt gets BOS / EOS
+	// (tokenizer.ggml.add_bos_token / add_eos_token, or llama.cpp's default
+	// for the tokenizer model when absent).
+	AddBOS() bool
+	AddEOS() bool
+	// Lookup returns the id of the vocabulary entry spelled exactly piece
+	// (as Piece returns it), of any token type: the chat template's
+	// bos_token and eos_token, "<|im_end|>", ...
+	Lookup(piece string) (int, bool)
+	// DroppedBytes counts the input bytes, since the tokenizer was built,
+	// that had no token and were left out, as llama.cpp leaves them out
+	// (falcon has no token for \v).
+	DroppedBytes() uint64
 }
 
 // Token types as stored in GGUF tokenizer.ggml.token_type (llama.cpp's

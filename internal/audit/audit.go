@@ -426,7 +426,7 @@ func (w *workload) newJob(t, round, i int) (job, error) {
 
 func (w *workload) sampling(seed uint64) sample.Params {
 	// Greedy: the echo rule and the real-model checks need deterministic output.
-	return sample.Params{TopP: 1, RepeatPenalty: 1, Seed: seed}
+	return sample.Params{TopP: 1, RepeatPenalty: 1, Seed: seed, HasSeed: true}
 }
 
 func (w *workload) request(j job) engine.Request {

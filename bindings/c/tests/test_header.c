@@ -22,7 +22,7 @@ int main(void) {
         SYM(kvw_request_default_params), SYM(kvw_submit), SYM(kvw_next),
         SYM(kvw_abort),         SYM(kvw_request_free),   SYM(kvw_result_init),
         SYM(kvw_request_result), SYM(kvw_request_tokens), SYM(kvw_generate),
-        SYM(kvw_stats_init),    SYM(kvw_engine_stats),
+        SYM(kvw_stats_init),    SYM(kvw_engine_stats),   SYM(kvw_chat_apply_template),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 
@@ -37,6 +37,8 @@ int main(void) {
     kvw_request_params rp = kvw_request_default_params();
     CHECK(rp.struct_size == sizeof rp);
     CHECK(rp.temperature == 0.0f && rp.top_p == 1.0f && rp.repeat_penalty == 1.0f);
+    CHECK(rp.parse_special == 0 && ep.chat_template == NULL);
+    CHECK(sizeof(kvw_chat_message) == 2 * sizeof(const char*));
 
     /* Every versioned struct is explicitly padded to a multiple of 8. */
     CHECK(sizeof(kvw_engine_params) % 8 == 0);

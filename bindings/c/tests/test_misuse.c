@@ -2,7 +2,9 @@
 /* Misuse test: every wrong call returns a specific status, never crashes,
  * and leaves valid handles valid. Uses the built-in model (no files). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 
 #include "test_util.h"
 
@@ -10,10 +12,18 @@ static atomic_int log_calls;
 static atomic_int log_after_close;
 static atomic_int closed_flag;
 static int log_token;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char first_log[256];
+static int32_t first_log_level = -1;
 
 static void on_log(int32_t level, const char* msg, void* ud) {
-    (void)level;
     if (ud != &log_token || msg == NULL) abort();
+    pthread_mutex_lock(&log_mu);
+    if (first_log_level < 0) {
+        first_log_level = level;
+        snprintf(first_log, sizeof first_log, "%s", msg);
+    }
+    pthread_mutex_unlock(&log_mu);
     atomic_fetch_add(&log_calls, 1);
     if (atomic_load(&closed_flag)) atomic_fetch_add(&log_after_close, 1);
 }
@@ -22,6 +32,29 @@ static int32_t stop_at_once(const char* piece, size_t len, void* ud) {
     (void)piece;
     (void)len;
     (*(int*)ud)++;
+    return 1;
+}
+
+/* Stops at the first piece, but only after the request has finished on
+ * its own (kvw_engine_stats counts it), the case that used to end KVW_OK
+ * with finish reason length and text the callback never saw. */
+struct late_stop {
+    kvw_engine* eng;
+    uint64_t finished_before;
+    int calls;
+    int saw_finish;
+    char first[64];
+};
+
+static int32_t stop_after_finish(const char* piece, size_t len, void* ud) {
+    struct late_stop* ls = ud;
+    if (ls->calls++ == 0) snprintf(ls->first, sizeof ls->first, "%.*s", (int)len, piece);
+    for (int i = 0; i < 20000 && !ls->saw_finish; i++) { /* at most ~20 s */
+        kvw_stats s;
+        kvw_stats_init(&s);
+        if (kvw_engine_stats(ls->eng, &s) == KVW_OK && s.finished > ls->finished_before) ls->saw_finish = 1;
+        else usleep(1000);
+    }
     return 1;
 }
 
@@ -80,6 +113,17 @@ static void test_open(void) {
     memset(old.bytes, 0xAB, sizeof old.bytes);
     old.p.struct_size = 8; /* struct_size + page_size only */
     old.p.page_size = 16;
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
+    if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
+    /* Version 1 (112 bytes, up to log_user_data): the fields appended since
+     * (n_threads among them) take their defaults whatever follows in
+     * memory (0xABABABAB would be a negative n_threads). */
+    const size_t v1 = offsetof(kvw_engine_params, log_user_data) + sizeof(void*);
+    CHECK(v1 == 112);
+    old.p = kvw_engine_default_params();
+    memset(old.bytes + v1, 0xAB, sizeof old.bytes - v1);
+    old.p.struct_size = (uint32_t)v1;
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
     if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
@@ -200,10 +244,15 @@ static void test_submit(kvw_engine* eng) {
     kvw_last_error_info(&info);
     CHECK(info.status == KVW_ERR_REJECTED && info.reason == KVW_REJECT_TOO_LONG);
     CHECK(info.limit == max_ctx && info.requested > info.limit && info.prompt_tokens > max_ctx);
+    /* requested = prompt + max_tokens (the default 128 here), as documented */
+    CHECK(info.requested == info.prompt_tokens + 128);
     kvw_result res;
     kvw_result_init(&res);
-    CHECK_ST(kvw_generate(eng, lp, NULL, NULL, NULL, NULL, 0, NULL, &res), KVW_ERR_REJECTED);
+    rp = kvw_request_default_params();
+    rp.max_tokens = 7;
+    CHECK_ST(kvw_generate(eng, lp, &rp, NULL, NULL, NULL, 0, NULL, &res), KVW_ERR_REJECTED);
     CHECK(res.finish_reason == KVW_FINISH_REJECTED && res.limit == max_ctx && res.requested > max_ctx);
+    CHECK(res.reject_reason == KVW_REJECT_TOO_LONG && res.requested == res.prompt_tokens + 7);
     free(lp);
 
     /* Thread-local last error. */
@@ -302,10 +351,197 @@ static void test_submit(kvw_engine* eng) {
     int calls = 0;
     kvw_result_init(&res);
     st = kvw_generate(eng, "stop early", &rp, stop_at_once, &calls, NULL, 0, NULL, &res);
-    CHECK(st == KVW_ERR_ABORTED || (st == KVW_OK && calls == 0));
-    CHECK(calls <= 1);
-    if (st == KVW_ERR_ABORTED) CHECK(res.finish_reason == KVW_FINISH_ABORT);
+    CHECK(st == KVW_ERR_ABORTED && calls == 1);
+    CHECK(res.finish_reason == KVW_FINISH_ABORT && res.status == KVW_ERR_ABORTED);
     CHECK_ST(kvw_generate(eng, "x", NULL, NULL, NULL, NULL, 3, NULL, NULL), KVW_ERR_INVALID_ARGUMENT);
+
+    /* A stop asked after the request already finished is still a stop: the
+     * status is KVW_ERR_ABORTED and buf holds exactly what was delivered. */
+    struct late_stop ls = {.eng = eng};
+    kvw_stats before;
+    kvw_stats_init(&before);
+    REQUIRE_OK(kvw_engine_stats(eng, &before));
+    ls.finished_before = before.finished;
+    rp = kvw_request_default_params();
+    rp.max_tokens = 6;
+    char whole[256];
+    memset(whole, 'Z', sizeof whole);
+    size_t whole_len = 999;
+    kvw_result_init(&res);
+    st = kvw_generate(eng, "late stop", &rp, stop_after_finish, &ls, whole, sizeof whole, &whole_len, &res);
+    CHECK(ls.saw_finish && ls.calls == 1);
+    CHECK_ST(st, KVW_ERR_ABORTED);
+    CHECK(res.done && res.status == KVW_ERR_ABORTED && res.finish_reason == KVW_FINISH_ABORT);
+    CHECK(strcmp(whole, ls.first) == 0 && whole_len == strlen(ls.first));
+    CHECK(strstr(kvw_last_error(), "callback") != NULL);
+
+    /* seed 0 is a fixed seed; KVW_SEED_RANDOM (the default) is not */
+    CHECK(kvw_request_default_params().seed == KVW_SEED_RANDOM);
+    char s0[2][256];
+    for (int i = 0; i < 2; i++) {
+        rp = kvw_request_default_params();
+        rp.max_tokens = 16;
+        rp.temperature = 1.5f;
+        rp.seed = 0;
+        REQUIRE_OK(kvw_generate(eng, "seeded", &rp, NULL, NULL, s0[i], sizeof s0[i], NULL, NULL));
+    }
+    CHECK(strcmp(s0[0], s0[1]) == 0);
+}
+
+/* fork(): every call in the child fails at once with KVW_ERR_FORKED (it
+ * used to hang forever); the parent's engine keeps working. */
+static void test_fork(kvw_engine* eng) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        g_failures++;
+        return;
+    }
+    if (pid == 0) {
+        alarm(20); /* a hang (the old behaviour) kills the child: a failure */
+        int32_t mc = 0;
+        size_t n = 0;
+        char buf[16];
+        int32_t done = 0;
+        kvw_stats s;
+        kvw_stats_init(&s);
+        kvw_result r;
+        kvw_result_init(&r);
+        uint64_t id = 0;
+        kvw_engine* other = NULL;
+        CHECK_ST(kvw_engine_max_context(eng, &mc), KVW_ERR_FORKED);
+        CHECK(strstr(kvw_last_error(), "fork") != NULL && strstr(kvw_last_error(), "spawn") != NULL);
+        CHECK_ST(kvw_engine_open(NULL, NULL, &other), KVW_ERR_FORKED);
+        CHECK(other == NULL);
+        CHECK_ST(kvw_tokenize(eng, "hi", 1, NULL, 0, &n), KVW_ERR_FORKED);
+        CHECK_ST(kvw_detokenize(eng, NULL, 0, NULL, 0, &n), KVW_ERR_FORKED);
+        CHECK_ST(kvw_vocab_info(eng, NULL, NULL, NULL), KVW_ERR_FORKED);
+        CHECK_ST(kvw_submit(eng, "hi", NULL, &id), KVW_ERR_FORKED);
+        CHECK_ST(kvw_next(eng, 1, -1, buf, sizeof buf, &n, &done), KVW_ERR_FORKED);
+        CHECK_ST(kvw_abort(eng, 1), KVW_ERR_FORKED);
+        CHECK_ST(kvw_request_free(eng, 1), KVW_ERR_FORKED);
+        CHECK_ST(kvw_request_result(eng, 1, &r), KVW_ERR_FORKED);
+        CHECK_ST(kvw_request_tokens(eng, 1, KVW_TOKENS_PROMPT, NULL, 0, &n), KVW_ERR_FORKED);
+        CHECK_ST(kvw_generate(eng, "hi", NULL, NULL, NULL, NULL, 0, NULL, NULL), KVW_ERR_FORKED);
+        CHECK_ST(kvw_engine_stats(eng, &s), KVW_ERR_FORKED);
+        CHECK_ST(kvw_engine_close(eng), KVW_ERR_FORKED);
+        CHECK(strcmp(kvw_status_string(KVW_ERR_FORKED), "KVW_ERR_FORKED") == 0);
+        kvw_error_info info = {sizeof info, 0, 0, 0, 0, 0, 0};
+        CHECK_ST(kvw_last_error_info(&info), KVW_OK);
+        CHECK(info.status == KVW_ERR_FORKED);
+        fflush(NULL);
+        _exit(g_failures ? 1 : 0);
+    }
+    int wst = 0;
+    CHECK(waitpid(pid, &wst, 0) == pid);
+    if (!(WIFEXITED(wst) && WEXITSTATUS(wst) == 0)) {
+        fprintf(stderr, "fork child: %s %d\n", WIFSIGNALED(wst) ? "killed by signal" : "exit status",
+                WIFSIGNALED(wst) ? WTERMSIG(wst) : WEXITSTATUS(wst));
+        g_failures++;
+    }
+    char out[64];
+    kvw_request_params rp = kvw_request_default_params();
+    rp.max_tokens = 3;
+    CHECK_ST(kvw_generate(eng, "parent", &rp, NULL, NULL, out, sizeof out, NULL, NULL), KVW_OK);
+}
+
+/* kvw_next blocked while the engine is closed returns KVW_ERR_CLOSED (the
+ * header's promise), never KVW_ERR_NOT_FOUND. max_seqs 1 keeps the read
+ * request queued behind a long one, so the reader is waiting when close
+ * comes. */
+struct reader {
+    kvw_engine* eng;
+    uint64_t id;
+    atomic_int started;
+    int32_t final;
+    int32_t done;
+};
+
+static void* read_to_end(void* arg) {
+    struct reader* r = arg;
+    char buf[64];
+    size_t len = 0;
+    atomic_store(&r->started, 1);
+    for (;;) {
+        r->final = kvw_next(r->eng, r->id, -1, buf, sizeof buf, &len, &r->done);
+        if (r->final != KVW_OK || r->done) return NULL;
+    }
+}
+
+static void test_close_under_read(void) {
+    kvw_engine_params p = kvw_engine_default_params();
+    p.kv_memory_bytes = 16 << 20;
+    p.max_seqs = 1;
+    kvw_engine* e = NULL;
+    REQUIRE_OK(kvw_engine_open(NULL, &p, &e));
+    kvw_request_params rp = kvw_request_default_params();
+    rp.max_tokens = 2000;
+    uint64_t first = 0;
+    struct reader r = {.eng = e};
+    REQUIRE_OK(kvw_submit(e, "long", &rp, &first));
+    REQUIRE_OK(kvw_submit(e, "queued", &rp, &r.id));
+    pthread_t t;
+    pthread_create(&t, NULL, read_to_end, &r);
+    while (!atomic_load(&r.started)) usleep(1000);
+    usleep(20 * 1000); /* let it block in kvw_next (the outcome is checked either way) */
+    CHECK_ST(kvw_engine_close(e), KVW_OK);
+    pthread_join(t, NULL);
+    if (r.final == KVW_OK && r.done) {
+        printf("close under read: the request finished before close (nothing to check)\n");
+    } else {
+        CHECK(r.final == KVW_ERR_CLOSED || r.final == KVW_ERR_ABORTED);
+        if (r.final != KVW_ERR_CLOSED && r.final != KVW_ERR_ABORTED)
+            fprintf(stderr, "close under read ended with %s\n", kvw_status_string(r.final));
+    }
+}
+
+static void test_chat(kvw_engine* eng) {
+    const kvw_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
+    const char* want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                       "<|im_start|>assistant\n";
+    size_t len = 0;
+    char buf[256];
+    /* The built-in model has no template: ChatML. Size query, then render. */
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, NULL, 0, &len), KVW_OK);
+    CHECK(len == strlen(want));
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, buf, len, &len), KVW_ERR_BUFFER_TOO_SMALL);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, buf, sizeof buf, &len), KVW_OK);
+    CHECK(strcmp(buf, want) == 0);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 0, "", buf, sizeof buf, &len), KVW_OK);
+    CHECK(strstr(buf, "assistant") == NULL);
+
+    CHECK_ST(kvw_chat_apply_template(eng, NULL, 2, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, NULL, buf, sizeof buf, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK_ST(kvw_chat_apply_template(eng, msgs, 2, 1, "tool_use", buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "tool_use") != NULL);
+    const kvw_chat_message bad[] = {{NULL, "x"}};
+    CHECK_ST(kvw_chat_apply_template(eng, bad, 1, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+
+    /* A template of the caller's that raises: the template's own message. */
+    kvw_engine_params p = kvw_engine_default_params();
+    p.kv_memory_bytes = 4 << 20;
+    p.chat_template = "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+                      "{% endif %}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}";
+    kvw_engine* e = NULL;
+    REQUIRE_OK(kvw_engine_open(NULL, &p, &e));
+    CHECK_ST(kvw_chat_apply_template(e, msgs, 2, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "System role not supported") != NULL);
+    CHECK_ST(kvw_chat_apply_template(e, msgs + 1, 1, 1, NULL, buf, sizeof buf, &len), KVW_OK);
+    CHECK(strcmp(buf, "[user]Hi") == 0);
+    /* parse_special on a prompt: accepted (this vocabulary has no special text). */
+    kvw_request_params rp = kvw_request_default_params();
+    rp.parse_special = 1;
+    rp.max_tokens = 2;
+    kvw_result res;
+    kvw_result_init(&res);
+    CHECK_ST(kvw_generate(e, buf, &rp, NULL, NULL, NULL, 0, NULL, &res), KVW_OK);
+    CHECK_ST(kvw_engine_close(e), KVW_OK);
+
+    p.chat_template = "{% for %}";
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(e == NULL && strstr(kvw_last_error(), "chat template") != NULL);
 }
 
 static void test_after_close(kvw_engine* eng) {
@@ -345,10 +581,30 @@ int main(void) {
     p.log_level = KVW_LOG_DEBUG;
     kvw_engine* eng = NULL;
     REQUIRE_OK(kvw_engine_open(NULL, &p, &eng));
+    /* The log callback is delivered: opening on device auto logs the
+     * backend it picked, at INFO, with this engine's user_data. */
+    CHECK(atomic_load(&log_calls) >= 1);
+    pthread_mutex_lock(&log_mu);
+    CHECK(first_log_level == KVW_LOG_INFO && strstr(first_log, "device auto") != NULL);
+    pthread_mutex_unlock(&log_mu);
+
+    /* n_threads: negative is refused; a value works */
+    kvw_engine_params tp = kvw_engine_default_params();
+    kvw_engine* te = NULL;
+    tp.kv_memory_bytes = 4 << 20;
+    tp.n_threads = -1;
+    CHECK_ST(kvw_engine_open(NULL, &tp, &te), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "n_threads") != NULL);
+    tp.n_threads = 1;
+    CHECK_ST(kvw_engine_open(NULL, &tp, &te), KVW_OK);
+    if (te) CHECK_ST(kvw_engine_close(te), KVW_OK);
 
     test_handles(eng);
     test_tokens(eng);
     test_submit(eng);
+    test_fork(eng);
+    test_close_under_read();
+    test_chat(eng);
     test_after_close(eng);
     printf("log callback calls: %d\n", atomic_load(&log_calls));
     return finish("test_misuse");

@@ -18,6 +18,10 @@ to this module, else the system library path.
 
 All Engine methods are thread-safe; ctypes releases the GIL during every
 library call, so threads generate concurrently.
+
+Engines do not survive fork(): in a child process every call raises
+ForkedError. With multiprocessing use the "spawn" (or "forkserver") start
+method and open the engine in the child.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from ._lib import lib
 __all__ = [
     "Llama", "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
-    "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES", "BUILTIN_SYNTHETIC",
+    "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
+    "BUILTIN_SYNTHETIC",
 ]
 
 #: The story model compiled into the library (Karpathy's TinyStories 260K,
@@ -145,12 +150,19 @@ def _assign(struct: ctypes.Structure, name: str, value: Any) -> None:
     setattr(struct, name, value)
 
 
+class ForkedError(KvwardenError):
+    """Called in a child process after fork(): the library cannot work there
+    (its runtime's threads do not survive fork). Use the "spawn" start
+    method of multiprocessing and open the engine in the child."""
+
+
 _ERRORS = {
     _lib.ERR_ABORTED: AbortedError,
     _lib.ERR_ISOLATION: IsolationError,
     _lib.ERR_NOT_FOUND: NotFoundError,
     _lib.ERR_CLOSED: ClosedError,
     _lib.ERR_IO: ModelLoadError,
+    _lib.ERR_FORKED: ForkedError,
 }
 
 
@@ -178,6 +190,17 @@ def _error(status: int) -> KvwardenError:
 def _check(status: int) -> None:
     if status != _lib.OK:
         raise _error(status)
+
+
+def _seed(seed: Optional[int]) -> int:
+    """kvw_request_params.seed for a Python seed (None: no fixed seed)."""
+    if seed is None:
+        return _lib.SEED_RANDOM
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+    if not 0 <= seed < _lib.SEED_RANDOM:
+        raise InvalidArgumentError(f"seed {seed} is outside [0, 2**64 - 2] (None means no fixed seed)")
+    return seed
 
 
 def _text(s: str, what: str) -> bytes:
@@ -219,6 +242,15 @@ class Stream:
     def __next__(self) -> str:
         if not self._open:
             raise StopIteration
+        try:
+            return self._next()
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: stop the request now rather than when
+            # the stream is garbage collected, then let it propagate.
+            self.close()
+            raise
+
+    def _next(self) -> str:
         while True:
             # A bounded wait keeps Ctrl-C responsive.
             st = lib.kvw_next(self._h, self.id, 100, self._buf, self._BUF, byref(self._len),
@@ -309,7 +341,9 @@ class Engine:
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, max_context,
-    tenant_quota, page_size, ...). log, if given, is called as
+    tenant_quota, page_size, n_threads, ...). n_threads is the number of
+    compute threads (default: the physical cores); the CPU worker pool is
+    shared by all engines of the process, the last one opened sets it. log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
     """
 
@@ -320,7 +354,7 @@ class Engine:
         if tokenizer_path is not None:
             p.tokenizer_path = _text(str(tokenizer_path), "tokenizer_path")
         for k, v in params.items():
-            if k in ("struct_size", "log_callback", "log_user_data") or not hasattr(p, k):
+            if k in ("struct_size", "log_callback", "log_user_data", "reserved0") or not hasattr(p, k):
                 raise TypeError(f"Engine() got an unexpected keyword argument {k!r}")
             if isinstance(v, str):
                 setattr(p, k, _text(v, k))
@@ -381,15 +415,18 @@ class Engine:
 
     @staticmethod
     def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
-                repeat_penalty=1.0, repeat_last_n=0, seed=0, stop=None, tenant=None,
-                add_bos=True):
+                repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
+                add_bos=True, parse_special=False):
         p = lib.kvw_request_default_params()
         for name, value in (("max_tokens", max_tokens), ("temperature", temperature),
                             ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
-                            ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n),
-                            ("seed", seed)):
+                            ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n)):
             _assign(p, name, value)
+        p.seed = _seed(seed)
         p.no_bos = 0 if add_bos else 1
+        # Special-token text ("<|im_start|>") becomes the token only when
+        # asked: prompts are untrusted text by default.
+        p.parse_special = 1 if parse_special else 0
         keep = []
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
@@ -403,30 +440,29 @@ class Engine:
         return p, keep
 
     def generate(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
-                 top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = None,
                  stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
                  **sampling: Any) -> str:
         """Generates a completion of prompt and returns its text (greedy by
-        default). sampling takes min_p, repeat_penalty, repeat_last_n and
-        add_bos. Raises RejectedError, AbortedError, IsolationError, ...;
-        out-of-range numbers raise ValueError."""
-        p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
-                               tenant=tenant, **sampling)
-        pieces: list[bytes] = []
+        default). sampling takes min_p, repeat_penalty, repeat_last_n,
+        add_bos and parse_special (special-token text in prompt becomes the
+        token; set it for apply_chat_template's text). seed: any int in
+        [0, 2**64 - 2], 0 included, is a fixed seed; None draws one per
+        request. Raises RejectedError, AbortedError, IsolationError, ...;
+        out-of-range numbers raise ValueError.
 
-        def on_piece(ptr, n, _ud):
-            pieces.append(ctypes.string_at(ptr, n))
-            return 0
-
-        cb = _lib.PIECE_CALLBACK(on_piece)  # alive for the whole (blocking) call
-        st = lib.kvw_generate(self._h, _text(prompt, "prompt"), byref(p), cb, None, None, 0, None,
-                              None)
-        del keep
-        _check(st)
-        return b"".join(pieces).decode("utf-8")
+        Ctrl-C (KeyboardInterrupt, or any exception raised in this thread
+        meanwhile) aborts the request and propagates to the caller."""
+        # Built on the stream, not on kvw_generate with a callback: an
+        # exception raised inside a ctypes callback is printed and lost,
+        # while here it surfaces between bounded waits and the with block
+        # aborts and frees the request.
+        with self.stream(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                         top_p=top_p, seed=seed, stop=stop, tenant=tenant, **sampling) as s:
+            return "".join(s)
 
     def stream(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
-               top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+               top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = None,
                stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
                **sampling: Any) -> Stream:
         """Submits prompt and returns a Stream: an iterator of text pieces.
@@ -438,6 +474,42 @@ class Engine:
         del keep
         _check(st)
         return Stream(self, rid.value)
+
+    # -- chat --
+
+    def apply_chat_template(self, messages: Sequence[Dict[str, Any]],
+                            add_generation_prompt: bool = True,
+                            template_name: Optional[str] = None) -> str:
+        """Renders messages ([{"role": ..., "content": ...}, ...]) with the
+        model's chat template (the GGUF's tokenizer.chat_template, the
+        engine's chat_template=..., or ChatML when the file has none), as
+        Hugging Face's apply_chat_template(tokenize=False) does.
+        add_generation_prompt ends with the assistant's turn header;
+        template_name picks a named template of the file (e.g. "tool_use").
+        Generate from the text with parse_special=True. A template that
+        raises (e.g. one refusing a system message) raises
+        InvalidArgumentError carrying the template's message."""
+        msgs = list(messages)
+        arr = (_lib.kvw_chat_message * max(len(msgs), 1))()
+        for i, m in enumerate(msgs):
+            content = m.get("content")
+            if content is None:
+                content = ""
+            elif not isinstance(content, str):  # OpenAI text parts
+                content = "".join(part.get("text", "") for part in content)
+            arr[i].role = _text(str(m["role"]), f"messages[{i}].role")
+            arr[i].content = _text(content, f"messages[{i}].content")
+        name = None if template_name is None else _text(template_name, "template_name")
+        n = c_size_t()
+        gen = int(bool(add_generation_prompt))
+        _check(lib.kvw_chat_apply_template(self._h, arr, len(msgs), gen, name, None, 0, byref(n)))
+        while True:
+            buf = (c_char * (n.value + 1))()
+            st = lib.kvw_chat_apply_template(self._h, arr, len(msgs), gen, name, buf, n.value + 1,
+                                             byref(n))
+            if st != _lib.ERR_BUFFER_TOO_SMALL:  # a template printing the time may grow
+                _check(st)
+                return buf.raw[: n.value].decode("utf-8")
 
     # -- tokens --
 

@@ -39,6 +39,10 @@ ERR_INTERNAL = -7
 ERR_TIMEOUT = -8
 ERR_BUFFER_TOO_SMALL = -9
 ERR_IO = -10
+ERR_FORKED = -12
+
+# kvw_request_params.seed: no fixed seed (KVW_SEED_RANDOM)
+SEED_RANDOM = (1 << 64) - 1
 
 # kvw_finish_reason
 FINISH_REASONS = {0: None, 1: "stop", 2: "length", 3: "abort", 4: "error", 5: "rejected"}
@@ -90,6 +94,9 @@ class kvw_engine_params(Structure):
         ("log_level", c_int32),
         ("log_callback", LOG_CALLBACK),
         ("log_user_data", c_void_p),
+        ("chat_template", c_char_p),  # v2
+        ("n_threads", c_int32),  # v3
+        ("reserved0", c_int32),
     ]
 
 
@@ -108,6 +115,16 @@ class kvw_request_params(Structure):
         ("stop", POINTER(c_char_p)),
         ("n_stop", c_uint32),
         ("no_bos", c_int32),
+        ("parse_special", c_int32),  # v2
+        ("reserved1", c_int32),
+    ]
+
+
+class kvw_chat_message(Structure):
+    """Fixed (no struct_size): {role, content}."""
+    _fields_ = [
+        ("role", c_char_p),
+        ("content", c_char_p),
     ]
 
 
@@ -227,6 +244,11 @@ _decl("kvw_tokenize", c_int32, [c_void_p, c_char_p, c_int32, _i32p, c_size_t, _s
 _decl("kvw_detokenize", c_int32, [c_void_p, _i32p, c_size_t, POINTER(c_char), c_size_t, _szp])
 # int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos);
 _decl("kvw_vocab_info", c_int32, [c_void_p, _i32p, _i32p, _i32p])
+# int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* messages, size_t n_messages,
+#                                 int32_t add_generation_prompt, const char* template_name, char* buf,
+#                                 size_t buf_size, size_t* out_len);
+_decl("kvw_chat_apply_template", c_int32, [c_void_p, POINTER(kvw_chat_message), c_size_t, c_int32, c_char_p,
+                                           POINTER(c_char), c_size_t, _szp])
 # kvw_request_params kvw_request_default_params(void);
 _decl("kvw_request_default_params", kvw_request_params, [])
 # int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params, uint64_t* out_id);

@@ -267,9 +267,9 @@ class Llama:
         if n_ctx:
             params["max_context"] = n_ctx
         if n_threads is not None:
-            if not hasattr(_lib.kvw_engine_params, "threads"):
+            if not hasattr(_lib.kvw_engine_params, "n_threads"):
                 raise NotImplementedError("n_threads is not supported by this libkvwarden")
-            params["threads"] = n_threads
+            params["n_threads"] = n_threads
         if n_gpu_layers is not None and "device" not in params:
             params["device"] = "cpu" if n_gpu_layers == 0 else "auto"
         log = None
@@ -341,12 +341,12 @@ class Llama:
             if not isinstance(seed, int) or isinstance(seed, bool):
                 raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
             return seed
-        # Never 0: whatever 0 means to the library, these seeds are fixed.
+        # Fixed seeds drawn from the Llama's own generator.
         return self._rng.getrandbits(63) | 1
 
     def _start(self, prompt: str, max_tokens: Optional[int], temperature: float, top_p: float,
                min_p: float, top_k: int, repeat_penalty: float, seed: Optional[int],
-               stop: Union[None, str, Sequence[str]]) -> Stream:
+               stop: Union[None, str, Sequence[str]], parse_special: bool = False) -> Stream:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be str, not {type(prompt).__name__}")
         if max_tokens is None or (isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
@@ -360,7 +360,8 @@ class Llama:
         return self._engine.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, min_p=min_p,
                                    repeat_penalty=repeat_penalty, seed=self._seed(seed),
-                                   stop=[s for s in stop if s] or None)
+                                   stop=[s for s in stop if s] or None,
+                                   parse_special=parse_special)
 
     @staticmethod
     def _usage(s: Stream) -> CompletionUsage:
@@ -424,13 +425,15 @@ class Llama:
         """Same as ``create_completion``."""
         return self.create_completion(prompt, *args, **kwargs)
 
-    def _chat_prompt(self, messages: Sequence[Message]) -> "tuple[str, List[str]]":
+    def _chat_prompt(self, messages: Sequence[Message]) -> "tuple[str, List[str], bool]":
         # The model's own chat template when the library can render it
         # (Engine.apply_chat_template); kvwarden's fixed format otherwise.
+        # A render holds special-token text that must become tokens.
         apply = getattr(self._engine, "apply_chat_template", None)
         if apply is not None:
-            return apply(list(messages), add_generation_prompt=True), []
-        return format_chat(messages), [CHAT_STOP]
+            format_chat(messages)  # the same checks of roles and content
+            return apply(list(messages), add_generation_prompt=True), [], True
+        return format_chat(messages), [CHAT_STOP], False
 
     def create_chat_completion(self, messages: List[Message], temperature: float = 0.2,
                                top_p: float = 0.95, top_k: int = 40, min_p: float = 0.05,
@@ -449,13 +452,13 @@ class Llama:
         Raises as ``create_completion``; tools, functions and
         response_format raise ``NotImplementedError``."""
         _unsupported(unsupported)
-        prompt, extra_stop = self._chat_prompt(messages)
+        prompt, extra_stop, special = self._chat_prompt(messages)
         if stop is None:
             stop = []
         elif isinstance(stop, str):
             stop = [stop]
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, list(stop) + extra_stop)
+                        seed, list(stop) + extra_stop, parse_special=special)
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "object": "chat.completion",
                 "created": int(time.time()), "model": model or self.model_path}
         if stream:

@@ -7,7 +7,9 @@ skip when it is absent, and fail when CI is set.
 import ctypes
 import gc
 import json
+import multiprocessing
 import os
+import signal
 import threading
 import unittest
 
@@ -191,16 +193,48 @@ class TestBuiltin(unittest.TestCase):
         # the engine still works after all that
         self.assertIsInstance(self.eng.generate("hi", max_tokens=4), str)
 
+    def test_apply_chat_template(self):
+        msgs = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+        # The built-in model has no template of its own: ChatML.
+        self.assertEqual(self.eng.apply_chat_template(msgs),
+                         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                         "<|im_start|>assistant\n")
+        self.assertNotIn("assistant", self.eng.apply_chat_template(msgs, add_generation_prompt=False))
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            self.eng.apply_chat_template(msgs, template_name="tool_use")
+        self.assertIn("tool_use", str(cm.exception))
+        text = self.eng.apply_chat_template(msgs)
+        self.assertIsInstance(self.eng.generate(text, max_tokens=2, parse_special=True), str)
+
+    def test_chat_template_override_raises(self):
+        tmpl = ("{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+                "{% endif %}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}")
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20, chat_template=tmpl) as eng:
+            with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+                eng.apply_chat_template([{"role": "system", "content": "x"}])
+            self.assertIn("System role not supported", str(cm.exception))
+            self.assertEqual(eng.apply_chat_template([{"role": "user", "content": "y"}]), "[user]y")
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            kvwarden.Engine(None, chat_template="{% for %}")
+
     def test_tokenize_roundtrip(self):
         ids = self.eng.tokenize("hello, wörld ✓")
         self.assertEqual(self.eng.detokenize(ids), "hello, wörld ✓")
         self.assertEqual(self.eng.tokenize("x", add_bos=False)[0] != self.eng.vocab["bos"], True)
 
     def test_close_with_open_stream_and_use_after_close(self):
-        s = self.eng.stream("hello", max_tokens=500)
-        errs = []
+        # Close while a reader waits: max_seqs 1 keeps the read request
+        # queued behind a long one. The reader gets ClosedError (or
+        # AbortedError), never NotFoundError.
+        self.eng.close()
+        self.eng = kvwarden.Engine(None, kv_memory_bytes=16 << 20, max_seqs=1)
+        long = self.eng.stream("long", max_tokens=2000)
+        s = self.eng.stream("hello", max_tokens=2000)
+        errs, started = [], threading.Event()
 
         def reader():
+            started.set()
             try:
                 for _ in s:
                     pass
@@ -209,12 +243,15 @@ class TestBuiltin(unittest.TestCase):
 
         t = threading.Thread(target=reader)
         t.start()
+        started.wait()
+        threading.Event().wait(0.02)  # let it block (checked either way)
         self.eng.close()
         t.join(10)
         self.assertFalse(t.is_alive())
-        if errs:  # it may also have finished first
-            self.assertIsInstance(errs[0], (kvwarden.AbortedError, kvwarden.NotFoundError,
-                                            kvwarden.ClosedError))
+        if errs or s.result is None or s.result["finish_reason"] != "length":
+            self.assertEqual(len(errs), 1)
+            self.assertIsInstance(errs[0], (kvwarden.ClosedError, kvwarden.AbortedError))
+        long.close()
         self.eng.close()  # idempotent
         for call in (lambda: self.eng.generate("hi"), lambda: self.eng.stream("hi"),
                      lambda: self.eng.tokenize("hi"), lambda: self.eng.detokenize([1]),
@@ -229,6 +266,8 @@ class TestBuiltin(unittest.TestCase):
         msgs = []
         with kvwarden.Engine(None, kv_memory_bytes=4 << 20, log=lambda lvl, m: msgs.append((lvl, m)),
                              log_level=_lib.LOG_DEBUG) as e:
+            # delivered: opening on device auto logs the backend it chose
+            self.assertTrue(any(lvl == _lib.LOG_INFO and "device auto" in m for lvl, m in msgs), msgs)
             e.generate("hi", max_tokens=3)
             st = e.stats()
         self.assertGreaterEqual(st["finished"], 1)
@@ -236,6 +275,130 @@ class TestBuiltin(unittest.TestCase):
         n = len(msgs)
         gc.collect()
         self.assertEqual(len(msgs), n)  # nothing after close
+
+
+    def test_seed_zero_is_fixed(self):
+        kw = dict(max_tokens=16, temperature=1.5)
+        self.assertEqual(self.eng.generate("seeded", seed=0, **kw), self.eng.generate("seeded", seed=0, **kw))
+        self.assertEqual(self.eng.generate("seeded", seed=2**64 - 2, **kw),
+                         self.eng.generate("seeded", seed=2**64 - 2, **kw))
+        for bad in (-1, 2**64 - 1):
+            with self.assertRaises(kvwarden.InvalidArgumentError):
+                self.eng.generate("x", seed=bad)
+        with self.assertRaises(TypeError):
+            self.eng.generate("x", seed=1.5)
+        self.assertIsInstance(self.eng.generate("x", seed=None, **kw), str)
+
+    def test_n_threads(self):
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20, n_threads=1) as e:
+            self.assertIsInstance(e.generate("hi", max_tokens=2), str)
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            kvwarden.Engine(None, n_threads=-1)
+        self.assertIn("n_threads", str(cm.exception))
+        with self.assertRaises(TypeError):
+            kvwarden.Engine(None, reserved0=1)
+
+    def test_ctrl_c_during_generate_aborts_and_raises(self):
+        # SIGINT arrives while generate() waits for its first piece of text
+        # (sent from inside the library call wrapper, so deterministic).
+        # It must reach the caller as KeyboardInterrupt, with the request
+        # aborted and freed.
+        real_next = _lib.lib.kvw_next
+        sent = []
+
+        def next_then_interrupt(*args):
+            st = real_next(*args)
+            if not sent:
+                sent.append(st)
+                os.kill(os.getpid(), signal.SIGINT)
+            return st
+
+        before = self.eng.stats()
+        old = signal.signal(signal.SIGINT, signal.default_int_handler)
+        _lib.lib.kvw_next = next_then_interrupt
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                self.eng.generate("interrupt me", max_tokens=2000)
+        finally:
+            _lib.lib.kvw_next = real_next
+            signal.signal(signal.SIGINT, old)
+        self.assertEqual(len(sent), 1)
+        for _ in range(500):  # the abort lands at the next step boundary
+            st = self.eng.stats()
+            if st["running"] == 0 and st["waiting"] == 0:
+                break
+            threading.Event().wait(0.01)
+        self.assertEqual(st["running"] + st["waiting"], 0)
+        self.assertEqual(st["aborted"], before["aborted"] + 1)
+        self.assertLess(st["generated_tokens"] - before["generated_tokens"], 2000)
+        self.assertIsInstance(self.eng.generate("after", max_tokens=2), str)
+
+        # The same for a stream that is iterated without a with block: the
+        # interrupt aborts its request at once, not at garbage collection.
+        sent.clear()
+        before = self.eng.stats()
+        s = self.eng.stream("interrupt me too", max_tokens=2000)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _lib.lib.kvw_next = next_then_interrupt
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                for _ in s:
+                    pass
+        finally:
+            _lib.lib.kvw_next = real_next
+            signal.signal(signal.SIGINT, old)
+        self.assertEqual(list(s), [], "the stream is closed")
+        for _ in range(500):
+            st = self.eng.stats()
+            if st["running"] == 0 and st["waiting"] == 0:
+                break
+            threading.Event().wait(0.01)
+        self.assertEqual(st["aborted"], before["aborted"] + 1)
+        del s
+
+
+def _child_uses_parent_engine(eng, q):
+    try:
+        eng.generate("in the child", max_tokens=2)
+        q.put("no error")
+    except kvwarden.ForkedError as e:
+        q.put("ForkedError: " + str(e))
+    except BaseException as e:  # pragma: no cover - reported by the parent
+        q.put(f"{type(e).__name__}: {e}")
+
+
+def _child_opens_engine(q):
+    try:
+        kvwarden.Engine(None, kv_memory_bytes=4 << 20)
+        q.put("no error")
+    except kvwarden.ForkedError as e:
+        q.put("ForkedError: " + str(e))
+    except BaseException as e:  # pragma: no cover
+        q.put(f"{type(e).__name__}: {e}")
+
+
+class TestFork(unittest.TestCase):
+    """multiprocessing with the fork start method (gunicorn --preload,
+    Celery): the child gets ForkedError at once instead of hanging."""
+
+    def test_fork_child_raises(self):
+        ctx = multiprocessing.get_context("fork")
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20) as eng:
+            for target, args in ((_child_uses_parent_engine, (eng,)), (_child_opens_engine, ())):
+                q = ctx.Queue()
+                p = ctx.Process(target=target, args=args + (q,))
+                p.start()
+                p.join(30)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+                    self.fail(f"{target.__name__}: the forked child hung")
+                self.assertEqual(p.exitcode, 0)
+                msg = q.get(timeout=5)
+                self.assertTrue(msg.startswith("ForkedError"), msg)
+                self.assertIn("spawn", msg)
+            # the parent is unaffected
+            self.assertIsInstance(eng.generate("parent", max_tokens=2), str)
 
 
 if __name__ == "__main__":

@@ -99,11 +99,14 @@ class TestLlama(unittest.TestCase):
         ch = out["choices"][0]
         self.assertEqual(ch["message"]["role"], "assistant")
         self.assertIn(ch["finish_reason"], ("stop", "length"))
-        prompt = llama_mod.format_chat(msgs)
-        self.assertEqual(prompt, "System: You tell stories.\n\nUser: Tell me one.\n\nAssistant:")
+        # stories260K has no chat template of its own: the engine renders
+        # ChatML (its vocabulary has no ChatML tokens, so they stay text).
+        prompt = self.llm.engine.apply_chat_template(msgs)
+        self.assertEqual(prompt, "<|im_start|>system\nYou tell stories.<|im_end|>\n"
+                                 "<|im_start|>user\nTell me one.<|im_end|>\n<|im_start|>assistant\n")
         self.assertEqual(out["usage"]["prompt_tokens"], len(self.llm.tokenize(prompt)))
         # The reply is the greedy continuation of the rendered prompt.
-        raw = self.llm(prompt, max_tokens=16, temperature=0, stop=[kvwarden.llama.CHAT_STOP])
+        raw = self.llm(prompt, max_tokens=16, temperature=0)
         self.assertEqual(ch["message"]["content"], raw["choices"][0]["text"].lstrip(" "))
 
         chunks = list(self.llm.create_chat_completion(messages=msgs, max_tokens=16, temperature=0,

@@ -47,6 +47,7 @@ func TestCommonValidateNamesFlag(t *testing.T) {
 	base := func() Common { return Common{Device: "auto", KVChecksum: "handoff"} }
 	cases := map[string]func(*Common){
 		"--device":           func(c *Common) { c.Device = "gpu" },
+		"--threads":          func(c *Common) { c.Threads = -2 },
 		"--page-size":        func(c *Common) { c.PageSize = 1 << 16 },
 		"--kv-pages":         func(c *Common) { c.KVPages = -1 },
 		"--kv-memory":        func(c *Common) { c.KVMemory = SizeValue{N: 0, Given: true} },
@@ -70,4 +71,12 @@ func TestCommonValidateNamesFlag(t *testing.T) {
 	require.NoError(t, c.Validate())
 	cfg := c.EngineConfig()
 	require.Equal(t, "auto", cfg.Device)
+	require.Equal(t, 0, cfg.Threads, "0: the engine picks the physical cores")
+
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c = base()
+	c.Register(fs)
+	_, err := Parse(fs, []string{"--threads", "3"})
+	require.NoError(t, err)
+	require.Equal(t, 3, c.EngineConfig().Threads)
 }

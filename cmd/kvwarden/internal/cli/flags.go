@@ -50,6 +50,7 @@ type Common struct {
 	DefaultModel     string
 	Model, Tokenizer string
 	Device           string
+	Threads          int
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
@@ -73,6 +74,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
+	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
 	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default 256MiB)")
@@ -94,6 +96,9 @@ func (c *Common) Validate() error {
 	case "auto", "cpu", "cuda":
 	default:
 		return Usagef("--device %q: want auto, cpu or cuda", c.Device)
+	}
+	if c.Threads < 0 {
+		return Usagef("--threads %d: must not be negative (0 = the physical cores)", c.Threads)
 	}
 	if c.PageSize < 0 || c.PageSize > 1<<15 {
 		return Usagef("--page-size %d: want 1..32768 tokens (0 = default 16)", c.PageSize)
@@ -215,6 +220,7 @@ func (c *Common) EngineConfig() engine.Config {
 		ModelPath:          c.Model,
 		TokenizerPath:      c.Tokenizer,
 		Device:             c.Device,
+		Threads:            c.Threads,
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,

@@ -1,0 +1,225 @@
+package tokenizer
+
+import (
+	"slices"
+	"sync/atomic"
+)
+
+// Option configures NewSentencePiece and NewGPT2 with vocabulary facts that
+// GGUF records outside the token list (tokenizer.ggml.eot_token_id,
+// add_bos_token, ...). FromMetadata sets them all from a GGUF file.
+type Option func(*config)
+
+// SPOption is the former name of Option.
+type SPOption = Option
+
+type config struct {
+	noPrefix  bool
+	eot, eom  int
+	addBOS    *bool
+	addEOS    *bool
+	modelName string
+	extraEOG  []int
+}
+
+func newConfig(opts []Option) config {
+	c := config{eot: -1, eom: -1}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithoutDummyPrefix disables the dummy-prefix space of SentencePiece
+// (GGUF tokenizer.ggml.add_space_prefix = false).
+func WithoutDummyPrefix() Option { return func(c *config) { c.noPrefix = true } }
+
+// WithEOT names the end-of-turn token (tokenizer.ggml.eot_token_id).
+func WithEOT(id int) Option { return func(c *config) { c.eot = id } }
+
+// WithEOM names the end-of-message token (tokenizer.ggml.eom_token_id).
+func WithEOM(id int) Option { return func(c *config) { c.eom = id } }
+
+// WithAddBOS overrides the tokenizer model's default for adding BOS
+// (tokenizer.ggml.add_bos_token).
+func WithAddBOS(v bool) Option { return func(c *config) { c.addBOS = &v } }
+
+// WithAddEOS overrides the default for adding EOS (tokenizer.ggml.add_eos_token).
+func WithAddEOS(v bool) Option { return func(c *config) { c.addEOS = &v } }
+
+// WithEOG adds ids to the end-of-generation set (llama.cpp adds the FIM
+// pad, repo and file-separator tokens named in metadata).
+func WithEOG(ids ...int) Option { return func(c *config) { c.extraEOG = append(c.extraEOG, ids...) } }
+
+// WithModelName passes general.name, which llama.cpp uses to give some
+// models' special tokens strip attributes (Phi-3's rstrip).
+func WithModelName(name string) Option { return func(c *config) { c.modelName = name } }
+
+// eogTexts are the token texts llama.cpp treats as ending a generation
+// whatever the metadata says (llama-vocab.cpp, special_eog_ids).
+var eogTexts = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+	"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+	"<｜end▁of▁sentence｜>", "[e~[",
+}
+
+// fimEOGTexts are the FIM pad, repo and separator texts llama.cpp detects
+// and puts in the end-of-generation set.
+var fimEOGTexts = [][]string{
+	{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+	{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+	{"<|file_sep|>"},
+}
+
+// eotTexts are the texts llama.cpp takes as the EOT token when the metadata
+// names none.
+var eotTexts = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+	"<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+}
+
+// vocab holds what every GGUF-style tokenizer shares: the token texts and
+// types, the end-of-generation set, BOS/EOS policy and statistics.
+type vocab struct {
+	texts  []string
+	types  []int32 // resolved, never 0
+	byText map[string]int32
+	bos    int
+	eos    int
+	eot    int
+	eom    int
+	eog    []int // sorted
+	isEOG  map[int]struct{}
+	addBOS bool
+	addEOS bool
+	// dropped counts input bytes that had no token and were left out, as
+	// llama.cpp does.
+	dropped atomic.Uint64
+}
+
+// initVocab fills the shared fields. types must be resolved already.
+func (v *vocab) initVocab(texts []string, types []int32, bos, eos int, cfg config, defBOS, defEOS bool) {
+	v.texts, v.types, v.bos, v.eos = texts, types, bos, eos
+	v.byText = make(map[string]int32, len(texts))
+	for i, s := range texts {
+		if _, dup := v.byText[s]; !dup {
+			v.byText[s] = int32(i)
+		}
+	}
+	n := len(texts)
+	valid := func(id int) int {
+		if id < 0 || id >= n {
+			return -1
+		}
+		return id
+	}
+	v.eot, v.eom = valid(cfg.eot), valid(cfg.eom)
+	if v.eot < 0 {
+		v.eot = v.firstOf(eotTexts)
+	}
+	if v.eom < 0 {
+		v.eom = v.firstOf([]string{"<|eom_id|>"})
+	}
+	set := map[int]struct{}{}
+	// Tokens found by their text are control tokens whatever their stored
+	// type says (llama.cpp overrides it the same way).
+	control := func(id int) {
+		if id >= 0 {
+			set[id] = struct{}{}
+			v.types[id] = TypeControl
+		}
+	}
+	if cfg.eot < 0 || cfg.eot >= n {
+		control(v.eot)
+	}
+	if cfg.eom < 0 || cfg.eom >= n {
+		control(v.eom)
+	}
+	for _, s := range eogTexts {
+		if id, ok := v.byText[s]; ok {
+			control(int(id))
+		}
+	}
+	for _, texts := range fimEOGTexts {
+		control(v.firstOf(texts))
+	}
+	for _, id := range append([]int{v.eos, v.eot, v.eom}, cfg.extraEOG...) {
+		if valid(id) >= 0 {
+			set[id] = struct{}{}
+		}
+	}
+	// llama.cpp: o200k_harmony and solar-open use <|end|> inside a turn.
+	_, ret := v.byText["<|return|>"]
+	_, call := v.byText["<|call|>"]
+	_, calls := v.byText["<|calls|>"]
+	_, flush := v.byText["<|flush|>"]
+	if end, ok := v.byText["<|end|>"]; ok && ((ret && (call || calls)) || ((call || calls) && flush)) {
+		delete(set, int(end))
+		v.types[end] = TypeUserDefined
+	}
+	if _, ok := v.byText["<|tool_response>"]; ok {
+		if s, ok := v.byText["</s>"]; ok {
+			delete(set, int(s))
+			v.types[s] = TypeNormal
+		}
+	}
+	v.isEOG = set
+	v.eog = make([]int, 0, len(set))
+	for id := range set {
+		v.eog = append(v.eog, id)
+	}
+	slices.Sort(v.eog)
+	v.addBOS, v.addEOS = defBOS, defEOS
+	if cfg.addBOS != nil {
+		v.addBOS = *cfg.addBOS
+	}
+	if cfg.addEOS != nil {
+		v.addEOS = *cfg.addEOS
+	}
+	if v.bos < 0 {
+		v.addBOS = false
+	}
+	if v.eos < 0 {
+		v.addEOS = false
+	}
+}
+
+// firstOf returns the lowest id whose text is in texts, or -1.
+func (v *vocab) firstOf(texts []string) int {
+	best := -1
+	for _, s := range texts {
+		if id, ok := v.byText[s]; ok && (best < 0 || int(id) < best) {
+			best = int(id)
+		}
+	}
+	return best
+}
+
+// IsEOG reports whether id ends a generation (EOS, EOT, EOM and the
+// control tokens that end a turn, as llama.cpp computes them).
+func (v *vocab) IsEOG(id int) bool { _, ok := v.isEOG[id]; return ok }
+
+// EOG returns the end-of-generation ids in ascending order (a copy).
+func (v *vocab) EOG() []int { return slices.Clone(v.eog) }
+
+// EOT returns the end-of-turn id, or -1.
+func (v *vocab) EOT() int { return v.eot }
+
+// AddBOS reports whether prompts get BOS (tokenizer.ggml.add_bos_token, or
+// llama.cpp's default for the tokenizer model).
+func (v *vocab) AddBOS() bool { return v.addBOS }
+
+// AddEOS reports whether prompts get EOS.
+func (v *vocab) AddEOS() bool { return v.addEOS }
+
+// Lookup returns the id of the vocabulary entry spelled exactly piece (as
+// Piece returns it), of any token type.
+func (v *vocab) Lookup(piece string) (int, bool) {
+	id, ok := v.byText[piece]
+	return int(id), ok
+}
+
+// DroppedBytes returns how many input bytes had no token and were left out
+// since the tokenizer was built.
+func (v *vocab) DroppedBytes() uint64 { return v.dropped.Load() }

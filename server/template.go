@@ -1,0 +1,66 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kvwarden/kvwarden/engine"
+)
+
+// renderChat renders a chat request's conversation with the model's chat
+// template (or the one given to serve with --chat-template-file).
+func (s *Server) renderChat(body *chatRequest) (string, *apiError) {
+	msgs, e := chatMessages(body.Messages)
+	if e != nil {
+		return "", e
+	}
+	tools, e := parseTools(body.Tools)
+	if e != nil {
+		return "", e
+	}
+	addGen := true
+	if body.AddGenerationPrompt != nil {
+		addGen = *body.AddGenerationPrompt
+	}
+	text, err := s.eng.ApplyChatTemplate(msgs, engine.ChatOptions{
+		AddGenerationPrompt: addGen, Tools: tools, Vars: body.ChatTemplateKwargs,
+	})
+	if err != nil {
+		return "", templateError(err)
+	}
+	return text, nil
+}
+
+// handleApplyTemplate is POST /apply-template, as llama-server has: it
+// takes a chat completion body and answers {"prompt": "..."}, the text the
+// model would be given, without generating anything.
+func (s *Server) handleApplyTemplate(w http.ResponseWriter, r *http.Request) {
+	const ep = "apply_template"
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.reject(w, ep, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Reason: "method_not_allowed", Message: r.Method + " " + r.URL.Path + ": use POST"})
+		return
+	}
+	if _, e := s.tenantOf(r); e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	var body chatRequest
+	if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	if e := s.checkModel(body.Model); e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	start := time.Now()
+	text, e := s.renderChat(&body)
+	if e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	s.log.Debug("apply-template", "bytes", len(text), "took", time.Since(start))
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": text})
+}
