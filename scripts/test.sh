@@ -76,6 +76,12 @@ if grep -q 'func FuzzRender' engine/chat/*_test.go 2>/dev/null; then
   go test -run '^$' -fuzz '^FuzzRender$' -fuzztime 10s ./engine/chat
 fi
 
+# ---- deployment manifests --------------------------------------------------
+if [ -f "$root/deploy/check/go.mod" ]; then
+  step "deploy/: Kubernetes manifests and Dockerfile (strict decoding, cross-checks)"
+  (cd "$root/deploy/check" && gofmt -l . | (! grep .) && go vet ./... && go test -count=1 ./...)
+fi
+
 # ---- embedding surfaces ----------------------------------------------------
 if [ -f "$root/scripts/test-embed.sh" ]; then
   step "C API, ctest and Python bindings"
