@@ -253,3 +253,16 @@ type Result struct {
 	Timings      Timings
 	CachedTokens int // prompt tokens served from the prefix cache
 }
+
+// CapacityTokens is how many tokens the KV pool holds: KVPages x PageSize
+// of a resolved configuration (Engine.Config).
+func (c Config) CapacityTokens() int { return c.KVPages * c.PageSize }
+
+// PageBytes is the size of one KV page (all layers, K and V) of a resolved
+// configuration (Engine.Config); 0 before resolution.
+func (c Config) PageBytes() int64 {
+	if c.KVPages == 0 {
+		return 0
+	}
+	return c.KVMemory / int64(c.KVPages)
+}

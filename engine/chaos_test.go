@@ -124,7 +124,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 			if !rng.chance(0.01) {
 				return false
 			}
-			info, err := e.Pool().Info(ref)
+			info, err := e.pool.Info(ref)
 			if err != nil {
 				return false
 			}
@@ -313,7 +313,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 		// Every corrupted page was either caught (quarantined) or left the
 		// pool unread (freed: its generation moved on or it is free).
 		for _, ref := range corruptRefs {
-			info, err := e.Pool().Info(ref)
+			info, err := e.pool.Info(ref)
 			if err == nil {
 				require.Contains(t, []kvcache.PageState{kvcache.PageQuarantined, kvcache.PageFree, kvcache.PageReleasing}, info.State)
 			}
@@ -329,7 +329,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 	}
 
 	require.NoError(t, e.Close())
-	p := e.Pool().Stats()
+	p := e.pool.Stats()
 	require.Equal(t, p.Pages, p.Free+p.Quarantined, "leaked pages: %+v", p)
 	require.Zero(t, p.StepLeases+p.CopyLeases+p.PrefixLeases, "leaked leases: %+v", p)
 	require.Zero(t, p.HostTierUsed)

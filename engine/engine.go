@@ -116,8 +116,6 @@ func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.tok }
 // Device names the backend in use ("cpu").
 func (e *Engine) Device() string { return e.backend }
 
-// Pool is the KV page pool (read-only use: stats, tests).
-func (e *Engine) Pool() *kvcache.Pool { return e.pool }
 
 // MaxContext is the resolved MaxContext.
 func (e *Engine) MaxContext() int { return e.cfg.MaxContext }

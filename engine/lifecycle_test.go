@@ -106,7 +106,7 @@ func TestAbortInEveryState(t *testing.T) {
 			// The victim is the newer request of a pair, so it is the one
 			// preempted (swapped) when the pool runs out.
 			victim.Store(2)
-			before := e.Pool().Stats().Allocs
+			before := e.pool.Stats().Allocs
 			ra, rb := runPair(t, e)
 			require.NoError(t, ra.Err)
 			require.Equal(t, echoOracle(tenantPrompt(1, 1, 6), 100, 32, false), ra.Tokens)
@@ -127,7 +127,7 @@ func TestAbortInEveryState(t *testing.T) {
 			waitPoolIdle(t, e)
 			if state == StateWaiting {
 				// Only A allocated.
-				require.LessOrEqual(t, e.Pool().Stats().Allocs-before, uint64(8))
+				require.LessOrEqual(t, e.pool.Stats().Allocs-before, uint64(8))
 			}
 		})
 	}
@@ -143,7 +143,7 @@ func TestAbortDuringSwapOut(t *testing.T) {
 	var bad []string
 	cfg.Faults = &Faults{Pool: &kvcache.Faults{
 		CopyDelay: func(ref kvcache.PageRef) time.Duration {
-			info, err := e.Pool().Info(ref)
+			info, err := e.pool.Info(ref)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil || info.State == kvcache.PageFree || info.Leases[kvcache.LeaseCopy] == 0 {

@@ -65,7 +65,7 @@ func TestPrefixCacheNeverCrossesTenants(t *testing.T) {
 			aliceRef = ent.ref
 		}
 	}
-	tab := e.Pool().NewTable(kvcache.RequestID(1<<50), "bob")
+	tab := e.pool.NewTable(kvcache.RequestID(1<<50), "bob")
 	err = tab.AppendShared(aliceRef)
 	require.ErrorIs(t, err, kvcache.ErrIsolation)
 	require.NoError(t, tab.Release())
@@ -88,7 +88,7 @@ func TestPrefixCacheCorruptionDetected(t *testing.T) {
 			first = ent.ref
 		}
 	}
-	require.NoError(t, e.Pool().CorruptPage(first.Index))
+	require.NoError(t, e.pool.CorruptPage(first.Index))
 	r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 3, Tenant: "t"})
 	require.ErrorIs(t, err, ErrIsolation)
 	require.Equal(t, "error", r.FinishReason)

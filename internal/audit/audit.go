@@ -207,12 +207,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	mc := eng.ModelConfig()
 	rc := eng.Config()
-	pool := eng.Pool()
 	c := &rep.Config
 	c.Device = eng.Device()
-	c.PageSize = pool.Geometry().PageSize
-	c.Pages = pool.Pages()
-	c.CapacityTokens = pool.CapacityTokens()
+	c.PageSize = rc.PageSize
+	c.Pages = rc.KVPages
+	c.CapacityTokens = rc.CapacityTokens()
 	c.MaxContext = eng.MaxContext()
 	c.ModelContext = mc.MaxContext
 	c.HostTierBytes = rc.HostTierBytes
