@@ -116,7 +116,6 @@ func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.tok }
 // Device names the backend in use ("cpu").
 func (e *Engine) Device() string { return e.backend }
 
-
 // MaxContext is the resolved MaxContext.
 func (e *Engine) MaxContext() int { return e.cfg.MaxContext }
 
