@@ -143,13 +143,13 @@ func runChaos(t *testing.T, o chaosOpts) {
 			return true
 		}
 	}
-	cfg.Faults = &Faults{
+	cfg.th().Faults = &Faults{
 		Pool: pf,
 		AbortAt: func(id uint64, st State) bool {
 			return rng.chance(0.01)
 		},
 	}
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, true)
 		if err != nil || !o.corrupt {
 			return r, err

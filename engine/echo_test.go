@@ -244,13 +244,13 @@ func echoConfig(t testing.TB, pages, pageSize int) Config {
 	return Config{
 		Weights: w, Tokenizer: tokenizer.NewBytes(),
 		PageSize: pageSize, KVPages: pages,
-		NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) },
+		hooks: &TestHooks{NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) }},
 	}
 }
 
 // noEOS makes the echo model never emit EOS (for long-running requests).
 func noEOS(cfg Config) Config {
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, false) }
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, false) }
 	return cfg
 }
 

@@ -118,7 +118,7 @@ func TestAdmissionRejections(t *testing.T) {
 	hold, held := make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
 	var once sync.Once
-	cfg.Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+	cfg.th().Faults = &Faults{AbortAt: func(id uint64, st State) bool {
 		if armed.Load() {
 			once.Do(func() { close(held); <-hold })
 		}
@@ -184,7 +184,7 @@ func TestOverloaded(t *testing.T) {
 	cfg.MaxQueue = 2
 	cfg.MaxSeqs = 1
 	block, entered := make(chan struct{}), make(chan struct{}, 100)
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		r.afterStep = func(*model.Batch) { entered <- struct{}{}; <-block }
 		return r, err
@@ -367,7 +367,7 @@ func TestCloseAbortsAndFreesEverything(t *testing.T) {
 	cfg.HostTierBytes = 1 << 20
 	block := make(chan struct{})
 	var once sync.Once
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		r.afterStep = func(*model.Batch) {
 			if r.steps == 3 {

@@ -99,7 +99,7 @@ func TestAbortInEveryState(t *testing.T) {
 		t.Run(state.String(), func(t *testing.T) {
 			cfg := pressureConfig(t, true)
 			var victim atomic.Uint64
-			cfg.Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+			cfg.th().Faults = &Faults{AbortAt: func(id uint64, st State) bool {
 				return id == victim.Load() && st == state
 			}}
 			e := newEcho(t, cfg)
@@ -141,7 +141,7 @@ func TestAbortDuringSwapOut(t *testing.T) {
 	var checked atomic.Int32
 	var mu sync.Mutex
 	var bad []string
-	cfg.Faults = &Faults{Pool: &kvcache.Faults{
+	cfg.th().Faults = &Faults{Pool: &kvcache.Faults{
 		CopyDelay: func(ref kvcache.PageRef) time.Duration {
 			info, err := e.pool.Info(ref)
 			mu.Lock()
@@ -174,7 +174,7 @@ func TestAbortDuringRestore(t *testing.T) {
 			cfg := pressureConfig(t, true)
 			var e *Engine
 			var swapped, fired atomic.Bool
-			cfg.Faults = &Faults{
+			cfg.th().Faults = &Faults{
 				AbortAt: func(id uint64, st State) bool {
 					if id != 2 {
 						return false
@@ -210,7 +210,7 @@ func TestContextCancelWhileDecoding(t *testing.T) {
 	cfg := noEOS(echoConfig(t, 64, 4))
 	gate := make(chan struct{})
 	var once sync.Once
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		r.afterStep = func(*model.Batch) {
 			if r.steps == 3 {
@@ -250,7 +250,7 @@ func TestCorruptSealedPageDetected(t *testing.T) {
 			cfg.KVChecksum = mode
 			var victim atomic.Uint64
 			victim.Store(1)
-			cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
+			cfg.th().Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
 				return id == victim.Load() && victim.CompareAndSwap(id, 0)
 			}}
 			e := newEcho(t, cfg)
@@ -276,7 +276,7 @@ func TestQuarantineShrinksPoolFailsLoudly(t *testing.T) {
 	cfg := pressureConfig(t, false)
 	var mu sync.Mutex
 	hit := map[uint64]bool{}
-	cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
+	cfg.th().Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if id > 3 || hit[id] {

@@ -166,7 +166,7 @@ func TestPrefixHostTierNeverCrossesTenants(t *testing.T) {
 func TestPrefixHostTierCorruptCopyDetected(t *testing.T) {
 	var corrupt atomic.Bool
 	cfg := hostSpillConfig(t)
-	cfg.Faults = &Faults{Pool: &kvcache.Faults{
+	cfg.th().Faults = &Faults{Pool: &kvcache.Faults{
 		CorruptCopy: func(kvcache.PageRef) bool { return corrupt.Load() },
 	}}
 	e := newEcho(t, cfg)
@@ -219,7 +219,7 @@ func TestPrefixHostTierAbortDuringRestore(t *testing.T) {
 				aborted atomic.Bool
 			)
 			cfg := hostSpillConfig(t)
-			cfg.Faults = &Faults{
+			cfg.th().Faults = &Faults{
 				Pool: &kvcache.Faults{FailAlloc: func() bool {
 					// The first allocation after arming is the victim's
 					// restore (nothing else runs): abort it right there.
@@ -285,7 +285,7 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	// is surely contended (however slow the machine).
 	var gated atomic.Bool
 	gate := make(chan struct{})
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		if err == nil {
 			r.afterStep = func(*model.Batch) {

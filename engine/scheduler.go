@@ -132,7 +132,7 @@ func (sc *scheduler) intake() (closing bool) {
 // setState moves s to st and lets the fault hook abort it there.
 func (sc *scheduler) setState(s *seq, st State) {
 	s.state = st
-	if f := sc.e.cfg.Faults; f != nil && f.AbortAt != nil && s.cancel == nil && f.AbortAt(s.id, st) {
+	if f := sc.e.hooks.Faults; f != nil && f.AbortAt != nil && s.cancel == nil && f.AbortAt(s.id, st) {
 		s.cancel = fmt.Errorf("%w: injected at state %s", ErrAborted, st)
 	}
 }
@@ -617,7 +617,7 @@ func (sc *scheduler) forward() {
 		if !s.runnable() {
 			continue
 		}
-		if !e.cfg.UnsafeSkipValidation {
+		if !e.hooks.UnsafeSkipValidation {
 			var err error
 			if e.cfg.KVChecksum == ChecksumStep {
 				err = sc.pool.VerifyTable(s.table)
@@ -703,7 +703,7 @@ func (sc *scheduler) forward() {
 // injectCorruption runs the CorruptSealed fault hook on the pages this
 // step sealed.
 func (sc *scheduler) injectCorruption(s *seq, before int) {
-	f := sc.e.cfg.Faults
+	f := sc.e.hooks.Faults
 	if f == nil || f.CorruptSealed == nil {
 		return
 	}

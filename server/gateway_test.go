@@ -40,12 +40,12 @@ func (r gatedRunner) Forward(b *model.Batch) error {
 func TestGatewayInferenceMetrics(t *testing.T) {
 	gate := make(chan struct{})
 	var echo *audit.Echo
-	eng, err := engine.New(engine.Config{KVPages: 32, MaxContext: 128, MaxSeqs: 1,
-		NewRunner: func(pool *kvcache.Pool) (engine.Runner, error) {
+	eng, err := engine.New(engine.Config{KVPages: 32, MaxContext: 128, MaxSeqs: 1},
+		engine.WithTestHooks(engine.TestHooks{NewRunner: func(pool *kvcache.Pool) (engine.Runner, error) {
 			var err error
 			echo, err = audit.NewEcho(pool, sep, "")
 			return gatedRunner{echo, gate}, err
-		}})
+		}}))
 	require.NoError(t, err)
 	echo.SetVocab(model.SyntheticVocab)
 	srv := httptest.NewServer(New(Options{Engine: eng, ModelID: "m1"}))

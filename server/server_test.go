@@ -88,9 +88,10 @@ func start(t *testing.T, s setup) *testServer {
 	if cfg.MaxContext == 0 {
 		cfg.MaxContext = 256
 	}
+	var hooks engine.TestHooks
 	if s.echo {
 		var echo *audit.Echo
-		cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
+		hooks.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			var err error
 			echo, err = audit.NewEcho(pool, sep, "")
 			if err != nil {
@@ -106,7 +107,7 @@ func start(t *testing.T, s setup) *testServer {
 		}
 		defer func() { echo.SetVocab(model.SyntheticVocab) }()
 	}
-	eng, err := engine.New(cfg)
+	eng, err := engine.New(cfg, engine.WithTestHooks(hooks))
 	require.NoError(t, err)
 	var keys *Keys
 	if s.keys != "" {

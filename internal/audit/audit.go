@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	cfg := o.Config
-	cfg.Faults = nil
+	var hooks engine.TestHooks
 	if cfg.KVPages == 0 && cfg.KVMemory == 0 && cfg.MaxContext == 0 {
 		rep.Config.PoolChosen = true
 		ps := cfg.PageSize
@@ -181,7 +181,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var echo *Echo
 	sep := -1
 	if o.Echo {
-		cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
+		hooks.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			e, err := NewEcho(pool, -1, o.Fault)
 			echo = e
 			return e, err
@@ -197,7 +197,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	progress("starting the engine")
-	eng, err := engine.New(cfg)
+	eng, err := engine.New(cfg, engine.WithTestHooks(hooks))
 	if err != nil {
 		rep.Config.StartupError = err.Error()
 		rep.add("config: engine start", Fail, "the engine refused the configuration: %v", err)
