@@ -29,6 +29,7 @@ const (
 	stTimeout     C.int32_t = C.KVW_ERR_TIMEOUT
 	stTooSmall    C.int32_t = C.KVW_ERR_BUFFER_TOO_SMALL
 	stIO          C.int32_t = C.KVW_ERR_IO
+	stUnsupported C.int32_t = C.KVW_ERR_UNSUPPORTED
 	reasonNone    C.int32_t = C.KVW_REJECT_NONE
 	reasonEmpty   C.int32_t = C.KVW_REJECT_EMPTY_PROMPT
 	reasonTooLong C.int32_t = C.KVW_REJECT_TOO_LONG
@@ -94,6 +95,8 @@ func classify(err error, open bool) errInfo {
 		if !open {
 			e.reason = reasonParams
 		}
+	case errors.Is(err, engine.ErrUnsupported):
+		e.status = stUnsupported
 	case errors.Is(err, engine.ErrNotImplemented):
 		e.status = stInvalid
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), open:

@@ -154,6 +154,7 @@ const char* kvw_status_string(int32_t status) {
     case KVW_ERR_TIMEOUT: return "KVW_ERR_TIMEOUT";
     case KVW_ERR_BUFFER_TOO_SMALL: return "KVW_ERR_BUFFER_TOO_SMALL";
     case KVW_ERR_IO: return "KVW_ERR_IO";
+    case KVW_ERR_UNSUPPORTED: return "KVW_ERR_UNSUPPORTED";
     case KVW_ERR_FORKED: return "KVW_ERR_FORKED";
     }
     return "KVW_ERR_UNKNOWN";

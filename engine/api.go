@@ -32,6 +32,10 @@ var (
 	ErrNotFound       = errors.New("request not found")
 	ErrIsolation      = kvcache.ErrIsolation
 	ErrNotImplemented = errors.New("not implemented")
+	// ErrUnsupported: the model file is readable but describes something
+	// the engine cannot run (architecture, tensor type, RoPE scaling type,
+	// a missing or unexpected tensor). It is model.ErrUnsupported.
+	ErrUnsupported = model.ErrUnsupported
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.
@@ -86,6 +90,12 @@ func (c Checksum) String() string {
 
 // Runner runs the model forward pass over a batch. model.Runner implements
 // it; tests substitute an echo model that emits what it reads from its KV.
+//
+// Forward returns, with or without an error, only when the device is done
+// with the step: no kernel or copy it queued still reads or writes the
+// step's pages or buffers. The engine drops the step's page leases as soon
+// as Forward returns (invariant 5), so a device runner whose step fails part
+// way must wait for the work it already queued before returning.
 type Runner interface {
 	Forward(b *model.Batch) error
 }

@@ -37,6 +37,9 @@ func newChatTemplates(c Config, w *model.Weights, log *slog.Logger) (*chatTempla
 		log.Warn("engine: the model's chat template is unusable; chat requests will fail", "err", err)
 		return &chatTemplates{err: err}, nil
 	}
+	for name, err := range set.Broken {
+		log.Warn("engine: a named chat template of the model is unusable", "name", name, "err", err)
+	}
 	if set.Fallback {
 		log.Warn("engine: the model file has no chat template (tokenizer.chat_template); using ChatML")
 	}

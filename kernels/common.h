@@ -48,6 +48,9 @@ KV_D u16 f2bf(float f) {
 }
 KV_D float kv_exp(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
 KV_D float kv_max(float a, float b) { return __builtin_fmaxf(a, b); }
+// tanh from the exponential: 1 - 2/(e^2x + 1), exact limits +-1 for large
+// |x|; absolute error about 1e-7 (the soft-caps multiply it by the cap).
+KV_D float kv_tanh(float x) { return 1.f - __nvvm_div_rn_f(2.f, kv_exp(2.f * x) + 1.f); }
 KV_D float shfl_xor(float v, int m) { return __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, m, 0x1f); }
 KV_D float warp_sum(float v) {
   for (int m = 16; m > 0; m >>= 1) v += shfl_xor(v, m);

@@ -84,6 +84,45 @@ EXT void kv_rope(float* v, const float* cs, const int* pos, int stride, int nHea
   }
 }
 
+// NeoX RoPE: rotates the pairs (i, i + ropeDim/2), i < ropeDim/2, with the
+// same table (cos at cs[2i], sin at cs[2i+1]); Qwen, Phi-3, Gemma.
+EXT void kv_rope_neox(float* v, const float* cs, const int* pos, int stride, int nHeads, int headDim, int ropeDim) {
+  int r = blockIdx.x;
+  const float* c = cs + (i64)pos[r] * ropeDim;
+  float* row = v + (i64)r * stride;
+  int half = ropeDim / 2;
+  for (int u = threadIdx.x; u < nHeads * half; u += blockDim.x) {
+    int h = u / half, i = u % half;
+    float* hv = row + (i64)h * headDim;
+    float fcr = c[2 * i], fci = c[2 * i + 1];
+    float v0 = hv[i], v1 = hv[i + half];
+    hv[i] = __nvvm_add_rn_f(__nvvm_mul_rn_f(v0, fcr), -__nvvm_mul_rn_f(v1, fci));
+    hv[i + half] = __nvvm_add_rn_f(__nvvm_mul_rn_f(v0, fci), __nvvm_mul_rn_f(v1, fcr));
+  }
+}
+
+// Per-head RMSNorm in place (Qwen3/Gemma 3 Q/K norm): head h of row r is
+// the headDim values at row r*stride + col + h*headDim; every head uses
+// the same weights w[headDim]. Grid (rows, nHeads), one warp per head.
+EXT void kv_head_rmsnorm(float* v, const float* w, int stride, int col, int headDim, float eps) {
+  float* x = v + (i64)blockIdx.x * stride + col + (i64)blockIdx.y * headDim;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < headDim; j += 32) s += x[j] * x[j];
+  s = warp_sum(s);
+  float ss = __nvvm_div_rn_f(s, (float)headDim) + eps;
+  ss = __nvvm_div_rn_f(1.f, __nvvm_sqrt_rn_f(ss));
+  for (int j = threadIdx.x; j < headDim; j += 32) x[j] = __nvvm_mul_rn_f(w[j], __nvvm_mul_rn_f(ss, x[j]));
+}
+
+// x[r*stride + j] += b[j] for j < width, r < rows (Q/K/V and output biases).
+EXT void kv_bias_add(float* x, const float* b, int rows, int width, int stride) {
+  i64 total = (i64)rows * width;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    i64 r = i / width, j = i % width;
+    x[r * stride + j] += b[j];
+  }
+}
+
 // ---------------------------------------------------------------- K/V write
 // Scatters row r's K (columns kCol..kCol+kvDim of qkv) and V (vCol..) into
 // the arena at koff[r] + layer*layerStride and that plus vDelta. koff is the
@@ -112,7 +151,9 @@ EXT void kv_write_bf16(u16* a, const float* qkv, const i64* koff, int stride, in
 // ---------------------------------------------------------------- attention
 // Paged attention with online softmax for decode and chunked prefill. Grid
 // (rows, kvHeads), ATT_WARPS warps per block. Row r attends over positions
-// [0, span[r]) of its own sequence, whose pages are pages[pageOff[r] ...
+// [0, span[r]) of its own sequence (the last `window` of them when window >
+// 0: sliding-window layers), scores soft-capped as softcap*tanh(s/softcap)
+// when softcap > 0, whose pages are pages[pageOff[r] ...
 // pageOff[r]+npages[r]); positions past npages*pageSize are never read. The
 // group = heads/kvHeads query heads sharing the KV head are handled by one
 // block so K and V are read once per group. headDim <= 256, group <= 16.
@@ -123,7 +164,8 @@ EXT void kv_write_bf16(u16* a, const float* qkv, const i64* koff, int stride, in
 template <class K, class O>
 KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* arena, const int* span,
                                  const int* pageOff, const int* npages, const u32* pages, int stride, int heads,
-                                 int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale) {
+                                 int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale,
+                                 float softcap, int window) {
   extern __shared__ float smem[];
   int r = blockIdx.x, kvh = blockIdx.y;
   int group = heads / kvHeads;
@@ -138,6 +180,8 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
   int n = span[r];
   int maxPos = npages[r] * pageSize;
   if (n > maxPos) n = maxPos;
+  // A local layer attends over the last `window` positions only.
+  int t0 = window > 0 && n > window ? n - window : 0;
   const u32* pl = pages + pageOff[r];
 
   float m[ATT_MAXG], l[ATT_MAXG], acc[ATT_MAXG][ATT_MAXD];
@@ -148,7 +192,7 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
 #pragma unroll
     for (int d = 0; d < ATT_MAXD; d++) acc[g][d] = 0.f;
   }
-  for (int t = warp; t < n; t += ATT_WARPS) {
+  for (int t = t0 + warp; t < n; t += ATT_WARPS) {
     i64 base = (i64)pl[t / pageSize] * pageElems + ((i64)layer * 2 * pageSize + t % pageSize) * kvDim + (i64)kvh * headDim;
     const typename K::T* kp = arena + base;
     const typename K::T* vp = kp + (i64)pageSize * kvDim;
@@ -169,6 +213,7 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
           if (j < headDim) s += q[g * headDim + j] * kv[d];
         }
         s = warp_sum(s);
+        if (softcap > 0.f) s = softcap * kv_tanh(__nvvm_div_rn_f(s, softcap));
         float mn = kv_max(m[g], s);
         float corr = kv_exp(m[g] - mn);
         float p = kv_exp(s - mn);
@@ -218,9 +263,10 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
 #define ATT(KN, KT, ON, OT)                                                                                              \
   EXT void kv_attention_##KN##_##ON(OT::T* out, const float* qkv, const KT::T* arena, const int* span,                 \
                                     const int* pageOff, const int* npages, const u32* pages, int stride, int heads,     \
-                                    int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale) {    \
+                                    int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale,      \
+                                    float softcap, int window) {                                                        \
     attention<KT, OT>(out, qkv, arena, span, pageOff, npages, pages, stride, heads, kvHeads, headDim, pageSize,         \
-                      pageElems, layer, scale);                                                                         \
+                      pageElems, layer, scale, softcap, window);                                                        \
   }
 ATT(f32, F32T, f32, F32T)
 ATT(f32, F32T, f16, F16T)
@@ -243,6 +289,31 @@ KV_D void silumul(typename O::T* out, const float* gu, int n, int hidden) {
 }
 EXT void kv_silu_mul_f32(float* out, const float* gu, int n, int hidden) { silumul<F32T>(out, gu, n, hidden); }
 EXT void kv_silu_mul_f16(u16* out, const float* gu, int n, int hidden) { silumul<F16T>(out, gu, n, hidden); }
+
+// out[r][j] = gelu_tanh(gu[r][j]) * gu[r][hidden + j] (GeGLU, Gemma).
+template <class O>
+KV_D void gelumul(typename O::T* out, const float* gu, int n, int hidden) {
+  i64 total = (i64)n * hidden;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    i64 r = i / hidden, j = i % hidden;
+    float g = gu[r * 2 * hidden + j], u = gu[r * 2 * hidden + hidden + j];
+    float t = kv_tanh(0.7978845608028654f * (g + 0.044715f * g * g * g));
+    O::store(out, i, 0.5f * g * (1.f + t) * u);
+  }
+}
+EXT void kv_gelu_mul_f32(float* out, const float* gu, int n, int hidden) { gelumul<F32T>(out, gu, n, hidden); }
+EXT void kv_gelu_mul_f16(u16* out, const float* gu, int n, int hidden) { gelumul<F16T>(out, gu, n, hidden); }
+
+// x = cap * tanh(x / cap) (Gemma 2's final logit soft-cap).
+EXT void kv_softcap(float* x, i64 n, float cap) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+    x[i] = cap * kv_tanh(__nvvm_div_rn_f(x[i], cap));
+}
+
+// x *= s (Gemma's embedding scale).
+EXT void kv_scale(float* x, i64 n, float s) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] *= s;
+}
 
 EXT void kv_add(float* x, const float* y, i64 n) {
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] += y[i];

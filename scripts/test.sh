@@ -61,6 +61,12 @@ plain_pkgs=$(go list ./... | grep -E '/engine/ml$|/engine/model/gguf$|/engine/to
 step "go test -race (concurrent packages)"
 go test -race -count=1 -timeout 15m $race_pkgs
 
+# The llama.cpp golden tests of every architecture and quantization, whose
+# quantized files skip under the race detector (numerics only; the plain-Go
+# K-quant products are ten times slower there).
+step "go test (golden/arch numerics, without -race)"
+go test -count=1 -timeout 10m -run 'TestGoldenArch' ./engine/model/ ./engine/
+
 if [ -n "$plain_pkgs" ]; then
   step "go test (numeric and parsing packages)"
   go test -count=1 -timeout 10m $plain_pkgs
@@ -81,6 +87,18 @@ if [ -f "$root/deploy/check/go.mod" ]; then
   step "deploy/: Kubernetes manifests and Dockerfile (strict decoding, cross-checks)"
   (cd "$root/deploy/check" && gofmt -l . | (! grep .) && go vet ./... && go test -count=1 ./...)
 fi
+
+# ---- CUDA without a GPU ------------------------------------------------------
+# The host side of every TestGPU* through the driver stand-in (a host-only
+# libcuda/cuBLAS built by the tests: launches checked against the PTX, sm_90
+# limits, live pointers, current context, pinned async copies), and the PTX
+# assembled by NVIDIA's ptxas where it can be fetched.
+step "CUDA stand-in: TestGPU* without a GPU"
+KVWARDEN_CUDA_STANDIN=1 go test -count=1 -timeout 5m -run 'TestGPU|TestStandIn' \
+  ./engine/device/cuda ./engine/model/gpu ./engine
+
+step "PTX: current and assembled by ptxas"
+bash "$root/scripts/check-ptx.sh"
 
 # ---- embedding surfaces ----------------------------------------------------
 if [ -f "$root/scripts/test-embed.sh" ]; then

@@ -518,6 +518,11 @@ func chatMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 		}
 		msg := chat.Message{Role: role, Content: text}
 		extra := map[string]any{}
+		if isNull(m.Content) && !isNull(m.ToolCalls) {
+			// A tool-calling turn without text: templates test "content
+			// is none" (DeepSeek). Elsewhere null content is "".
+			extra["content"] = nil
+		}
 		if m.Name != "" {
 			extra["name"] = m.Name
 		}

@@ -76,47 +76,65 @@ func postJSON(t *testing.T, url string, body any) (int, []byte) {
 	return resp.StatusCode, out.Bytes()
 }
 
-// sepAfter picks the echo separator: a token of the last user message that
-// does not occur earlier in the prompt.
-func sepAfter(t *testing.T, prompt []int, tok tokenizer.Tokenizer, word string) int {
-	t.Helper()
-	ids, err := tok.Encode(word, tokenizer.Options{})
-	require.NoError(t, err)
-	for _, id := range ids {
-		if i := slices.Index(prompt, id); i > 0 && !slices.Contains(prompt[:i], id) && i > len(prompt)/2 {
-			return id
-		}
-	}
-	t.Fatalf("no separator token in %q", word)
-	return -1
-}
-
-// echoReply is what the echo model answers to prompt, by its rule: the k-th
-// generated token is prompt[1 + (k0+k) mod (P-1)], where P is the first
-// position of sep and k0 the prompt tokens after it. It stops before the
-// first end-of-generation token and returns the decoded text and the
-// number of tokens (control tokens on the way decode to nothing).
-func echoReply(t *testing.T, prompt []int, sep int, tok tokenizer.Tokenizer) (string, int) {
-	t.Helper()
+// The echo model answers a prompt by a fixed rule: the k-th generated token
+// is prompt[1 + (k0+k) mod (P-1)], where P is the first position of its
+// separator token and k0 the number of prompt tokens after it. simulateEcho
+// applies the rule up to the first end-of-generation token: the text the
+// reply must have, its token count, and how many control tokens it passed
+// (they must decode to nothing).
+func simulateEcho(prompt []int, sep int, tok tokenizer.Tokenizer) (text string, n, controls int, ok bool) {
 	p := slices.Index(prompt, sep)
-	require.Greater(t, p, 1)
+	if p < 2 {
+		return "", 0, 0, false
+	}
 	k0 := len(prompt) - p - 1
 	var b []byte
-	prev, controls := -1, 0
+	prev := -1
 	for k := 0; k < 2*len(prompt); k++ {
 		id := prompt[1+(k0+k)%(p-1)]
 		if tok.IsEOG(id) {
-			t.Logf("echo reply: %d tokens, %d silent control tokens: %q", k, controls, b)
-			return string(b), k
+			return string(b), k, controls, true
 		}
-		if strings.HasPrefix(tok.Piece(id), "<|") {
+		if isControl(tok.Piece(id)) {
 			controls++
 		}
 		b = append(b, tok.Decode(prev, id)...)
 		prev = id
 	}
-	t.Fatal("the echo model never reaches an end-of-generation token")
-	return "", 0
+	return "", 0, 0, false
+}
+
+// isControl: the control-token spellings of the test vocabularies.
+func isControl(piece string) bool {
+	return strings.HasPrefix(piece, "<|") || piece == "<s>" || piece == "</s>"
+}
+
+// pickSep chooses the echo separator among the prompt's second-half tokens
+// (first occurrences, not special) so that the reply has text and passes at
+// least one control token before the end of the turn.
+func pickSep(t *testing.T, prompt []int, tok tokenizer.Tokenizer) int {
+	t.Helper()
+	for i := len(prompt) / 2; i < len(prompt); i++ {
+		id := prompt[i]
+		if slices.Contains(prompt[:i], id) || isControl(tok.Piece(id)) {
+			continue
+		}
+		if text, _, controls, ok := simulateEcho(prompt, id, tok); ok && text != "" && controls > 0 {
+			return id
+		}
+	}
+	t.Fatal("no separator gives a reply through a control token")
+	return -1
+}
+
+// echoReply is simulateEcho for the chosen separator, logged.
+func echoReply(t *testing.T, prompt []int, sep int, tok tokenizer.Tokenizer) (string, int) {
+	t.Helper()
+	text, n, controls, ok := simulateEcho(prompt, sep, tok)
+	require.True(t, ok, "the echo model never reaches an end-of-generation token")
+	require.Positive(t, controls)
+	t.Logf("echo reply: %d tokens, %d silent control tokens: %q", n, controls, text)
+	return text, n
 }
 
 // vocabConfig is an engine over synthetic weights sized for the vocabulary
@@ -168,7 +186,7 @@ func TestChatStopsAtEndOfTurn(t *testing.T) {
 	prompt, err := tok.Encode(text, tokenizer.Options{Special: true})
 	require.NoError(t, err)
 	require.Equal(t, tok.BOS(), prompt[0], "the render starts with <|begin_of_text|>")
-	sep := sepAfter(t, prompt, tok, " zebra")
+	sep := pickSep(t, prompt, tok)
 
 	ts := chatServer(t, cfg, sep, tok.VocabSize())
 
@@ -226,7 +244,7 @@ func TestChatTemplateFromFile(t *testing.T) {
 	require.NoError(t, err)
 	prompt, err := tok.Encode(text, tokenizer.Options{Special: true})
 	require.NoError(t, err)
-	sep := sepAfter(t, prompt, tok, " zebra")
+	sep := pickSep(t, prompt, tok)
 	ts := chatServer(t, cfg, sep, tok.VocabSize())
 
 	code, raw := postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": msgs})
@@ -289,7 +307,7 @@ func TestCompletionsParseSpecial(t *testing.T) {
 // template with their keys in the request's order (tojson shows it, as
 // transformers does).
 func TestApplyTemplateTools(t *testing.T) {
-	const tmpl = `{{ tools|tojson }}{% for m in messages %}|{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function|tojson }}{% else %}{{ m.content }}{% endif %}{% endfor %}`
+	const tmpl = `{{ tools|tojson }}{% for m in messages %}|{{ m.role }}:{% if m.tool_calls %}{{ m.content is none }}{{ m.tool_calls[0].function|tojson }}{% else %}{{ m.content }}{% endif %}{% endfor %}`
 	ts := chatServer(t, engine.Config{ChatTemplate: tmpl}, sep, model.SyntheticVocab)
 	body := `{"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object","required":["q"]}}}],` +
 		`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get","arguments":"{\"q\":1}"}}]},` +
@@ -301,5 +319,5 @@ func TestApplyTemplateTools(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	require.Equal(t, `[{"type": "function", "function": {"name": "get", "parameters": {"type": "object", "required": ["q"]}}}]`+
-		`|user:hi|assistant:{"name": "get", "arguments": "{\"q\":1}"}|tool:42`, out.Prompt)
+		`|user:hi|assistant:True{"name": "get", "arguments": "{\"q\":1}"}|tool:42`, out.Prompt)
 }

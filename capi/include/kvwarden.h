@@ -151,6 +151,11 @@ typedef enum kvw_status {
     KVW_ERR_BUFFER_TOO_SMALL = -9,
     /* Loading the model or tokenizer failed (missing, unreadable, corrupt). */
     KVW_ERR_IO = -10,
+    /* The model file is readable but not supported: its architecture,
+     * a tensor type, its RoPE scaling type, or a tensor that is missing
+     * or unexpected for its architecture. The message names it (and lists
+     * the supported architectures). */
+    KVW_ERR_UNSUPPORTED = -11,
     /* Called in a child process after fork(): the library cannot work
      * there (see "fork()" above). Nothing was done. */
     KVW_ERR_FORKED = -12
@@ -277,7 +282,8 @@ KVW_API kvw_engine_params kvw_engine_default_params(void);
  *     log_user_data is kept and handed back to log_callback.
  *   out_engine: receives the handle on success; untouched on failure.
  * Errors: KVW_ERR_INVALID_ARGUMENT (params, e.g. max_context larger than the
- * KV pool can hold; the message names both numbers), KVW_ERR_IO (model or
+ * KV pool can hold; the message names both numbers), KVW_ERR_UNSUPPORTED
+ * (a model the engine cannot run), KVW_ERR_IO (model or
  * tokenizer unreadable). Thread-safe; engines are independent. */
 KVW_API int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
                                 kvw_engine** out_engine);

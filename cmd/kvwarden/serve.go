@@ -59,6 +59,18 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	// The template file is read before any model is resolved (or pulled).
+	chatTemplate, chatSource := "the model's tokenizer.chat_template", ""
+	if f.chatTmpl != "" {
+		b, err := os.ReadFile(f.chatTmpl)
+		if err != nil {
+			return cli.Usagef("--chat-template-file: %v", err)
+		}
+		if len(b) == 0 {
+			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
+		}
+		chatTemplate, chatSource = f.chatTmpl, string(b)
+	}
 	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
 		return err
 	}
@@ -99,18 +111,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	cfg.MaxQueue = f.maxQueue
 	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
-	chatTemplate := "the model's tokenizer.chat_template"
-	if f.chatTmpl != "" {
-		b, err := os.ReadFile(f.chatTmpl)
-		if err != nil {
-			return cli.Usagef("--chat-template-file: %v", err)
-		}
-		if len(b) == 0 {
-			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
-		}
-		cfg.ChatTemplate = string(b)
-		chatTemplate = f.chatTmpl
-	}
+	cfg.ChatTemplate = chatSource
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
 		if errors.Is(err, chat.ErrTemplate) {

@@ -49,7 +49,8 @@ func (e *RaiseError) Error() string { return "chat template raised: " + e.Messag
 func (e *RaiseError) Unwrap() error { return ErrRaised }
 
 // Message is one turn of a conversation. Role and Content become the
-// message's "role" and "content"; Extra carries any other fields a template
+// message's "role" and "content" (an Extra "content" replaces it, e.g. nil
+// for a JSON null); Extra carries any other fields a template
 // may read (tool_calls, tool_call_id, name, reasoning_content): decoded JSON
 // (map[string]any, []any, string, float64, bool, nil) or, to keep the order
 // of object keys as Python does, json.RawMessage.
@@ -222,6 +223,9 @@ func (t *Template) Render(in Input) (out string, err error) {
 	vals["add_generation_prompt"] = jinja.NewBool(in.AddGenerationPrompt)
 	vals["bos_token"] = jinja.NewString(in.BOSToken)
 	vals["eos_token"] = jinja.NewString(in.EOSToken)
+	// transformers passes tools and documents as None when there are none
+	// (so "tools is defined" holds and "tools is none" tells).
+	vals["tools"], vals["documents"] = jinja.None(), jinja.None()
 	if len(in.Tools) > 0 {
 		v, err := value(in.Tools)
 		if err != nil {
@@ -262,11 +266,15 @@ type Set struct {
 	Named   map[string]*Template
 	// Fallback reports that the model had no template and Default is ChatML.
 	Fallback bool
+	// Broken holds the parse errors of named templates that were left out.
+	Broken map[string]error
 }
 
 // NewSet parses a model's templates: def is tokenizer.chat_template ("" for
 // none), named maps each <name> of tokenizer.chat_template.<name> to its
 // source. An empty def falls back to ChatML (Fallback is set; callers log it).
+// A default that does not parse is an error; a named one is left out and
+// recorded in Broken.
 func NewSet(def string, named map[string]string) (*Set, error) {
 	s := &Set{Named: map[string]*Template{}}
 	if strings.TrimSpace(def) == "" {
@@ -280,7 +288,13 @@ func NewSet(def string, named map[string]string) (*Set, error) {
 	for name, src := range named {
 		t, err := Parse(src)
 		if err != nil {
-			return nil, fmt.Errorf("tokenizer.chat_template.%s: %w", name, err)
+			// One broken named template must not take the default down;
+			// selecting it reports the error.
+			if s.Broken == nil {
+				s.Broken = map[string]error{}
+			}
+			s.Broken[name] = fmt.Errorf("tokenizer.chat_template.%s: %w", name, err)
+			continue
 		}
 		s.Named[name] = t
 	}
@@ -301,6 +315,9 @@ func (s *Set) Select(name string, withTools bool) (*Template, error) {
 	}
 	if t, ok := s.Named[name]; ok {
 		return t, nil
+	}
+	if err, ok := s.Broken[name]; ok {
+		return nil, err
 	}
 	names := make([]string, 0, len(s.Named))
 	for n := range s.Named {

@@ -132,6 +132,20 @@ func TestSetSelectsNamedTemplates(t *testing.T) {
 	_, err = s.Select("rag", false)
 	require.ErrorIs(t, err, ErrNoTemplate)
 	require.ErrorContains(t, err, "tool_use")
+
+	// A broken named template is left out; the default still works.
+	s, err = NewSet("ok", map[string]string{"rag": "{% for %}"})
+	require.NoError(t, err)
+	_, err = s.Select("rag", false)
+	require.ErrorIs(t, err, ErrSyntax)
+	require.ErrorContains(t, err, "tokenizer.chat_template.rag")
+	tm, err := s.Select("", false)
+	require.NoError(t, err)
+	out, err := tm.Render(Input{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", out)
+	_, err = NewSet("{% for %}", nil)
+	require.ErrorIs(t, err, ErrSyntax)
 }
 
 func TestRaiseExceptionIsTyped(t *testing.T) {
@@ -164,6 +178,7 @@ func TestRenderFeatures(t *testing.T) {
 		{"extra fields", "{{ messages[0].tool_calls[0].name }}", "f",
 			Input{Messages: []Message{{Role: "assistant", Extra: map[string]any{"tool_calls": []any{map[string]any{"name": "f"}}}}}}},
 		{"bos eos", "{{ bos_token }}x{{ eos_token }}", "<s>x</s>", Input{BOSToken: "<s>", EOSToken: "</s>"}},
+		{"no tools is none, as transformers passes it", "{{ tools is defined }} {{ tools is none }} {{ documents is none }}", "True True True", Input{}},
 		{"generation prompt", "{% if add_generation_prompt %}G{% endif %}", "G", Input{AddGenerationPrompt: true}},
 		{"strftime", "{{ strftime_now('%d %b %Y|%B %d, %Y|%Y-%m-%d|%-d') }}", "02 Dec 2026|December 02, 2026|2026-12-02|2", Input{Now: pinned}},
 		{"vars", "{{ enable_thinking }}", "False", Input{Vars: map[string]any{"enable_thinking": false}}},

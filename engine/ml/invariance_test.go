@@ -11,7 +11,8 @@ import (
 // TestMatMulBatchInvariance requires MatMul's output for an activation row
 // to be bitwise identical whatever the batch size, the row's position in
 // the batch and the thread count, for every weight type and SIMD level.
-// Q8_0 products, which run in integers, must also agree across levels.
+// Integer products (Q8_0, the other quantized types) must also agree
+// across levels.
 func TestMatMulBatchInvariance(t *testing.T) {
 	defer SetThreads(0)
 	const n = 37
@@ -22,10 +23,15 @@ func TestMatMulBatchInvariance(t *testing.T) {
 		BF16: {{50, 100}},
 		Q8_0: {{50, 288}, {300, 768}},
 		Q4_0: {{50, 288}},
-		Q4_K: {{21, 512}},
 		Q6_K: {{21, 512}, {70, 768}},
 	}
-	for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
+	for _, ty := range SupportedTypes() {
+		if _, ok := shapes[ty]; !ok {
+			shapes[ty] = []shape{{50, 288}}
+			if ty.BlockSize() == 256 {
+				shapes[ty] = []shape{{21, 512}}
+			}
+		}
 		for _, s := range shapes[ty] {
 			r := rand.New(rand.NewPCG(uint64(ty), uint64(s.rows)))
 			w := randMatrix(t, r, ty, s.rows, s.cols)
@@ -69,7 +75,7 @@ func TestMatMulBatchInvariance(t *testing.T) {
 					}
 				}
 				setSIMDLevel(saved)
-				if ty == Q8_0 {
+				if ty.traits().act != actF32 {
 					if firstLevel == nil {
 						firstLevel = ref
 					}

@@ -33,8 +33,8 @@ func MatMul(dst, x []float32, n int, w *Matrix) {
 	if n*R*K < minParallelWork {
 		threads = 1
 	}
-	if w.Type == Q8_0 {
-		matMulQ8(dst, x, n, w, rb, threads)
+	if w.Type.traits().act != actF32 {
+		matMulInt(dst, x, n, w, rb, threads)
 		return
 	}
 	// Chunks of whole 4-row groups; a few per thread so a descheduled

@@ -1,91 +1,14 @@
-// Package ml owns the CPU numeric kernels of kvwarden: weight matrices in
-// their storage types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), matrix products
-// against activations, and the small vector operations of a Llama layer.
+// Package ml owns the CPU numeric kernels of kvwarden: the table of tensor
+// storage types (qtypes.go: F32, F16, BF16 and the ggml quantizations,
+// see SupportedTypes), weight matrices in those types, their bit-exact
+// dequantization, matrix products against activations (in integers for
+// the quantized types), and the small vector operations of a layer.
 package ml
 
 import (
 	"fmt"
 	"unsafe"
 )
-
-// Type is the storage type of a weight matrix. The values follow GGUF's
-// ggml_type numbering so loaders can map them directly.
-type Type uint32
-
-const (
-	F32  Type = 0
-	F16  Type = 1
-	Q4_0 Type = 2
-	Q8_0 Type = 8
-	Q4_K Type = 12
-	Q6_K Type = 14
-	BF16 Type = 30
-)
-
-func (t Type) String() string {
-	switch t {
-	case F32:
-		return "F32"
-	case F16:
-		return "F16"
-	case Q4_0:
-		return "Q4_0"
-	case Q8_0:
-		return "Q8_0"
-	case Q4_K:
-		return "Q4_K"
-	case Q6_K:
-		return "Q6_K"
-	case BF16:
-		return "BF16"
-	}
-	return fmt.Sprintf("type(%d)", uint32(t))
-}
-
-// BlockSize is the number of elements one block of t encodes, and
-// BlockBytes its size in bytes. For unquantized types both describe one element.
-func (t Type) BlockSize() int {
-	switch t {
-	case Q4_0, Q8_0:
-		return 32
-	case Q4_K, Q6_K:
-		return 256
-	case F32, F16, BF16:
-		return 1
-	}
-	return 0
-}
-
-func (t Type) BlockBytes() int {
-	switch t {
-	case F32:
-		return 4
-	case F16, BF16:
-		return 2
-	case Q4_0:
-		return 18
-	case Q8_0:
-		return 34
-	case Q4_K:
-		return 144
-	case Q6_K:
-		return 210
-	}
-	return 0
-}
-
-// RowBytes is the size of one row of cols elements, or an error when cols
-// does not divide into whole blocks.
-func (t Type) RowBytes(cols int) (int, error) {
-	bs := t.BlockSize()
-	if bs == 0 {
-		return 0, fmt.Errorf("ml: unsupported type %v", t)
-	}
-	if cols%bs != 0 {
-		return 0, fmt.Errorf("ml: %d columns is not a multiple of the %v block size %d", cols, t, bs)
-	}
-	return cols / bs * t.BlockBytes(), nil
-}
 
 // Matrix is a row-major weight matrix: Rows output features, each a
 // contiguous row of Cols input features, encoded as Type. Data may point

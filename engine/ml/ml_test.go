@@ -305,13 +305,12 @@ func TestQuantizeTypes(t *testing.T) {
 }
 
 // refMatMul is the float64 reference of MatMul over a dequantized matrix.
-// Q8_0 products quantize the activations too (see q8.go), so for Q8_0 the
-// reference uses the activations as quantized; TestQ8Accuracy bounds the
-// error that adds against f32 activations.
+// Integer products quantize the activations too (see q8.go, qdot.go), so
+// for those types the reference uses the activations as quantized;
+// TestQ8Accuracy and TestIntAccuracy bound the error that adds against
+// f32 activations.
 func refMatMul(x []float32, n int, w *Matrix) []float64 {
-	if w.Type == Q8_0 {
-		x = dequantActQ8(x, w.Cols)
-	}
+	x = dequantAct(w.Type.traits().act, x, w.Cols)
 	out := make([]float64, n*w.Rows)
 	row := make([]float32, w.Cols)
 	withGeneric(nil, func() {
@@ -327,6 +326,29 @@ func refMatMul(x []float32, n int, w *Matrix) []float64 {
 		}
 	})
 	return out
+}
+
+// dequantAct returns rows of k activations as a product in format f sees
+// them (unchanged for actF32).
+func dequantAct(f actFormat, x []float32, k int) []float32 {
+	switch f {
+	case actQ8:
+		return dequantActQ8(x, k)
+	case actQ8K:
+		out := make([]float32, len(x))
+		blk := make([]byte, k/256*q8KActBlock)
+		for i := 0; i < len(x)/k; i++ {
+			quantizeActQ8K(blk, x[i*k:(i+1)*k])
+			for b := 0; b < k/256; b++ {
+				dx, _, q := q8KAct(blk[b*q8KActBlock:])
+				for j := 0; j < 256; j++ {
+					out[i*k+b*256+j] = float32(int8(q[j])) * dx
+				}
+			}
+		}
+		return out
+	}
+	return x
 }
 
 // dequantActQ8 returns rows of k activations as the Q8_0 product sees them.
@@ -346,33 +368,40 @@ func dequantActQ8(x []float32, k int) []float32 {
 	return out
 }
 
+// scaleOffsets are the byte offsets of the f16 scales (d, and dmin or m
+// where the type has one) inside one block of each quantized type.
+var scaleOffsets = map[Type][]int{
+	Q4_0: {0}, Q4_1: {0, 2}, Q5_0: {0}, Q5_1: {0, 2}, Q8_0: {0},
+	Q2_K: {80, 82}, Q3_K: {108}, Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208},
+	IQ4_NL: {0}, IQ4_XS: {0},
+}
+
+// randBlocks returns nb random blocks of a quantized type: random bits
+// everywhere except the f16 scales, which are small finite values.
+func randBlocks(r *rand.Rand, ty Type, nb int) []byte {
+	bb := ty.BlockBytes()
+	data := make([]byte, nb*bb)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	for b := 0; b < nb; b++ {
+		for _, off := range scaleOffsets[ty] {
+			binary.LittleEndian.PutUint16(data[b*bb+off:], F32ToF16(float32((r.Float64()-0.3)*0.01)))
+		}
+	}
+	return data
+}
+
+// randMatrix is a random rows x cols matrix of type ty: quantized from
+// normal values where Quantize supports ty, else random blocks.
 func randMatrix(t *testing.T, r *rand.Rand, ty Type, rows, cols int) *Matrix {
-	if ty == Q6_K {
-		data := make([]byte, rows*cols/256*210)
-		for i := range data {
-			data[i] = byte(r.Uint32())
-		}
-		for b := 0; b < len(data); b += 210 { // a sane finite scale
-			binary.LittleEndian.PutUint16(data[b+208:], F32ToF16(float32(r.Float64()*0.001)))
-		}
-		m, err := NewMatrix(Q6_K, rows, cols, data)
+	switch ty {
+	case F32, F16, BF16, Q8_0, Q4_0:
+		m, err := Quantize(ty, rows, cols, randF32(r, rows*cols))
 		require.NoError(t, err)
 		return m
 	}
-	if ty == Q4_K {
-		data := make([]byte, rows*cols/256*144)
-		for i := range data {
-			data[i] = byte(r.Uint32())
-		}
-		for b := 0; b < len(data); b += 144 { // sane finite scales
-			binary.LittleEndian.PutUint16(data[b:], F32ToF16(float32(r.Float64()*0.01)))
-			binary.LittleEndian.PutUint16(data[b+2:], F32ToF16(float32(r.Float64()*0.01)))
-		}
-		m, err := NewMatrix(Q4_K, rows, cols, data)
-		require.NoError(t, err)
-		return m
-	}
-	m, err := Quantize(ty, rows, cols, randF32(r, rows*cols))
+	m, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
 	require.NoError(t, err)
 	return m
 }
@@ -385,12 +414,12 @@ func TestMatMul(t *testing.T) {
 	kshape := []shape{{1, 256}, {5, 256}, {12, 512}}
 	for _, threads := range []int{1, 2, 3} {
 		SetThreads(threads)
-		for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
+		for _, ty := range SupportedTypes() {
 			shapes := plain
-			switch ty {
-			case Q8_0, Q4_0:
+			switch ty.BlockSize() {
+			case 32:
 				shapes = blocked
-			case Q4_K, Q6_K:
+			case 256:
 				shapes = kshape
 			}
 			for _, s := range shapes {

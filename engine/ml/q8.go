@@ -89,19 +89,6 @@ func dotQ8Generic(row, act []byte, nb int) float32 {
 	return acc
 }
 
-// matmulQ8Generic computes output columns [lo,hi) of every activation row
-// from the quantized activations act (n rows of nb blocks).
-func matmulQ8Generic(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
-	R, nb := w.Rows, w.Cols/32
-	as := nb * q8ActBlock
-	for r := lo; r < hi; r++ {
-		row := w.Data[r*rb : (r+1)*rb]
-		for i := 0; i < n; i++ {
-			dst[i*R+r] = dotQ8Generic(row, act[i*as:(i+1)*as], nb)
-		}
-	}
-}
-
 var byteScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 func getBytes(n int) *[]byte {
@@ -113,18 +100,20 @@ func getBytes(n int) *[]byte {
 	return p
 }
 
-// matMulQ8 is MatMul for Q8_0 weights: quantize the activations once, then
-// split the weight rows across the pool in whole 16-row tiles.
-func matMulQ8(dst, x []float32, n int, w *Matrix, rb, threads int) {
+// matMulInt is MatMul for weights multiplied in integers (Q8_0, the
+// other 32-value types and the K-quants): quantize the activations once in
+// the type's activation format, then split the weight rows across the
+// pool in whole 16-row tiles.
+func matMulInt(dst, x []float32, n int, w *Matrix, rb, threads int) {
 	R, K := w.Rows, w.Cols
-	nb := K / 32
-	as := nb * q8ActBlock
+	tr := w.Type.traits()
+	as := K / tr.act.blockSize() * tr.act.blockBytes()
 	actp := getBytes(n * as)
 	defer byteScratch.Put(actp)
 	act := *actp
 	quant := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			quantizeActQ8(act[i*as:(i+1)*as], x[i*K:(i+1)*K])
+			quantizeAct(tr.act, act[i*as:(i+1)*as], x[i*K:(i+1)*K])
 		}
 	}
 	if threads > 1 && n >= 8 {
@@ -138,8 +127,36 @@ func matMulQ8(dst, x []float32, n int, w *Matrix, rb, threads int) {
 		chunk = R
 	}
 	parallelFor(R, chunk, threads, func(lo, hi int) {
-		if !matmulQ8SIMD(dst, act, n, w, rb, lo, hi) {
-			matmulQ8Generic(dst, act, n, w, rb, lo, hi)
+		if !matmulIntSIMD(dst, act, n, w, rb, lo, hi) {
+			matmulIntGeneric(dst, act, n, w, rb, lo, hi)
 		}
 	})
+}
+
+// matmulIntGeneric computes output columns [lo,hi) of every activation
+// row with the type's reference dot, from the quantized activations act
+// (n rows).
+func matmulIntGeneric(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	tr := w.Type.traits()
+	R, nb := w.Rows, w.Cols/tr.blockSize
+	as := w.Cols / tr.act.blockSize() * tr.act.blockBytes()
+	nbs := make([]normBlock, nb)
+	for r := lo; r < hi; r++ {
+		unpackRow(tr, nbs, w.Data[r*rb:(r+1)*rb])
+		for i := 0; i < n; i++ {
+			dst[i*R+r] = dotNorm(tr, nbs, act[i*as:(i+1)*as])
+		}
+	}
+}
+
+// matmulIntSIMD is the dispatch hook for SIMD integer kernels: it computes
+// output columns [lo,hi) with the kernel for w.Type and reports true, or
+// reports false when there is none at the current SIMD level. A kernel
+// must reproduce the type's reference dot (typeTraits.dot) bit for bit.
+func matmulIntSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
+	switch w.Type {
+	case Q8_0:
+		return matmulQ8SIMD(dst, act, n, w, rb, lo, hi)
+	}
+	return false
 }

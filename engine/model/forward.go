@@ -3,13 +3,13 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
 
 // ErrNotImplemented marks a configuration the forward pass does not support yet.
@@ -39,9 +39,9 @@ type float32Arena interface {
 	Float32s() []float32
 }
 
-// Runner runs the Llama forward pass on the CPU over a page pool. A Runner
-// is owned by one goroutine (the engine's scheduler); its scratch buffers
-// are reused between steps.
+// Runner runs the forward pass on the CPU over a page pool, interpreting
+// the model's arch.Block. A Runner is owned by one goroutine (the engine's
+// scheduler); its scratch buffers are reused between steps.
 type Runner struct {
 	w    *Weights
 	cfg  Config
@@ -49,9 +49,13 @@ type Runner struct {
 	geo  kvcache.Geometry
 	kv   []float32
 
+	ropes  []*Rope // distinct RoPE configurations
+	ropeOf []int   // per layer: index into ropes and tabs
+	tabs   [][]float32
+
 	// Scratch, sized for the largest batch seen so far.
 	x, xb, q, k, v, att, hb, hb2 []float32
-	lx, logits, rope             []float32
+	lx, logits                   []float32
 	scores                       [][]float32
 	offs                         [][]int
 }
@@ -75,7 +79,10 @@ func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the CPU forward pass needs a CPU arena, got %T", ErrNotImplemented, pool.Arena())
 	}
-	return &Runner{w: w, cfg: c, pool: pool, geo: g, kv: fa.Float32s()}, nil
+	r := &Runner{w: w, cfg: c, pool: pool, geo: g, kv: fa.Float32s()}
+	r.ropes, r.ropeOf = ropes(c, w.RopeFreqs)
+	r.tabs = make([][]float32, len(r.ropes))
+	return r, nil
 }
 
 // Config is the model's configuration.
@@ -159,6 +166,10 @@ func (r *Runner) Forward(b *Batch) error {
 			ti++
 		}
 	}
+	blk := c.Block
+	if blk.EmbedScale != 0 {
+		ml.Scale(r.x[:n*dim], blk.EmbedScale)
+	}
 
 	// Slot offsets of each row's own K/V write, resolved once for all layers.
 	locs := make([]struct {
@@ -178,34 +189,58 @@ func (r *Runner) Forward(b *Batch) error {
 		}
 	}
 
-	ropeDim := c.RopeDim
-	if ropeDim == 0 {
-		ropeDim = c.HeadDim
+	// RoPE's cos/sin depend only on the position (and the layer's base):
+	// once per row and configuration, not per layer.
+	ropeDim := r.ropes[0].Dim()
+	for k, rp := range r.ropes {
+		r.tabs[k] = grow(r.tabs[k], n*ropeDim)
+		for i := range n {
+			rp.Fill(r.tabs[k][i*ropeDim:(i+1)*ropeDim], rows[i].pos)
+		}
 	}
-	scale := c.RopeScale
-	if c.RopeScaling == "" || scale == 0 {
-		scale = 1
+	rope := ml.RoPEApply
+	if blk.RopeStyle == arch.RopeNeoX {
+		rope = ml.RoPEApplyNeoX
 	}
-
-	// RoPE's cos/sin depend only on the position: once per row, not per layer.
-	r.rope = grow(r.rope, n*ropeDim)
-	for i := range n {
-		ml.RoPETable(r.rope[i*ropeDim:(i+1)*ropeDim], c.HeadDim, rows[i].pos, c.RopeTheta, scale)
+	norm := func(dst, src []float32, w []float32, width int) {
+		for i := range n {
+			ml.RMSNorm(dst[i*width:(i+1)*width], src[i*width:(i+1)*width], w, c.NormEps)
+		}
+	}
+	bias := func(v []float32, b []float32) {
+		if b == nil {
+			return
+		}
+		for i := range n {
+			ml.Add(v[i*len(b):(i+1)*len(b)], b)
+		}
 	}
 
 	for l := range c.Layers {
 		L := &r.w.Layers[l]
-		for i := range n {
-			ml.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], L.AttnNorm, c.NormEps)
-		}
+		norm(r.xb, r.x, L.AttnNorm, dim)
 		xb := r.xb[:n*dim]
 		ml.MatMul(r.q[:n*qDim], xb, n, L.Q)
 		ml.MatMul(r.k[:n*kvDim], xb, n, L.K)
 		ml.MatMul(r.v[:n*kvDim], xb, n, L.V)
+		bias(r.q[:n*qDim], L.QBias)
+		bias(r.k[:n*kvDim], L.KBias)
+		bias(r.v[:n*kvDim], L.VBias)
+		if blk.QKNorm {
+			// Per head: the same weights for every head.
+			hd := c.HeadDim
+			for h := range n * c.Heads {
+				ml.RMSNorm(r.q[h*hd:(h+1)*hd], r.q[h*hd:(h+1)*hd], L.QNorm, c.NormEps)
+			}
+			for h := range n * c.KVHeads {
+				ml.RMSNorm(r.k[h*hd:(h+1)*hd], r.k[h*hd:(h+1)*hd], L.KNorm, c.NormEps)
+			}
+		}
+		tab := r.tabs[r.ropeOf[l]]
 		for i := range n {
-			cs := r.rope[i*ropeDim : (i+1)*ropeDim]
-			ml.RoPEApply(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
-			ml.RoPEApply(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
+			cs := tab[i*ropeDim : (i+1)*ropeDim]
+			rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
+			rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
 			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
 			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
 			copy(r.kv[ko:ko+kvDim], r.k[i*kvDim:(i+1)*kvDim])
@@ -213,16 +248,25 @@ func (r *Runner) Forward(b *Batch) error {
 		}
 		r.attention(l, rows)
 		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
+		bias(r.xb[:n*dim], L.OBias)
+		if blk.PostNorms {
+			norm(r.xb, r.xb, L.PostAttnNorm, dim)
+		}
 		ml.Add(r.x[:n*dim], r.xb[:n*dim])
 
-		for i := range n {
-			ml.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], L.FFNNorm, c.NormEps)
-		}
+		norm(r.xb, r.x, L.FFNNorm, dim)
 		ml.MatMul(r.hb[:n*c.Hidden], r.xb[:n*dim], n, L.Gate)
 		ml.MatMul(r.hb2[:n*c.Hidden], r.xb[:n*dim], n, L.Up)
 		hb, hb2 := r.hb, r.hb2
-		ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { ml.SiLUMul(hb[lo:hi], hb2[lo:hi]) })
+		act := ml.SiLUMul
+		if blk.Activation == arch.GeGLU {
+			act = ml.GELUMul
+		}
+		ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { act(hb[lo:hi], hb2[lo:hi]) })
 		ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
+		if blk.PostNorms {
+			norm(r.xb, r.xb, L.PostFFNNorm, dim)
+		}
 		ml.Add(r.x[:n*dim], r.xb[:n*dim])
 	}
 
@@ -249,6 +293,9 @@ func (r *Runner) Forward(b *Batch) error {
 			ml.RMSNorm(r.lx[j*dim:(j+1)*dim], r.x[ri*dim:(ri+1)*dim], r.w.Norm, c.NormEps)
 		}
 		ml.MatMul(r.logits[:m*c.Vocab], r.lx[:m*dim], m, r.w.Output)
+		if blk.FinalSoftcap != 0 {
+			ml.SoftCap(r.logits[:m*c.Vocab], blk.FinalSoftcap)
+		}
 		for j := range m {
 			b.Logits[want[2*j]] = r.logits[j*c.Vocab : (j+1)*c.Vocab : (j+1)*c.Vocab]
 		}
@@ -262,10 +309,12 @@ func (r *Runner) Forward(b *Batch) error {
 	return nil
 }
 
-// attention computes, for every row and query head, softmax(q·K/sqrt(d))·V
-// over positions 0..pos of the row's own sequence, reading K/V through its
-// page indices. Row i's span ends at its own position, so it reads only
-// slots written before this step or by earlier rows of this step.
+// attention computes, for every row and query head, softmax(q·K·scale)·V
+// over positions 0..pos of the row's own sequence (the last Block.Window
+// of them on a local layer), reading K/V through its page indices. Row i's
+// span ends at its own position, so it reads only slots written before
+// this step or by earlier rows of this step. Query head h reads KV head
+// h/(Heads/KVHeads); scores are soft-capped when the block says so.
 //
 // A row's K/V slot offsets are resolved once per layer; each head's scores
 // and weighted V sum are then one kernel call each over all positions
@@ -276,7 +325,12 @@ func (r *Runner) attention(layer int, rows []row) {
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	heads := c.Heads
 	group := c.Heads / c.KVHeads
-	inv := float32(1 / math.Sqrt(float64(hd)))
+	inv := c.Block.Scale(hd)
+	softcap := c.Block.AttnSoftcap
+	window := 0
+	if c.Block.Local(layer) {
+		window = c.Block.Window
+	}
 	ps := r.geo.PageSize
 	pageElems := r.geo.PageElems()
 	kvDim := r.geo.KVDim()
@@ -317,10 +371,15 @@ func (r *Runner) attention(layer int, rows []row) {
 	vDelta := vLayer - kLayer
 	work := func(u unit, sc []float32, offs []int) {
 		rw := rows[u.row]
-		span := rw.pos + 1
+		first := 0
+		if window > 0 {
+			first = max(0, rw.pos+1-window)
+		}
+		span := rw.pos + 1 - first
 		offs = offs[:span]
-		for t := range span {
-			offs[t] = int(rw.pages[t/ps])*pageElems + kLayer + (t%ps)*kvDim
+		for i := range span {
+			t := first + i
+			offs[i] = int(rw.pages[t/ps])*pageElems + kLayer + (t%ps)*kvDim
 		}
 		q := r.q[u.row*qDim : (u.row+1)*qDim]
 		out := r.att[u.row*qDim : (u.row+1)*qDim]
@@ -328,6 +387,9 @@ func (r *Runner) attention(layer int, rows []row) {
 			kvh := (h / group) * hd
 			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
 			ml.AttnScores(s, q[h*hd:(h+1)*hd], r.kv[kvh:], offs, inv)
+			if softcap != 0 {
+				ml.SoftCap(s, softcap)
+			}
 			ml.Softmax(s)
 			o := out[h*hd : (h+1)*hd]
 			clear(o)

@@ -133,7 +133,7 @@ func llama2cFromBytes(data []byte) (*Weights, error) {
 		Config: Config{
 			Dim: dim, Hidden: hidden, Layers: layers, Heads: heads, KVHeads: kvHeads,
 			HeadDim: headDim, Vocab: vocab, MaxContext: seqLen,
-			NormEps: 1e-5, RopeTheta: 10000, RopeDim: headDim,
+			NormEps: 1e-5, RopeTheta: 10000, RopeDim: headDim, Arch: "llama",
 			BOS: 1, EOS: 2,
 		},
 		Name:   "llama2.c",

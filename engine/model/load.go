@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
 
@@ -37,10 +38,10 @@ func Load(path string) (*Weights, *gguf.File, error) {
 	return w, nil, err
 }
 
-// LoadGGUF maps a GGUF file of architecture "llama" and returns its
-// weights, which point into the mapping wherever the storage type allows
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K matrices are not copied), together
-// with the parsed file for the tokenizer (tokenizer.ggml.* metadata).
+// LoadGGUF maps a GGUF file of a registered architecture (arch.Names) and
+// returns its weights, which point into the mapping wherever the storage
+// type allows (matrices of every ml.SupportedTypes type are not copied), together with
+// the parsed file for the tokenizer (tokenizer.ggml.* metadata).
 // Weights.Close unmaps the file.
 //
 // See FromGGUF for how metadata becomes Config.
@@ -62,20 +63,24 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 // FromGGUF builds weights from a parsed GGUF file (from gguf.Open or
 // gguf.Parse). The weights alias f's data; closing f invalidates them.
 //
-// Config comes from the llama.* metadata: embedding_length (Dim),
+// general.architecture selects the registry entry (engine/model/arch);
+// an unknown one is an ErrUnsupported error listing the supported ones.
+// Config comes from the <arch>.* metadata: embedding_length (Dim),
 // feed_forward_length (Hidden), block_count, attention.head_count,
 // attention.head_count_kv (default: head_count), attention.key_length
 // (HeadDim; default Dim/heads), attention.layer_norm_rms_epsilon,
 // rope.freq_base (default 10000), rope.dimension_count (default HeadDim),
-// rope.scaling.type/factor (or the older rope.scale_linear; only linear
-// scaling is implemented), and context_length. Vocab is the row count of
-// token_embd. BOS and EOS come from tokenizer.ggml.bos_token_id and
-// eos_token_id (-1 when absent). A missing output tensor means tied
-// embeddings: Output is Embed.
+// rope.scaling.* (none, linear, yarn; others are refused by name), and
+// context_length; the architecture's Describe reads the rest into
+// Config.Block. Vocab is the row count of token_embd. BOS and EOS come
+// from tokenizer.ggml.bos_token_id and eos_token_id (-1 when absent). A
+// missing output tensor means tied embeddings: Output is Embed. Every
+// tensor of the file must be used: one the description does not read is
+// refused rather than silently ignored.
 //
-// Context length: Config.MaxContext is the file's llama.context_length,
-// taken at its word, even where it is known to be too small. The case in
-// point is stories260K.gguf: llama.cpp's llama2.c converter hard-codes
+// Context length: Config.MaxContext is the file's context_length, taken at
+// its word, even where it is known to be too small. The case in point is
+// stories260K.gguf: llama.cpp's llama2.c converter hard-codes
 // context_length = 128 although the checkpoint was trained with seq_len
 // 512. The loader does not second-guess metadata; instead the engine and
 // CLI accept an explicit max-context override that may exceed the file's
@@ -84,15 +89,13 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 // trained length limit; quality beyond the training length is the user's
 // risk).
 func FromGGUF(f *gguf.File) (*Weights, error) {
-	arch := f.Architecture()
-	if arch != "llama" {
-		if arch == "" {
-			return nil, fmt.Errorf("model: gguf metadata general.architecture is missing; want %q", "llama")
-		}
-		return nil, fmt.Errorf("model: gguf architecture %q is not supported (only %q)", arch, "llama")
+	name := f.Architecture()
+	a, err := arch.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
-	g := ggufLoader{f: f, arch: arch}
-	cfg, err := g.config()
+	g := &ggufLoader{f: f, arch: name, used: map[string]bool{}}
+	cfg, err := g.config(a)
 	if err != nil {
 		return nil, err
 	}
@@ -112,46 +115,103 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	} else {
 		w.Output = w.Embed // tied embeddings
 	}
-	if w.Norm, err = g.vector("output_norm", cfg.Dim); err != nil {
+	if w.Norm, err = g.norm("output_norm", cfg.Dim); err != nil {
 		return nil, err
 	}
-	qDim := cfg.Heads * cfg.HeadDim
+	if _, ok := g.tensor("rope_freqs"); ok {
+		if w.RopeFreqs, err = g.vector("rope_freqs", cfg.RopeDim/2); err != nil {
+			return nil, err
+		}
+	}
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVDim()
 	w.Layers = make([]Layer, cfg.Layers)
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		for _, m := range []struct {
-			dst        **ml.Matrix
-			name       string
-			rows, cols int
-		}{
-			{&l.Q, "attn_q", qDim, cfg.Dim},
-			{&l.K, "attn_k", cfg.KVDim(), cfg.Dim},
-			{&l.V, "attn_v", cfg.KVDim(), cfg.Dim},
-			{&l.O, "attn_output", cfg.Dim, qDim},
-			{&l.Gate, "ffn_gate", cfg.Hidden, cfg.Dim},
-			{&l.Up, "ffn_up", cfg.Hidden, cfg.Dim},
-			{&l.Down, "ffn_down", cfg.Dim, cfg.Hidden},
-		} {
-			if *m.dst, err = g.matrix(p+m.name, m.rows, m.cols); err != nil {
+		if a.FusedQKV {
+			qkv, err := g.matrix(p+"attn_qkv", qDim+2*kvDim, cfg.Dim)
+			if err != nil {
+				return nil, err
+			}
+			parts := splitRows(qkv, qDim, kvDim, kvDim)
+			l.Q, l.K, l.V = parts[0], parts[1], parts[2]
+		} else {
+			for _, m := range []struct {
+				dst  **ml.Matrix
+				name string
+				rows int
+			}{{&l.Q, "attn_q", qDim}, {&l.K, "attn_k", kvDim}, {&l.V, "attn_v", kvDim}} {
+				if *m.dst, err = g.matrix(p+m.name, m.rows, cfg.Dim); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if l.O, err = g.matrix(p+"attn_output", cfg.Dim, qDim); err != nil {
+			return nil, err
+		}
+		if a.FusedGateUp {
+			gu, err := g.matrix(p+"ffn_up", 2*cfg.Hidden, cfg.Dim)
+			if err != nil {
+				return nil, err
+			}
+			parts := splitRows(gu, cfg.Hidden, cfg.Hidden)
+			l.Gate, l.Up = parts[0], parts[1]
+		} else {
+			if l.Gate, err = g.matrix(p+"ffn_gate", cfg.Hidden, cfg.Dim); err != nil {
+				return nil, err
+			}
+			if l.Up, err = g.matrix(p+"ffn_up", cfg.Hidden, cfg.Dim); err != nil {
 				return nil, err
 			}
 		}
-		if l.AttnNorm, err = g.vector(p+"attn_norm", cfg.Dim); err != nil {
+		if l.Down, err = g.matrix(p+"ffn_down", cfg.Dim, cfg.Hidden); err != nil {
 			return nil, err
 		}
-		if l.FFNNorm, err = g.vector(p+"ffn_norm", cfg.Dim); err != nil {
-			return nil, err
+		for _, v := range []struct {
+			dst  *[]float32
+			name string
+			n    int
+			want bool
+			norm bool
+		}{
+			{&l.AttnNorm, "attn_norm", cfg.Dim, true, true},
+			{&l.FFNNorm, "ffn_norm", cfg.Dim, true, true},
+			{&l.QNorm, "attn_q_norm", cfg.HeadDim, cfg.Block.QKNorm, true},
+			{&l.KNorm, "attn_k_norm", cfg.HeadDim, cfg.Block.QKNorm, true},
+			{&l.PostAttnNorm, "post_attention_norm", cfg.Dim, cfg.Block.PostNorms, true},
+			{&l.PostFFNNorm, "post_ffw_norm", cfg.Dim, cfg.Block.PostNorms, true},
+		} {
+			if !v.want {
+				continue
+			}
+			if *v.dst, err = g.norm(p+v.name, v.n); err != nil {
+				return nil, err
+			}
+		}
+		// Biases are optional in every architecture: used when present.
+		for _, v := range []struct {
+			dst  *[]float32
+			name string
+			n    int
+		}{
+			{&l.QBias, "attn_q.bias", qDim}, {&l.KBias, "attn_k.bias", kvDim},
+			{&l.VBias, "attn_v.bias", kvDim}, {&l.OBias, "attn_output.bias", cfg.Dim},
+		} {
+			if t, ok := f.Tensor(p + v.name); ok {
+				if *v.dst, err = g.vector(t.Name, v.n); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
-	// Tensors this architecture does not use would silently change the
-	// results if ignored.
+	// A tensor nothing reads would silently change the results if ignored
+	// (an FFN bias, LongRoPE factors, a fused tensor of another layout).
 	for _, t := range f.Tensors {
-		switch {
-		case strings.HasSuffix(t.Name, ".bias"):
-			return nil, fmt.Errorf("model: tensor %s: attention/FFN biases are not implemented for llama", t.Name)
-		case strings.HasPrefix(t.Name, "rope_freqs"):
-			return nil, fmt.Errorf("model: tensor %s: per-dimension RoPE frequency factors (Llama 3.1 rope scaling) are not implemented", t.Name)
+		if strings.HasPrefix(t.Name, "rope_factors_") {
+			return nil, fmt.Errorf("%w: rope scaling type longrope (tensor %s, as in 128k Phi-3/3.5 and Phi-4-mini files)", ErrUnsupported, t.Name)
+		}
+		if !g.used[t.Name] {
+			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the %s block this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims, name)
 		}
 	}
 	if err := w.Check(); err != nil {
@@ -160,13 +220,41 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	return w, nil
 }
 
+// splitRows views consecutive row ranges of m as matrices, without copying.
+func splitRows(m *ml.Matrix, rows ...int) []*ml.Matrix {
+	rb, _ := m.Type.RowBytes(m.Cols)
+	out := make([]*ml.Matrix, len(rows))
+	r0 := 0
+	for i, n := range rows {
+		out[i] = &ml.Matrix{Type: m.Type, Rows: n, Cols: m.Cols, Data: m.Data[r0*rb : (r0+n)*rb : (r0+n)*rb]}
+		r0 += n
+	}
+	return out
+}
+
 type ggufLoader struct {
 	f    *gguf.File
 	arch string
+	used map[string]bool // tensors read
+
+	// for arch.Meta
+	dim, heads, headDim, layers int
+	normOffset                  float32
 }
 
+// arch.Meta, over the architecture's metadata keys.
+func (g *ggufLoader) Uint(key string, def int) (int, error) { return g.uint(key, def) }
+func (g *ggufLoader) Float(key string, def float64, required bool) (float64, error) {
+	return g.float(key, def, required)
+}
+func (g *ggufLoader) Has(key string) bool { return g.f.Has(g.arch + "." + key) }
+func (g *ggufLoader) Layers() int         { return g.layers }
+func (g *ggufLoader) Dim() int            { return g.dim }
+func (g *ggufLoader) Heads() int          { return g.heads }
+func (g *ggufLoader) HeadDim() int        { return g.headDim }
+
 // uint reads a required (def < 0) or optional non-negative integer key.
-func (g ggufLoader) uint(suffix string, def int) (int, error) {
+func (g *ggufLoader) uint(suffix string, def int) (int, error) {
 	key := g.arch + "." + suffix
 	kv, ok := g.f.Lookup(key)
 	if !ok {
@@ -178,7 +266,7 @@ func (g ggufLoader) uint(suffix string, def int) (int, error) {
 	v, ok := g.f.Uint(key)
 	if !ok {
 		if _, isArr := kv.Value.(*gguf.Array); isArr {
-			return 0, fmt.Errorf("model: gguf metadata %s is a per-layer array, which is not implemented", key)
+			return 0, fmt.Errorf("%w: gguf metadata %s is a per-layer array", ErrUnsupported, key)
 		}
 		return 0, fmt.Errorf("model: gguf metadata %s at offset %d has type %v, want a non-negative integer", key, kv.Offset, kv.Type)
 	}
@@ -189,7 +277,7 @@ func (g ggufLoader) uint(suffix string, def int) (int, error) {
 }
 
 // float reads a required (ok == false) or optional float key.
-func (g ggufLoader) float(suffix string, def float64, required bool) (float64, error) {
+func (g *ggufLoader) float(suffix string, def float64, required bool) (float64, error) {
 	key := g.arch + "." + suffix
 	kv, ok := g.f.Lookup(key)
 	if !ok {
@@ -205,7 +293,7 @@ func (g ggufLoader) float(suffix string, def float64, required bool) (float64, e
 	return v, nil
 }
 
-func (g ggufLoader) config() (Config, error) {
+func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 	var c Config
 	var err error
 	get := func(dst *int, suffix string, def int) {
@@ -229,14 +317,15 @@ func (g ggufLoader) config() (Config, error) {
 	var vdim int
 	get(&vdim, "attention.value_length", c.HeadDim)
 	get(&c.RopeDim, "rope.dimension_count", c.HeadDim)
+
 	if err != nil {
 		return c, err
 	}
 	if vdim != c.HeadDim {
-		return c, fmt.Errorf("model: gguf %s.attention.value_length %d differs from key_length %d, which is not implemented", g.arch, vdim, c.HeadDim)
+		return c, fmt.Errorf("%w: gguf %s.attention.value_length %d differs from key_length %d", ErrUnsupported, g.arch, vdim, c.HeadDim)
 	}
 	if n, ok := g.f.Uint(g.arch + ".expert_count"); ok && n > 0 {
-		return c, fmt.Errorf("model: gguf %s.expert_count = %d: mixture-of-experts models are not implemented", g.arch, n)
+		return c, fmt.Errorf("%w: gguf %s.expert_count = %d: mixture-of-experts models", ErrUnsupported, g.arch, n)
 	}
 
 	eps, err := g.float("attention.layer_norm_rms_epsilon", 0, true)
@@ -251,28 +340,15 @@ func (g ggufLoader) config() (Config, error) {
 	c.RopeTheta = float32(theta)
 
 	scaling, _ := g.f.String(g.arch + ".rope.scaling.type")
-	switch scaling {
-	case "", "none":
-		// The older key for linear scaling.
-		scale, err := g.float("rope.scale_linear", 1, false)
-		if err != nil {
-			return c, err
-		}
-		if scale != 1 {
-			c.RopeScaling, c.RopeScale = "linear", float32(scale)
-		}
-	case "linear":
-		factor, err := g.float("rope.scaling.factor", 0, true)
-		if err != nil {
-			return c, err
-		}
-		c.RopeScaling, c.RopeScale = "linear", float32(factor)
-	default:
-		return c, fmt.Errorf("model: gguf %s.rope.scaling.type %q is not implemented (only linear)", g.arch, scaling)
+	if c.Block.Scaling, err = arch.ScalingFromMeta(g, scaling); err != nil {
+		return c, err
 	}
-	if c.RopeScaling != "" && !(c.RopeScale > 0) {
-		return c, fmt.Errorf("model: gguf rope scaling factor %g must be positive", c.RopeScale)
+	c.Arch = g.arch
+	g.dim, g.heads, g.headDim, g.layers = c.Dim, c.Heads, c.HeadDim, c.Layers
+	if err := a.Describe(g, &c.Block); err != nil {
+		return c, fmt.Errorf("model: %s metadata: %w", g.arch, err)
 	}
+	g.normOffset = c.Block.NormOffset
 	c.BOS, c.EOS = -1, -1
 	c.Vocab = 1 // set from token_embd before Check
 	if err := c.Validate(); err != nil {
@@ -283,7 +359,7 @@ func (g ggufLoader) config() (Config, error) {
 
 // vocab checks the vocabulary size claims against token_embd and reads the
 // BOS/EOS ids.
-func (g ggufLoader) vocab(c *Config) error {
+func (g *ggufLoader) vocab(c *Config) error {
 	if n, ok := g.f.Lookup(g.arch + ".vocab_size"); ok {
 		if v, _ := g.f.Uint(n.Key); v != uint64(c.Vocab) {
 			return fmt.Errorf("model: gguf %s = %v disagrees with token_embd's %d rows", n.Key, n.Value, c.Vocab)
@@ -316,11 +392,21 @@ func (g ggufLoader) vocab(c *Config) error {
 }
 
 // tensor finds name.weight or, failing that, name.
-func (g ggufLoader) tensor(name string) (*gguf.TensorInfo, bool) {
+func (g *ggufLoader) tensor(name string) (*gguf.TensorInfo, bool) {
 	if t, ok := g.f.Tensor(name + ".weight"); ok {
 		return t, true
 	}
 	return g.f.Tensor(name)
+}
+
+// use finds a tensor the model reads and marks it used.
+func (g *ggufLoader) use(name string) (*gguf.TensorInfo, error) {
+	t, ok := g.tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: gguf tensor %s is missing (architecture %s needs it)", ErrUnsupported, name, g.arch)
+	}
+	g.used[t.Name] = true
+	return t, nil
 }
 
 // shape2 returns (rows, cols) of a tensor with at most two dimensions
@@ -342,10 +428,10 @@ func shape2(t *gguf.TensorInfo) (rows, cols uint64, ok bool) {
 }
 
 // matrix returns tensor name as a rows x cols matrix (rows < 0: any).
-func (g ggufLoader) matrix(name string, rows, cols int) (*ml.Matrix, error) {
-	t, ok := g.tensor(name)
-	if !ok {
-		return nil, fmt.Errorf("model: gguf tensor %s is missing", name)
+func (g *ggufLoader) matrix(name string, rows, cols int) (*ml.Matrix, error) {
+	t, err := g.use(name)
+	if err != nil {
+		return nil, err
 	}
 	r, c, ok := shape2(t)
 	if !ok || c != uint64(cols) || (rows >= 0 && r != uint64(rows)) || r == 0 || r > math.MaxInt32 {
@@ -355,12 +441,9 @@ func (g ggufLoader) matrix(name string, rows, cols int) (*ml.Matrix, error) {
 		}
 		return nil, fmt.Errorf("model: gguf tensor %s has dims %v, want [%d %s] (ggml order: columns first)", t.Name, t.Dims, cols, want)
 	}
-	var typ ml.Type
-	switch t.Type {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
-		typ = ml.Type(t.Type)
-	default:
-		return nil, fmt.Errorf("model: gguf tensor %s has type %v, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)", t.Name, t.Type)
+	typ := t.Type
+	if !typ.Supported() {
+		return nil, fmt.Errorf("%w: gguf tensor %s has type %v (supported: %s): %w", ErrUnsupported, t.Name, t.Type, ml.SupportedTypeNames(), ml.ErrUnsupportedType)
 	}
 	data := t.Data
 	// The kernels read F32 as float32 and 16-bit values as uint16; GGUF's
@@ -382,16 +465,30 @@ func (g ggufLoader) matrix(name string, rows, cols int) (*ml.Matrix, error) {
 
 // vector returns a one-dimensional tensor of n values as float32,
 // aliasing the file for aligned F32 data and converting F16/BF16.
-func (g ggufLoader) vector(name string, n int) ([]float32, error) {
-	t, ok := g.tensor(name)
-	if !ok {
-		return nil, fmt.Errorf("model: gguf tensor %s is missing", name)
+func (g *ggufLoader) vector(name string, n int) ([]float32, error) {
+	t, err := g.use(name)
+	if err != nil {
+		return nil, err
 	}
 	r, c, ok := shape2(t)
 	if !ok || r != 1 || c != uint64(n) {
 		return nil, fmt.Errorf("model: gguf tensor %s has dims %v, want [%d]", t.Name, t.Dims, n)
 	}
 	return decodeF32(t.Name, t.Type, t.Data, n)
+}
+
+// norm is vector plus the block's norm weight offset (a copy when the
+// offset is not zero).
+func (g *ggufLoader) norm(name string, n int) ([]float32, error) {
+	v, err := g.vector(name, n)
+	if err != nil || g.normOffset == 0 {
+		return v, err
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = x + g.normOffset
+	}
+	return out, nil
 }
 
 // decodeF32 turns n values of type typ into float32s, without copying
@@ -419,7 +516,7 @@ func decodeF32(name string, typ gguf.GGMLType, data []byte, n int) ([]float32, e
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("model: gguf tensor %s has type %v; norm weights must be F32, F16 or BF16", name, typ)
+	return nil, fmt.Errorf("%w: gguf tensor %s has type %v; vectors (norms, biases) must be F32, F16 or BF16", ErrUnsupported, name, typ)
 }
 
 // alignedCopy copies b into memory aligned for float32.

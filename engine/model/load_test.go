@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
 
@@ -26,7 +28,7 @@ func testModelsDir(t testing.TB) string {
 
 var stories260KConfig = Config{
 	Dim: 64, Hidden: 172, Layers: 5, Heads: 8, KVHeads: 4, HeadDim: 8, Vocab: 512,
-	MaxContext: 512, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 8, BOS: 1, EOS: 2,
+	MaxContext: 512, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 8, BOS: 1, EOS: 2, Arch: "llama",
 }
 
 func TestLoadGGUFStories260K(t *testing.T) {
@@ -216,7 +218,7 @@ func (m *tinyModel) bytes(t testing.TB) []byte {
 			for _, d := range tt.dims {
 				n *= d
 			}
-			data = make([]byte, n/tt.typ.BlockSize()*tt.typ.BlockBytes())
+			data = make([]byte, n/uint64(tt.typ.BlockSize())*uint64(tt.typ.BlockBytes()))
 			for j := range data {
 				data[j] = byte(i + j) // distinct, finite-ish contents
 			}
@@ -244,7 +246,7 @@ func TestFromGGUFTiny(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{
 		Dim: 32, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 8, Vocab: 8, MaxContext: 64,
-		NormEps: 1e-6, RopeTheta: 500000, RopeDim: 8, BOS: 1, EOS: 2,
+		NormEps: 1e-6, RopeTheta: 500000, RopeDim: 8, BOS: 1, EOS: 2, Arch: "llama",
 	}, w.Config)
 	require.Equal(t, float32(1), w.Norm[0])
 
@@ -270,12 +272,10 @@ func TestFromGGUFTiny(t *testing.T) {
 	// Linear RoPE scaling, new and old keys.
 	w, err = newTinyModel().set("llama.rope.scaling.type", "linear").set("llama.rope.scaling.factor", float32(4)).load(t)
 	require.NoError(t, err)
-	require.Equal(t, "linear", w.Config.RopeScaling)
-	require.Equal(t, float32(4), w.Config.RopeScale)
+	require.Equal(t, arch.Scaling{Kind: arch.ScalingLinear, Factor: 4}, w.Config.Block.Scaling)
 	w, err = newTinyModel().set("llama.rope.scale_linear", float32(2)).load(t)
 	require.NoError(t, err)
-	require.Equal(t, "linear", w.Config.RopeScaling)
-	require.Equal(t, float32(2), w.Config.RopeScale)
+	require.Equal(t, arch.Scaling{Kind: arch.ScalingLinear, Factor: 2}, w.Config.Block.Scaling)
 
 	// Storage types: quantized matrices stay as they are, 16-bit norms are converted.
 	m = newTinyModel()
@@ -323,15 +323,16 @@ func TestFromGGUFTiny(t *testing.T) {
 }
 
 func TestFromGGUFErrors(t *testing.T) {
+	supported := strings.Join(arch.Names(), ", ")
 	cases := []struct {
 		name string
 		edit func(m *tinyModel)
 		want string
 	}{
 		{"no architecture", func(m *tinyModel) { m.set("general.architecture", nil) },
-			`model: gguf metadata general.architecture is missing; want "llama"`},
-		{"other architecture", func(m *tinyModel) { m.set("general.architecture", "qwen2") },
-			`model: gguf architecture "qwen2" is not supported (only "llama")`},
+			"model: unsupported: gguf metadata general.architecture is missing (supported: " + supported + ")"},
+		{"other architecture", func(m *tinyModel) { m.set("general.architecture", "mamba") },
+			`model: unsupported: architecture "mamba" (supported: ` + supported + ")"},
 		{"missing key", func(m *tinyModel) { m.set("llama.block_count", nil) },
 			"model: gguf metadata llama.block_count is missing"},
 		{"key of wrong type", func(m *tinyModel) { m.set("llama.block_count", "one") },
@@ -339,7 +340,7 @@ func TestFromGGUFErrors(t *testing.T) {
 		{"negative key", func(m *tinyModel) { m.set("llama.block_count", int32(-1)) },
 			"model: gguf metadata llama.block_count at offset 184 has type int32, want a non-negative integer"},
 		{"per-layer key", func(m *tinyModel) { m.set("llama.attention.head_count_kv", []uint32{2}) },
-			"model: gguf metadata llama.attention.head_count_kv is a per-layer array, which is not implemented"},
+			"model: unsupported: gguf metadata llama.attention.head_count_kv is a per-layer array"},
 		{"huge dims", func(m *tinyModel) { m.set("llama.embedding_length", uint64(1)<<40) },
 			"model: gguf metadata llama.embedding_length = 1099511627776 at offset 105 is implausibly large"},
 		{"heads do not divide dim", func(m *tinyModel) { m.set("llama.attention.head_count", uint32(5)) },
@@ -348,21 +349,26 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: 4 heads is not a multiple of 3 KV heads"},
 		{"NaN epsilon", func(m *tinyModel) { m.set("llama.attention.layer_norm_rms_epsilon", float32(math.NaN())) },
 			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 304 is not a finite number (float32 NaN)"},
-		{"yarn", func(m *tinyModel) {
+		{"longrope", func(m *tinyModel) {
+			m.set("llama.rope.scaling.type", "longrope").set("llama.rope.scaling.factor", float32(4))
+		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)`},
+		{"yarn without original context", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "yarn").set("llama.rope.scaling.factor", float32(4))
-		}, `model: gguf llama.rope.scaling.type "yarn" is not implemented (only linear)`},
+		}, "model: gguf metadata llama.rope.scaling.original_context_length is missing"},
 		{"linear without factor", func(m *tinyModel) { m.set("llama.rope.scaling.type", "linear") },
 			"model: gguf metadata llama.rope.scaling.factor is missing"},
-		{"rope freqs", func(m *tinyModel) { m.tensor("rope_freqs.weight").dims = []uint64{4} },
-			"model: tensor rope_freqs.weight: per-dimension RoPE frequency factors (Llama 3.1 rope scaling) are not implemented"},
-		{"bias", func(m *tinyModel) { m.tensor("blk.0.attn_q.bias").dims = []uint64{32} },
-			"model: tensor blk.0.attn_q.bias: attention/FFN biases are not implemented for llama"},
+		{"rope freqs size", func(m *tinyModel) { m.tensor("rope_freqs.weight").dims = []uint64{3} },
+			"model: gguf tensor rope_freqs.weight has dims [3], want [4]"},
+		{"bias size", func(m *tinyModel) { m.tensor("blk.0.attn_k.bias").dims = []uint64{32} },
+			"model: gguf tensor blk.0.attn_k.bias has dims [32], want [16]"},
+		{"FFN bias", func(m *tinyModel) { m.tensor("blk.0.ffn_down.bias").dims = []uint64{32} },
+			"model: unsupported: tensor blk.0.ffn_down.bias (F32 [32]) is not part of the llama block this engine implements"},
 		{"experts", func(m *tinyModel) { m.set("llama.expert_count", uint32(8)) },
-			"model: gguf llama.expert_count = 8: mixture-of-experts models are not implemented"},
+			"model: unsupported: gguf llama.expert_count = 8: mixture-of-experts models"},
 		{"missing tensor", func(m *tinyModel) { m.drop("blk.0.ffn_up.weight") },
-			"model: gguf tensor blk.0.ffn_up is missing"},
+			"model: unsupported: gguf tensor blk.0.ffn_up is missing (architecture llama needs it)"},
 		{"missing norm", func(m *tinyModel) { m.drop("output_norm.weight") },
-			"model: gguf tensor output_norm is missing"},
+			"model: unsupported: gguf tensor output_norm is missing (architecture llama needs it)"},
 		{"wrong shape", func(m *tinyModel) { m.tensor("blk.0.attn_k.weight").dims = []uint64{32, 32} },
 			"model: gguf tensor blk.0.attn_k.weight has dims [32 32], want [32 16] (ggml order: columns first)"},
 		{"transposed", func(m *tinyModel) { m.tensor("blk.0.ffn_down.weight").dims = []uint64{32, 64} },
@@ -380,10 +386,10 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.tensor("blk.0.ffn_gate.weight").dims = []uint64{32, 256}
 			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
 			q := m.tensor("blk.0.ffn_down.weight")
-			q.typ, q.dims = gguf.TypeQ5_K, []uint64{256, 32}
-		}, "model: gguf tensor blk.0.ffn_down.weight has type Q5_K, which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)"},
+			q.typ, q.dims = gguf.TypeIQ2_XXS, []uint64{256, 32}
+		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16): unsupported tensor type"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
-			"model: gguf tensor output_norm.weight has type Q8_0; norm weights must be F32, F16 or BF16"},
+			"model: unsupported: gguf tensor output_norm.weight has type Q8_0; vectors (norms, biases) must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },
 			"model: gguf llama.vocab_size = 9 disagrees with token_embd's 8 rows"},
 		{"too many tokens", func(m *tinyModel) {
@@ -396,7 +402,7 @@ func TestFromGGUFErrors(t *testing.T) {
 		},
 			"model: head dim 7 is odd; RoPE needs pairs"},
 		{"value length differs", func(m *tinyModel) { m.set("llama.attention.value_length", uint32(16)) },
-			"model: gguf llama.attention.value_length 16 differs from key_length 8, which is not implemented"},
+			"model: unsupported: gguf llama.attention.value_length 16 differs from key_length 8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -405,6 +411,9 @@ func TestFromGGUFErrors(t *testing.T) {
 			w, err := m.load(t)
 			require.Nil(t, w)
 			require.EqualError(t, err, c.want)
+			if strings.HasPrefix(c.want, "model: unsupported") {
+				require.ErrorIs(t, err, ErrUnsupported)
+			}
 		})
 	}
 }

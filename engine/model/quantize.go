@@ -26,7 +26,8 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 		}
 		return q, nil
 	}
-	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm, ChatTemplates: w.ChatTemplates}
+	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm, ChatTemplates: w.ChatTemplates,
+		RopeFreqs: w.RopeFreqs}
 	var err error
 	if out.Embed, err = conv("token_embd", w.Embed); err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 	}
 	out.Layers = make([]Layer, len(w.Layers))
 	for i, l := range w.Layers {
-		nl := Layer{AttnNorm: l.AttnNorm, FFNNorm: l.FFNNorm}
+		nl := l // vectors (norms, biases) are shared; matrices are replaced
 		for _, p := range []struct {
 			dst **ml.Matrix
 			src *ml.Matrix

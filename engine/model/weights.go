@@ -1,17 +1,25 @@
-// Package model owns the Llama architecture: its hyperparameters, its
-// weights and the loaders that read them (GGUF, llama2.c checkpoints), and
-// the batched forward pass that reads and writes K/V only through the page
-// tables of engine/kvcache.
+// Package model owns decoder models: their hyperparameters, their weights
+// and the loaders that read them (GGUF through the architecture registry of
+// engine/model/arch, llama2.c checkpoints), and the batched CPU forward
+// pass, which interprets the arch.Block description and reads and writes
+// K/V only through the page tables of engine/kvcache.
 package model
 
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
 
-// Config holds the hyperparameters of a Llama-family decoder.
+// ErrUnsupported is wrapped by errors about models the engine cannot run:
+// an unknown architecture, tensor type or RoPE scaling type, or a missing
+// or unexpected tensor. The C API reports it as KVW_ERR_UNSUPPORTED.
+var ErrUnsupported = arch.ErrUnsupported
+
+// Config holds the hyperparameters of a decoder.
 type Config struct {
 	Dim        int // model width
 	Hidden     int // FFN width
@@ -25,9 +33,12 @@ type Config struct {
 	NormEps   float32 // RMSNorm epsilon
 	RopeTheta float32 // RoPE frequency base
 	RopeDim   int     // rotated dimensions per head (HeadDim when 0)
-	// RopeScaling is "" (none) or "linear"; RopeScale is the factor.
-	RopeScaling string
-	RopeScale   float32
+
+	// Arch is the GGUF architecture name ("llama" for llama2.c files and
+	// synthetic models); Block describes its transformer block (the zero
+	// value is Llama's).
+	Arch  string
+	Block arch.Block
 
 	BOS, EOS int // -1 when absent
 }
@@ -52,14 +63,13 @@ func (c Config) Validate() error {
 	case c.RopeTheta <= 0:
 		return fmt.Errorf("model: rope theta %g must be positive", c.RopeTheta)
 	}
-	return nil
+	return c.Block.Validate()
 }
 
 // Layer holds one transformer block. Matrices are row-major with Rows =
 // output features: Q is [Heads*HeadDim][Dim], K and V are [KVDim][Dim], O is
 // [Dim][Heads*HeadDim], Gate and Up are [Hidden][Dim], Down is [Dim][Hidden].
-// Q and K rotate adjacent pairs (i, i+1) within each head, as llama2.c and
-// llama.cpp's GGUF files for architecture "llama" expect.
+// Config.Block says how Q and K rotate and which optional parts apply.
 type Layer struct {
 	AttnNorm []float32
 	Q, K, V  *ml.Matrix
@@ -68,6 +78,14 @@ type Layer struct {
 	Gate     *ml.Matrix // w1
 	Up       *ml.Matrix // w3
 	Down     *ml.Matrix // w2
+
+	// Optional biases (nil: none), added after the product.
+	QBias, KBias, VBias, OBias []float32
+	// QNorm and KNorm are the per-head RMSNorm weights ([HeadDim]) when
+	// Block.QKNorm.
+	QNorm, KNorm []float32
+	// PostAttnNorm and PostFFNNorm ([Dim]) when Block.PostNorms.
+	PostAttnNorm, PostFFNNorm []float32
 }
 
 // Weights is a loaded model. Embed is [Vocab][Dim]; Output is [Vocab][Dim]
@@ -79,6 +97,9 @@ type Weights struct {
 	Layers []Layer
 	Norm   []float32
 	Output *ml.Matrix
+	// RopeFreqs, when not nil, divides each rotary frequency ([RopeDim/2]
+	// values): Llama 3.1+ RoPE scaling as GGUF files carry it.
+	RopeFreqs []float32
 	// ChatTemplates are the file's chat templates: tokenizer.chat_template
 	// under "" and tokenizer.chat_template.<name> under <name>. Nil when the
 	// file has none (llama2.c checkpoints never do).
@@ -111,7 +132,7 @@ func (w *Weights) Check() error {
 	qDim := c.Heads * c.HeadDim
 	mat := func(name string, m *ml.Matrix, rows, cols int) error {
 		if m == nil {
-			return fmt.Errorf("model: tensor %s missing", name)
+			return fmt.Errorf("%w: tensor %s missing", ErrUnsupported, name)
 		}
 		if m.Rows != rows || m.Cols != cols {
 			return fmt.Errorf("model: tensor %s is %dx%d, want %dx%d", name, m.Rows, m.Cols, rows, cols)
@@ -140,6 +161,38 @@ func (w *Weights) Check() error {
 	if err := vec("output_norm", w.Norm, c.Dim); err != nil {
 		return err
 	}
+	if w.RopeFreqs != nil {
+		rd := c.RopeDim
+		if rd == 0 {
+			rd = c.HeadDim
+		}
+		if err := vec("rope_freqs", w.RopeFreqs, rd/2); err != nil {
+			return err
+		}
+		for i, f := range w.RopeFreqs {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				return fmt.Errorf("model: rope_freqs[%d] = %g; frequency factors must be positive", i, f)
+			}
+		}
+	}
+	opt := func(name string, v []float32, n int) error {
+		if v == nil {
+			return nil
+		}
+		return vec(name, v, n)
+	}
+	need := func(name string, v []float32, n int, want bool) error {
+		if !want {
+			if v != nil {
+				return fmt.Errorf("model: tensor %s is present but the block description does not use it", name)
+			}
+			return nil
+		}
+		if v == nil {
+			return fmt.Errorf("%w: tensor %s missing", ErrUnsupported, name)
+		}
+		return vec(name, v, n)
+	}
 	if len(w.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(w.Layers), c.Layers)
 	}
@@ -155,6 +208,14 @@ func (w *Weights) Check() error {
 			mat(p+"ffn_gate", l.Gate, c.Hidden, c.Dim),
 			mat(p+"ffn_up", l.Up, c.Hidden, c.Dim),
 			mat(p+"ffn_down", l.Down, c.Dim, c.Hidden),
+			opt(p+"attn_q.bias", l.QBias, qDim),
+			opt(p+"attn_k.bias", l.KBias, c.KVDim()),
+			opt(p+"attn_v.bias", l.VBias, c.KVDim()),
+			opt(p+"attn_output.bias", l.OBias, c.Dim),
+			need(p+"attn_q_norm", l.QNorm, c.HeadDim, c.Block.QKNorm),
+			need(p+"attn_k_norm", l.KNorm, c.HeadDim, c.Block.QKNorm),
+			need(p+"post_attention_norm", l.PostAttnNorm, c.Dim, c.Block.PostNorms),
+			need(p+"post_ffw_norm", l.PostFFNNorm, c.Dim, c.Block.PostNorms),
 		} {
 			if e != nil {
 				return e

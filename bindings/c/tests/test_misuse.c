@@ -104,6 +104,25 @@ static void test_open(void) {
     CHECK(strstr(kvw_last_error(), "nonexistent") != NULL);
     CHECK_ST(kvw_engine_open("\xff\xfe", NULL, &e), KVW_ERR_INVALID_ARGUMENT);
 
+    /* A readable GGUF of an architecture kvwarden does not run: GGUF v3,
+     * no tensors, one key general.architecture = "mamba". */
+    {
+        static const unsigned char gguf[] = {
+            'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+            20, 0, 0, 0, 0, 0, 0, 0, 'g', 'e', 'n', 'e', 'r', 'a', 'l', '.', 'a', 'r', 'c', 'h',
+            'i', 't', 'e', 'c', 't', 'u', 'r', 'e', 8, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,
+            'm', 'a', 'm', 'b', 'a'};
+        char path[] = "/tmp/kvw_unsupported_XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        CHECK(write(fd, gguf, sizeof gguf) == (ssize_t)sizeof gguf);
+        close(fd);
+        CHECK_ST(kvw_engine_open(path, NULL, &e), KVW_ERR_UNSUPPORTED);
+        CHECK(strstr(kvw_last_error(), "mamba") != NULL);
+        CHECK(strcmp(kvw_status_string(KVW_ERR_UNSUPPORTED), "KVW_ERR_UNSUPPORTED") == 0);
+        unlink(path);
+    }
+
     /* An older, smaller params struct: fields beyond it take defaults,
      * whatever garbage follows in memory. */
     union {

@@ -40,6 +40,7 @@ from ._lib import lib
 __all__ = [
     "Llama", "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
+    "UnsupportedModelError",
     "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
     "BUILTIN_SYNTHETIC",
 ]
@@ -110,6 +111,12 @@ class ModelLoadError(KvwardenError, OSError):
     """The model or tokenizer could not be read."""
 
 
+class UnsupportedModelError(KvwardenError):
+    """The model file is readable but describes something kvwarden cannot
+    run: its architecture, a tensor type, its RoPE scaling type, or a tensor
+    missing or unexpected for its architecture (the message names it)."""
+
+
 class ModelNotFoundError(ModelLoadError, FileNotFoundError):
     """The model or tokenizer file does not exist (a FileNotFoundError)."""
 
@@ -162,6 +169,7 @@ _ERRORS = {
     _lib.ERR_NOT_FOUND: NotFoundError,
     _lib.ERR_CLOSED: ClosedError,
     _lib.ERR_IO: ModelLoadError,
+    _lib.ERR_UNSUPPORTED: UnsupportedModelError,
     _lib.ERR_FORKED: ForkedError,
 }
 

@@ -39,6 +39,7 @@ ERR_INTERNAL = -7
 ERR_TIMEOUT = -8
 ERR_BUFFER_TOO_SMALL = -9
 ERR_IO = -10
+ERR_UNSUPPORTED = -11
 ERR_FORKED = -12
 
 # kvw_request_params.seed: no fixed seed (KVW_SEED_RANDOM)

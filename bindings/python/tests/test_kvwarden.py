@@ -10,6 +10,8 @@ import json
 import multiprocessing
 import os
 import signal
+import struct
+import tempfile
 import threading
 import unittest
 
@@ -188,6 +190,19 @@ class TestBuiltin(unittest.TestCase):
             kvwarden.Engine(None, no_such_param=1)
         with self.assertRaises(kvwarden.ModelLoadError):
             kvwarden.Engine("/nonexistent/model.gguf")
+        # A readable GGUF of an architecture kvwarden does not run.
+        key, val = b"general.architecture", b"mamba"
+        gguf = (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+                + struct.pack("<IQ", 8, len(val)) + val)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mamba.gguf")
+            with open(path, "wb") as f:
+                f.write(gguf)
+            with self.assertRaises(kvwarden.UnsupportedModelError) as cm:
+                kvwarden.Engine(path)
+            self.assertIn('"mamba"', str(cm.exception))
+            self.assertIn("llama", str(cm.exception))
+            self.assertEqual(cm.exception.status, -11)
         with self.assertRaises(kvwarden.InvalidArgumentError):
             kvwarden.Engine(None, kv_pages=2, page_size=16, max_context=4096)
         # the engine still works after all that

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -154,6 +155,9 @@ func (a *Arena) Fill(off, n int64, word uint32) error {
 	})
 }
 
+// maxGridY is the largest grid.y (and grid.z) of a launch.
+const maxGridY = 65535
+
 // ScrubPages fills whole pages (page i at pages[i]*pageBytes) with word in
 // one kernel; pageBytes must be a multiple of 4.
 func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) error {
@@ -179,13 +183,19 @@ func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) error {
 		if err := q.Upload(idx.Ptr, unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 4*len(pages))); err != nil {
 			return err
 		}
+		// The kernel takes page i from blockIdx.y, and grid.y is at most
+		// 65,535: launch the list in chunks of that many pages.
 		var args Args
 		words := pageBytes / 4
-		args.Ptr(a.buf.Ptr).Ptr(idx.Ptr).I64(words).U32(word)
-		g := Grid1D(words, 256, 64)
-		g.Y = uint32(len(pages))
-		if err := q.Launch("kv_scrub_pages", g, Dim3{256, 1, 1}, 0, &args); err != nil {
-			return err
+		for start := 0; start < len(pages); start += maxGridY {
+			n := min(maxGridY, len(pages)-start)
+			args.Reset()
+			args.Ptr(a.buf.Ptr).Ptr(idx.Ptr + 4*uint64(start)).I64(words).U32(word)
+			g := Grid1D(words, 256, 64)
+			g.Y = uint32(n)
+			if err := q.Launch("kv_scrub_pages", g, Dim3{256, 1, 1}, 0, &args); err != nil {
+				return errors.Join(err, q.Sync()) // idx is freed on return
+			}
 		}
 		return q.Sync()
 	})
@@ -223,7 +233,12 @@ func (a *Arena) Checksums(offs, lens []int64) ([]uint64, error) {
 	return out, err
 }
 
-// Download copies len(dst) bytes at off into dst.
+// Download copies len(dst) bytes at off into dst. The copy runs on the
+// copy stream through a pinned bounce buffer and waits for its completion
+// event on the calling goroutine (a host-tier worker), not on the device
+// worker, so forward steps keep being queued while a swap-out or prefix
+// spill is in flight. It returns once the data has landed: the caller's
+// page lease is held until the copy's event has completed (invariant 5).
 func (a *Arena) Download(dst []byte, off int64) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -233,10 +248,28 @@ func (a *Arena) Download(dst []byte, off int64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return a.d.Run(func(q *Queue) error { return q.Download(dst, a.buf.Ptr+uint64(off)) })
+	h, err := a.d.getBounce()
+	if err != nil {
+		return err
+	}
+	for done := 0; done < len(dst); done += len(h.Bytes()) {
+		n := min(len(h.Bytes()), len(dst)-done)
+		c, err := a.downloadAsync(h, 0, off+int64(done), int64(n))
+		if err == nil {
+			err = c.Wait()
+		}
+		if err != nil {
+			return a.d.dropBounce(h, err)
+		}
+		copy(dst[done:done+n], h.Bytes()[:n])
+	}
+	a.d.putBounce(h)
+	return nil
 }
 
-// Upload copies src into the arena at off.
+// Upload copies src into the arena at off, through a pinned bounce buffer
+// on the copy stream like Download; work queued on the compute stream after
+// it returns sees the data.
 func (a *Arena) Upload(off int64, src []byte) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -246,7 +279,22 @@ func (a *Arena) Upload(off int64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return a.d.Run(func(q *Queue) error { return q.Upload(a.buf.Ptr+uint64(off), src) })
+	h, err := a.d.getBounce()
+	if err != nil {
+		return err
+	}
+	for done := 0; done < len(src); done += len(h.Bytes()) {
+		n := copy(h.Bytes(), src[done:])
+		c, err := a.uploadAsync(off+int64(done), h, 0, int64(n))
+		if err == nil {
+			err = c.Wait() // before the bounce buffer is refilled
+		}
+		if err != nil {
+			return a.d.dropBounce(h, err)
+		}
+	}
+	a.d.putBounce(h)
+	return nil
 }
 
 // DownloadAsync queues a copy of n bytes at off into h[hoff:] on the copy
@@ -256,6 +304,10 @@ func (a *Arena) Upload(off int64, src []byte) error {
 func (a *Arena) DownloadAsync(h *HostBuffer, hoff int, off, n int64) (*Completion, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	return a.downloadAsync(h, hoff, off, n)
+}
+
+func (a *Arena) downloadAsync(h *HostBuffer, hoff int, off, n int64) (*Completion, error) {
 	if err := a.span("download", off, n); err != nil {
 		return nil, err
 	}
@@ -284,6 +336,10 @@ func (a *Arena) DownloadAsync(h *HostBuffer, hoff int, off, n int64) (*Completio
 func (a *Arena) UploadAsync(off int64, h *HostBuffer, hoff int, n int64) (*Completion, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	return a.uploadAsync(off, h, hoff, n)
+}
+
+func (a *Arena) uploadAsync(off int64, h *HostBuffer, hoff int, n int64) (*Completion, error) {
 	if err := a.span("upload", off, n); err != nil {
 		return nil, err
 	}

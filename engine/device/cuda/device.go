@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ var kernelNames = []string{
 	"kv_silu_mul_f32", "kv_silu_mul_f16", "kv_add", "kv_f32_to_f16", "kv_f16_to_f32", "kv_f32_to_bf16", "kv_bf16_to_f32",
 	"kv_fill32", "kv_scrub_pages", "kv_checksum", "kv_argmax", "kv_gemm_f32", "kv_gemm_f16",
 	"kv_rand_f16", "kv_rand_f32", "kv_spin",
+	// architecture operations (engine/model/arch)
+	"kv_rope_neox", "kv_head_rmsnorm", "kv_bias_add", "kv_gelu_mul_f32", "kv_gelu_mul_f16", "kv_softcap", "kv_scale",
 }
 
 // Device is one GPU with its primary context, a compute stream, a copy
@@ -51,11 +54,14 @@ type Device struct {
 	sms     int
 	total   uint64
 
-	jobs   chan job
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex // guards closed
-	closed bool
+	jobs chan job
+	quit chan struct{}
+
+	bounceMu sync.Mutex
+	bounce   []*HostBuffer // idle pinned bounce buffers for Arena.Download/Upload
+	wg       sync.WaitGroup
+	mu       sync.Mutex // guards closed
+	closed   bool
 
 	// Worker-only state.
 	ctx             uintptr
@@ -66,6 +72,7 @@ type Device struct {
 	params          unsafe.Pointer // pinned: paramBytes of values then paramPtrs pointers
 	staging         unsafe.Pointer // pinned bounce buffer for Upload/Download
 	blas            *blas
+	module          string // what the kernels were loaded from
 	blasErr         error
 	pending         []*Completion
 	freeEvs         []uintptr
@@ -201,7 +208,7 @@ func (d *Device) init() error {
 		return err
 	}
 	var err error
-	if d.params, err = d.hostAlloc(paramBytes + 8*paramPtrs); err != nil {
+	if d.params, err = d.hostAlloc(paramBytes + 8*paramPtrs + paramPtrs); err != nil {
 		return err
 	}
 	if d.staging, err = d.hostAlloc(stagingBytes); err != nil {
@@ -218,20 +225,86 @@ func (d *Device) init() error {
 	return nil
 }
 
+// loadModule loads the kernels: the embedded PTX first (the driver's JIT
+// compiles it for the GPU; that needs libnvidia-ptxjitcompiler), then a
+// cubin assembled by bench/gpu/build.sh for this GPU's architecture,
+// kvwarden_sm<major>0.cubin in $KVWARDEN_CUDA_CUBIN_DIR.
+// KVWARDEN_CUDA_MODULE=ptx or cubin forces one of the two.
 func (d *Device) loadModule() error {
-	a := d.api
 	ptx := ptxSM80
+	ptxName := "embedded PTX (sm_80)"
 	if d.ccMajor >= 9 {
-		ptx = ptxSM90
+		ptx, ptxName = ptxSM90, "embedded PTX (sm_90)"
 	}
-	img, err := d.hostAlloc(len(ptx) + 1)
+	mode := os.Getenv("KVWARDEN_CUDA_MODULE")
+	switch mode {
+	case "", "ptx", "cubin":
+	default:
+		return fmt.Errorf("cuda: KVWARDEN_CUDA_MODULE=%q: want ptx or cubin", mode)
+	}
+	var ptxErr error
+	if mode != "cubin" {
+		if ptxErr = d.loadImage(ptx, true, ptxName); ptxErr == nil {
+			d.module = ptxName
+			return d.lookupKernels()
+		}
+		if mode == "ptx" {
+			return ptxErr
+		}
+	}
+	cubin, err := d.findCubin()
+	if err == nil {
+		img, rerr := os.ReadFile(cubin)
+		if rerr != nil {
+			err = fmt.Errorf("cuda: %w", rerr)
+		} else if err = d.loadImage(img, false, cubin); err == nil {
+			d.module = cubin
+			if ptxErr != nil {
+				slog.Warn("cuda: the embedded PTX did not load; using the cubin", "ptx_error", ptxErr, "cubin", cubin)
+			}
+			return d.lookupKernels()
+		}
+	}
+	if ptxErr != nil {
+		return fmt.Errorf("%w; cubin fallback: %w", ptxErr, err)
+	}
+	return err
+}
+
+// findCubin names the cubin for this GPU in $KVWARDEN_CUDA_CUBIN_DIR.
+func (d *Device) findCubin() (string, error) {
+	dir := os.Getenv("KVWARDEN_CUDA_CUBIN_DIR")
+	if dir == "" {
+		return "", fmt.Errorf("cuda: no cubin: KVWARDEN_CUDA_CUBIN_DIR is not set (bench/gpu/build.sh assembles kvwarden_sm80.cubin and kvwarden_sm90.cubin)")
+	}
+	if d.ccMajor != 8 && d.ccMajor != 9 {
+		return "", fmt.Errorf("cuda: no cubin for compute capability %d.%d (cubins exist for 8.x and 9.0)", d.ccMajor, d.ccMinor)
+	}
+	p := filepath.Join(dir, fmt.Sprintf("kvwarden_sm%d0.cubin", d.ccMajor))
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("cuda: cubin: %w", err)
+	}
+	return p, nil
+}
+
+// loadImage loads a PTX (text, NUL-terminated here) or cubin image from
+// pinned memory, with the JIT error log captured into the error.
+func (d *Device) loadImage(image []byte, text bool, what string) error {
+	a := d.api
+	n := len(image)
+	if text {
+		n++
+	}
+	img, err := d.hostAlloc(n)
 	if err != nil {
 		return err
 	}
 	defer a.cuMemFreeHost(img)
-	b := unsafe.Slice((*byte)(img), len(ptx)+1)
-	copy(b, ptx)
-	b[len(ptx)] = 0
+	b := unsafe.Slice((*byte)(img), n)
+	copy(b, image)
+	if text {
+		b[n-1] = 0
+	}
 	// JIT options live in the parameter area: two option codes, two values,
 	// and a log buffer.
 	const logLen = 2048
@@ -242,18 +315,26 @@ func (d *Device) loadModule() error {
 	opts[0], opts[1] = cuJitErrorLogBuffer, cuJitErrorLogBufferSize
 	vals[0], vals[1] = uint64(uintptr(logBuf)), logLen-1
 	if err := a.check("cuModuleLoadDataEx", a.cuModuleLoadDataEx(&d.mod, img, 2, d.params, unsafe.Add(d.params, 8))); err != nil {
-		return fmt.Errorf("%w: loading the embedded PTX for sm_%d%d: %s", err, d.ccMajor, d.ccMinor, goString((*byte)(logBuf)))
+		return fmt.Errorf("%w: loading the %s for a compute capability %d.%d GPU: %s", err, what, d.ccMajor, d.ccMinor, goString((*byte)(logBuf)))
 	}
+	return nil
+}
+
+func (d *Device) lookupKernels() error {
+	a := d.api
 	for _, n := range kernelNames {
 		cs := append([]byte(n), 0)
 		var f uintptr
 		if err := a.check("cuModuleGetFunction", a.cuModuleGetFunction(&f, d.mod, &cs[0])); err != nil {
-			return fmt.Errorf("%w: kernel %s", err, n)
+			return fmt.Errorf("%w: kernel %s in the %s", err, n, d.module)
 		}
 		d.fn[n] = f
 	}
 	return nil
 }
+
+// Module names the kernel module in use: the embedded PTX or a cubin path.
+func (d *Device) Module() string { return d.module }
 
 func (d *Device) hostAlloc(n int) (unsafe.Pointer, error) {
 	var p unsafe.Pointer
@@ -276,6 +357,13 @@ func (d *Device) drain() {
 
 func (d *Device) teardown() {
 	a := d.api
+	d.bounceMu.Lock()
+	for _, h := range d.bounce {
+		a.cuMemFreeHost(h.p)
+		h.p = nil
+	}
+	d.bounce = nil
+	d.bounceMu.Unlock()
 	if d.blas != nil {
 		d.blas.destroy(d.blas.handle)
 	}
@@ -447,6 +535,48 @@ func (h *HostBuffer) Free() error {
 	return h.d.Do(func() error { return h.d.api.check("cuMemFreeHost", h.d.api.cuMemFreeHost(p)) })
 }
 
+// Pinned bounce buffers for the synchronous Arena copies: at most
+// maxBounce idle ones are kept.
+const (
+	bounceBytes = 4 << 20
+	maxBounce   = 8
+)
+
+func (d *Device) getBounce() (*HostBuffer, error) {
+	d.bounceMu.Lock()
+	if n := len(d.bounce); n > 0 {
+		h := d.bounce[n-1]
+		d.bounce = d.bounce[:n-1]
+		d.bounceMu.Unlock()
+		return h, nil
+	}
+	d.bounceMu.Unlock()
+	return d.HostAlloc(bounceBytes)
+}
+
+// putBounce returns an idle bounce buffer (no copy may still use it).
+func (d *Device) putBounce(h *HostBuffer) {
+	d.bounceMu.Lock()
+	if len(d.bounce) < maxBounce {
+		d.bounce = append(d.bounce, h)
+		d.bounceMu.Unlock()
+		return
+	}
+	d.bounceMu.Unlock()
+	_ = h.Free()
+}
+
+// dropBounce handles a failed copy through h: a copy that was queued
+// before the failure may still be writing or reading h, so wait for both
+// streams before h is reused.
+func (d *Device) dropBounce(h *HostBuffer, err error) error {
+	if serr := d.Sync(); serr != nil {
+		return errors.Join(err, serr) // h is not reused: the device is in doubt
+	}
+	d.putBounce(h)
+	return err
+}
+
 // ---------------------------------------------------------------- completions
 
 // Completion is asynchronous device work: it completes when the CUDA event
@@ -590,6 +720,13 @@ func (d *Device) launch(name string, grid, block Dim3, shmem int, stream uintptr
 	ptrs := unsafe.Slice((*uint64)(unsafe.Add(d.params, paramBytes)), paramPtrs)
 	if _, err := args.encode(vals, ptrs, uint64(uintptr(d.params))); err != nil {
 		return fmt.Errorf("%w (kernel %s)", err, name)
+	}
+	if s := drv.standIn; s != nil {
+		// The stand-in checks the argument sizes against the PTX (C memory:
+		// the byte after the pointer array).
+		sizes := unsafe.Slice((*byte)(unsafe.Add(d.params, paramBytes+8*paramPtrs)), paramPtrs)
+		copy(sizes, args.size)
+		s.argSizes(&sizes[0], uint32(len(args.size)))
 	}
 	if shmem >= 48<<10 {
 		if err := d.api.check("cuFuncSetAttribute", d.api.cuFuncSetAttribute(f, cuFuncAttrMaxDynamicSharedSize, int32(shmem))); err != nil {

@@ -98,10 +98,11 @@ func (e *Error) Error() string {
 }
 
 var drv struct {
-	once sync.Once
-	api  *driverAPI
-	path string
-	err  error
+	once    sync.Once
+	api     *driverAPI
+	path    string
+	err     error
+	standIn *standInAPI // non-nil when the driver is the test stand-in
 }
 
 // driverCandidates is the search list for libcuda: $KVWARDEN_CUDA_LIB alone
@@ -172,9 +173,14 @@ func loadDriver() (*driverAPI, error) {
 		if os.Getenv("KVWARDEN_CUDA_LIB") != "" {
 			what = "CUDA driver at $KVWARDEN_CUDA_LIB"
 		}
-		drv.path, drv.err = openFirst(what, cands, func(h uintptr) error { return bindAll(h, api.symbols()) })
+		var handle uintptr
+		drv.path, drv.err = openFirst(what, cands, func(h uintptr) error {
+			handle = h
+			return bindAll(h, api.symbols())
+		})
 		if drv.err == nil {
 			drv.api = api
+			drv.standIn = bindStandIn(handle)
 		}
 	})
 	return drv.api, drv.err

@@ -4,6 +4,12 @@
 // under ptx/ and embedded here. One binary runs with and without a GPU;
 // Available reports why CUDA cannot be used on a machine without one.
 //
+// The kernels load from the embedded PTX, or, where the driver cannot
+// compile PTX, from a cubin in $KVWARDEN_CUDA_CUBIN_DIR (bench/gpu/build.sh
+// assembles them); KVWARDEN_CUDA_MODULE=ptx|cubin forces one. Without a GPU,
+// tests run against a host-only driver stand-in (testdata/standin,
+// internal/cudastandin) that checks every call but computes no kernel.
+//
 // All GPU work runs on one goroutine locked to its OS thread (the Device's
 // worker), where the CUDA context is current. Arena operations and forward
 // steps are submitted to it. Asynchronous work returns a Completion backed

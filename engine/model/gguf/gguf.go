@@ -383,7 +383,7 @@ func (r *reader) tensorInfo(f *File, i int) error {
 	if !typ.Known() {
 		return ferr(field+" type", typOff, "is %d, not a known ggml type", t32)
 	}
-	bs, bb := typ.BlockSize(), typ.BlockBytes()
+	bs, bb := uint64(typ.BlockSize()), uint64(typ.BlockBytes())
 	cols := uint64(1)
 	if nd > 0 {
 		cols = dims[0]

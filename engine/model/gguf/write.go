@@ -84,11 +84,12 @@ func (b *Builder) AddTensor(name string, t GGMLType, dims []uint64, data []byte)
 	if len(dims) > 0 {
 		cols = dims[0]
 	}
-	if cols%t.BlockSize() != 0 {
+	bs, bb := uint64(t.BlockSize()), uint64(t.BlockBytes())
+	if cols%bs != 0 {
 		b.fail(fmt.Errorf("gguf: tensor %q: %d columns is not a multiple of the %v block size", name, cols, t))
 		return b
 	}
-	if want := n / t.BlockSize() * t.BlockBytes(); uint64(len(data)) != want {
+	if want := n / bs * bb; uint64(len(data)) != want {
 		b.fail(fmt.Errorf("gguf: tensor %q: %d bytes of data, want %d", name, len(data), want))
 		return b
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,7 +98,32 @@ func TestGPUBenchLlama1B(t *testing.T) {
 		"Llama-3.2-1B", d.Name(), float64(r.WeightBytes())/1e9, time.Since(start), r.half)
 	kvTokBytes := int64(2 * c.Layers * c.KVDim() * 2)
 
+	// Each row is written as soon as it is measured, so a run cut short by
+	// bench/gpu/check.sh's deadline keeps what it measured.
+	blas, berr := d.BLAS()
+	md, err := os.Create(filepath.Join(outDir, "gpu-bench.md"))
+	require.NoError(t, err)
+	defer md.Close()
+	fmt.Fprintf(md, "# GPU benchmark: synthetic Llama-3.2-1B shape\n\n")
+	fmt.Fprintf(md, "%s, %d SMs; f16 weights (%.2f GB), f16 KV, page size 16; cuBLAS: %s %v; half activations: %v\n\n",
+		d.Name(), d.SMs(), float64(r.WeightBytes())/1e9, blas, berr, r.half)
+	fmt.Fprintf(md, "Device-to-device copy bandwidth (read+write): %.0f GB/s\n\n", bw/1e9)
+	fmt.Fprintf(md, "HBM efficiency = (weight bytes + KV bytes read per step) / step time / copy bandwidth; target >= 0.6 at batch 1.\n\n")
+	fmt.Fprintf(md, "| phase | batch | context | tokens/s | step ms | bytes/step | HBM efficiency |\n|---|---|---|---|---|---|---|\n")
 	var results []BenchResult
+	emit := func(x BenchResult) {
+		results = append(results, x)
+		eff, by := "", ""
+		if x.HBMEff > 0 {
+			eff, by = fmt.Sprintf("%.2f", x.HBMEff), fmt.Sprintf("%.2f GB", float64(x.BytesPerStp)/1e9)
+		}
+		row := fmt.Sprintf("| %s | %d | %d | %.0f | %.2f | %s | %s |\n", x.Phase, x.Batch, x.Context, x.TokensPerS, x.StepMs, by, eff)
+		t.Log(row)
+		_, err := md.WriteString(row)
+		require.NoError(t, err)
+		js, _ := json.MarshalIndent(map[string]any{"device": d.Name(), "copy_bandwidth_Bps": bw, "results": results}, "", "  ")
+		require.NoError(t, os.WriteFile(filepath.Join(outDir, "gpu-bench.json"), js, 0o644))
+	}
 	id := kvcache.RequestID(1)
 	for _, B := range batches {
 		tabs := make([]*kvcache.PageTable, B)
@@ -125,7 +149,7 @@ func TestGPUBenchLlama1B(t *testing.T) {
 		}
 		pel := time.Since(pstart)
 		if B == 16 || B == 64 {
-			results = append(results, BenchResult{Phase: "prefill", Batch: B, Context: 0,
+			emit(BenchResult{Phase: "prefill", Batch: B, Context: 0,
 				TokensPerS: float64(B*prompt) / pel.Seconds(), StepMs: float64(pel.Microseconds()) / 1e3 / float64((B+per-1)/per)})
 		}
 		step := func() {
@@ -147,7 +171,7 @@ func TestGPUBenchLlama1B(t *testing.T) {
 		stepS := el.Seconds() / decodeSteps
 		avgCtx := int64(ctxNow + decodeSteps/2)
 		bytes := r.WeightBytes() + int64(B)*avgCtx*kvTokBytes
-		results = append(results, BenchResult{Phase: "decode", Batch: B, Context: ctxNow,
+		emit(BenchResult{Phase: "decode", Batch: B, Context: ctxNow,
 			TokensPerS: float64(B) / stepS, StepMs: stepS * 1e3, BytesPerStp: bytes, HBMEff: float64(bytes) / stepS / bw})
 		for _, tb := range tabs {
 			require.NoError(t, tb.Release())
@@ -165,27 +189,9 @@ func TestGPUBenchLlama1B(t *testing.T) {
 		s := time.Now()
 		require.NoError(t, r.ForwardArgmax(&model.Batch{Seqs: []model.Seq{{Tokens: toks, Table: tab, Logits: true}}}, out))
 		el := time.Since(s)
-		results = append(results, BenchResult{Phase: "prefill", Batch: 1, Context: 0, TokensPerS: 2048 / el.Seconds(), StepMs: el.Seconds() * 1e3})
+		emit(BenchResult{Phase: "prefill", Batch: 1, Context: 0, TokensPerS: 2048 / el.Seconds(), StepMs: el.Seconds() * 1e3})
 		require.NoError(t, tab.Release())
 	}
 
-	var sb strings.Builder
-	blas, berr := d.BLAS()
-	fmt.Fprintf(&sb, "# GPU benchmark: synthetic Llama-3.2-1B shape\n\n")
-	fmt.Fprintf(&sb, "%s, %d SMs; f16 weights (%.2f GB), f16 KV, page size 16; cuBLAS: %s %v; half activations: %v\n\n",
-		d.Name(), d.SMs(), float64(r.WeightBytes())/1e9, blas, berr, r.half)
-	fmt.Fprintf(&sb, "Device-to-device copy bandwidth (read+write): %.0f GB/s\n\n", bw/1e9)
-	fmt.Fprintf(&sb, "| phase | batch | context | tokens/s | step ms | bytes/step | HBM efficiency |\n|---|---|---|---|---|---|---|\n")
-	for _, x := range results {
-		eff, by := "", ""
-		if x.HBMEff > 0 {
-			eff, by = fmt.Sprintf("%.2f", x.HBMEff), fmt.Sprintf("%.2f GB", float64(x.BytesPerStp)/1e9)
-		}
-		fmt.Fprintf(&sb, "| %s | %d | %d | %.0f | %.2f | %s | %s |\n", x.Phase, x.Batch, x.Context, x.TokensPerS, x.StepMs, by, eff)
-	}
-	fmt.Fprintf(&sb, "\nHBM efficiency = (weight bytes + KV bytes read per step) / step time / copy bandwidth; target >= 0.6 at batch 1.\n")
-	t.Log("\n" + sb.String())
-	require.NoError(t, os.WriteFile(filepath.Join(outDir, "gpu-bench.md"), []byte(sb.String()), 0o644))
-	js, _ := json.MarshalIndent(map[string]any{"device": d.Name(), "copy_bandwidth_Bps": bw, "results": results}, "", "  ")
-	require.NoError(t, os.WriteFile(filepath.Join(outDir, "gpu-bench.json"), js, 0o644))
+	require.NoError(t, md.Close())
 }

@@ -2,11 +2,11 @@ package gpu
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
 
 func (r *Runner) forward(b *model.Batch, argmax []int) error {
@@ -76,7 +76,7 @@ func (r *Runner) forward(b *model.Batch, argmax []int) error {
 			return err
 		}
 	}
-	err = r.dev.Run(func(q *cuda.Queue) error {
+	err = r.runStep(func(q *cuda.Queue) error {
 		if err := q.UploadAsync(r.meta.Ptr, r.hostMeta, 0, used); err != nil {
 			return err
 		}
@@ -165,20 +165,65 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		}
 		return q.GemmKernelF32(y, xin, w, rows, out, in, beta)
 	}
+	blk := c.Block
+	elementwise := func(name string, count int64, a *cuda.Args) error {
+		return q.Launch(name, cuda.Grid1D(count, 256, 4096), cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, a)
+	}
+	tmp := s + uint64(lay.tmp)
+	// residual adds y (n x Dim, f32) to x, through a bias and a norm
+	// first when the block has them.
 	var a cuda.Args
+	residual := func(y, bias, norm uint64) error {
+		if bias != 0 {
+			a.Reset()
+			a.Ptr(y).Ptr(bias).I32(n).I32(c.Dim).I32(c.Dim)
+			if err := elementwise("kv_bias_add", int64(n)*int64(c.Dim), &a); err != nil {
+				return err
+			}
+		}
+		if norm != 0 {
+			a.Reset()
+			a.Ptr(y).Ptr(y).Ptr(norm).Ptr(0).I32(c.Dim).F32(c.NormEps)
+			if err := row("kv_rmsnorm_f32", n, min(1024, cuda.BlockFor(c.Dim)), &a); err != nil {
+				return err
+			}
+		}
+		a.Reset()
+		a.Ptr(x).Ptr(y).I64(int64(n) * int64(c.Dim))
+		return elementwise("kv_add", int64(n)*int64(c.Dim), &a)
+	}
 	a.Ptr(x).Ptr(r.embed).Ptr(tokens).I32(c.Dim)
 	if err := row("kv_embed_"+wsfx, n, cuda.BlockFor(c.Dim), &a); err != nil {
 		return err
+	}
+	if blk.EmbedScale != 0 {
+		a.Reset()
+		a.Ptr(x).I64(int64(n) * int64(c.Dim)).F32(blk.EmbedScale)
+		if err := elementwise("kv_scale", int64(n)*int64(c.Dim), &a); err != nil {
+			return err
+		}
+	}
+	ropeKernel := "kv_rope"
+	if blk.RopeStyle == arch.RopeNeoX {
+		ropeKernel = "kv_rope_neox"
+	}
+	actKernel := "kv_silu_mul_" + act
+	if blk.Activation == arch.GeGLU {
+		actKernel = "kv_gelu_mul_" + act
 	}
 	ps := r.geo.PageSize
 	layerStride := int64(2 * ps * kvDim)
 	vDelta := int64(ps * kvDim)
 	group := c.Heads / c.KVHeads
 	shmem := 4 * (group*c.HeadDim + 4*group*(c.HeadDim+2))
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	scale := blk.Scale(c.HeadDim)
 	normBlock := min(1024, cuda.BlockFor(c.Dim))
 	for l := range c.Layers {
 		L := &r.layers[l]
+		window := 0
+		if blk.Local(l) {
+			window = blk.Window
+		}
 		a.Reset()
 		a.Ptr(xh).Ptr(x).Ptr(L.attnNorm).Ptr(0).I32(c.Dim).F32(c.NormEps)
 		if err := row("kv_rmsnorm_"+act, n, normBlock, &a); err != nil {
@@ -187,9 +232,28 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		if err := gemm(qkv, xh, L.qkv, n, qkvW, c.Dim, 0); err != nil {
 			return err
 		}
+		if L.qkvBias != 0 {
+			a.Reset()
+			a.Ptr(qkv).Ptr(L.qkvBias).I32(n).I32(qkvW).I32(qkvW)
+			if err := elementwise("kv_bias_add", int64(n)*int64(qkvW), &a); err != nil {
+				return err
+			}
+		}
+		if blk.QKNorm {
+			for _, h := range []struct {
+				w          uint64
+				col, heads int
+			}{{L.qNorm, 0, c.Heads}, {L.kNorm, qDim, c.KVHeads}} {
+				a.Reset()
+				a.Ptr(qkv).Ptr(h.w).I32(qkvW).I32(h.col).I32(c.HeadDim).F32(c.NormEps)
+				if err := q.Launch("kv_head_rmsnorm", cuda.Dim3{X: uint32(n), Y: uint32(h.heads), Z: 1}, cuda.Dim3{X: 32, Y: 1, Z: 1}, 0, &a); err != nil {
+					return err
+				}
+			}
+		}
 		a.Reset()
-		a.Ptr(qkv).Ptr(r.rope.Ptr).Ptr(pos).I32(qkvW).I32(c.Heads + c.KVHeads).I32(c.HeadDim).I32(c.RopeDim)
-		if err := row("kv_rope", n, 128, &a); err != nil {
+		a.Ptr(qkv).Ptr(r.ropeTabs[r.ropeOf[l]].Ptr).Ptr(pos).I32(qkvW).I32(c.Heads + c.KVHeads).I32(c.HeadDim).I32(c.RopeDim)
+		if err := row(ropeKernel, n, 128, &a); err != nil {
 			return err
 		}
 		a.Reset()
@@ -199,12 +263,20 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		}
 		a.Reset()
 		a.Ptr(att).Ptr(qkv).Ptr(r.arena.Ptr()).Ptr(span).Ptr(pageOff).Ptr(npages).Ptr(pages).
-			I32(qkvW).I32(c.Heads).I32(c.KVHeads).I32(c.HeadDim).I32(ps).I64(int64(r.geo.PageElems())).I32(l).F32(scale)
+			I32(qkvW).I32(c.Heads).I32(c.KVHeads).I32(c.HeadDim).I32(ps).I64(int64(r.geo.PageElems())).I32(l).F32(scale).
+			F32(blk.AttnSoftcap).I32(window)
 		if err := q.Launch("kv_attention_"+kvs+"_"+act, cuda.Dim3{X: uint32(n), Y: uint32(c.KVHeads), Z: 1},
 			cuda.Dim3{X: 128, Y: 1, Z: 1}, shmem, &a); err != nil {
 			return err
 		}
-		if err := gemm(x, att, L.o, n, c.Dim, qDim, 1); err != nil {
+		if L.oBias != 0 || L.postAttn != 0 {
+			if err := gemm(tmp, att, L.o, n, c.Dim, qDim, 0); err != nil {
+				return err
+			}
+			if err := residual(tmp, L.oBias, L.postAttn); err != nil {
+				return err
+			}
+		} else if err := gemm(x, att, L.o, n, c.Dim, qDim, 1); err != nil {
 			return err
 		}
 		a.Reset()
@@ -217,10 +289,17 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		}
 		a.Reset()
 		a.Ptr(hh).Ptr(gu).I32(n).I32(c.Hidden)
-		if err := q.Launch("kv_silu_mul_"+act, cuda.Grid1D(int64(n)*int64(c.Hidden), 256, 4096), cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, &a); err != nil {
+		if err := q.Launch(actKernel, cuda.Grid1D(int64(n)*int64(c.Hidden), 256, 4096), cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, &a); err != nil {
 			return err
 		}
-		if err := gemm(x, hh, L.down, n, c.Dim, c.Hidden, 1); err != nil {
+		if L.postFFN != 0 {
+			if err := gemm(tmp, hh, L.down, n, c.Dim, c.Hidden, 0); err != nil {
+				return err
+			}
+			if err := residual(tmp, 0, L.postFFN); err != nil {
+				return err
+			}
+		} else if err := gemm(x, hh, L.down, n, c.Dim, c.Hidden, 1); err != nil {
 			return err
 		}
 	}
@@ -235,6 +314,13 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 	}
 	if err := gemm(logits, lx, r.output, nl, c.Vocab, c.Dim, 0); err != nil {
 		return err
+	}
+	if blk.FinalSoftcap != 0 {
+		a.Reset()
+		a.Ptr(logits).I64(int64(nl) * int64(c.Vocab)).F32(blk.FinalSoftcap)
+		if err := elementwise("kv_softcap", int64(nl)*int64(c.Vocab), &a); err != nil {
+			return err
+		}
 	}
 	if argmax {
 		a.Reset()

@@ -139,7 +139,7 @@ func TestGPUGoldenStories260K(t *testing.T) {
 						for i, v := range gc.LogitsAfterPrompt.Values {
 							md = math.Max(md, math.Abs(float64(v-logits[i])))
 						}
-						require.LessOrEqual(t, md, mode.tol, "case %d chunk %d: logits after prompt", ci, chunk)
+						kernelOut(t).LessOrEqual(md, mode.tol, "case %d chunk %d: logits after prompt", ci, chunk)
 					}
 					var out []int
 					for k := range n {
@@ -153,7 +153,7 @@ func TestGPUGoldenStories260K(t *testing.T) {
 						logits = b.Logits[0]
 					}
 					m := min(mode.exact, n)
-					require.Equal(t, gc.GeneratedTokenIDs[:m], out[:m], "case %d chunk %d", ci, chunk)
+					kernelOut(t).Equal(gc.GeneratedTokenIDs[:m], out[:m], "case %d chunk %d", ci, chunk)
 					same := 0
 					for same < n && out[same] == gc.GeneratedTokenIDs[same] {
 						same++
@@ -210,7 +210,7 @@ func TestGPUBatchMatchesCPU(t *testing.T) {
 		require.NoError(t, gr.Forward(&gb))
 		for i := range prompts {
 			e := relErr(gb.Logits[i], cb.Logits[i])
-			require.Less(t, e, 1e-3, "step %d seq %d", step, i)
+			kernelOut(t).Less(e, 1e-3, "step %d seq %d", step, i)
 			if len(next[i]) > 8 {
 				next[i] = next[i][8:]
 			} else {
@@ -227,9 +227,9 @@ func TestGPUBatchMatchesCPU(t *testing.T) {
 	require.NoError(t, cr.Forward(&b1))
 	out := make([]int, len(prompts))
 	require.NoError(t, gr.ForwardArgmax(&b2, out))
-	require.Equal(t, -1, out[1])
-	require.Equal(t, sample.Argmax(b1.Logits[0]), out[0])
-	require.Equal(t, sample.Argmax(b1.Logits[2]), out[2])
+	kernelOut(t).Equal(-1, out[1])
+	kernelOut(t).Equal(sample.Argmax(b1.Logits[0]), out[0])
+	kernelOut(t).Equal(sample.Argmax(b1.Logits[2]), out[2])
 }
 
 func relErr(got, want []float32) float64 {

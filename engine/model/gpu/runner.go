@@ -1,5 +1,7 @@
-// Package gpu runs the Llama forward pass on a CUDA device over a page pool
-// whose arena lives in device memory. It mirrors model.Runner: a step
+// Package gpu runs the forward pass on a CUDA device over a page pool whose
+// arena lives in device memory, interpreting the model's arch.Block as
+// model.Runner does (the CPU pass is the reference its kernels are checked
+// against). It mirrors model.Runner: a step
 // writes the K/V of positions Table.Written().. through Table.Location,
 // attends over Table.Pages() bounded by each row's position, and advances
 // the tables only after the device has finished the step.
@@ -7,8 +9,8 @@ package gpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/device"
@@ -32,6 +34,9 @@ type Options struct {
 type layerW struct {
 	attnNorm, ffnNorm uint64 // f32
 	qkv, o, gu, down  uint64 // wdt
+	// Optional parts (0: absent), f32: the Q|K|V bias row (zeros where a
+	// part has none), the output bias, Q/K norm and post-norm weights.
+	qkvBias, oBias, qNorm, kNorm, postAttn, postFFN uint64
 }
 
 // Runner is a forward pass on the GPU. Like model.Runner it is owned by
@@ -52,7 +57,9 @@ type Runner struct {
 	norm   uint64
 	layers []layerW
 
-	rope     cuda.Buffer
+	ropes    []*model.Rope // distinct RoPE configurations
+	ropeOf   []int         // per layer: index into ropes and ropeTabs
+	ropeTabs []cuda.Buffer // cos/sin tables, one per configuration
 	ropeRows int
 
 	scratch  cuda.Buffer
@@ -76,7 +83,7 @@ func kvName(d device.DType) (string, error) {
 	return "", fmt.Errorf("gpu: KV dtype %v", d)
 }
 
-func newRunner(dev *cuda.Device, c model.Config, pool *kvcache.Pool, opt Options) (*Runner, error) {
+func newRunner(dev *cuda.Device, c model.Config, factors []float32, pool *kvcache.Pool, opt Options) (*Runner, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -107,6 +114,8 @@ func newRunner(dev *cuda.Device, c model.Config, pool *kvcache.Pool, opt Options
 		return nil, fmt.Errorf("gpu: weight type %v (want f32 or f16)", wdt)
 	}
 	r := &Runner{dev: dev, cfg: c, pool: pool, arena: arena, geo: g, wdt: wdt}
+	r.ropes, r.ropeOf = model.Ropes(c, factors)
+	r.ropeTabs = make([]cuda.Buffer, len(r.ropes))
 	err := dev.Run(func(q *cuda.Queue) error {
 		r.blas = q.HasBLAS() && !opt.NoBLAS
 		r.half = wdt == device.F16 && r.blas && q.HasGemmEx()
@@ -130,7 +139,7 @@ func New(dev *cuda.Device, w *model.Weights, pool *kvcache.Pool, opt Options) (*
 	if err := w.Check(); err != nil {
 		return nil, err
 	}
-	r, err := newRunner(dev, w.Config, pool, opt)
+	r, err := newRunner(dev, w.Config, w.RopeFreqs, pool, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +254,28 @@ func (r *Runner) upload(w *model.Weights) error {
 				return err
 			}
 		}
+		if L.QBias != nil || L.KBias != nil || L.VBias != nil {
+			c := w.Config
+			q, kv := c.Heads*c.HeadDim, c.KVDim()
+			b := make([]float32, q+2*kv)
+			copy(b, L.QBias)
+			copy(b[q:], L.KBias)
+			copy(b[q+kv:], L.VBias)
+			if d.qkvBias, err = r.uploadVec(b); err != nil {
+				return err
+			}
+		}
+		for _, s := range []struct {
+			dst *uint64
+			vec []float32
+		}{{&d.oBias, L.OBias}, {&d.qNorm, L.QNorm}, {&d.kNorm, L.KNorm}, {&d.postAttn, L.PostAttnNorm}, {&d.postFFN, L.PostFFNNorm}} {
+			if s.vec == nil {
+				continue
+			}
+			if *s.dst, err = r.uploadVec(s.vec); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -252,12 +283,12 @@ func (r *Runner) upload(w *model.Weights) error {
 // Close frees the runner's device memory (not the pool).
 func (r *Runner) Close() error {
 	var errs []error
-	for _, b := range append(r.bufs, r.rope, r.scratch, r.meta) {
+	for _, b := range append(append(r.bufs, r.ropeTabs...), r.scratch, r.meta) {
 		if b.Ptr != 0 {
 			errs = append(errs, r.dev.Free(b))
 		}
 	}
-	r.bufs, r.rope, r.scratch, r.meta = nil, cuda.Buffer{}, cuda.Buffer{}, cuda.Buffer{}
+	r.bufs, r.ropeTabs, r.scratch, r.meta = nil, nil, cuda.Buffer{}, cuda.Buffer{}
 	for _, h := range []*cuda.HostBuffer{r.hostMeta, r.hostOut} {
 		if h != nil {
 			errs = append(errs, h.Free())
@@ -284,50 +315,51 @@ func (r *Runner) WeightBytes() int64 {
 	return (per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim)) * int64(r.wdt.Size())
 }
 
-// ensureRope makes the cos/sin table cover positions [0, n). It is
-// computed on the host exactly as ml.RoPE computes it.
+// ensureRope makes the cos/sin tables cover positions [0, n). They are
+// computed on the host by model.Rope, as the CPU pass computes them.
 func (r *Runner) ensureRope(n int) error {
 	if n <= r.ropeRows {
 		return nil
 	}
 	rows := max(n, 2*r.ropeRows, 1024)
-	c := r.cfg
-	rd := c.RopeDim
-	scale := c.RopeScale
-	if c.RopeScaling == "" || scale == 0 {
-		scale = 1
-	}
-	tab := make([]float32, rows*rd)
-	for pos := range rows {
-		p := float32(pos)
-		if scale != 1 {
-			p = p / scale
+	rd := r.ropes[0].Dim()
+	tabs := make([]cuda.Buffer, len(r.ropes))
+	for k, rp := range r.ropes {
+		tab := make([]float32, rows*rd)
+		for pos := range rows {
+			rp.Fill(tab[pos*rd:(pos+1)*rd], pos)
 		}
-		for i := 0; i < rd; i += 2 {
-			e := float32(i) / float32(c.HeadDim)
-			freq := 1 / float32(math.Pow(float64(c.RopeTheta), float64(e)))
-			val := p * freq
-			tab[pos*rd+i] = float32(math.Cos(float64(val)))
-			tab[pos*rd+i+1] = float32(math.Sin(float64(val)))
+		b, err := r.dev.Alloc(int64(4 * len(tab)))
+		if err != nil {
+			for _, t := range tabs[:k] {
+				r.dev.Free(t)
+			}
+			return err
+		}
+		tabs[k] = b
+		if err := r.dev.Run(func(q *cuda.Queue) error { return q.Upload(b.Ptr, ml.F32Bytes(tab)) }); err != nil {
+			for _, t := range tabs[:k+1] {
+				r.dev.Free(t)
+			}
+			return err
 		}
 	}
-	old := r.rope
-	b, err := r.dev.Alloc(int64(4 * len(tab)))
-	if err != nil {
-		return err
+	var firstErr error
+	for _, old := range r.ropeTabs {
+		if old.Ptr != 0 {
+			if err := r.dev.Free(old); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
 	}
-	if err := r.dev.Run(func(q *cuda.Queue) error { return q.Upload(b.Ptr, ml.F32Bytes(tab)) }); err != nil {
-		r.dev.Free(b)
-		return err
-	}
-	r.rope, r.ropeRows = b, rows
-	return r.dev.Free(old)
+	r.ropeTabs, r.ropeRows = tabs, rows
+	return firstErr
 }
 
 // scratch layout, in bytes, for n rows.
 type layout struct {
-	x, xh, qkv, att, gu, hh, lx, logits, arg int64
-	total                                    int64
+	x, xh, qkv, att, gu, hh, lx, logits, arg, tmp int64
+	total                                         int64
 }
 
 func (r *Runner) layoutFor(n, m int) layout {
@@ -355,13 +387,15 @@ func (r *Runner) layoutFor(n, m int) layout {
 	l.lx = take(int64(m) * int64(c.Dim) * ah)
 	l.logits = take(int64(m) * int64(c.Vocab) * 4)
 	l.arg = take(int64(m) * 4)
+	l.tmp = take(N * int64(c.Dim) * 4)
 	l.total = off
 	return l
 }
 
 // Forward runs one step; see model.Runner.Forward. It returns once the
-// device has finished the step (the step's page leases may be dropped
-// then) and the tables have been advanced.
+// device has finished the step, also when the step fails part way (the
+// step's page leases may be dropped then), and, on success, once the tables
+// have been advanced.
 func (r *Runner) Forward(b *model.Batch) error { return r.forward(b, nil) }
 
 // ForwardArgmax is Forward computing only the greedy token of each
@@ -372,6 +406,29 @@ func (r *Runner) ForwardArgmax(b *model.Batch, out []int) error {
 		return fmt.Errorf("gpu: ForwardArgmax with %d outputs for %d sequences", len(out), len(b.Seqs))
 	}
 	return r.forward(b, out)
+}
+
+// runStep queues a step's work through f on the device worker and returns
+// only when the device has finished everything queued, on every exit path.
+// When f fails part way (a launch or cuBLAS error, or a panic), kernels and
+// copies it queued before the failure may still read or write the step's
+// pages and the pinned metadata and output buffers; returning then would let
+// the caller drop the page leases (invariant 5) and the next step refill the
+// pinned buffers under a pending copy. So it waits for the stream first.
+func (r *Runner) runStep(f func(q *cuda.Queue) error) error {
+	return r.dev.Run(func(q *cuda.Queue) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("gpu: panic in a forward step: %v", p)
+			}
+			// On success f has synchronized already and this costs one
+			// driver call on an idle stream.
+			if serr := q.Sync(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("gpu: waiting for the device after a step: %w", serr))
+			}
+		}()
+		return f(q)
+	})
 }
 
 type meta struct {

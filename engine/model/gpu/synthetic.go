@@ -16,7 +16,10 @@ import (
 // milliseconds without host generation or upload. It is for benchmarks: the
 // weights are random.
 func NewSynthetic(dev *cuda.Device, c model.Config, seed uint64, pool *kvcache.Pool, opt Options) (*Runner, error) {
-	r, err := newRunner(dev, c, pool, opt)
+	if c.Block.QKNorm || c.Block.PostNorms {
+		return nil, fmt.Errorf("%w: synthetic GPU weights for a block with Q/K norms or post-norms", model.ErrNotImplemented)
+	}
+	r, err := newRunner(dev, c, nil, pool, opt)
 	if err != nil {
 		return nil, err
 	}

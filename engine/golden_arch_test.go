@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/internal/testmodels"
+)
+
+// archEngine opens a golden/arch model on the CPU.
+func archEngine(t *testing.T, path string, mut func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{ModelPath: path, Device: "cpu", KVPages: 64, MaxContext: 128, Poison: true}
+	if mut != nil {
+		mut(&cfg)
+	}
+	e, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// TestGoldenArchThroughEngine runs every file of ../shared/golden/arch
+// through the engine: each prompt alone (F32 files: llama.cpp's 32 tokens),
+// then all prompts twice at once in a pool too small for them, so that the
+// scheduler preempts and swaps sequences to the host tier and back, with
+// a step budget that splits prefills into chunks (8 and 24 tokens; 8 only
+// for the quantized files): every request must produce the tokens it
+// produced alone. Under the race detector the quantized files other than
+// Q8_0 are skipped (plain-Go K-quant products are ten times slower there);
+// scripts/test.sh runs them without it.
+func TestGoldenArchThroughEngine(t *testing.T) {
+	names := make([]string, 0, len(testmodels.ArchF32)+len(testmodels.ArchQuantTypes))
+	for _, m := range testmodels.ArchF32 {
+		names = append(names, m.Name)
+	}
+	for _, q := range testmodels.ArchQuantTypes {
+		names = append(names, "llama32."+q)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			g := testmodels.LoadArchGolden(t, name)
+			if testmodels.Race && g.QuantType != "" && g.QuantType != "Q8_0" {
+				t.Skip("numerics only; run without -race (scripts/test.sh does)")
+			}
+			alone := archEngine(t, g.Model, nil)
+			want := make([][]int, len(g.Cases))
+			for i, c := range g.Cases {
+				r, err := alone.Generate(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated)})
+				require.NoError(t, err)
+				want[i] = r.Tokens
+				if g.QuantType == "" {
+					require.Equal(t, c.Generated, r.Tokens, "case %d alone", i)
+				}
+			}
+			budgets := []int{8, 24}
+			if g.QuantType != "" {
+				budgets = budgets[:1]
+			}
+			for _, budget := range budgets {
+				// 8 pages of 16 tokens: the 72-token requests need 5 each.
+				e := archEngine(t, g.Model, func(c *Config) {
+					c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = 8, 16<<20, budget, 96
+				})
+				var wg sync.WaitGroup
+				for k := range 2 {
+					for i, c := range g.Cases {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							r, err := e.Generate(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k))})
+							require.NoError(t, err)
+							require.Equal(t, want[i], r.Tokens, "case %d copy %d budget %d", i, k, budget)
+						}()
+					}
+				}
+				wg.Wait()
+				s := e.Stats()
+				require.NotZero(t, s.SwapIns, "budget %d: %+v", budget, s)
+				require.Zero(t, s.IsolationFailures)
+			}
+		})
+	}
+}

@@ -1,0 +1,343 @@
+// Package arch describes decoder architectures as data. A Block says what
+// one transformer block computes (biases, RoPE style and scaling, Q/K norm,
+// extra norms, soft-caps, sliding windows, activation); the registry maps a
+// GGUF general.architecture to the metadata that fills a Block and to the
+// tensor layout the loader reads. Both forward passes (CPU and CUDA)
+// interpret a Block; neither knows architecture names.
+//
+// Adding an architecture is one file in this package: an init function
+// that calls Register with a Describe function (and, when the file fuses
+// tensors, the fusion flags). A genuinely new operation also needs a field
+// here and its implementation in both forward passes.
+package arch
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// ErrUnsupported is wrapped by every error about a model the engine cannot
+// run: an unknown architecture, tensor type, RoPE scaling type or a tensor
+// the architecture needs that the file lacks (or one it has that nothing
+// reads). engine/model re-exports it as model.ErrUnsupported.
+var ErrUnsupported = errors.New("model: unsupported")
+
+// RopeStyle is how RoPE pairs the dimensions of a head.
+type RopeStyle uint8
+
+const (
+	// RopeAdjacent rotates pairs (2i, 2i+1): llama2.c and llama.cpp's
+	// "llama" GGUFs (whose Q/K rows the converter permuted for it).
+	RopeAdjacent RopeStyle = iota
+	// RopeNeoX rotates pairs (i, i+d/2): Qwen, Phi-3, Gemma.
+	RopeNeoX
+)
+
+func (s RopeStyle) String() string {
+	if s == RopeNeoX {
+		return "neox"
+	}
+	return "adjacent"
+}
+
+// ScalingKind is the RoPE scaling method.
+type ScalingKind uint8
+
+const (
+	ScalingNone ScalingKind = iota
+	// ScalingLinear divides positions by Factor.
+	ScalingLinear
+	// ScalingYaRN blends interpolated and extrapolated frequencies per
+	// dimension (llama.cpp's rope_yarn), with an attention magnitude scale.
+	ScalingYaRN
+)
+
+func (k ScalingKind) String() string {
+	switch k {
+	case ScalingLinear:
+		return "linear"
+	case ScalingYaRN:
+		return "yarn"
+	}
+	return "none"
+}
+
+// Scaling is a RoPE scaling configuration. Llama 3's scaling is not a kind
+// here: its GGUFs bake it into the rope_freqs tensor (per-dimension
+// frequency divisors), which the weights carry.
+type Scaling struct {
+	Kind   ScalingKind
+	Factor float32 // context extension factor (> 0 unless Kind is None)
+	// YaRN only: the training context length and llama.cpp's parameters
+	// (defaults ext 1, attn 1, beta_fast 32, beta_slow 1).
+	OrigContext                               int
+	ExtFactor, AttnFactor, BetaFast, BetaSlow float32
+}
+
+// Activation is the gated FFN's nonlinearity.
+type Activation uint8
+
+const (
+	// SwiGLU: silu(gate) * up.
+	SwiGLU Activation = iota
+	// GeGLU: gelu_tanh(gate) * up (Gemma).
+	GeGLU
+)
+
+func (a Activation) String() string {
+	if a == GeGLU {
+		return "geglu"
+	}
+	return "swiglu"
+}
+
+// Block describes the transformer block and the model's ends. The zero
+// value is the Llama 2 block: pre-norm RMSNorm attention and SwiGLU FFN,
+// adjacent-pair RoPE, no biases, scores scaled by 1/sqrt(head dim).
+//
+// Per-layer data that is optional by file (Q/K/V/O biases, RoPE frequency
+// factors) is carried by the weights: present means used.
+type Block struct {
+	RopeStyle RopeStyle
+	Scaling   Scaling
+	// QKNorm: per-head RMSNorm of Q and K (weights [head dim]) before RoPE.
+	QKNorm bool
+	// PostNorms: RMSNorm of the attention output and of the FFN output
+	// before each residual add (Gemma 2/3: post_attention_norm,
+	// post_ffw_norm).
+	PostNorms bool
+	// NormOffset is added to every RMSNorm weight at load time (for files
+	// that store w-1; Gemma GGUFs already store w, so 0 there).
+	NormOffset float32
+	// EmbedScale multiplies the token embeddings (0: none; Gemma sqrt(dim)).
+	EmbedScale float32
+	// AttnScale multiplies attention scores (0: 1/sqrt(head dim)).
+	AttnScale float32
+	// AttnSoftcap and FinalSoftcap (0: none) apply c*tanh(x/c) to the
+	// scaled attention scores and to the logits (Gemma 2).
+	AttnSoftcap, FinalSoftcap float32
+	// Window > 0 makes local layers attend only to the Window most recent
+	// positions (the current one included). Layer l is local when
+	// l % WindowPattern < WindowPattern-1; a pattern of 1 or less makes
+	// every layer local.
+	Window, WindowPattern int
+	// LocalTheta is the RoPE base of local layers (0: the global base), and
+	// LocalUnscaled makes them ignore Scaling (Gemma 3).
+	LocalTheta    float32
+	LocalUnscaled bool
+	Activation    Activation
+}
+
+// Local reports whether layer attends over a sliding window.
+func (b Block) Local(layer int) bool {
+	if b.Window <= 0 {
+		return false
+	}
+	if b.WindowPattern <= 1 {
+		return true
+	}
+	return layer%b.WindowPattern < b.WindowPattern-1
+}
+
+// LayerRope is the RoPE base and scaling of layer, given the global base.
+func (b Block) LayerRope(layer int, theta float32) (float32, Scaling) {
+	if b.Local(layer) {
+		if b.LocalTheta > 0 {
+			theta = b.LocalTheta
+		}
+		if b.LocalUnscaled {
+			return theta, Scaling{}
+		}
+	}
+	return theta, b.Scaling
+}
+
+// Scale is the factor applied to attention scores.
+func (b Block) Scale(headDim int) float32 {
+	if b.AttnScale != 0 {
+		return b.AttnScale
+	}
+	return float32(1 / math.Sqrt(float64(headDim)))
+}
+
+// Validate checks the fields for values no forward pass can use.
+func (b Block) Validate() error {
+	switch {
+	case b.RopeStyle > RopeNeoX:
+		return fmt.Errorf("%w: rope style %d", ErrUnsupported, b.RopeStyle)
+	case b.Activation > GeGLU:
+		return fmt.Errorf("%w: activation %d", ErrUnsupported, b.Activation)
+	case b.Scaling.Kind > ScalingYaRN:
+		return fmt.Errorf("%w: rope scaling kind %d", ErrUnsupported, b.Scaling.Kind)
+	case b.Scaling.Kind != ScalingNone && !(b.Scaling.Factor > 0):
+		return fmt.Errorf("model: rope scaling factor %g must be positive", b.Scaling.Factor)
+	case b.Scaling.Kind == ScalingYaRN && b.Scaling.OrigContext <= 0:
+		return fmt.Errorf("model: yarn rope scaling needs the original context length, got %d", b.Scaling.OrigContext)
+	case b.Window < 0:
+		return fmt.Errorf("model: sliding window %d is negative", b.Window)
+	case b.AttnSoftcap < 0 || b.FinalSoftcap < 0:
+		return fmt.Errorf("model: soft-caps (%g, %g) must not be negative", b.AttnSoftcap, b.FinalSoftcap)
+	case b.EmbedScale < 0 || b.AttnScale < 0 || b.LocalTheta < 0:
+		return fmt.Errorf("model: embed scale %g, attention scale %g, local rope base %g must not be negative", b.EmbedScale, b.AttnScale, b.LocalTheta)
+	}
+	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor} {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("model: non-finite value in block description %+v", b)
+		}
+	}
+	return nil
+}
+
+// Meta reads an architecture's metadata. Keys are given without the
+// "<arch>." prefix, which the reader adds.
+type Meta interface {
+	// Uint reads a non-negative integer; def < 0 makes the key required.
+	Uint(key string, def int) (int, error)
+	// Float reads a finite number; required makes a missing key an error.
+	Float(key string, def float64, required bool) (float64, error)
+	// Has reports whether the key is present.
+	Has(key string) bool
+	// Layers is the block count.
+	Layers() int
+	// Dim, Heads and HeadDim are the model width, query heads and head dim.
+	Dim() int
+	Heads() int
+	HeadDim() int
+}
+
+// Arch is one registered architecture.
+type Arch struct {
+	// Name is the GGUF general.architecture value.
+	Name string
+	// Models names the model families known to use it (documentation).
+	Models string
+	// FusedQKV: Q, K and V are one tensor attn_qkv (rows Q, then K, then V).
+	// FusedGateUp: ffn_up holds gate then up (2 x FFN width rows) and there
+	// is no ffn_gate. The loader splits both without copying.
+	FusedQKV, FusedGateUp bool
+	// Describe fills the Block of the architecture from metadata. b arrives
+	// with Scaling read from the common rope.scaling.* keys.
+	Describe func(m Meta, b *Block) error
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Arch{}
+)
+
+// Register adds a. It panics on a duplicate or empty name (a programming
+// error in an init function).
+func Register(a Arch) {
+	mu.Lock()
+	defer mu.Unlock()
+	if a.Name == "" || a.Describe == nil {
+		panic("arch: Register needs a name and a Describe function")
+	}
+	if _, dup := registry[a.Name]; dup {
+		panic("arch: " + a.Name + " registered twice")
+	}
+	registry[a.Name] = a
+}
+
+// Names lists the registered architectures, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// All returns the registered architectures, sorted by name.
+func All() []Arch {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]Arch, 0, len(registry))
+	for _, a := range registry {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Arch) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Lookup returns the architecture called name, or an error wrapping
+// ErrUnsupported that names it and lists the supported ones.
+func Lookup(name string) (Arch, error) {
+	mu.RLock()
+	a, ok := registry[name]
+	mu.RUnlock()
+	if ok {
+		return a, nil
+	}
+	if name == "" {
+		return Arch{}, fmt.Errorf("%w: gguf metadata general.architecture is missing (supported: %s)", ErrUnsupported, strings.Join(Names(), ", "))
+	}
+	return Arch{}, fmt.Errorf("%w: architecture %q (supported: %s)", ErrUnsupported, name, strings.Join(Names(), ", "))
+}
+
+// ScalingFromMeta reads the common RoPE scaling keys: rope.scaling.type
+// (none, linear, yarn; anything else is refused by name), rope.scaling.factor,
+// the older rope.scale_linear, and YaRN's rope.scaling.original_context_length
+// and yarn_* parameters.
+func ScalingFromMeta(m Meta, typ string) (Scaling, error) {
+	var s Scaling
+	switch typ {
+	case "", "none":
+		f, err := m.Float("rope.scale_linear", 1, false)
+		if err != nil {
+			return s, err
+		}
+		if f != 1 {
+			s = Scaling{Kind: ScalingLinear, Factor: float32(f)}
+		}
+	case "linear":
+		f, err := m.Float("rope.scaling.factor", 0, true)
+		if err != nil {
+			return s, err
+		}
+		s = Scaling{Kind: ScalingLinear, Factor: float32(f)}
+		if f == 1 {
+			s = Scaling{}
+		}
+	case "yarn":
+		f, err := m.Float("rope.scaling.factor", 0, true)
+		if err != nil {
+			return s, err
+		}
+		orig, err := m.Uint("rope.scaling.original_context_length", -1)
+		if err != nil {
+			return s, err
+		}
+		s = Scaling{Kind: ScalingYaRN, Factor: float32(f), OrigContext: orig}
+		for _, p := range []struct {
+			dst *float32
+			key string
+			def float64
+		}{
+			{&s.ExtFactor, "rope.scaling.yarn_ext_factor", 1},
+			{&s.AttnFactor, "rope.scaling.yarn_attn_factor", 1},
+			{&s.BetaFast, "rope.scaling.yarn_beta_fast", 32},
+			{&s.BetaSlow, "rope.scaling.yarn_beta_slow", 1},
+		} {
+			v, err := m.Float(p.key, p.def, false)
+			if err != nil {
+				return s, err
+			}
+			*p.dst = float32(v)
+		}
+	default:
+		return s, fmt.Errorf("%w: rope scaling type %q (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)", ErrUnsupported, typ)
+	}
+	if s.Kind != ScalingNone && !(s.Factor > 0) {
+		return s, fmt.Errorf("model: rope scaling factor %g must be positive", s.Factor)
+	}
+	return s, nil
+}

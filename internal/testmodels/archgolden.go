@@ -1,0 +1,118 @@
+package testmodels
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The llama.cpp golden data of ../shared/golden/arch (see its README):
+// small random-weight GGUF files of every supported architecture and, for
+// the Llama 3.2 shape, of every common quantization, each with llama.cpp's
+// greedy continuations and teacher-forced logits.
+
+// ArchF32 lists the F32 golden models with the README's logit tolerance
+// (0.001; Gemma 0.03 because llama.cpp evaluates GELU through an fp16
+// table).
+var ArchF32 = []struct {
+	Name string
+	Tol  float64
+}{
+	{"llama32", 1e-3}, {"mistral", 1e-3}, {"qwen2", 1e-3}, {"qwen3", 1e-3}, {"phi3", 1e-3},
+	{"gemma2", 0.03}, {"gemma3", 0.03},
+}
+
+// ArchQuantTypes are the quantized copies llama32.<TYPE>.gguf.
+var ArchQuantTypes = []string{
+	"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "Q2_K", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_NL", "IQ4_XS",
+}
+
+// ArchCase is one prompt of a golden file.
+type ArchCase struct {
+	Prompt    []int     `json:"prompt_token_ids"`
+	Generated []int     `json:"generated_token_ids"`
+	Logits64  []string  `json:"logits"` // base64 of n_vocab little-endian float32
+	Margins   []float64 `json:"greedy_margins"`
+}
+
+// Logits decodes the i-th recorded logit vector: 0 is after the prompt,
+// j > 0 after feeding Generated[j-1].
+func (c ArchCase) Logits(i int) ([]float32, error) {
+	b, err := base64.StdEncoding.DecodeString(c.Logits64[i])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(b)/4)
+	for j := range out {
+		out[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+	}
+	return out, nil
+}
+
+// ArchGolden is one golden JSON file.
+type ArchGolden struct {
+	File      string     `json:"model_file"`
+	Arch      string     `json:"arch"`
+	QuantType string     `json:"quant_type"`
+	Cases     []ArchCase `json:"cases"`
+	// Dequant holds, for quantized files, llama.cpp's results on an exact
+	// F32 dequantization of the file.
+	Dequant *struct {
+		Cases []ArchCase `json:"cases"`
+	} `json:"reference_dequantized_f32"`
+	TensorChecks map[string]struct {
+		Type   string `json:"type"`
+		SHA256 string `json:"sha256_f32le"`
+	} `json:"dequantized_tensor_checks"`
+
+	// Model is the path of the GGUF file.
+	Model string `json:"-"`
+}
+
+// LoadArchGolden reads golden/arch/<name>.json (skipping or failing as
+// Golden does when it is absent).
+func LoadArchGolden(tb testing.TB, name string) *ArchGolden {
+	tb.Helper()
+	js := Golden(tb, "arch/"+name+".json")
+	data, err := os.ReadFile(js)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var g ArchGolden
+	if err := json.Unmarshal(data, &g); err != nil {
+		tb.Fatalf("%s: %v", js, err)
+	}
+	if len(g.Cases) == 0 {
+		tb.Fatalf("%s: no cases", js)
+	}
+	g.Model = strings.TrimSuffix(js, ".json") + ".gguf"
+	return &g
+}
+
+// MaxAbsDiff is max |got[j][i] - want logits j| over the first len(got)
+// recorded logit vectors of c.
+func (c ArchCase) MaxAbsDiff(got [][]float32) (float64, error) {
+	worst := 0.0
+	for j, g := range got {
+		want, err := c.Logits(j)
+		if err != nil {
+			return 0, err
+		}
+		if len(want) != len(g) {
+			return 0, fmt.Errorf("logits %d: %d values, golden has %d", j, len(g), len(want))
+		}
+		for i := range g {
+			d := math.Abs(float64(g[i]) - float64(want[i]))
+			if math.IsNaN(d) {
+				return math.Inf(1), nil
+			}
+			worst = math.Max(worst, d)
+		}
+	}
+	return worst, nil
+}
