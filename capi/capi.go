@@ -82,6 +82,9 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	if cfg.Compression, s = optText(p.compression, fn, "params.compression"); s != stOK {
 		return s
 	}
+	if cfg.KVType, s = optText(p.kv_type, fn, "params.kv_type"); s != stOK {
+		return s
+	}
 	if cfg.ChatTemplate, s = optText(p.chat_template, fn, "params.chat_template"); s != stOK {
 		return s
 	}

@@ -97,8 +97,6 @@ func classify(err error, open bool) errInfo {
 		}
 	case errors.Is(err, engine.ErrUnsupported):
 		e.status = stUnsupported
-	case errors.Is(err, engine.ErrNotImplemented):
-		e.status = stInvalid
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), open:
 		e.status = stIO
 	default:

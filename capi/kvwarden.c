@@ -31,7 +31,7 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 #define KVW_ENGINE_PARAMS_V1_SIZE 112
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
-_Static_assert(sizeof(kvw_engine_params) == 128, "kvw_engine_params v3 (v1: 112, v2: 120)");
+_Static_assert(sizeof(kvw_engine_params) == 136, "kvw_engine_params v4 (v1: 112, v2: 120, v3: 128)");
 _Static_assert(sizeof(kvw_request_params) == 72, "kvw_request_params v2 (v1: 64)");
 _Static_assert(sizeof(kvw_chat_message) == 16, "kvw_chat_message is fixed");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");

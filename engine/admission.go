@@ -50,11 +50,7 @@ func (e *Engine) admit(req Request) (*seq, error) {
 	s.id = e.nextID.Add(1)
 	e.mu.Unlock()
 
-	e.met.mu.Lock()
-	e.met.admitted++
-	e.met.promptToks += uint64(len(s.prompt))
-	e.met.waiting++
-	e.met.mu.Unlock()
+	e.met.admit(len(s.prompt))
 	return s, nil
 }
 
@@ -66,10 +62,7 @@ func (e *Engine) unadmit(s *seq) {
 	}
 	e.queued--
 	e.mu.Unlock()
-	e.met.mu.Lock()
-	e.met.waiting--
-	e.met.finished["abort"]++
-	e.met.mu.Unlock()
+	e.met.end("abort", false)
 }
 
 // check validates req and builds its seq. It touches no shared state.
@@ -83,7 +76,7 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 	if req.MaxTokens < 0 {
 		return nil, RejectInvalidParams, fmt.Errorf("%w: max tokens %d is negative", ErrInvalidParams, req.MaxTokens)
 	}
-	params := normalizeSampling(req.Sampling)
+	params := req.Sampling
 	if err := params.Validate(); err != nil {
 		if !errors.Is(err, ErrInvalidParams) {
 			err = fmt.Errorf("%w: %w", ErrInvalidParams, err)
@@ -141,8 +134,8 @@ func (e *Engine) check(req Request) (*seq, string, error) {
 		state:     StateWaiting,
 		submitted: time.Now(),
 	}
-	s.ctx = make([]int, len(prompt), len(prompt)+maxTok)
-	copy(s.ctx, prompt)
+	s.tokens = make([]int, len(prompt), len(prompt)+maxTok)
+	copy(s.tokens, prompt)
 	return s, "", nil
 }
 
@@ -154,17 +147,4 @@ func samplerFor(p sample.Params, id uint64) *sample.Sampler {
 		p.Seed = id*0x9E3779B97F4A7C15 + 1
 	}
 	return sample.New(p)
-}
-
-// normalizeSampling treats the zero values of TopP and RepeatPenalty,
-// which sample.Params.Validate rejects, as "not set" (disabled), so the
-// zero Request.Sampling means greedy decoding.
-func normalizeSampling(p sample.Params) sample.Params {
-	if p.TopP == 0 {
-		p.TopP = 1
-	}
-	if p.RepeatPenalty == 0 {
-		p.RepeatPenalty = 1
-	}
-	return p
 }

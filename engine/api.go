@@ -1,10 +1,8 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract: no request ever reads
-// KV data it did not write, or that was not shared with it as an immutable
-// prefix of its own tenant. The contract's ten rules, which the code cites
-// as "invariant N", are written out in docs/ISOLATION.md in the
-// repository.
+// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
+// ever reads KV data it did not write, or that was not shared with it as an
+// immutable prefix of its own tenant.
 package engine
 
 import (
@@ -22,20 +20,22 @@ import (
 // Errors callers must tell apart. Returned errors wrap one of these; use
 // errors.Is. Rejections happen at admission, before any page is allocated.
 var (
-	ErrPromptTooLong  = errors.New("prompt too long")
-	ErrEmptyPrompt    = errors.New("empty prompt")
-	ErrInvalidParams  = errors.New("invalid parameters")
-	ErrQuotaExceeded  = errors.New("tenant quota exceeded")
-	ErrOverloaded     = errors.New("engine overloaded")
-	ErrClosed         = errors.New("engine closed")
-	ErrAborted        = errors.New("request aborted")
-	ErrNotFound       = errors.New("request not found")
-	ErrIsolation      = kvcache.ErrIsolation
-	ErrNotImplemented = errors.New("not implemented")
+	ErrPromptTooLong = errors.New("prompt too long")
+	ErrEmptyPrompt   = errors.New("empty prompt")
+	ErrInvalidParams = errors.New("invalid parameters")
+	ErrQuotaExceeded = errors.New("tenant quota exceeded")
+	ErrOverloaded    = errors.New("engine overloaded")
+	ErrClosed        = errors.New("engine closed")
+	ErrAborted       = errors.New("request aborted")
+	ErrNotFound      = errors.New("request not found")
+	ErrIsolation     = kvcache.ErrIsolation
 	// ErrUnsupported: the model file is readable but describes something
 	// the engine cannot run (architecture, tensor type, RoPE scaling type,
 	// a missing or unexpected tensor). It is model.ErrUnsupported.
 	ErrUnsupported = model.ErrUnsupported
+	// ErrStepFailed ends the requests of a forward step that failed as a
+	// whole (e.g. a device error); the details are in the engine's log.
+	ErrStepFailed = errors.New("forward step failed")
 )
 
 // PromptTooLongError carries the numbers behind ErrPromptTooLong.
@@ -90,12 +90,6 @@ func (c Checksum) String() string {
 
 // Runner runs the model forward pass over a batch. model.Runner implements
 // it; tests substitute an echo model that emits what it reads from its KV.
-//
-// Forward returns, with or without an error, only when the device is done
-// with the step: no kernel or copy it queued still reads or writes the
-// step's pages or buffers. The engine drops the step's page leases as soon
-// as Forward returns (invariant 5), so a device runner whose step fails part
-// way must wait for the work it already queued before returning.
 type Runner interface {
 	Forward(b *model.Batch) error
 }
@@ -126,7 +120,11 @@ type Config struct {
 
 	PageSize int   // tokens per KV page (default 16)
 	KVPages  int   // pool size in pages; or
-	KVMemory int64 // pool size in bytes (default: 256 MiB worth of pages)
+	KVMemory int64 // pool size in bytes (default: see DefaultKVMemory)
+	// KVType is the element type of the KV cache: "f16" (the default, on
+	// the CPU as on a GPU, as in llama.cpp) or "f32" (twice the memory;
+	// exact against float32 references such as llama2.c's run.c).
+	KVType string
 
 	// MaxContext is the most tokens (prompt + generated) one request may
 	// hold. Default: min(model context, pool capacity). New refuses a value
@@ -203,6 +201,11 @@ type Faults struct {
 	// checksum), as a bad write or bit flip would. The handoff, step
 	// verification, swap-out and prefix-cache checks must catch it.
 	CorruptSealed func(id uint64, page kvcache.PageRef) bool
+	// CorruptHandoff, when it returns true, flips a byte of the written,
+	// handoff-checksummed slots of request id's partial last page right
+	// after its prefill to decode handoff, as a stray write would. Step
+	// verification, swap-out and the page's seal must catch it.
+	CorruptHandoff func(id uint64, page kvcache.PageRef) bool
 }
 
 // State is a request's lifecycle state.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,7 +104,18 @@ func runChaos(t *testing.T, o chaosOpts) {
 		corruptRefs  []kvcache.PageRef
 		copyCorrupt  atomic.Int64
 		spillCorrupt atomic.Int64
+		// Handoff-sealed slots corrupted as a request enters decoding
+		// (caught at its swap-out, step verification or seal), and cached
+		// prefix pages corrupted before they spill (caught at the spill's
+		// copy-out or the next hit).
+		handoffRefs []kvcache.PageRef
+		cachedRefs  []kvcache.PageRef
 	)
+	// Each quarantined page is lost to the pool for good, so a round's
+	// device corruptions are capped (as in the audit: a few per round);
+	// otherwise quarantine, not corruption handling, would decide how many
+	// requests of a 48-page pool complete.
+	const maxCachedCorrupt, maxHandoffCorrupt = 3, 4
 	pf := &kvcache.Faults{
 		FailCopy: func(ref kvcache.PageRef) error {
 			if rng.chance(0.03) {
@@ -149,12 +161,36 @@ func runChaos(t *testing.T, o chaosOpts) {
 			return rng.chance(0.01)
 		},
 	}
+	if o.corrupt {
+		cfg.th().Faults.CorruptHandoff = func(id uint64, ref kvcache.PageRef) bool {
+			corruptMu.Lock()
+			defer corruptMu.Unlock()
+			if len(handoffRefs) >= maxHandoffCorrupt || !rng.chance(0.005) {
+				return false
+			}
+			corruptedReq[id] = true
+			handoffRefs = append(handoffRefs, ref)
+			return true
+		}
+	}
 	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, true)
 		if err != nil || !o.corrupt {
 			return r, err
 		}
 		r.afterStep = func(b *model.Batch) {
+			// On the scheduler goroutine: the prefix cache can be read. Its
+			// least recently used device entry is the next to spill.
+			if c, ok := e.sched.prefix.(*prefixCache); ok && len(cachedRefs) < maxCachedCorrupt && rng.chance(0.002) {
+				if el := c.lru.Back(); el != nil {
+					ref := el.Value.(*prefixEntry).ref
+					if pool.CorruptPage(ref.Index) == nil {
+						corruptMu.Lock()
+						cachedRefs = append(cachedRefs, ref)
+						corruptMu.Unlock()
+					}
+				}
+			}
 			if !rng.chance(0.01) {
 				return
 			}
@@ -254,7 +290,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	var ok, aborted, isolation, rejected int
+	var ok, aborted, isolation, noPages, rejected int
 	for i, rq := range reqs {
 		out := outs[i]
 		want := echoOracle(rq.prompt, rq.maxTokens, maxContext, true)
@@ -282,13 +318,40 @@ func runChaos(t *testing.T, o chaosOpts) {
 		case o.corrupt && errors.Is(r.Err, kvcache.ErrNoPages):
 			// Quarantine shrank the pool below this request's size: the
 			// engine fails it loudly rather than thrash.
-			isolation++
+			noPages++
 		default:
 			t.Fatalf("request %d: unexpected error %v", i, r.Err)
 		}
 	}
 	waitPoolIdle(t, e)
 	s := e.Stats()
+	// Detection: every corrupted device page was caught (quarantined) or
+	// left the pool unread (freed, its generation over); every corrupted
+	// host copy was caught at its restore or discarded unrestored (no
+	// successful output differs from its oracle, checked above).
+	corruptMu.Lock()
+	var caught, unread int
+	injected := len(corruptRefs) + len(handoffRefs) + len(cachedRefs)
+	for _, ref := range slices.Concat(corruptRefs, handoffRefs, cachedRefs) {
+		info, err := e.pool.Info(ref)
+		switch {
+		case err == nil && info.State == kvcache.PageQuarantined:
+			caught++
+		case err != nil || info.State == kvcache.PageFree:
+			unread++
+		default:
+			t.Errorf("corrupted %v is still in use, undetected: %+v", ref, info)
+		}
+	}
+	corruptMu.Unlock()
+	if o.corrupt {
+		t.Logf("detection: %d device pages corrupted (%d at seal, %d handoff slots, %d cached prefix pages): %d caught, %d left unread; %d host copies corrupted; %d checksum failures; %d requests recomputed, %d failed with ErrIsolation, %d with ErrNoPages (pool shrunk by quarantine): 100%% of corruptions that were read again were detected",
+			injected, len(corruptRefs), len(handoffRefs), len(cachedRefs), caught, unread, copyCorrupt.Load()+spillCorrupt.Load(), s.Pool.ChecksumFailures, s.Recoveries, isolation, noPages)
+		require.Equal(t, injected, caught+unread)
+		// Detect, then recover: corruption is no outage. Under 1% of the
+		// requests may fail (bounded retries, a pool shrunk by quarantine).
+		require.Less(t, isolation+noPages, len(reqs)/100, "corruption must not fail everyone who touches it")
+	}
 	t.Logf("%d requests in %v: %d ok, %d aborted, %d isolation failures, %d rejected; steps %d, preemptions %d (swap %d, swap failed %d), restores %d, recomputed %d tokens, prefix hits %d (%d from the host tier), cached tokens %d, spills %d, host evictions %d; pool: %d checksum failures, %d quarantined, %d copy failures; copies corrupted %d (%d prefix pages), pages corrupted %d",
 		len(reqs), elapsed, ok, aborted, isolation, rejected, s.Steps, s.Preemptions, s.SwapOuts, s.SwapFails, s.SwapIns,
 		s.RecomputedTokens, s.PrefixHits, s.PrefixHostHits, s.CachedTokens, s.PrefixSpills, s.PrefixHostEvictions, s.Pool.ChecksumFailures, s.Pool.Quarantined, s.Pool.CopyFailures,

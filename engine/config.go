@@ -34,49 +34,86 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, args...)...)
 }
 
-// checkFields validates the fields that do not need the model.
+// ConfigError is an invalid Config field, found by Config.Validate (and so
+// by New). It wraps ErrInvalidParams; Field names the Config field, so a
+// front end can name its own flag.
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string { return ErrInvalidParams.Error() + ": " + e.Msg }
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidParams }
+
+func badField(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks every field that can be checked without loading the
+// model: ranges, contradictions and names. It is the one place these are
+// checked; New runs it first, and front ends call it to report a bad flag
+// before loading anything. Errors are *ConfigError.
+func (c Config) Validate() error {
+	return checkFields(&c)
+}
+
+// checkFields validates the fields that do not need the model and fills in
+// their defaults.
 func checkFields(c *Config) error {
 	switch {
 	case c.PageSize < 0 || c.PageSize > 1<<15:
-		return invalid("page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)
+		return badField("PageSize", "page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)
 	case c.KVPages < 0:
-		return invalid("KV pages %d is negative", c.KVPages)
+		return badField("KVPages", "KV pages %d is negative", c.KVPages)
 	case c.KVMemory < 0:
-		return invalid("KV memory %d bytes is negative", c.KVMemory)
+		return badField("KVMemory", "KV memory %d bytes is negative", c.KVMemory)
 	case c.KVPages > 0 && c.KVMemory > 0:
-		return invalid("both KV pages (%d) and KV memory (%d bytes) are set; give one", c.KVPages, c.KVMemory)
+		return badField("KVMemory", "both KV pages (%d) and KV memory (%d bytes) are set; give one", c.KVPages, c.KVMemory)
 	case c.MaxContext < 0:
-		return invalid("max context %d is negative", c.MaxContext)
+		return badField("MaxContext", "max context %d is negative", c.MaxContext)
 	case c.MaxBatchTokens < 0:
-		return invalid("max batch tokens %d is negative", c.MaxBatchTokens)
+		return badField("MaxBatchTokens", "max batch tokens %d is negative", c.MaxBatchTokens)
 	case c.MaxSeqs < 0:
-		return invalid("max sequences %d is negative", c.MaxSeqs)
+		return badField("MaxSeqs", "max sequences %d is negative", c.MaxSeqs)
 	case c.MaxQueue < 0:
-		return invalid("max queue %d is negative", c.MaxQueue)
+		return badField("MaxQueue", "max queue %d is negative", c.MaxQueue)
 	case c.Threads < 0:
-		return invalid("threads %d is negative (0 = the physical cores)", c.Threads)
+		return badField("Threads", "threads %d is negative (0 = the physical cores)", c.Threads)
 	case c.Threads > MaxThreads:
-		return invalid("threads %d exceeds %d", c.Threads, MaxThreads)
+		return badField("Threads", "threads %d exceeds %d", c.Threads, MaxThreads)
 	case c.TenantQuota < 0:
-		return invalid("tenant quota %d is negative", c.TenantQuota)
+		return badField("TenantQuota", "tenant quota %d is negative", c.TenantQuota)
 	case c.HostTierBytes < 0:
-		return invalid("host tier %d bytes is negative", c.HostTierBytes)
+		return badField("HostTierBytes", "host tier %d bytes is negative", c.HostTierBytes)
 	case c.KVChecksum < ChecksumHandoff || c.KVChecksum > ChecksumOff:
-		return invalid("kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
+		return badField("KVChecksum", "kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
+	}
+	switch c.Device {
+	case "", "auto", "cpu", "cuda":
+	default:
+		return badField("Device", "device %q (want auto, cpu or cuda)", c.Device)
+	}
+	switch c.KVType {
+	case "":
+		c.KVType = DefaultKVType
+	case "f16", "f32":
+	default:
+		return badField("KVType", "KV type %q (want f16 or f32)", c.KVType)
 	}
 	switch c.Compression {
 	case "", "none", "s2", "zstd":
 	default:
-		return invalid("host tier compression %q (want none, s2 or zstd)", c.Compression)
+		return badField("Compression", "host tier compression %q (want none, s2 or zstd)", c.Compression)
 	}
 	if c.Compression != "" && c.Compression != "none" && c.HostTierBytes == 0 {
-		return invalid("host tier compression %q without a host tier (HostTierBytes is 0)", c.Compression)
+		return badField("Compression", "host tier compression %q without a host tier (HostTierBytes is 0)", c.Compression)
 	}
 	if c.Weights != nil && c.ModelPath != "" {
-		return invalid("both Weights and ModelPath (%s) are set; give one", c.ModelPath)
+		return badField("ModelPath", "both Weights and ModelPath (%s) are set; give one", c.ModelPath)
 	}
 	if c.Weights != nil && c.Tokenizer == nil {
-		return invalid("Weights given without a Tokenizer")
+		return badField("Tokenizer", "Weights given without a Tokenizer")
 	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
@@ -173,24 +210,23 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 		return r, err
 	}
 
-	// Pool sizing.
-	// KV in f32 on the CPU (exact against the reference); f16 on a GPU,
-	// where HBM bandwidth and capacity are what attention is bound by.
-	kvType := device.F32
-	if _, ok := be.(*cuda.Backend); ok {
-		kvType = device.F16
+	// Pool sizing. KV in f16 by default, on the CPU as on a GPU: attention
+	// is bound by KV bandwidth and capacity; f32 is exact against float32
+	// references.
+	kvType := device.F16
+	if c.KVType == "f32" {
+		kvType = device.F32
 	}
 	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: kvType}
 	pageBytes := geo.PageBytes()
-	if c.KVPages == 0 {
-		mem := c.KVMemory
-		if mem == 0 {
-			mem = DefaultKVMemory
-		}
-		c.KVPages = int(mem / pageBytes)
+	switch {
+	case c.KVPages == 0 && c.KVMemory > 0:
+		c.KVPages = int(c.KVMemory / pageBytes)
 		if c.KVPages == 0 {
-			return r, invalid("KV memory of %d bytes holds no page (one page of %d tokens is %d bytes for this model)", mem, c.PageSize, pageBytes)
+			return r, invalid("KV memory of %d bytes holds no page (one page of %d tokens is %d bytes for this model)", c.KVMemory, c.PageSize, pageBytes)
 		}
+	case c.KVPages == 0:
+		c.KVPages = defaultPages(c, mc.MaxContext, pageBytes)
 	}
 	c.KVMemory = int64(c.KVPages) * pageBytes
 	capacity := c.KVPages * c.PageSize
@@ -241,6 +277,25 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	}
 	r.pool, r.cfg = pool, c
 	return r, nil
+}
+
+// defaultPages sizes the pool to what the model and the settings need:
+// MaxSeqs sequences of the context (MaxContext, else the model's context
+// up to DefaultContext), capped at DefaultKVMemory, but never less than
+// one whole context, so a 1 MB model does not get a 256 MiB pool and a
+// long-context model still fits one request.
+func defaultPages(c Config, modelCtx int, pageBytes int64) int {
+	ctx := c.MaxContext
+	if ctx == 0 {
+		ctx = DefaultContext
+		if modelCtx > 0 {
+			ctx = min(modelCtx, DefaultContext)
+		}
+	}
+	perSeq := (ctx + c.PageSize - 1) / c.PageSize
+	want := int64(perSeq) * int64(c.MaxSeqs)
+	capPages := max(1, DefaultKVMemory/pageBytes)
+	return int(max(int64(perSeq), min(want, capPages)))
 }
 
 func (h *TestHooks) poolFaults() *kvcache.Faults {

@@ -3,12 +3,14 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -137,6 +139,9 @@ func newEchoRunner(pool *kvcache.Pool, eos bool) (*echoRunner, error) {
 		return nil, fmt.Errorf("echo: needs a CPU arena")
 	}
 	g := pool.Geometry()
+	if g.DType != device.F32 {
+		return nil, fmt.Errorf("echo: needs an f32 KV pool, got %v", g.DType)
+	}
 	if g.KVDim() < 4 || g.Layers < 1 {
 		return nil, fmt.Errorf("echo: needs kv dim >= 4")
 	}
@@ -181,6 +186,9 @@ func (r *echoRunner) Forward(b *model.Batch) error {
 		<-h.release
 	}
 	r.steps++
+	if _, err := b.Check(echoVocab); err != nil {
+		return err
+	}
 	ps := r.geo.PageSize
 	if cap(b.Logits) < len(b.Seqs) {
 		b.Logits = make([][]float32, len(b.Seqs))
@@ -226,11 +234,7 @@ func (r *echoRunner) Forward(b *model.Batch) error {
 			b.Logits[i] = l
 		}
 	}
-	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
-			return fmt.Errorf("echo: advance sequence %d: %w", i, err)
-		}
-	}
+	b.Advance()
 	if r.afterStep != nil {
 		r.afterStep(b)
 	}
@@ -244,7 +248,8 @@ func echoConfig(t testing.TB, pages, pageSize int) Config {
 	return Config{
 		Weights: w, Tokenizer: tokenizer.NewBytes(),
 		PageSize: pageSize, KVPages: pages,
-		hooks: &TestHooks{NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) }},
+		KVType: "f32", // the echo model stores 24-bit integers in its KV
+		hooks:  &TestHooks{NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) }},
 	}
 }
 
@@ -258,8 +263,49 @@ func newEcho(t testing.TB, cfg Config) *Engine {
 	t.Helper()
 	e, err := New(cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(func() { closeClean(t, e) })
 	return e
+}
+
+// parallel runs f(0), ..., f(n-1) on n goroutines and then, on the test's
+// own goroutine, fails t with every error they returned: require and
+// t.Fatal must not be called from other goroutines.
+func parallel(t testing.TB, n int, f func(i int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- f(i)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// sameTokens is nil when got equals want, else an error saying so.
+func sameTokens(what string, want, got []int) error {
+	if slices.Equal(want, got) {
+		return nil
+	}
+	return fmt.Errorf("%s: tokens %v, want %v", what, got, want)
+}
+
+// closeClean closes e and fails the test on any bookkeeping error the
+// engine counted during its life (a failed page-table release or lease
+// drop: the engine's page accounting disagreeing with the pool's).
+func closeClean(t testing.TB, e *Engine) {
+	t.Helper()
+	_ = e.Close()
+	s := e.Stats()
+	require.Zero(t, s.BookkeepingErrors, "the engine counted bookkeeping errors (see its log)")
+	// Only quarantined pages (and the empty tenant) still hold tenants.
+	require.LessOrEqual(t, s.Pool.Tenants, 1+s.Pool.Quarantined, "the pool's tenant table leaks")
 }
 
 // tenantPrompt builds a prompt that starts with a marker unique to

@@ -16,8 +16,17 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultPageSize       = 16
-	DefaultKVMemory       = 256 << 20
+	DefaultPageSize = kvcache.DefaultPageSize
+	// DefaultKVMemory caps the default KV pool: without KVPages or
+	// KVMemory the pool holds MaxSeqs sequences of the context (MaxContext,
+	// else the model's context up to DefaultContext), but no more than
+	// this many bytes unless one context alone needs more.
+	DefaultKVMemory = 256 << 20
+	// DefaultContext bounds the context the default pool is sized for when
+	// neither MaxContext nor a pool size is given.
+	DefaultContext = 4096
+	// DefaultKVType is the KV cache element type when KVType is "".
+	DefaultKVType         = "f16"
 	DefaultMaxBatchTokens = 512
 	DefaultMaxSeqs        = 64
 	DefaultMaxQueue       = 1024
@@ -137,9 +146,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	e.met.mu.Lock()
-	e.met.submitted++
-	e.met.mu.Unlock()
+	e.met.submit()
 	s, err := e.admit(req)
 	if err != nil {
 		return nil, err

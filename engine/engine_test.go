@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,10 +26,14 @@ func TestNewDefaultsBuiltinModel(t *testing.T) {
 	require.Equal(t, "cpu", e.Device())
 	require.Equal(t, DefaultPageSize, c.PageSize)
 	require.Equal(t, DefaultMaxBatchTokens, c.MaxBatchTokens)
-	// 256 MiB of pages; MaxContext = min(model context, pool capacity).
-	pb := kvcache.Geometry{PageSize: 16, Layers: 4, KVHeads: 4, HeadDim: 32, DType: device.F32}.PageBytes()
-	require.Equal(t, int(DefaultKVMemory/pb), c.KVPages)
-	require.Equal(t, min(model.DefaultConfig().MaxContext, c.KVPages*16), c.MaxContext)
+	// f16 KV; MaxSeqs contexts of the model (up to DefaultContext),
+	// capped at DefaultKVMemory; MaxContext = min(model context, capacity).
+	require.Equal(t, "f16", c.KVType)
+	pb := kvcache.Geometry{PageSize: 16, Layers: 4, KVHeads: 4, HeadDim: 32, DType: device.F16}.PageBytes()
+	mctx := model.DefaultConfig().MaxContext
+	perSeq := (min(mctx, DefaultContext) + 15) / 16
+	require.Equal(t, max(perSeq, min(perSeq*DefaultMaxSeqs, int(DefaultKVMemory/pb))), c.KVPages)
+	require.Equal(t, min(mctx, c.KVPages*16), c.MaxContext)
 
 	r, err := e.Generate(t.Context(), Request{Prompt: "Hello", MaxTokens: 8})
 	require.NoError(t, err)
@@ -334,10 +337,20 @@ func TestIDsNeverReused(t *testing.T) {
 func TestContextCancelAborts(t *testing.T) {
 	e := newEcho(t, noEOS(echoConfig(t, 64, 4)))
 	ctx, cancel := context.WithCancel(t.Context())
+	// The prefill step is held until the cancel has reached the engine, so
+	// the request cannot run to its length first (no timing assumption).
+	entered, release := holdNextStep(t, e)
 	st, err := e.Submit(ctx, Request{Tokens: tenantPrompt(1, 1, 5), MaxTokens: 1 << 20})
 	require.NoError(t, err)
-	<-st.Events() // first token is out: it is decoding
+	<-entered
 	cancel()
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.aborts) > 0
+	}, 10*time.Second, time.Millisecond, "the cancel never reached the engine")
+	release()
+	<-st.Events() // first token is out: it is decoding
 	r := st.Wait()
 	require.ErrorIs(t, r.Err, ErrAborted)
 	require.ErrorIs(t, r.Err, context.Canceled)
@@ -419,8 +432,6 @@ func ExampleEngine_Generate() {
 	fmt.Println(len(r.Tokens), r.FinishReason, err)
 	// Output: 4 length <nil>
 }
-
-var _ = errors.Is
 
 // A reader that sees the Done event can ask for the Result at once: the C
 // API and the Python binding do exactly that.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,18 +77,14 @@ func TestPreemptionRecomputeExactly(t *testing.T) {
 func TestQueueLargerThanPool(t *testing.T) {
 	for _, host := range []bool{false, true} {
 		e := newEcho(t, pressureConfig(t, host))
-		var wg sync.WaitGroup
-		for i := range 24 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p := tenantPrompt(i%3, i, 3+i%7)
-				r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 1000, Tenant: string(rune('a' + i%3))})
-				require.NoError(t, err)
-				require.Equal(t, echoOracle(p, 1000, 32, false), r.Tokens)
-			}()
-		}
-		wg.Wait()
+		parallel(t, 24, func(i int) error {
+			p := tenantPrompt(i%3, i, 3+i%7)
+			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 1000, Tenant: string(rune('a' + i%3))})
+			if err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
+			}
+			return sameTokens(fmt.Sprintf("request %d", i), echoOracle(p, 1000, 32, false), r.Tokens)
+		})
 		waitPoolIdle(t, e)
 	}
 }
@@ -240,8 +237,11 @@ func TestContextCancelWhileDecoding(t *testing.T) {
 
 // A page corrupted after it was sealed during prefill is caught before the
 // request can produce a token: at the prefill to decode handoff (default),
-// or at the very next step (KVChecksum=step). The page is quarantined, the
-// request fails with ErrIsolation, and the engine keeps serving.
+// or at the very next step (KVChecksum=step). The page is quarantined and
+// counted, and the request, which never read it, is recomputed from its
+// tokens and gets its exact output (detect, then recover). A request that
+// keeps meeting corruption fails with ErrIsolation and no token after
+// maxRecomputes.
 func TestCorruptSealedPageDetected(t *testing.T) {
 	for _, mode := range []Checksum{ChecksumHandoff, ChecksumStep} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -256,12 +256,29 @@ func TestCorruptSealedPageDetected(t *testing.T) {
 			e := newEcho(t, cfg)
 			p := tenantPrompt(1, 1, 20)
 			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 5})
+			require.NoError(t, err)
+			require.Equal(t, echoOracle(p, 5, e.MaxContext(), false), r.Tokens)
+			s := e.Stats()
+			require.Zero(t, s.IsolationFailures)
+			require.Equal(t, uint64(1), s.Recoveries)
+			require.Equal(t, uint64(1), s.Pool.ChecksumFailures)
+			require.Equal(t, 1, s.Pool.Quarantined)
+			waitPoolIdle(t, e)
+		})
+		t.Run(mode.String()+"/always", func(t *testing.T) {
+			cfg := noEOS(echoConfig(t, 64, 4))
+			cfg.MaxBatchTokens = 8
+			cfg.KVChecksum = mode
+			cfg.DisablePrefixCache = true
+			cfg.th().Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool { return id == 1 }}
+			e := newEcho(t, cfg)
+			p := tenantPrompt(1, 1, 20)
+			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 5})
 			require.ErrorIs(t, err, ErrIsolation)
 			require.Empty(t, r.Tokens, "no token from corrupted KV")
 			s := e.Stats()
 			require.Equal(t, uint64(1), s.IsolationFailures)
-			require.Equal(t, uint64(1), s.Pool.ChecksumFailures)
-			require.Equal(t, 1, s.Pool.Quarantined)
+			require.Equal(t, uint64(maxRecomputes), s.Recoveries)
 			r, err = e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 5})
 			require.NoError(t, err)
 			require.Equal(t, echoOracle(p, 5, e.MaxContext(), false), r.Tokens)
@@ -287,10 +304,14 @@ func TestQuarantineShrinksPoolFailsLoudly(t *testing.T) {
 	}}
 	e := newEcho(t, cfg)
 	for i := range 3 {
-		_, err := e.Generate(t.Context(), Request{Tokens: tenantPrompt(1, i, 9), MaxTokens: 2})
-		require.ErrorIs(t, err, ErrIsolation)
+		// Each corrupted page is caught before use; the request recomputes.
+		p := tenantPrompt(1, i, 9)
+		r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 2})
+		require.NoError(t, err)
+		require.Equal(t, echoOracle(p, 2, e.MaxContext(), true), r.Tokens)
 	}
 	require.Equal(t, 3, e.Stats().Pool.Quarantined)
+	require.Equal(t, uint64(3), e.Stats().Recoveries)
 	// 5 usable pages (20 tokens): a request that may grow to 32 tokens fails,
 	// a small one still runs.
 	_, err := e.Generate(t.Context(), Request{Tokens: tenantPrompt(1, 9, 6), MaxTokens: 100})

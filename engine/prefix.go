@@ -27,9 +27,15 @@ import (
 // (AppendShared checks the page's tenant), so the timing channel of the
 // cache cannot cross tenants either.
 //
-// Entries also store their page's tokens and their parent's hash and are
-// compared exactly on a hit, so a 64-bit hash collision cannot make a
-// request reuse K/V computed for different tokens.
+// The hash only finds candidates. An entry stores its page's tokens and
+// its parent entry (the entry of the page before it, in the sequence that
+// computed it), and a hit must match both exactly: the tokens of the page,
+// and the parent being the very entry the lookup matched one page earlier.
+// By induction from the first page (parent nil) every token of the prefix
+// is compared, so a hash collision, at any page, can only cost a miss, never
+// make a request reuse K/V computed over other tokens. A child whose parent
+// entry was dropped and computed again no longer matches; it is replaced
+// when its page is computed again.
 //
 // Eviction is LRU, and only of entries whose page the cache alone keeps
 // alive (evicting others would free nothing). A hit refreshes the chain
@@ -50,11 +56,13 @@ import (
 // the request it was restored for only until the cache's prefix lease takes
 // over, as for a page the request computed itself.
 //
-// Fail closed: a host copy that fails its restore checksum (a bad transfer,
-// a flipped bit in host memory) ends the request that hit it with
-// ErrIsolation, the device page it was restored into is quarantined by the
-// pool, the host copy is discarded, and nothing of it is ever served; the
-// next request for that prefix recomputes. The host tier is scoped like the
+// Detect, then recover: a host copy that fails its restore checksum (a bad
+// transfer, a flipped bit in host memory), or a device entry that fails its
+// checksum at a hit, is dropped from the cache (the pool quarantines a bad
+// device page; a copy found bad in host memory frees the page it was meant
+// for), nothing of it is ever served, and the request that hit it computes
+// that prefix again instead (the scheduler's recomputeOrFail, bounded).
+// The host tier is scoped like the
 // device cache: the key still includes the tenant, and Restore refuses a
 // host copy of another tenant.
 //
@@ -70,6 +78,37 @@ type prefixCache struct {
 	hostLRU *list.List // host-resident; front = most recently spilled or touched
 }
 
+// prefixStore is what the scheduler asks of the prefix cache. The cache
+// itself (prefixCache) and the disabled cache (noPrefixCache) implement it,
+// so the scheduler never asks whether there is one.
+type prefixStore interface {
+	// attach appends the longest cached prefix of s to the empty table t
+	// and returns the tokens it covers (see prefixCache.attach).
+	attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error)
+	// offer registers the full pages s has written since the last offer.
+	offer(s *seq)
+	// evict frees one page the cache alone holds and reports whether it did.
+	evict() bool
+	// dropHostFor gives host-tier room back for a swap-out.
+	dropHostFor(need int64) bool
+	len() int
+	hostLen() int
+	// clear drops every entry (Close).
+	clear()
+}
+
+// noPrefixCache is the disabled prefix cache (Config.DisablePrefixCache):
+// it never hits, holds nothing and frees nothing.
+type noPrefixCache struct{}
+
+func (noPrefixCache) attach(*seq, *kvcache.PageTable, int) (int, error) { return 0, nil }
+func (noPrefixCache) offer(*seq)                                        {}
+func (noPrefixCache) evict() bool                                       { return false }
+func (noPrefixCache) dropHostFor(int64) bool                            { return false }
+func (noPrefixCache) len() int                                          { return 0 }
+func (noPrefixCache) hostLen() int                                      { return 0 }
+func (noPrefixCache) clear()                                            {}
+
 type prefixKey struct {
 	tenant string
 	hash   uint64
@@ -77,7 +116,7 @@ type prefixKey struct {
 
 type prefixEntry struct {
 	key    prefixKey
-	parent uint64
+	parent *prefixEntry // the entry of the page before, nil for a first page
 	tokens []int
 	ref    kvcache.PageRef   // the device page, while host == nil
 	host   *kvcache.HostPage // the host copy of a spilled entry
@@ -96,7 +135,7 @@ func (c *prefixCache) len() int { return c.lru.Len() }
 // hostLen is the number of host-resident entries.
 func (c *prefixCache) hostLen() int { return c.hostLRU.Len() }
 
-// chainHash is the hash of page i of s.ctx chained over all pages before it.
+// chainHash is the hash of page i of s.tokens chained over all pages before it.
 func (c *prefixCache) chainHash(s *seq, i int) uint64 {
 	for len(s.hashes) <= i {
 		k := len(s.hashes)
@@ -104,17 +143,27 @@ func (c *prefixCache) chainHash(s *seq, i int) uint64 {
 		if k > 0 {
 			parent = s.hashes[k-1]
 		}
-		var buf [8 * 64]byte
-		b := buf[:0]
-		for _, t := range s.ctx[k*c.ps : (k+1)*c.ps] {
-			b = binary.LittleEndian.AppendUint64(b, uint64(t))
-		}
-		s.hashes = append(s.hashes, xxh3.HashSeed(b, parent))
+		s.hashes = append(s.hashes, pageHash(parent, s.tokens[k*c.ps:(k+1)*c.ps]))
 	}
 	return s.hashes[i]
 }
 
-// attach appends the longest cached prefix of s.ctx to the empty table t
+// pageHash chains the hash of one page's tokens onto its parent's. A
+// variable so a test can force collisions.
+var pageHash = func(parent uint64, page []int) uint64 {
+	var buf [8 * 64]byte
+	b := buf[:0]
+	for _, t := range page {
+		b = binary.LittleEndian.AppendUint64(b, uint64(t))
+	}
+	return xxh3.HashSeed(b, parent)
+}
+
+// brokenChain marks a sequence whose pages can no longer be offered: a page
+// of its prefix could not be cached, so later pages would have no parent.
+var brokenChain = &prefixEntry{}
+
+// attach appends the longest cached prefix of s.tokens to the empty table t
 // and returns the number of tokens it covers. At least one token is always
 // left to compute, since the step that computes it yields the logits.
 // Host-resident entries on the way are restored first (see restore); a
@@ -123,10 +172,10 @@ func (c *prefixCache) chainHash(s *seq, i int) uint64 {
 // checksum, on the device or on its way back from the host tier: an
 // isolation failure.
 func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error) {
-	maxPages := (len(s.ctx) - 1) / c.ps
+	maxPages := (len(s.tokens) - 1) / c.ps
 	var chain []*list.Element
 	hostHits := 0
-	parent := uint64(prefixSeed)
+	var parent *prefixEntry
 	for i := range maxPages {
 		h := c.chainHash(s, i)
 		el, ok := c.entries[prefixKey{s.tenant, h}]
@@ -134,8 +183,12 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 			break
 		}
 		ent := el.Value.(*prefixEntry)
-		if ent.parent != parent || !slices.Equal(ent.tokens, s.ctx[i*c.ps:(i+1)*c.ps]) {
-			break // a hash collision: never reuse K/V of other tokens
+		if ent.parent != parent || !slices.Equal(ent.tokens, s.tokens[i*c.ps:(i+1)*c.ps]) {
+			// A hash collision, or a child of a parent that was dropped
+			// since: never reuse K/V computed over other tokens. The entry
+			// makes way for the page s is about to compute.
+			c.remove(el)
+			break
 		}
 		fromHost := ent.host != nil
 		if fromHost {
@@ -158,21 +211,13 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 			hostHits++
 		}
 		chain = append(chain, el)
-		parent = h
+		parent = ent
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		c.lru.MoveToFront(chain[i])
 	}
-	c.met.mu.Lock()
-	c.met.prefixHits += uint64(len(chain))
-	c.met.prefixHostHits += uint64(hostHits)
-	if len(chain) < maxPages {
-		c.met.prefixMiss++
-	}
-	c.met.mu.Unlock()
-	if n := len(chain); n > 0 {
-		s.offered = n
-	}
+	c.met.prefixLookup(len(chain), hostHits, len(chain) < maxPages)
+	s.offered, s.prefixTail = len(chain), parent
 	return len(chain) * c.ps, nil
 }
 
@@ -186,8 +231,7 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 // It returns the entry's new element; nil when there is no page to spare
 // (the entry stays on the host) or the copy is unusable (dropped); or an
 // isolation error when the copy failed its checksum on restore. Then the
-// pool has quarantined the page it was restored into, the copy is dropped,
-// and the request that hit it must fail (fail closed).
+// copy is dropped, and the request that hit it recomputes the prefix.
 func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Element, error) {
 	ent := el.Value.(*prefixEntry)
 	// Out of the index while it restores, so the evictions below cannot
@@ -195,27 +239,25 @@ func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Ele
 	c.hostLRU.Remove(el)
 	delete(c.entries, ent.key)
 	putBack := func() { c.entries[ent.key] = c.hostLRU.PushFront(ent) }
-	for c.pool.FreePages() <= keepFree {
-		if !c.evict() {
-			putBack()
-			return nil, nil
-		}
-	}
 	tenant := kvcache.Tenant(ent.key.tenant)
 	// The page is restored into a table of s's own, then retained by the
 	// cache and released by the table, so it ends up held by the cache
 	// alone, and s shares it through AppendShared like any other hit.
 	scratch := c.pool.NewTable(kvcache.RequestID(s.id), tenant)
-	defer func() { _ = scratch.Release() }()
-	var ref kvcache.PageRef
-	var err error
-	for {
-		ref, err = c.pool.Restore(ent.host, scratch)
-		if errors.Is(err, kvcache.ErrNoPages) && c.evict() {
-			continue
+	defer func() {
+		if err := scratch.Release(); err != nil {
+			c.bookkeeping("releasing a prefix restore table", s.id, err)
 		}
-		break
-	}
+	}()
+	var ref kvcache.PageRef
+	err := findRoom(func() error {
+		if free := c.pool.FreePages(); free <= keepFree {
+			return fmt.Errorf("%w: %d pages free, %d kept for running sequences", kvcache.ErrNoPages, free, keepFree)
+		}
+		var err error
+		ref, err = c.pool.Restore(ent.host, scratch)
+		return err
+	}, c.evict, nil)
 	if err == nil {
 		err = c.pool.Retain(ref, tenant)
 	}
@@ -239,7 +281,8 @@ func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Ele
 	return el, nil
 }
 
-// offer registers the full pages s has written since the last offer.
+// offer registers the full pages s has written since the last offer, each
+// with the entry of the page before it as its parent (s.prefixTail).
 // Shared pages are in the cache already.
 func (c *prefixCache) offer(s *seq) {
 	full := s.fed / c.ps
@@ -247,32 +290,34 @@ func (c *prefixCache) offer(s *seq) {
 		return
 	}
 	refs := s.table.Refs()
-	for i := s.offered; i < full; i++ {
+	for i := s.offered; i < full && s.prefixTail != brokenChain; i++ {
 		if s.table.Shared(i) {
-			continue
+			s.prefixTail = brokenChain // never here: shared pages come first
+			break
 		}
-		h := c.chainHash(s, i)
-		key := prefixKey{s.tenant, h}
+		page := s.tokens[i*c.ps : (i+1)*c.ps]
+		key := prefixKey{s.tenant, c.chainHash(s, i)}
 		el, ok := c.entries[key]
 		if ok {
-			// Only a host entry is replaced, by the device page s has just
-			// computed again (a restore saved); never on a hash collision.
-			if ent := el.Value.(*prefixEntry); ent.host == nil || !slices.Equal(ent.tokens, s.ctx[i*c.ps:(i+1)*c.ps]) {
+			ent := el.Value.(*prefixEntry)
+			if ent.host == nil && ent.parent == s.prefixTail && slices.Equal(ent.tokens, page) {
+				s.prefixTail = ent // this very page is cached already
 				continue
 			}
 		}
 		if err := c.pool.Retain(refs[i], kvcache.Tenant(s.tenant)); err != nil {
-			continue // not sealed (e.g. quarantined): not shareable
+			s.prefixTail = brokenChain // not sealed (e.g. quarantined): not shareable
+			break
 		}
 		if ok {
-			c.remove(el) // drops the host copy
+			// A host copy of this page (s computed it again, so a restore
+			// was saved), a collision, or a child of a dropped parent: the
+			// page s has just computed replaces it.
+			c.remove(el)
 		}
-		parent := uint64(prefixSeed)
-		if i > 0 {
-			parent = s.hashes[i-1]
-		}
-		ent := &prefixEntry{key: key, parent: parent, tokens: slices.Clone(s.ctx[i*c.ps : (i+1)*c.ps]), ref: refs[i]}
+		ent := &prefixEntry{key: key, parent: s.prefixTail, tokens: slices.Clone(page), ref: refs[i]}
 		c.entries[key] = c.lru.PushFront(ent)
+		s.prefixTail = ent
 	}
 	s.offered = full
 }
@@ -327,13 +372,8 @@ func (c *prefixCache) spillEntry(el *list.Element) bool {
 	if err == nil {
 		err = hp.Wait()
 	}
-	_ = c.pool.Drop(ent.ref, kvcache.LeasePrefix)
-	c.met.mu.Lock()
-	c.met.prefixEvict++
-	if err == nil {
-		c.met.prefixSpill++
-	}
-	c.met.mu.Unlock()
+	c.drop(ent)
+	c.met.prefixEvict(err == nil)
 	if err != nil {
 		if hp != nil {
 			hp.Discard()
@@ -377,9 +417,21 @@ func (c *prefixCache) dropHostFor(need int64) bool {
 func (c *prefixCache) dropCopy(ent *prefixEntry) {
 	ent.host.Discard()
 	ent.host = nil
-	c.met.mu.Lock()
-	c.met.prefixHostEvict++
-	c.met.mu.Unlock()
+	c.met.prefixHostEvict()
+}
+
+// drop gives up the cache's prefix lease on the device page of ent.
+func (c *prefixCache) drop(ent *prefixEntry) {
+	if err := c.pool.Drop(ent.ref, kvcache.LeasePrefix); err != nil {
+		c.bookkeeping("dropping a prefix lease", 0, err)
+	}
+}
+
+// bookkeeping counts and logs a failed release or lease drop: the cache's
+// accounting disagrees with the pool's, which is a bug (tests fail on it).
+func (c *prefixCache) bookkeeping(what string, req uint64, err error) {
+	c.met.bookkeepingError()
+	c.log.Error("engine: prefix cache: "+what, "request", req, "err", err)
 }
 
 // remove drops the entry el from the index and releases what it holds:
@@ -393,10 +445,8 @@ func (c *prefixCache) remove(el *list.Element) {
 		return
 	}
 	c.lru.Remove(el)
-	_ = c.pool.Drop(ent.ref, kvcache.LeasePrefix)
-	c.met.mu.Lock()
-	c.met.prefixEvict++
-	c.met.mu.Unlock()
+	c.drop(ent)
+	c.met.prefixEvict(false)
 }
 
 // clear drops every entry, on the device and in the host tier (Close).

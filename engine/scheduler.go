@@ -34,8 +34,13 @@ import (
 //   - Checks: every table is validated before each step (ownership,
 //     tenant, generation, written counts) and, with KVChecksum=step, its
 //     sealed pages re-hashed; handoffs (prefill to decode, restore, prefix
-//     hit) verify written == expected and the checksums. A failure ends
-//     only that request, with ErrIsolation; the pool quarantines the page.
+//     hit) verify written == expected and the checksums. A failure touches
+//     only the request that met it: corruption found before the request
+//     read it (see recomputeOrFail) is dropped and recomputed, bounded;
+//     anything else ends that request alone with ErrIsolation. The pool
+//     quarantines a bad page.
+//   - Finding room (reserve, evict, preempt, retry) is findRoom, and
+//     nothing else frees pages for a sequence.
 type scheduler struct {
 	e      *Engine
 	pool   *kvcache.Pool
@@ -43,7 +48,7 @@ type scheduler struct {
 	byID   map[uint64]*seq
 	queue  []*seq
 	run    []*seq
-	prefix *prefixCache
+	prefix prefixStore // the tenant-scoped cache, or noPrefixCache when disabled
 	batch  model.Batch
 	inStep map[*seq]int // seq -> tokens this step
 	order  []*seq
@@ -55,6 +60,7 @@ func newScheduler(e *Engine) *scheduler {
 	sc := &scheduler{
 		e: e, pool: e.pool, ps: e.pool.Geometry().PageSize,
 		byID: map[uint64]*seq{}, inStep: map[*seq]int{},
+		prefix: noPrefixCache{},
 	}
 	if !e.cfg.DisablePrefixCache {
 		sc.prefix = newPrefixCache(e.pool, e.met, e.log, e.cfg.HostTierBytes > 0)
@@ -122,18 +128,25 @@ func (sc *scheduler) intake() (closing bool) {
 		sc.setState(s, StateWaiting)
 	}
 	for _, a := range ab {
-		if s := sc.byID[a.id]; s != nil && s.cancel == nil {
-			s.cancel = a.err
+		if s := sc.byID[a.id]; s != nil && s.abortErr == nil {
+			s.abortErr = a.err
 		}
 	}
 	return closing
 }
 
-// setState moves s to st and lets the fault hook abort it there.
+// setState is the one door for state changes: every transition of a
+// sequence goes through it, so the AbortAt fault hook sees each one. At a
+// terminal state (finished, aborted, failed) there is nothing left to
+// abort, and the hook's answer is ignored.
 func (sc *scheduler) setState(s *seq, st State) {
 	s.state = st
-	if f := sc.e.hooks.Faults; f != nil && f.AbortAt != nil && s.cancel == nil && f.AbortAt(s.id, st) {
-		s.cancel = fmt.Errorf("%w: injected at state %s", ErrAborted, st)
+	f := sc.e.hooks.Faults
+	if f == nil || f.AbortAt == nil || !f.AbortAt(s.id, st) {
+		return
+	}
+	if s.runnable() {
+		s.abortErr = fmt.Errorf("%w: injected at state %s", ErrAborted, st)
 	}
 }
 
@@ -184,27 +197,18 @@ func (sc *scheduler) end(s *seq) {
 	sc.queue = remove(sc.queue, s)
 	sc.run = remove(sc.run, s)
 	delete(sc.byID, s.id)
-	if s.table != nil {
-		if err := s.table.Release(); err != nil {
-			e.log.Error("engine: releasing pages", "request", s.id, "err", err)
-		}
-		s.table = nil
-	}
-	if s.swapped != nil {
-		s.swapped.Discard()
-		s.swapped = nil
-	}
+	sc.dropPages(s)
 	r := Result{ID: s.id, PromptTokens: s.prompt, Tokens: slices.Clone(s.generatedTokens()), CachedTokens: s.cached}
 	var tail string
 	switch {
 	case s.err != nil:
-		s.state = StateFailed
+		sc.setState(s, StateFailed)
 		r.FinishReason, r.Err = "error", s.err
-	case s.cancel != nil:
-		s.state = StateAborted
-		r.FinishReason, r.Err = "abort", s.cancel
+	case s.abortErr != nil:
+		sc.setState(s, StateAborted)
+		r.FinishReason, r.Err = "abort", s.abortErr
 	default:
-		s.state = StateFinished
+		sc.setState(s, StateFinished)
 		r.FinishReason = s.reason
 	}
 	if s.text != nil {
@@ -228,15 +232,32 @@ func (sc *scheduler) end(s *seq) {
 	t.PrefillTokens = len(s.prompt) - s.cached
 	t.DecodeTokens = max(0, s.generated-1)
 
-	m := e.met
-	m.mu.Lock()
-	m.finished[r.FinishReason]++
-	if errors.Is(r.Err, ErrIsolation) {
-		m.isolation++
-	}
-	m.mu.Unlock()
+	e.met.end(r.FinishReason, errors.Is(r.Err, ErrIsolation))
 	e.ended(s)
 	s.stream.finish(r, tail)
+}
+
+// dropPages gives back whatever K/V s holds: its page table (deferred
+// release) and its host-tier copy.
+func (sc *scheduler) dropPages(s *seq) {
+	if s.table != nil {
+		sc.release(s.id, s.table)
+		s.table = nil
+	}
+	if s.swapped != nil {
+		s.swapped.Discard()
+		s.swapped = nil
+	}
+}
+
+// release gives t's pages back. An error is a bookkeeping violation (the
+// engine's accounting disagrees with the pool's): counted and logged,
+// and tests fail on any.
+func (sc *scheduler) release(id uint64, t *kvcache.PageTable) {
+	if err := t.Release(); err != nil {
+		sc.e.met.bookkeepingError()
+		sc.e.log.Error("engine: releasing pages", "request", id, "err", err)
+	}
 }
 
 // fail ends s with err at the next boundary; isolation errors are loud.
@@ -259,14 +280,7 @@ func (sc *scheduler) gauges() {
 			w++
 		}
 	}
-	m := sc.e.met
-	m.mu.Lock()
-	m.waiting, m.swapped, m.running = w, sw, len(sc.run)
-	if sc.prefix != nil {
-		m.prefixEntries = sc.prefix.len()
-		m.prefixHostEntries = sc.prefix.hostLen()
-	}
-	m.mu.Unlock()
+	sc.e.met.gauges(w, sw, len(sc.run), sc.prefix.len(), sc.prefix.hostLen())
 }
 
 // step runs one scheduler step and says whether anything was computed or
@@ -289,7 +303,7 @@ func (sc *scheduler) step() bool {
 		if !s.runnable() || s.state != StateDecoding {
 			continue
 		}
-		if sc.reserve(s, s.fed+1) {
+		if sc.grow(s, s.fed+1) {
 			add(s, 1)
 		}
 	}
@@ -299,12 +313,12 @@ func (sc *scheduler) step() bool {
 		if !s.runnable() || s.state != StatePrefilling {
 			continue
 		}
-		n := min(len(s.ctx)-s.fed, budget)
-		if sc.reserve(s, s.fed+n) {
+		n := min(len(s.tokens)-s.fed, budget)
+		if sc.grow(s, s.fed+n) {
 			add(s, n)
 		}
 	}
-	// Then admit queue heads, in order, while pages, budget and slots last.
+	// Then place queue heads, in order, while pages, budget and slots last.
 	for budget > 0 && len(sc.run) < e.cfg.MaxSeqs && len(sc.queue) > 0 {
 		s := sc.queue[0]
 		if !s.runnable() {
@@ -314,7 +328,7 @@ func (sc *scheduler) step() bool {
 		if s.state == StateSwapped {
 			break // restore could not take it this step; FCFS: wait
 		}
-		n, ok := sc.admit(s, budget)
+		n, ok := sc.place(s, budget)
 		if !ok {
 			break
 		}
@@ -329,29 +343,52 @@ func (sc *scheduler) step() bool {
 	return true
 }
 
-// reserve grows s's table to tokens, making room by evicting prefix-cache
-// pages and then preempting newer sequences. It reports whether s can run
-// this step; on a hard error s fails.
-func (sc *scheduler) reserve(s *seq, tokens int) bool {
+// findRoom is the one way pages are found for a sequence: it runs grab
+// until grab stops failing for lack of pages, and between tries frees
+// pages in one order:
+//  1. the prefix cache gives up its least recently used page that nobody
+//     else holds (spilled to the host tier when there is one);
+//  2. then, only when preempt is given, the newest running sequence newer
+//     than the one asking, and not in the step being built, is preempted
+//     (preempt reports whether it found one).
+//
+// It returns grab's last error: nil, an error wrapping ErrNoPages when
+// nothing more can be freed, or a hard error at once.
+func findRoom(grab func() error, evict func() bool, preempt func() bool) error {
 	for {
-		err := s.table.Reserve(tokens)
-		if err == nil {
-			return true
-		}
+		err := grab()
 		if !errors.Is(err, kvcache.ErrNoPages) {
-			sc.fail(s, fmt.Errorf("engine: reserving KV pages: %w", err))
-			return false
+			return err
 		}
-		if sc.prefix != nil && sc.prefix.evict() {
+		if evict() {
 			continue
 		}
-		v := sc.victim(s)
-		if v == nil {
-			sc.checkServable(s)
-			return false
+		if preempt == nil || !preempt() {
+			return err
 		}
-		sc.preempt(v)
 	}
+}
+
+// grow extends the running sequence s's table to tokens, evicting and
+// preempting as findRoom does. It reports whether s can run this step;
+// on a hard error s fails.
+func (sc *scheduler) grow(s *seq, tokens int) bool {
+	err := findRoom(func() error { return s.table.Reserve(tokens) }, sc.prefix.evict, func() bool {
+		v := sc.victim(s)
+		if v != nil {
+			sc.preempt(v)
+		}
+		return v != nil
+	})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, kvcache.ErrNoPages):
+		sc.checkServable(s)
+	default:
+		sc.fail(s, fmt.Errorf("engine: reserving KV pages: %w", err))
+	}
+	return false
 }
 
 // checkServable fails s if the pool can no longer hold it at its full
@@ -388,12 +425,10 @@ func (sc *scheduler) victim(s *seq) *seq {
 func (sc *scheduler) preempt(v *seq) {
 	e := sc.e
 	sc.run = remove(sc.run, v)
-	e.met.mu.Lock()
-	e.met.preempt++
-	e.met.mu.Unlock()
+	e.met.preempt()
 	if e.cfg.HostTierBytes > 0 && v.fed > 0 && v.runnable() {
 		sw, err := sc.pool.SwapOut(v.table)
-		if errors.Is(err, kvcache.ErrHostTierFull) && sc.prefix != nil {
+		if errors.Is(err, kvcache.ErrHostTierFull) {
 			// Preemption wins over prefix spill: spilled prefix pages give
 			// their host room back, LRU, and the swap is tried again.
 			pages := (v.table.Written() + sc.ps - 1) / sc.ps
@@ -403,34 +438,35 @@ func (sc *scheduler) preempt(v *seq) {
 		}
 		if err == nil {
 			v.table, v.swapped = nil, sw
-			e.met.mu.Lock()
-			e.met.swapOut++
-			e.met.mu.Unlock()
+			e.met.swapOut()
 			sc.enqueue(v)
 			sc.setState(v, StateSwapped)
 			return
 		}
 		if errors.Is(err, kvcache.ErrIsolation) {
-			sc.fail(v, fmt.Errorf("engine: swap out: %w", err))
-			sc.enqueue(v) // reaped at the boundary
+			// A page of v failed its checksum as it was copied out; the pool
+			// quarantined it. With KVChecksum=step every read of v was
+			// verified first, so v has not read the bad slots: recompute.
+			// Otherwise its tokens may already reflect them: fail.
+			if sc.recomputeOrFail(v, fmt.Errorf("engine: swap out: %w", err), e.cfg.KVChecksum == ChecksumStep); !v.runnable() {
+				sc.enqueue(v) // reaped at the boundary
+			}
 			return
 		}
-		e.met.mu.Lock()
-		e.met.swapF++
-		e.met.mu.Unlock()
+		e.met.swapFail()
 		e.log.Warn("engine: swap out failed, falling back to recompute", "request", v.id, "err", err)
 	}
-	if err := v.table.Release(); err != nil {
-		e.log.Error("engine: releasing preempted pages", "request", v.id, "err", err)
-	}
-	v.table = nil
-	e.met.mu.Lock()
-	e.met.recmp += uint64(v.fed)
-	e.met.mu.Unlock()
-	v.fed = 0
-	v.offered = 0
+	sc.forget(v)
 	sc.enqueue(v)
 	sc.setState(v, StateWaiting)
+}
+
+// forget drops every K/V s holds, on the device or the host tier, so that
+// it is computed again from its tokens when s is next placed.
+func (sc *scheduler) forget(s *seq) {
+	sc.dropPages(s)
+	sc.e.met.recompute(s.fed)
+	s.fed, s.offered, s.prefixTail = 0, 0, nil
 }
 
 // restore brings swapped sequences at the head of the queue back, oldest
@@ -447,13 +483,9 @@ func (sc *scheduler) restore() bool {
 			return did
 		}
 		t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
-		var err error
-		for {
-			err = sc.pool.SwapIn(s.swapped, t)
-			if errors.Is(err, kvcache.ErrNoPages) && sc.prefix != nil && sc.prefix.evict() {
-				continue
-			}
-			break
+		err := findRoom(func() error { return sc.pool.SwapIn(s.swapped, t) }, sc.prefix.evict, nil)
+		if err != nil {
+			sc.release(s.id, t) // empty: lets go of its tenant
 		}
 		switch {
 		case err == nil:
@@ -464,15 +496,17 @@ func (sc *scheduler) restore() bool {
 			}
 			return did
 		case errors.Is(err, kvcache.ErrIsolation):
-			sc.fail(s, fmt.Errorf("engine: restore from host tier: %w", err))
-			sc.end(s)
+			// The host copy failed its checksum on the device, before s
+			// read it: the page is quarantined, the copy dropped, and s
+			// recomputes (or fails past maxRecomputes).
+			if sc.recomputeOrFail(s, fmt.Errorf("engine: restore from host tier: %w", err), true); !s.runnable() {
+				sc.end(s)
+			}
 			continue
 		default:
 			// The host copy is unusable (e.g. a failed copy); recompute.
 			sc.e.log.Warn("engine: restore failed, recomputing", "request", s.id, "err", err)
-			s.swapped.Discard()
-			s.swapped = nil
-			s.fed, s.offered = 0, 0
+			sc.forget(s)
 			sc.setState(s, StateWaiting)
 			continue
 		}
@@ -480,16 +514,14 @@ func (sc *scheduler) restore() bool {
 		s.table = t
 		sc.queue = sc.queue[1:]
 		sc.run = insertByID(sc.run, s)
-		sc.e.met.mu.Lock()
-		sc.e.met.swapIn++
-		sc.e.met.mu.Unlock()
+		sc.e.met.swapIn()
 		did = true
 		// Host tier to device is a handoff (invariant 6).
 		if err := sc.handoff(s, s.table, s.fed); err != nil {
-			sc.fail(s, fmt.Errorf("engine: restore handoff: %w", err))
+			sc.recomputeOrFail(s, fmt.Errorf("engine: restore handoff: %w", err), true)
 			continue
 		}
-		if len(s.ctx)-s.fed > 1 {
+		if len(s.tokens)-s.fed > 1 {
 			sc.setState(s, StatePrefilling)
 		} else {
 			sc.setState(s, StateDecoding)
@@ -498,57 +530,45 @@ func (sc *scheduler) restore() bool {
 	return did
 }
 
-// admit moves the queue head s (waiting: new or to be recomputed) into
+// place moves the queue head s (waiting: new or to be recomputed) into
 // running with the first chunk of its prefill: prefix-cache pages first,
 // then fresh pages for up to budget tokens. It never preempts: a newcomer
-// waits for pages instead (FCFS), unless nothing is running at all.
-func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
-	e := sc.e
+// waits for pages instead (FCFS). It returns the tokens s feeds this step
+// and false when s must wait.
+func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 	t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
-	cached := 0
 	// Pages to leave free for the decode steps of running sequences: a
-	// newcomer is not admitted only to be preempted at once, and a prefix
+	// newcomer is not placed only to be preempted at once, and a prefix
 	// restore from the host tier does not take the last free pages either.
 	head := 0
 	if len(sc.run) > 0 {
 		head = max(1, sc.pool.Pages()/100)
 	}
-	if sc.prefix != nil {
-		n, err := sc.prefix.attach(s, t, head)
-		if err != nil {
-			_ = t.Release()
-			sc.fail(s, fmt.Errorf("engine: prefix cache handoff: %w", err))
+	cached, err := sc.prefix.attach(s, t, head)
+	if err == nil && cached > 0 {
+		err = sc.handoff(s, t, t.Written())
+	}
+	if err != nil {
+		// A cached page failed its checksum before s read it: the cache has
+		// dropped it (and the pool quarantined it), so s recomputes that
+		// part (placed again at once), or fails past maxRecomputes.
+		sc.release(s.id, t)
+		if sc.recomputeOrFail(s, fmt.Errorf("engine: prefix cache handoff: %w", err), true); !s.runnable() {
 			sc.end(s)
-			return 0, true
 		}
-		cached = n
-		if n > 0 {
-			if err := sc.handoff(s, t, t.Written()); err != nil {
-				_ = t.Release()
-				sc.fail(s, fmt.Errorf("engine: prefix cache handoff: %w", err))
-				sc.end(s)
-				return 0, true
-			}
-		}
+		return 0, true
 	}
 	start := t.Written()
-	n := min(len(s.ctx)-start, budget)
+	n := min(len(s.tokens)-start, budget)
 	need := (start+n+sc.ps-1)/sc.ps - t.Len()
-	if len(sc.run) > 0 && need > 0 {
-		if sc.pool.FreePages() < need+head && !(sc.prefix != nil && sc.prefix.evict()) {
-			_ = t.Release()
-			return 0, false
+	err = findRoom(func() error {
+		if free := sc.pool.FreePages(); need > 0 && free < need+head {
+			return fmt.Errorf("%w: %d pages needed, %d free, %d kept for running sequences", kvcache.ErrNoPages, need, free, head)
 		}
-	}
-	for {
-		err := t.Reserve(start + n)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, kvcache.ErrNoPages) && sc.prefix != nil && sc.prefix.evict() {
-			continue
-		}
-		_ = t.Release()
+		return t.Reserve(start + n)
+	}, sc.prefix.evict, nil)
+	if err != nil {
+		sc.release(s.id, t)
 		if !errors.Is(err, kvcache.ErrNoPages) {
 			sc.fail(s, fmt.Errorf("engine: reserving KV pages: %w", err))
 			sc.end(s)
@@ -563,30 +583,34 @@ func (sc *scheduler) admit(s *seq, budget int) (int, bool) {
 	s.table, s.fed = t, start
 	sc.queue = sc.queue[1:]
 	sc.run = insertByID(sc.run, s)
-	now := time.Now()
 	if !s.everScheduled {
-		s.everScheduled = true
-		s.firstSched = now
-		s.cached = cached
-		e.mu.Lock()
-		e.queued--
-		e.mu.Unlock()
-		e.met.mu.Lock()
-		e.met.queue.observe(now.Sub(s.submitted))
-		e.met.cachedToks += uint64(cached)
-		e.met.mu.Unlock()
-		s.sampler = samplerFor(s.params, s.id)
-		prev := -1
-		if len(s.prompt) > 0 {
-			prev = s.prompt[len(s.prompt)-1]
-		}
-		s.text = newTextStream(e.tok.Decode, prev, s.stops)
+		sc.firstScheduled(s, cached)
 	}
 	sc.setState(s, StatePrefilling)
 	if !s.runnable() {
 		return 0, true
 	}
 	return n, true
+}
+
+// firstScheduled sets up what s needs from its first placement on: its
+// sampler and text stream, and its queue-time metrics.
+func (sc *scheduler) firstScheduled(s *seq, cached int) {
+	e := sc.e
+	now := time.Now()
+	s.everScheduled = true
+	s.firstSched = now
+	s.cached = cached
+	e.mu.Lock()
+	e.queued--
+	e.mu.Unlock()
+	e.met.firstScheduled(now.Sub(s.submitted), cached)
+	s.sampler = samplerFor(s.params, s.id)
+	prev := -1
+	if len(s.prompt) > 0 {
+		prev = s.prompt[len(s.prompt)-1]
+	}
+	s.text = newTextStream(e.tok.Decode, prev, s.stops)
 }
 
 // handoff is the check at a phase boundary (invariant 6): written ==
@@ -625,7 +649,9 @@ func (sc *scheduler) forward() {
 				err = sc.pool.ValidateTable(s.table)
 			}
 			if err != nil {
-				sc.fail(s, fmt.Errorf("engine: page table check before step: %w", err))
+				// With KVChecksum=step every earlier read of s was verified
+				// too, so corruption found now was never read: recompute.
+				sc.recomputeOrFail(s, fmt.Errorf("engine: page table check before step: %w", err), e.cfg.KVChecksum == ChecksumStep)
 				continue
 			}
 		}
@@ -637,30 +663,39 @@ func (sc *scheduler) forward() {
 		drops = append(drops, drop)
 		n := sc.inStep[s]
 		b.Seqs = append(b.Seqs, model.Seq{
-			Tokens: s.ctx[s.fed : s.fed+n],
+			Tokens: s.tokens[s.fed : s.fed+n],
 			Table:  s.table,
-			Logits: s.fed+n == len(s.ctx),
+			Logits: s.fed+n == len(s.tokens),
 		})
 		members = append(members, s)
 	}
 	if len(members) == 0 {
 		return
 	}
+	b.Failed = b.Failed[:0]
 	err := e.runner.Forward(b)
-	// The CPU forward pass is synchronous, so the step's work is complete.
+	// Forward returns when the device is done with the step's pages.
 	for _, d := range drops {
 		d()
 	}
 	now := time.Now()
-	e.met.mu.Lock()
-	e.met.steps++
-	e.met.step.observe(now.Sub(start))
-	e.met.mu.Unlock()
+	e.met.step(now.Sub(start))
 	if err != nil {
 		// A failed step may have written part of any member's slots; the
-		// tables did not advance, but fail them all rather than guess.
+		// tables did not advance, but fail them all rather than guess. The
+		// step's error may name any member, so it goes to the log only:
+		// no request is told about another.
+		ids := make([]uint64, len(members))
+		for i, s := range members {
+			ids[i] = s.id
+		}
+		e.log.Error("engine: forward step failed", "requests", ids, "err", err)
+		kind := ErrStepFailed
+		if errors.Is(err, ErrIsolation) {
+			kind = ErrIsolation
+		}
 		for _, s := range members {
-			sc.fail(s, fmt.Errorf("engine: forward step: %w", err))
+			sc.fail(s, fmt.Errorf("engine: request %d: %w (the forward step of its batch failed; details in the engine log)", s.id, kind))
 		}
 		return
 	}
@@ -668,35 +703,89 @@ func (sc *scheduler) forward() {
 		n := sc.inStep[s]
 		before := s.fed
 		s.fed += n
+		if i < len(b.Failed) && b.Failed[i] != nil {
+			// Its own page failed as it sealed (per-sequence outcome): only
+			// s ends. Its logits may have read the bad slots, so it cannot
+			// be recomputed transparently.
+			sc.fail(s, fmt.Errorf("engine: %w", b.Failed[i]))
+			continue
+		}
 		if w := s.table.Written(); w != s.fed {
 			sc.fail(s, fmt.Errorf("%w: request %d: table holds %d written tokens after the step, the scheduler fed %d",
 				ErrIsolation, s.id, w, s.fed))
 			continue
 		}
 		sc.injectCorruption(s, before)
-		if sc.prefix != nil {
-			sc.prefix.offer(s)
-		}
-		if s.fed < len(s.ctx) {
+		sc.prefix.offer(s)
+		if s.fed < len(s.tokens) {
 			continue // mid-prefill
 		}
 		if s.state == StatePrefilling {
-			// Prefill to decode handoff (invariant 6).
+			// Prefill to decode handoff (invariant 6). No token has been
+			// sampled from this prefill yet, so corruption found here is
+			// undone by computing the prefill again.
 			if err := sc.handoff(s, s.table, s.fed); err != nil {
-				sc.fail(s, fmt.Errorf("engine: prefill to decode handoff: %w", err))
+				sc.recomputeOrFail(s, fmt.Errorf("engine: prefill to decode handoff: %w", err), true)
 				continue
 			}
 			sc.setState(s, StateDecoding)
 			if !s.runnable() {
 				continue
 			}
+			sc.injectHandoffCorruption(s)
 		}
 		logits := b.Logits[i]
 		if logits == nil {
 			sc.fail(s, fmt.Errorf("engine: forward step returned no logits for request %d", s.id))
 			continue
 		}
-		sc.emit(s, s.sampler.Sample(logits, s.ctx), now)
+		sc.emit(s, s.sampler.Sample(logits, s.tokens), now)
+	}
+}
+
+// maxRecomputes bounds how often one request is recomputed after meeting
+// corrupted K/V; past it the request fails with ErrIsolation.
+const maxRecomputes = 3
+
+// recomputeOrFail handles corruption met by s. When the bad data was found
+// before s read it (unread is true) and it is corruption (a checksum
+// mismatch, or a page quarantined for one), the bad copy is already
+// quarantined or dropped by whoever found it, and s is computed again from
+// its tokens, transparently: its pages are released, and it waits to be
+// placed again (at most maxRecomputes times). Otherwise s fails.
+func (sc *scheduler) recomputeOrFail(s *seq, err error, unread bool) {
+	corrupt := errors.Is(err, kvcache.ErrChecksum) || errors.Is(err, kvcache.ErrQuarantined)
+	if !unread || !corrupt || !s.runnable() {
+		sc.fail(s, err)
+		return
+	}
+	if s.recomputes >= maxRecomputes {
+		sc.fail(s, fmt.Errorf("%w (request %d met corrupted K/V %d times)", err, s.id, s.recomputes+1))
+		return
+	}
+	s.recomputes++
+	sc.e.met.recovery()
+	sc.e.log.Warn("engine: corrupted K/V found before use; recomputing the request",
+		"request", s.id, "tenant", s.tenant, "attempt", s.recomputes, "err", err)
+	sc.run = remove(sc.run, s)
+	sc.queue = remove(sc.queue, s)
+	sc.forget(s)
+	sc.enqueue(s)
+	sc.setState(s, StateWaiting)
+}
+
+// injectHandoffCorruption runs the CorruptHandoff fault hook on the partial
+// last page s sealed at its prefill to decode handoff.
+func (sc *scheduler) injectHandoffCorruption(s *seq) {
+	f := sc.e.hooks.Faults
+	if f == nil || f.CorruptHandoff == nil || s.fed%sc.ps == 0 {
+		return
+	}
+	refs := s.table.Refs()
+	if ref := refs[len(refs)-1]; f.CorruptHandoff(s.id, ref) {
+		// An error means there are no checksummed slots to corrupt
+		// (KVChecksum=off): the hook has nothing to do.
+		_ = sc.pool.CorruptPage(ref.Index)
 	}
 }
 
@@ -719,36 +808,33 @@ func (sc *scheduler) injectCorruption(s *seq, before int) {
 // (which admission clamped to the context left, so "length" also means
 // MaxContext reached).
 func (sc *scheduler) emit(s *seq, tok int, now time.Time) {
-	m := sc.e.met
-	m.mu.Lock()
-	m.genToks++
 	if s.firstTok.IsZero() {
-		m.ttft.observe(now.Sub(s.submitted))
-	} else {
-		m.itl.observe(now.Sub(s.lastTok))
-	}
-	m.mu.Unlock()
-	if s.firstTok.IsZero() {
+		sc.e.met.token(now.Sub(s.submitted), true)
 		s.firstTok = now
+	} else {
+		sc.e.met.token(now.Sub(s.lastTok), false)
 	}
 	s.lastTok = now
 	if contains(sc.e.eos, tok) {
-		s.reason = "stop"
-		s.state = StateFinished
+		sc.finish(s, "stop")
 		return
 	}
-	s.ctx = append(s.ctx, tok)
+	s.tokens = append(s.tokens, tok)
 	s.generated++
 	text, stopped := s.text.push(tok)
 	s.stream.push(Event{Token: tok, Text: text})
 	switch {
 	case stopped:
-		s.reason = "stop"
-		s.state = StateFinished
+		sc.finish(s, "stop")
 	case s.generated >= s.maxTokens:
-		s.reason = "length"
-		s.state = StateFinished
+		sc.finish(s, "length")
 	}
+}
+
+// finish marks s finished for reason; it ends at the next boundary.
+func (sc *scheduler) finish(s *seq, reason string) {
+	s.reason = reason
+	sc.setState(s, StateFinished)
 }
 
 // unstick runs when nothing could be scheduled for stallLimit polls. If
@@ -771,26 +857,17 @@ func (sc *scheduler) unstick() {
 		return
 	}
 	sc.fail(s, fmt.Errorf("%w: request %d cannot get KV pages: %d of %d pages free, %d quarantined, %d in the prefix cache",
-		kvcache.ErrNoPages, s.id, st.Free, st.Pages, st.Quarantined, sc.prefixLen()))
-}
-
-func (sc *scheduler) prefixLen() int {
-	if sc.prefix == nil {
-		return 0
-	}
-	return sc.prefix.len()
+		kvcache.ErrNoPages, s.id, st.Free, st.Pages, st.Quarantined, sc.prefix.len()))
 }
 
 // shutdown aborts everything and releases all pages (Close).
 func (sc *scheduler) shutdown() {
 	for _, s := range slices.Concat(sc.queue, sc.run) {
-		if s.cancel == nil {
-			s.cancel = fmt.Errorf("%w: %w", ErrAborted, ErrClosed)
+		if s.abortErr == nil {
+			s.abortErr = fmt.Errorf("%w: %w", ErrAborted, ErrClosed)
 		}
 		sc.end(s)
 	}
-	if sc.prefix != nil {
-		sc.prefix.clear()
-	}
+	sc.prefix.clear()
 	sc.gauges()
 }

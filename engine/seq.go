@@ -20,24 +20,25 @@ type seq struct {
 	submitted time.Time
 
 	state State
-	// ctx is the whole context: prompt, then generated tokens. The K/V of
-	// ctx[:fed] is in table; the next step feeds ctx[fed:] (a prefill chunk,
-	// or in decode the one token sampled last).
-	ctx   []int
-	fed   int
-	table *kvcache.PageTable
+	// tokens is the whole context: prompt, then generated tokens. The K/V
+	// of tokens[:fed] is in table; the next step feeds tokens[fed:] (a
+	// prefill chunk, or in decode the one token sampled last).
+	tokens []int
+	fed    int
+	table  *kvcache.PageTable
 	// swapped holds the K/V while preempted to the host tier.
 	swapped *kvcache.Swapped
 
-	cancel error // abort requested: set once, takes effect at a step boundary
-	err    error // failed
-	reason string
+	abortErr error  // abort requested (the cause): set once, takes effect at a step boundary
+	err      error  // failed
+	reason   string // finish reason once finished
 
 	sampler *sample.Sampler
 	text    *textStream
 	stream  *Stream
 
 	everScheduled bool
+	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission
 	generated     int
 
@@ -45,6 +46,10 @@ type seq struct {
 	// the end of page i; pages below offered were already considered.
 	hashes  []uint64
 	offered int
+	// prefixTail is the prefix-cache entry of page offered-1, holding
+	// exactly s's tokens (nil before the first page; brokenChain once a
+	// page could not be cached): the parent of the next page offered.
+	prefixTail *prefixEntry
 
 	firstSched, firstTok, lastTok time.Time
 }
@@ -60,10 +65,10 @@ func (s *seq) runnable() bool {
 	default:
 		return false
 	}
-	return s.cancel == nil && s.err == nil
+	return s.abortErr == nil && s.err == nil
 }
 
 // generatedTokens is the tokens sampled so far.
 func (s *seq) generatedTokens() []int {
-	return s.ctx[len(s.prompt):]
+	return s.tokens[len(s.prompt):]
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"maps"
-	"sort"
 	"sync"
 	"time"
 
@@ -20,69 +19,9 @@ var LatencyBuckets = [...]time.Duration{
 	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
 }
 
-// Histogram is a fixed-bucket latency histogram. Counts[i] counts samples
-// in (Bounds[i-1], Bounds[i]]; the last entry counts samples above every
-// bound. Counts are per bucket, not cumulative.
-type Histogram struct {
-	Bounds []time.Duration
-	Counts []uint64
-	Count  uint64
-	Sum    time.Duration
-}
-
-// Quantile estimates the q-quantile (0..1) by linear interpolation inside
-// the bucket that holds it. It returns 0 for an empty histogram and the
-// largest bound for samples in the overflow bucket.
-func (h Histogram) Quantile(q float64) time.Duration {
-	if h.Count == 0 || len(h.Counts) == 0 {
-		return 0
-	}
-	rank := q * float64(h.Count)
-	var seen float64
-	for i, c := range h.Counts {
-		if c == 0 {
-			continue
-		}
-		if seen+float64(c) >= rank {
-			if i >= len(h.Bounds) {
-				return h.Bounds[len(h.Bounds)-1]
-			}
-			lo := time.Duration(0)
-			if i > 0 {
-				lo = h.Bounds[i-1]
-			}
-			frac := (rank - seen) / float64(c)
-			return lo + time.Duration(frac*float64(h.Bounds[i]-lo))
-		}
-		seen += float64(c)
-	}
-	return h.Bounds[len(h.Bounds)-1]
-}
-
-// Mean is Sum/Count.
-func (h Histogram) Mean() time.Duration {
-	if h.Count == 0 {
-		return 0
-	}
-	return h.Sum / time.Duration(h.Count)
-}
-
-type histogram struct {
-	counts [len(LatencyBuckets) + 1]uint64
-	count  uint64
-	sum    time.Duration
-}
-
-func (h *histogram) observe(d time.Duration) {
-	i := sort.Search(len(LatencyBuckets), func(i int) bool { return d <= LatencyBuckets[i] })
-	h.counts[i]++
-	h.count++
-	h.sum += d
-}
-
-func (h *histogram) snapshot() Histogram {
-	return Histogram{Bounds: LatencyBuckets[:], Counts: append([]uint64(nil), h.counts[:]...), Count: h.count, Sum: h.sum}
-}
+// Histogram is a fixed-bucket latency histogram (the pool's type: one
+// histogram type for the whole engine).
+type Histogram = kvcache.Histogram
 
 // Rejection reasons, the keys of Stats.Rejected.
 const (
@@ -115,6 +54,18 @@ type Stats struct {
 	// incident (invariant 10).
 	IsolationFailures uint64
 
+	// BookkeepingErrors counts page-table releases and lease drops that
+	// failed: the engine's own page accounting disagreeing with the pool.
+	// Each is logged; any non-zero value is a bug.
+	BookkeepingErrors uint64
+
+	// Recoveries counts requests that met a corrupted page or host copy
+	// they could recompute (a prefix-cache hit, a swapped-out or spilled
+	// copy): the bad copy was quarantined and dropped, and the request
+	// recomputed it instead of failing. Detection is still counted by the
+	// pool (Pool.ChecksumFailures).
+	Recoveries uint64
+
 	PromptTokens     uint64 // prompt tokens of admitted requests
 	GeneratedTokens  uint64 // tokens sampled
 	CachedTokens     uint64 // prompt tokens served from the prefix cache
@@ -144,33 +95,130 @@ type Stats struct {
 	QueueTime Histogram // submit to first scheduled
 }
 
-// metrics is the engine's counter block; the scheduler and Submit update it
-// under mu, Stats copies it.
+// metrics is the engine's counter block. Every update goes through one of
+// its methods, under mu; Stats copies it. Each gauge has one writer: the
+// scheduler (gauges), which alone knows what is waiting, swapped and
+// running.
 type metrics struct {
 	mu sync.Mutex
 
-	waiting, running, swapped int
+	waiting, running, swapped        int
+	prefixEntries, prefixHostEntries int
 
-	submitted, admitted, isolation         uint64
-	rejected, finished                     map[string]uint64
-	promptToks, genToks, cachedToks, recmp uint64
-	steps, preempt, swapOut, swapIn, swapF uint64
-	prefixEntries, prefixHostEntries       int
-	prefixHits, prefixMiss, prefixEvict    uint64
-	prefixSpill, prefixHostHits            uint64
-	prefixHostEvict                        uint64
+	submitted, admitted, isolation    uint64
+	bookkeeping                       uint64
+	rejected, finished                map[string]uint64
+	promptTokens, generatedTokens     uint64
+	cachedTokens, recomputedTokens    uint64
+	steps, preemptions                uint64
+	swapOuts, swapIns, swapFails      uint64
+	recoveries                        uint64
+	prefixHits, prefixMisses          uint64
+	prefixEvictions, prefixSpills     uint64
+	prefixHostHits, prefixHostEvicted uint64
 
-	ttft, itl, step, queue histogram
+	ttft, interTok, stepTime, queueTime Histogram
 }
 
 func newMetrics() *metrics {
-	return &metrics{rejected: map[string]uint64{}, finished: map[string]uint64{}}
+	h := func() Histogram { return kvcache.NewHistogram(LatencyBuckets[:]) }
+	return &metrics{rejected: map[string]uint64{}, finished: map[string]uint64{},
+		ttft: h(), interTok: h(), stepTime: h(), queueTime: h()}
 }
 
-func (m *metrics) reject(reason string) {
+// update runs f under the lock: the one way a counter changes.
+func (m *metrics) update(f func(m *metrics)) {
 	m.mu.Lock()
-	m.rejected[reason]++
+	f(m)
 	m.mu.Unlock()
+}
+
+func (m *metrics) submit() { m.update(func(m *metrics) { m.submitted++ }) }
+
+func (m *metrics) reject(reason string) { m.update(func(m *metrics) { m.rejected[reason]++ }) }
+
+func (m *metrics) admit(promptTokens int) {
+	m.update(func(m *metrics) { m.admitted++; m.promptTokens += uint64(promptTokens) })
+}
+
+// end counts a request that left: by finish reason, and as an isolation
+// failure when its error is one.
+func (m *metrics) end(reason string, isolation bool) {
+	m.update(func(m *metrics) {
+		m.finished[reason]++
+		if isolation {
+			m.isolation++
+		}
+	})
+}
+
+// firstScheduled records a request's queue time and its prefix-cache hit.
+func (m *metrics) firstScheduled(queued time.Duration, cached int) {
+	m.update(func(m *metrics) { m.queueTime.Observe(queued); m.cachedTokens += uint64(cached) })
+}
+
+func (m *metrics) step(d time.Duration) {
+	m.update(func(m *metrics) { m.steps++; m.stepTime.Observe(d) })
+}
+
+// token counts one sampled token; first says whether d is the time to the
+// first token rather than the time since the previous one.
+func (m *metrics) token(d time.Duration, first bool) {
+	m.update(func(m *metrics) {
+		m.generatedTokens++
+		if first {
+			m.ttft.Observe(d)
+		} else {
+			m.interTok.Observe(d)
+		}
+	})
+}
+
+func (m *metrics) preempt()  { m.update(func(m *metrics) { m.preemptions++ }) }
+func (m *metrics) swapOut()  { m.update(func(m *metrics) { m.swapOuts++ }) }
+func (m *metrics) swapIn()   { m.update(func(m *metrics) { m.swapIns++ }) }
+func (m *metrics) swapFail() { m.update(func(m *metrics) { m.swapFails++ }) }
+func (m *metrics) recompute(tokens int) {
+	m.update(func(m *metrics) { m.recomputedTokens += uint64(tokens) })
+}
+
+// recovery counts a request that met a corrupted page or host copy and was
+// recomputed instead of failed.
+func (m *metrics) recovery() { m.update(func(m *metrics) { m.recoveries++ }) }
+
+// bookkeepingError counts a page-table release or lease drop that failed:
+// a bug in the engine's accounting, never expected.
+func (m *metrics) bookkeepingError() { m.update(func(m *metrics) { m.bookkeeping++ }) }
+
+func (m *metrics) prefixLookup(hits, hostHits int, missed bool) {
+	m.update(func(m *metrics) {
+		m.prefixHits += uint64(hits)
+		m.prefixHostHits += uint64(hostHits)
+		if missed {
+			m.prefixMisses++
+		}
+	})
+}
+
+// prefixEvict counts a device entry leaving the device, spilled to the
+// host tier or dropped.
+func (m *metrics) prefixEvict(spilled bool) {
+	m.update(func(m *metrics) {
+		m.prefixEvictions++
+		if spilled {
+			m.prefixSpills++
+		}
+	})
+}
+
+func (m *metrics) prefixHostEvict() { m.update(func(m *metrics) { m.prefixHostEvicted++ }) }
+
+// gauges sets the gauges; the scheduler is their one writer.
+func (m *metrics) gauges(waiting, swapped, running, prefixEntries, prefixHostEntries int) {
+	m.update(func(m *metrics) {
+		m.waiting, m.swapped, m.running = waiting, swapped, running
+		m.prefixEntries, m.prefixHostEntries = prefixEntries, prefixHostEntries
+	})
 }
 
 func (m *metrics) snapshot() Stats {
@@ -180,11 +228,11 @@ func (m *metrics) snapshot() Stats {
 		Waiting: m.waiting, Running: m.running, Swapped: m.swapped,
 		Submitted: m.submitted, Admitted: m.admitted,
 		Rejected: maps.Clone(m.rejected), Finished: maps.Clone(m.finished),
-		IsolationFailures: m.isolation,
-		PromptTokens:      m.promptToks, GeneratedTokens: m.genToks, CachedTokens: m.cachedToks, RecomputedTokens: m.recmp,
-		Steps: m.steps, Preemptions: m.preempt, SwapOuts: m.swapOut, SwapIns: m.swapIn, SwapFails: m.swapF,
-		PrefixEntries: m.prefixEntries, PrefixHits: m.prefixHits, PrefixMisses: m.prefixMiss, PrefixEvictions: m.prefixEvict,
-		PrefixHostEntries: m.prefixHostEntries, PrefixSpills: m.prefixSpill, PrefixHostHits: m.prefixHostHits, PrefixHostEvictions: m.prefixHostEvict,
-		TTFT: m.ttft.snapshot(), InterTok: m.itl.snapshot(), StepTime: m.step.snapshot(), QueueTime: m.queue.snapshot(),
+		IsolationFailures: m.isolation, BookkeepingErrors: m.bookkeeping, Recoveries: m.recoveries,
+		PromptTokens: m.promptTokens, GeneratedTokens: m.generatedTokens, CachedTokens: m.cachedTokens, RecomputedTokens: m.recomputedTokens,
+		Steps: m.steps, Preemptions: m.preemptions, SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapFails: m.swapFails,
+		PrefixEntries: m.prefixEntries, PrefixHits: m.prefixHits, PrefixMisses: m.prefixMisses, PrefixEvictions: m.prefixEvictions,
+		PrefixHostEntries: m.prefixHostEntries, PrefixSpills: m.prefixSpills, PrefixHostHits: m.prefixHostHits, PrefixHostEvictions: m.prefixHostEvicted,
+		TTFT: m.ttft.Clone(), InterTok: m.interTok.Clone(), StepTime: m.stepTime.Clone(), QueueTime: m.queueTime.Clone(),
 	}
 }

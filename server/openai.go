@@ -656,3 +656,6 @@ type chatResponse struct {
 	Choices           []chatChoice `json:"choices"`
 	Usage             *usage       `json:"usage,omitempty"`
 }
+
+func (r *completionRequest) requestedModel() string { return r.Model }
+func (r *chatRequest) requestedModel() string       { return r.Model }

@@ -406,7 +406,7 @@ func shuttingDown() *apiError {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	const ep = "completions"
 	start := time.Now()
-	tenant, req, p, e := s.parse(w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
+	tenant, req, p, e := parse(s, w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(DefaultCompletionMaxTokens)
 		if e != nil {
 			return engine.Request{}, p, e
@@ -440,7 +440,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	const ep = "chat"
 	start := time.Now()
-	tenant, req, p, e := s.parse(w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
+	tenant, req, p, e := parse(s, w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(0)
 		if e != nil {
 			return engine.Request{}, p, e
@@ -473,10 +473,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID(), fp: s.fingerprint})
 }
 
+// requestBody is a request body type that names the model it asks for.
+type requestBody[B any] interface {
+	*B
+	requestedModel() string
+}
+
 // parse runs the checks every completion request goes through, in order:
 // method, API key, draining, body, model, then build (the endpoint's own
-// validation, a func(*completionRequest) or func(*chatRequest)).
-func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (string, engine.Request, params, *apiError) {
+// validation of its body type B).
+func parse[B any, PB requestBody[B]](s *Server, w http.ResponseWriter, r *http.Request, build func(PB) (engine.Request, params, *apiError)) (string, engine.Request, params, *apiError) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return "", engine.Request{}, params{}, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
@@ -489,32 +495,14 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, build any) (strin
 	if s.draining.Load() {
 		return "", engine.Request{}, params{}, shuttingDown()
 	}
-	var (
-		req engine.Request
-		p   params
-	)
-	switch b := build.(type) {
-	case func(*completionRequest) (engine.Request, params, *apiError):
-		var body completionRequest
-		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-			return "", req, p, e
-		}
-		if e := s.checkModel(body.Model); e != nil {
-			return "", req, p, e
-		}
-		req, p, e = b(&body)
-	case func(*chatRequest) (engine.Request, params, *apiError):
-		var body chatRequest
-		if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-			return "", req, p, e
-		}
-		if e := s.checkModel(body.Model); e != nil {
-			return "", req, p, e
-		}
-		req, p, e = b(&body)
-	default:
-		panic("server: unknown request type")
+	var body B
+	if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+		return "", engine.Request{}, params{}, e
 	}
+	if e := s.checkModel(PB(&body).requestedModel()); e != nil {
+		return "", engine.Request{}, params{}, e
+	}
+	req, p, e := build(&body)
 	if e != nil {
 		return "", req, p, e
 	}
@@ -753,14 +741,12 @@ func (s *Server) finish(ep, outcome string, start time.Time, res *engine.Result)
 // samplingParams builds the engine's sampling parameters from a validated
 // request. Temperature 0 is greedy.
 func samplingParams(p params) sample.Params {
-	topP := p.topP
-	if topP == 0 {
-		topP = 1
-	}
+	// Zero fields mean "not set" to the sampler (top_p 0 is off): no
+	// patching here; the engine validates at admission.
 	sp := sample.Params{
 		Temperature:   float32(p.temperature),
 		TopK:          p.topK,
-		TopP:          float32(topP),
+		TopP:          float32(p.topP),
 		MinP:          float32(p.minP),
 		RepeatPenalty: float32(p.repeatPenalty),
 	}

@@ -46,6 +46,7 @@ func sharedFile(t *testing.T, parts ...string) string {
 func chatServer(t *testing.T, cfg engine.Config, sep, vocab int) *httptest.Server {
 	t.Helper()
 	cfg.KVPages, cfg.MaxContext = 64, 512
+	cfg.KVType = "f32" // the echo model keeps token IDs in the KV cache
 	var echo *audit.Echo
 	hooks := engine.TestHooks{NewRunner: func(pool *kvcache.Pool) (engine.Runner, error) {
 		var err error

@@ -243,7 +243,8 @@ typedef struct kvw_engine_params {
     const char* tokenizer_path; /* llama2.c checkpoints: tokenizer file; NULL = engine default */
     const char* device;         /* "auto" (NULL), "cpu" or "cuda" */
     int64_t kv_pages;           /* KV pool size in pages; 0 = from kv_memory_bytes */
-    int64_t kv_memory_bytes;    /* KV pool size in bytes; 0 = 256 MiB */
+    int64_t kv_memory_bytes;    /* KV pool size in bytes; 0 = room for max_seqs contexts,
+                                   at most 256 MiB unless one context needs more */
     int32_t max_context;        /* tokens per request (prompt + generated); 0 = min(model, pool) */
     int32_t max_batch_tokens;   /* token budget of one step; 0 = 512 */
     int32_t max_seqs;           /* running sequences; 0 = 64 */
@@ -270,6 +271,9 @@ typedef struct kvw_engine_params {
                                  * all engines of the process: the most recently opened
                                  * engine's value applies. */
     int32_t reserved0;
+    /* v4 (struct_size 136): */
+    const char* kv_type;        /* KV cache element type: "f16" (NULL, default) or "f32"
+                                   (twice the memory; exact against float32 references) */
 } kvw_engine_params;
 
 /* Defaults for kvw_engine_params (struct_size set). Thread-safe. */

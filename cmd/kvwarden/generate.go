@@ -64,7 +64,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.IntVar(&f.maxTokens, "n", engine.DefaultMaxTokens, "shorthand for --max-tokens")
 	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature; 0 = greedy")
 	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens; 0 = off")
-	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]")
+	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]; 0 or 1 = off")
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
@@ -75,18 +75,15 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	if err := f.common.Validate(); err != nil {
 		return err
 	}
+	if err := cli.CheckSampling(cli.SamplingParams(f.temperature, f.topK, f.topP, &f.seed)); err != nil {
+		return err
+	}
 	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
 		return err
 	}
 	switch {
 	case f.maxTokens < 1:
 		return cli.Usagef("--max-tokens %d: want at least 1", f.maxTokens)
-	case math.IsNaN(f.temperature) || math.IsInf(f.temperature, 0) || f.temperature < 0:
-		return cli.Usagef("--temperature %v: want a number >= 0 (0 = greedy)", f.temperature)
-	case f.topK < 0:
-		return cli.Usagef("--top-k %d: must not be negative", f.topK)
-	case math.IsNaN(f.topP) || f.topP <= 0 || f.topP > 1:
-		return cli.Usagef("--top-p %v: want a value in (0, 1]", f.topP)
 	case len(f.stop) > engine.MaxStopStrings:
 		return cli.Usagef("--stop given %d times: at most %d", len(f.stop), engine.MaxStopStrings)
 	}

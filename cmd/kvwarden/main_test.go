@@ -49,9 +49,11 @@ func runCmd(t *testing.T, stdin string, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
-// stories is cmd with the stories260K model flags.
+// stories is cmd with the stories260K model flags, on the CPU: the tests
+// compare with run.c's outputs, which a GPU run matches only within
+// tolerances (checked by the engine's GPU tests).
 func stories(t *testing.T, cmd string) []string {
-	return []string{cmd, "--model", testenv.Model(t, "stories260K.bin"), "--tokenizer", testenv.Model(t, "tok512.bin")}
+	return []string{cmd, "--model", testenv.Model(t, "stories260K.bin"), "--tokenizer", testenv.Model(t, "tok512.bin"), "--device", "cpu"}
 }
 
 func TestGenerateGolden(t *testing.T) {
@@ -73,7 +75,8 @@ func TestGenerateGolden(t *testing.T) {
 		if c.FirstBOS >= 0 {
 			want = want[:c.FirstBOS]
 		}
-		r := runCmd(t, "", append(args, "--json", "--temperature", "0", "--max-context", "512", "-n", fmt.Sprint(len(want)), c.Prompt)...)
+		// f32 KV: bit-exact against run.c.
+		r := runCmd(t, "", append(args, "--json", "--kv-type", "f32", "--temperature", "0", "--max-context", "512", "-n", fmt.Sprint(len(want)), c.Prompt)...)
 		require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 		var got generateJSON
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), "stdout: %s", r.stdout)
@@ -171,6 +174,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"generate", "--host-offload", "lots", "x"}, "host-offload"},
 		{[]string{"generate", "--device", "tpu", "x"}, "device"},
 		{[]string{"generate", "--kv-checksum", "sometimes", "x"}, "kv-checksum"},
+		{[]string{"generate", "--kv-type", "bf8", "x"}, "kv-type"},
 		{[]string{"generate", "--max-context", "-1", "x"}, "max-context"},
 		{[]string{"generate", "--max-seqs", "-1", "x"}, "max-seqs"},
 		{[]string{"generate", "--max-batch-tokens", "-1", "x"}, "max-batch-tokens"},

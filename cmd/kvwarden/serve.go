@@ -78,11 +78,13 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return cli.Usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
+	cfg := f.common.EngineConfig()
+	cfg.MaxQueue = f.maxQueue
+	cfg.TenantQuota = f.tenantQuota
+	if err := cli.CheckEngineConfig(cfg); err != nil {
+		return err
+	}
 	switch {
-	case f.maxQueue < 0:
-		return cli.Usagef("--max-queue %d: must not be negative", f.maxQueue)
-	case f.tenantQuota < 0:
-		return cli.Usagef("--tenant-quota %d: must not be negative", f.tenantQuota)
 	case f.drain < 0:
 		return cli.Usagef("--shutdown-timeout %v: must not be negative", f.drain)
 	case f.maxBody.Given && f.maxBody.N < 1024:
@@ -107,9 +109,6 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
 	}
 
-	cfg := f.common.EngineConfig()
-	cfg.MaxQueue = f.maxQueue
-	cfg.TenantQuota = f.tenantQuota
 	cfg.Logger = log
 	cfg.ChatTemplate = chatSource
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)

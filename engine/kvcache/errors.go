@@ -28,6 +28,10 @@ var (
 	ErrNoLease       = errors.New("kvcache: lease not held")
 )
 
+// errBadCopy marks a host copy that failed its checksum in host memory: the
+// copy is bad, the device page it was meant for is not.
+var errBadCopy = errors.New("kvcache: host copy corrupted")
+
 // ErrPageFull is ErrOutOfRange under the name a writer looks for: a write
 // past a page's end is a write past the reservation.
 var ErrPageFull = ErrOutOfRange

@@ -15,9 +15,13 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testDType is the element type of the pools the tests build; TestF16Pool
+// reruns the storage tests with f16.
+var testDType = device.F32
+
 // smallGeo keeps pages tiny so tests can use many of them.
 func smallGeo() Geometry {
-	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4, DType: device.F32}
+	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4, DType: testDType}
 }
 
 func newPool(tb testing.TB, pages int, mod func(*Config)) *Pool {
@@ -53,10 +57,20 @@ type writer struct {
 func rows(g Geometry, w writer, pos, layer int) (k, v []float32) {
 	k, v = make([]float32, g.KVDim()), make([]float32, g.KVDim())
 	for j := range k {
-		k[j] = rowVal(w.req, w.tenant, pos, layer, 0, j, w.gen)
-		v[j] = rowVal(w.req, w.tenant, pos, layer, 1, j, w.gen)
+		k[j] = exactIn(g.DType, rowVal(w.req, w.tenant, pos, layer, 0, j, w.gen))
+		v[j] = exactIn(g.DType, rowVal(w.req, w.tenant, pos, layer, 1, j, w.gen))
 	}
 	return k, v
+}
+
+// exactIn maps a rowVal value to one that dtype d holds exactly (f16:
+// 11 significant bits), keeping it finite and distinct enough to tell
+// writers apart.
+func exactIn(d device.DType, x float32) float32 {
+	if d == device.F32 {
+		return x
+	}
+	return float32(int32(x)&0x3ff) + 0.5
 }
 
 // writeTokens writes and advances n tokens as writer w.
@@ -117,11 +131,47 @@ func checkConsistent(tb testing.TB, p *Pool) {
 		require.Equal(tb, PageFree, p.pages[idx].state, "page %d on the free list", idx)
 	}
 	require.Len(tb, p.free, counts[PageFree])
+	// The tenant table: every page that is not free names a held tenant,
+	// and the two maps agree.
+	for i := range p.pages {
+		if m := &p.pages[i]; m.state != PageFree {
+			require.Contains(tb, p.tids, m.tenant, "page %d names tenant ID %d, not in the table", i, m.tenant)
+		}
+	}
+	require.Len(tb, p.tids, len(p.tenants))
+	for name, id := range p.tenants {
+		require.Equal(tb, name, p.tids[id].name)
+	}
 }
 
+// pageFloats returns page idx's elements as float32s (a view for f32
+// pools, a decoded copy otherwise).
 func pageFloats(p *Pool, idx uint32) []float32 {
 	n := p.geo.PageElems()
-	return p.f32[int(idx)*n : int(idx+1)*n]
+	if p.f32 != nil {
+		return p.f32[int(idx)*n : int(idx+1)*n]
+	}
+	buf := make([]byte, p.pageBytes)
+	if err := p.arena.Download(buf, p.pageOff(idx)); err != nil {
+		panic(err)
+	}
+	out := make([]float32, n)
+	decodeRow(out, buf, p.geo.DType)
+	return out
+}
+
+// bumpElem adds 1 to element off of the arena, whatever the dtype, as a
+// stray write would.
+func bumpElem(tb testing.TB, p *Pool, off int) {
+	tb.Helper()
+	es := int64(p.elemSize)
+	buf := make([]byte, es)
+	require.NoError(tb, p.arena.Download(buf, int64(off)*es))
+	var x [1]float32
+	decodeRow(x[:], buf, p.geo.DType)
+	x[0]++
+	encodeRow(buf, x[:], p.geo.DType)
+	require.NoError(tb, p.arena.Upload(int64(off)*es, buf))
 }
 
 func allNaN(f []float32) bool {

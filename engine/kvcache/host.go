@@ -55,11 +55,16 @@ type hostTier struct {
 // hostEntry is one page's copy. It records the tenant and request it came
 // from; a restore into any other is refused.
 type hostEntry struct {
-	tid        uint32
-	req        RequestID
-	slots      int    // written slots captured
-	rawLen     int    // packed bytes before compression
-	sum        uint64 // checksum of the packed bytes as read from the device
+	tid    uint32
+	req    RequestID
+	slots  int    // written slots captured
+	rawLen int    // packed bytes before compression
+	sum    uint64 // checksum of the packed bytes as read from the device
+	// partN and partSum are the checksum a handoff took of the first partN
+	// slots of a partial page. The copy is verified against it as it is
+	// made, and a restore carries it back: it never comes from copied bytes.
+	partN      int
+	partSum    uint64
 	data       []byte
 	compressed bool
 	charged    int64 // host bytes charged, under p.mu
@@ -149,10 +154,20 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	if err := p.downloadPacked(buf, j.ref.Index, e.slots); err != nil {
 		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
 	}
+	// Every checksum the page carries is verified on the bytes copied,
+	// before the copy is trusted: the sealed one, or the one a handoff took
+	// of a partial page's first slots. Otherwise a corruption between the
+	// handoff and the copy would be laundered into a "verified" copy.
 	e.sum = p.hostChecksum(buf, e.slots)
 	if j.sealed && e.sum != j.sealedSum {
 		return nil, fmt.Errorf("%w: %w: offload of %v: sealed as %016x, device holds %016x; page quarantined",
 			ErrIsolation, ErrChecksum, j.ref, j.sealedSum, e.sum)
+	}
+	if e.partN > 0 {
+		if got := p.hostPrefixChecksum(buf, e.slots, e.partN); got != e.partSum {
+			return nil, fmt.Errorf("%w: %w: offload of %v: %d slots sealed at a handoff as %016x, device holds %016x; page quarantined",
+				ErrIsolation, ErrChecksum, j.ref, e.partN, e.partSum, got)
+		}
 	}
 	if f := p.cfg.Faults; f != nil && f.CorruptCopy != nil && f.CorruptCopy(j.ref) {
 		buf[len(buf)/2] ^= 0x5a
@@ -215,6 +230,7 @@ func (h *hostTier) uncharge(e *hostEntry) {
 		h.used -= e.charged
 		h.entries--
 		e.charged = 0
+		h.p.unrefTenantLocked(e.tid)
 	}
 	e.data = nil
 }
@@ -263,6 +279,10 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
 	}
 	e := &hostEntry{tid: m.tenant, req: req, slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
+	p.refTenantLocked(m.tenant) // dropped when the copy is uncharged
+	if x := &p.ext[ref.Index]; !m.sealed && x.partN > 0 {
+		e.partN, e.partSum = int(x.partN), x.partSum
+	}
 	h.used += int64(raw)
 	h.entries++
 	p.takeLeaseLocked(ref.Index, LeaseCopy)
@@ -283,8 +303,15 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 		}
 	}
 	if err != nil || len(raw) != e.rawLen {
-		return fmt.Errorf("%w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
-			ErrIsolation, ErrChecksum, idx, e.rawLen, err)
+		return fmt.Errorf("%w: %w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
+			ErrIsolation, ErrChecksum, errBadCopy, idx, e.rawLen, err)
+	}
+	// The copy is checked in host memory first: a copy that went bad in
+	// transit or at rest is the copy's fault, not the device page's, which
+	// then goes back to the free list instead of quarantine.
+	if got := p.hostChecksum(raw, e.slots); got != e.sum {
+		return fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy taken as %016x, now %016x",
+			ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, e.sum, got)
 	}
 	if err := p.uploadPacked(idx, e.slots, raw); err != nil {
 		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
@@ -302,9 +329,8 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 
 // HostPage is an asynchronous offload of one sealed page.
 type HostPage struct {
-	p   *Pool
-	e   *hostEntry
-	ref PageRef
+	p *Pool
+	e *hostEntry
 }
 
 // Offload copies a sealed page to the host tier on a worker goroutine. The
@@ -367,7 +393,7 @@ func (p *Pool) offload(ref PageRef, tenant Tenant, retained bool) (*HostPage, er
 		return nil, fmt.Errorf("kvcache: offload of %v: %w", ref, err)
 	}
 	p.host.submit(j)
-	return &HostPage{p: p, e: j.e, ref: ref}, nil
+	return &HostPage{p: p, e: j.e}, nil
 }
 
 // Wait blocks until the copy is done and returns its error.
@@ -375,9 +401,6 @@ func (h *HostPage) Wait() error {
 	<-h.e.done
 	return h.e.err
 }
-
-// Source is the page that was offloaded.
-func (h *HostPage) Source() PageRef { return h.ref }
 
 // Discard frees the host copy (after the copy completes, if it is in flight).
 func (h *HostPage) Discard() { h.p.discard(h.e) }
@@ -440,8 +463,10 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			return nil, fmt.Errorf("kvcache: restore for request %d: host copy discarded or not complete", t.req)
 		case e.tid != t.tid:
 			p.isolationLocked("cross-tenant restore", t.req, 0, 0)
-			err := fmt.Errorf("%w: %w: restore of a host page of tenant %q into request %d of tenant %q",
-				ErrIsolation, ErrForeignPage, p.names[e.tid], t.req, t.tenant)
+			// The other tenant goes to the log (isolationLocked), never
+			// into an error a request is given.
+			err := fmt.Errorf("%w: %w: restore into request %d of tenant %q: the host page belongs to another tenant",
+				ErrIsolation, ErrForeignPage, t.req, t.tenant)
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -475,7 +500,11 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			if i == bad && errors.Is(err, ErrChecksum) {
 				p.st.checksum++
 				p.isolationLocked("restore checksum", t.req, r.Index, r.Gen)
-				p.quarantineLocked(r.Index)
+				if errors.Is(err, errBadCopy) {
+					p.releaseLocked(r.Index) // never written: the copy was bad
+				} else {
+					p.quarantineLocked(r.Index)
+				}
 			} else {
 				p.releaseLocked(r.Index)
 			}
@@ -486,9 +515,10 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 		if int(m.written) == ps {
 			x.sum, m.sealed = es[i].sum, true
 			p.setStateLocked(m, PageSealed)
-		} else {
-			// The restore was a verified handoff of these slots.
-			x.partN, x.partSum = m.written, es[i].sum
+		} else if es[i].partN > 0 {
+			// The handoff checksum verified at copy-out comes back with the
+			// page; the next handoff verifies it and extends it.
+			x.partN, x.partSum = uint16(es[i].partN), es[i].partSum
 		}
 		p.st.restored += int64(es[i].rawLen)
 	}
@@ -589,6 +619,7 @@ func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t.released = true
+	p.unrefTenantLocked(t.tid)
 	err := p.releaseEntriesLocked(t, 0)
 	t.refs, t.shared, t.written = nil, nil, 0
 	if err != nil {
@@ -621,8 +652,10 @@ func (p *Pool) SwapIn(s *Swapped, t *PageTable) error {
 		p.mu.Lock()
 		p.st.isolation++
 		p.mu.Unlock()
-		return fmt.Errorf("%w: %w: swapped pages of request %d (tenant %q) into a table of request %d (tenant %q)",
-			ErrIsolation, ErrForeignPage, s.req, s.tenant, t.req, t.tenant)
+		p.log.Error("kvcache isolation violation", "reason", "swap in of another request's pages",
+			"request", uint64(t.req), "tenant", string(t.tenant), "swapped_request", uint64(s.req), "swapped_tenant", string(s.tenant))
+		return fmt.Errorf("%w: %w: swap in for request %d (tenant %q): the swapped pages belong to another request",
+			ErrIsolation, ErrForeignPage, t.req, t.tenant)
 	}
 	refs, err := p.restoreInto(t, s.entries, s.written)
 	if err != nil {

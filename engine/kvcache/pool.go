@@ -128,8 +128,19 @@ type Faults struct {
 	FailAlloc func() bool
 }
 
-// poisonWord is a quiet NaN.
+// poisonWord is a quiet f32 NaN; poisonWordOf gives the 32-bit pattern
+// that fills an arena of dtype d with quiet NaNs of its own width.
 const poisonWord = 0x7fc00000
+
+func poisonWordOf(d device.DType) uint32 {
+	switch d {
+	case device.F16:
+		return 0x7e007e00
+	case device.BF16:
+		return 0x7fc07fc0
+	}
+	return poisonWord
+}
 
 // pageMeta is what ValidateTable reads for every page of every sequence
 // before each step; it is kept to 24 bytes so 16k pages fit in L2. The rest
@@ -166,13 +177,19 @@ type Pool struct {
 	log       *slog.Logger
 	epoch     time.Time
 
-	mu      sync.Mutex
-	pages   []pageMeta
-	ext     []pageExt
-	free    []uint32
-	closed  bool
+	mu     sync.Mutex
+	pages  []pageMeta
+	ext    []pageExt
+	free   []uint32
+	closed bool
+	// The tenant table: every tenant that something still holds (a live
+	// table, a page, a host copy) has an ID; the last holder letting go
+	// deletes it, so the table is bounded by what is held, not by how many
+	// tenants ever came. IDs are never reused: a stale ID cannot alias
+	// another tenant.
 	tenants map[Tenant]uint32
-	names   []Tenant
+	tids    map[uint32]*tenantRec
+	nextTID uint32
 	counts  [numStates]int
 	leases  [numLeaseKinds]int
 	st      counters
@@ -217,7 +234,9 @@ func New(b device.Backend, cfg Config) (*Pool, error) {
 		ext:       make([]pageExt, cfg.Pages),
 		free:      make([]uint32, cfg.Pages),
 		tenants:   map[Tenant]uint32{"": 0},
-		names:     []Tenant{""},
+		tids:      map[uint32]*tenantRec{0: {name: ""}},
+		nextTID:   1,
+		st:        counters{release: NewHistogram(ReleaseBuckets[:])},
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -232,7 +251,7 @@ func New(b device.Backend, cfg Config) (*Pool, error) {
 	}
 	p.counts[PageFree] = cfg.Pages
 	if cfg.Poison {
-		if err := arena.Fill(0, arena.Len(), poisonWord); err != nil {
+		if err := arena.Fill(0, arena.Len(), poisonWordOf(cfg.DType)); err != nil {
 			_ = arena.Free()
 			return nil, fmt.Errorf("kvcache: poisoning arena: %w", err)
 		}
@@ -268,6 +287,14 @@ func (p *Pool) FreePages() int {
 	return len(p.free)
 }
 
+// Closed reports whether Close has been called. The CPU forward pass checks
+// it before touching the arena it reads directly.
+func (p *Pool) Closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // Close stops the host-tier workers and frees the arena. Later calls return
 // ErrClosed. Close is idempotent.
 func (p *Pool) Close() error {
@@ -289,19 +316,58 @@ func (p *Pool) Close() error {
 // of an uninitialised owner.
 func (p *Pool) NewTable(req RequestID, tenant Tenant) *PageTable {
 	p.mu.Lock()
-	tid := p.tenantIDLocked(tenant)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	tid, ok := p.holdTenantLocked(tenant)
+	if !ok {
+		return &PageTable{pool: p, req: req, tenant: tenant, released: true,
+			bad: fmt.Errorf("%w: %d tenant IDs used up", ErrConfig, uint64(math.MaxUint32))}
+	}
 	return &PageTable{pool: p, req: req, tenant: tenant, tid: tid}
 }
 
-func (p *Pool) tenantIDLocked(t Tenant) uint32 {
+// tenantRec is one entry of the tenant table: the name and how many things
+// hold its ID (live tables, non-free pages, host copies).
+type tenantRec struct {
+	name Tenant
+	refs int
+}
+
+// holdTenantLocked returns t's ID, registering t if nothing holds it, and
+// counts one more holder. It fails only when 2^32 IDs have been used.
+func (p *Pool) holdTenantLocked(t Tenant) (uint32, bool) {
 	if id, ok := p.tenants[t]; ok {
-		return id
+		p.tids[id].refs++
+		return id, true
 	}
-	id := uint32(len(p.names))
+	if p.nextTID == math.MaxUint32 {
+		return 0, false
+	}
+	id := p.nextTID
+	p.nextTID++
 	p.tenants[t] = id
-	p.names = append(p.names, t)
-	return id
+	p.tids[id] = &tenantRec{name: t, refs: 1}
+	return id, true
+}
+
+// refTenantLocked counts one more holder of an ID something already holds.
+func (p *Pool) refTenantLocked(id uint32) { p.tids[id].refs++ }
+
+// unrefTenantLocked drops a holder; the last one deletes the tenant (the
+// empty tenant, ID 0, stays).
+func (p *Pool) unrefTenantLocked(id uint32) {
+	rec := p.tids[id]
+	if rec.refs--; rec.refs <= 0 && id != 0 {
+		delete(p.tenants, rec.name)
+		delete(p.tids, id)
+	}
+}
+
+// tenantName is the name of a held tenant ID, for messages.
+func (p *Pool) tenantName(id uint32) Tenant {
+	if rec, ok := p.tids[id]; ok {
+		return rec.name
+	}
+	return "?"
 }
 
 func (p *Pool) setStateLocked(m *pageMeta, s PageState) {
@@ -320,6 +386,7 @@ func (p *Pool) allocLocked(req RequestID, tid uint32) PageRef {
 	m := &p.pages[idx]
 	m.gen++
 	m.owner, m.tenant = req, tid
+	p.refTenantLocked(tid)
 	m.written, m.sealed = 0, false
 	x := &p.ext[idx]
 	x.partN, x.partSum, x.sum = 0, 0, 0
@@ -350,7 +417,7 @@ func (p *Pool) freeLocked(idx uint32) {
 	if p.cfg.Poison || p.cfg.ZeroOnRelease {
 		word := uint32(0)
 		if p.cfg.Poison {
-			word = poisonWord
+			word = poisonWordOf(p.geo.DType)
 		}
 		if err := p.arena.Fill(p.pageOff(idx), p.pageBytes, word); err != nil {
 			p.setStateLocked(m, PageQuarantined)
@@ -359,6 +426,7 @@ func (p *Pool) freeLocked(idx uint32) {
 		}
 		p.st.scrubs++
 	}
+	p.unrefTenantLocked(m.tenant)
 	m.owner, m.tenant, m.written, m.sealed = 0, 0, 0, false
 	p.ext[idx].partN = 0
 	p.setStateLocked(m, PageFree)
@@ -378,7 +446,7 @@ func (p *Pool) dropLeaseLocked(idx uint32, k LeaseKind) {
 	p.leases[k]--
 	if m.state == PageReleasing && !x.leased() {
 		p.st.deferredFreed++
-		p.st.observe(time.Duration(int64(time.Since(p.epoch)) - x.relStart))
+		p.st.release.Observe(time.Duration(int64(time.Since(p.epoch)) - x.relStart))
 		p.freeLocked(idx)
 	}
 }
@@ -392,7 +460,7 @@ func (p *Pool) quarantineLocked(idx uint32) {
 		return
 	case PageReleasing:
 		p.st.deferredQuarantined++
-		p.st.observe(time.Duration(int64(time.Since(p.epoch)) - p.ext[idx].relStart))
+		p.st.release.Observe(time.Duration(int64(time.Since(p.epoch)) - p.ext[idx].relStart))
 	case PageFree:
 		for i, f := range p.free {
 			if f == idx {
@@ -410,7 +478,7 @@ func (p *Pool) isolationLocked(msg string, req RequestID, idx uint32, gen uint64
 	m := &p.pages[idx]
 	p.log.Error("kvcache isolation violation", "reason", msg, "request", uint64(req),
 		"page", idx, "ref_gen", gen, "page_gen", m.gen, "page_owner", uint64(m.owner),
-		"page_tenant", string(p.names[m.tenant]), "state", m.state.String())
+		"page_tenant", string(p.tenantName(m.tenant)), "state", m.state.String())
 }
 
 func (p *Pool) checkRefLocked(ref PageRef) error {
@@ -460,7 +528,7 @@ func (p *Pool) Retain(ref PageRef, tenant Tenant) error {
 	if tid, ok := p.tenants[tenant]; !ok || tid != m.tenant {
 		p.isolationLocked("cross-tenant retain", 0, ref.Index, ref.Gen)
 		return fmt.Errorf("%w: %w: retain of %v for tenant %q: page belongs to tenant %q",
-			ErrIsolation, ErrForeignPage, ref, tenant, p.names[m.tenant])
+			ErrIsolation, ErrForeignPage, ref, tenant, p.tenantName(m.tenant))
 	}
 	if err := shareable(m, &p.ext[ref.Index]); err != nil {
 		return fmt.Errorf("kvcache: retain of %v (%s): %w", ref, m.state, err)
@@ -530,8 +598,10 @@ func (p *Pool) LeaseStep(t *PageTable) (func(), error) {
 	}, nil
 }
 
-// CorruptPage flips a byte of a sealed page without updating its checksum.
-// It is a test helper: handoff, step verification and offload must catch it.
+// CorruptPage flips a byte of a checksummed slot of a page without
+// updating its checksum: a sealed page, or the slots of a partial page that
+// a handoff sealed. It is a test helper: handoff, step verification, seal
+// and every copy out of the pool must catch it.
 func (p *Pool) CorruptPage(index uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -541,10 +611,13 @@ func (p *Pool) CorruptPage(index uint32) error {
 	if int(index) >= len(p.pages) {
 		return fmt.Errorf("%w: page %d of a %d-page pool", ErrOutOfRange, index, len(p.pages))
 	}
-	if !p.pages[index].sealed {
+	if !p.pages[index].sealed && p.ext[index].partN == 0 {
 		return fmt.Errorf("kvcache: corrupt page %d: %w", index, ErrNotSealed)
 	}
-	off := p.pageOff(index) + p.pageBytes/2
+	// Slot 0 of the first V run (layer 0): written and checksummed in
+	// either case. The element's top byte holds its sign and exponent, so
+	// the value read changes visibly, not only its checksum.
+	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.KVDim())*p.elemSize + p.elemSize - 1
 	var b [1]byte
 	if err := p.arena.Download(b[:], off); err != nil {
 		return err
@@ -573,7 +646,7 @@ func (p *Pool) Info(ref PageRef) (PageInfo, error) {
 		return PageInfo{}, err
 	}
 	m, x := &p.pages[ref.Index], &p.ext[ref.Index]
-	return PageInfo{Ref: ref, State: m.state, Owner: m.owner, Tenant: p.names[m.tenant],
+	return PageInfo{Ref: ref, State: m.state, Owner: m.owner, Tenant: p.tenantName(m.tenant),
 		Written: int(m.written), Sealed: m.sealed,
 		Leases: [3]int{int(x.leases[0]), int(x.leases[1]), int(x.leases[2])}}, nil
 }

@@ -1,6 +1,10 @@
 package kvcache
 
-import "time"
+import (
+	"slices"
+	"sort"
+	"time"
+)
 
 // ReleaseBuckets are the upper bounds of the deferred-release duration
 // histogram; a final bucket counts everything slower.
@@ -9,7 +13,10 @@ var ReleaseBuckets = [...]time.Duration{
 	time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second,
 }
 
-// Histogram is a fixed-bucket latency histogram.
+// Histogram is a fixed-bucket latency histogram, the one type for the
+// pool's and the engine's latencies. Counts[i] counts samples in
+// (Bounds[i-1], Bounds[i]]; the last entry counts samples above every
+// bound. Counts are per bucket, not cumulative.
 type Histogram struct {
 	Bounds []time.Duration // upper bounds; Counts has one more entry (+Inf)
 	Counts []uint64
@@ -17,9 +24,37 @@ type Histogram struct {
 	Sum    time.Duration
 }
 
+// NewHistogram is an empty histogram over bounds (ascending).
+func NewHistogram(bounds []time.Duration) Histogram {
+	return Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+}
+
+// Observe adds one sample.
+func (h *Histogram) Observe(d time.Duration) {
+	i := sort.Search(len(h.Bounds), func(i int) bool { return d <= h.Bounds[i] })
+	h.Counts[i]++
+	h.Count++
+	h.Sum += d
+}
+
+// Clone is a copy that shares no memory with h.
+func (h Histogram) Clone() Histogram {
+	h.Counts = slices.Clone(h.Counts)
+	return h
+}
+
+// Mean is Sum/Count.
+func (h Histogram) Mean() time.Duration {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / time.Duration(h.Count)
+}
+
 // Stats is a snapshot of the pool's metrics.
 type Stats struct {
 	Pages       int
+	Tenants     int // entries in the tenant table: tenants something still holds
 	Free        int
 	Owned       int
 	Sealed      int
@@ -57,18 +92,8 @@ type counters struct {
 	allocs, releases, scrubs, scrubFailures          uint64
 	deferred, deferredFreed, deferredQuarantined     uint64
 	checksum, isolation, staleCompletions, copyFails uint64
-	hist                                             [len(ReleaseBuckets) + 1]uint64
-	histSum                                          time.Duration
+	release                                          Histogram // deferred-release durations
 	offloaded, restored, stored                      int64
-}
-
-func (c *counters) observe(d time.Duration) {
-	i := 0
-	for i < len(ReleaseBuckets) && d > ReleaseBuckets[i] {
-		i++
-	}
-	c.hist[i]++
-	c.histSum += d
 }
 
 // Stats returns a snapshot of the pool's metrics.
@@ -77,7 +102,7 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	c := &p.st
 	s := Stats{
-		Pages: len(p.pages), Free: p.counts[PageFree], Owned: p.counts[PageOwned],
+		Pages: len(p.pages), Tenants: len(p.tenants), Free: p.counts[PageFree], Owned: p.counts[PageOwned],
 		Sealed: p.counts[PageSealed], Releasing: p.counts[PageReleasing],
 		Quarantined: p.counts[PageQuarantined],
 		StepLeases:  p.leases[LeaseStep], CopyLeases: p.leases[LeaseCopy], PrefixLeases: p.leases[LeasePrefix],
@@ -87,10 +112,7 @@ func (p *Pool) Stats() Stats {
 		StaleCompletions: c.staleCompletions, CopyFailures: c.copyFails, ScrubFailures: c.scrubFailures,
 		BytesOffloaded: c.offloaded, BytesRestored: c.restored, BytesStored: c.stored,
 	}
-	s.DeferredDuration = Histogram{Bounds: ReleaseBuckets[:], Counts: append([]uint64(nil), c.hist[:]...), Sum: c.histSum}
-	for _, n := range c.hist {
-		s.DeferredDuration.Count += n
-	}
+	s.DeferredDuration = c.release.Clone()
 	if p.host != nil {
 		s.HostTierUsed, s.HostTierCapacity, s.HostEntries = p.host.used, p.host.capacity, p.host.entries
 	}

@@ -1,11 +1,13 @@
 package kvcache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"unsafe"
+	"math"
 
 	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/ml"
 )
 
 // PageTable is one sequence's list of pages, in token order. Tokens
@@ -21,6 +23,7 @@ type PageTable struct {
 	shared   []bool // entry i is a prefix page of the same tenant, held by a prefix lease
 	written  int
 	released bool
+	bad      error // the table could not be made (every call fails with it)
 }
 
 // Request is the owner of the table's own pages.
@@ -58,6 +61,9 @@ func (t *PageTable) Pages() []uint32 {
 func (t *PageTable) Shared(i int) bool { return i >= 0 && i < len(t.shared) && t.shared[i] }
 
 func (t *PageTable) usable(op string) error {
+	if t.bad != nil {
+		return fmt.Errorf("kvcache: %s: %w", op, t.bad)
+	}
 	if t.req == 0 {
 		return fmt.Errorf("kvcache: %s: %w: request ID 0 is never valid", op, ErrForeignPage)
 	}
@@ -282,10 +288,14 @@ func (t *PageTable) Release() error {
 	p := t.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t.bad != nil {
+		return nil // it never held anything
+	}
 	if t.released {
 		return fmt.Errorf("%w: request %d: page table released twice", ErrDoubleRelease, t.req)
 	}
 	t.released = true
+	p.unrefTenantLocked(t.tid)
 	err := p.releaseEntriesLocked(t, 0)
 	t.refs, t.shared, t.written = nil, nil, 0
 	return err
@@ -363,8 +373,8 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 	m := &p.pages[ref.Index]
 	if m.tenant != t.tid {
 		p.isolationLocked("cross-tenant share", t.req, ref.Index, ref.Gen)
-		err := fmt.Errorf("%w: %w: request %d of tenant %q cannot share %v of tenant %q",
-			ErrIsolation, ErrForeignPage, t.req, t.tenant, ref, p.names[m.tenant])
+		err := fmt.Errorf("%w: %w: request %d of tenant %q cannot share %v: it belongs to another tenant",
+			ErrIsolation, ErrForeignPage, t.req, t.tenant, ref)
 		p.mu.Unlock()
 		return err
 	}
@@ -406,7 +416,8 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 
 // WriteKV writes token pos's K and V rows for layer (KVDim values each). It
 // is Location plus the copy, for callers that do not write the arena
-// themselves. f32 only.
+// themselves. Rows are converted to the pool's element type (f16 and bf16
+// round to nearest even).
 func (t *PageTable) WriteKV(pos, layer int, k, v []float32) error {
 	p := t.pool
 	if err := p.checkRow(layer, k, v); err != nil {
@@ -449,9 +460,6 @@ func (t *PageTable) ReadKV(pos, layer int, k, v []float32) error {
 }
 
 func (p *Pool) checkRow(layer int, k, v []float32) error {
-	if p.geo.DType != device.F32 {
-		return fmt.Errorf("%w: row access is f32 only, pool is %s", ErrConfig, p.geo.DType)
-	}
 	if layer < 0 || layer >= p.geo.Layers || len(k) != p.geo.KVDim() || len(v) != p.geo.KVDim() {
 		return fmt.Errorf("%w: layer %d of %d, rows of %d and %d values (want %d)",
 			ErrOutOfRange, layer, p.geo.Layers, len(k), len(v), p.geo.KVDim())
@@ -472,20 +480,51 @@ func (p *Pool) rowIO(page uint32, layer, slot int, k, v []float32, write bool) e
 		}
 		return nil
 	}
+	es := int(p.elemSize)
+	buf := make([]byte, len(k)*es)
 	for _, r := range [2]struct {
 		off int
 		row []float32
 	}{{ko, k}, {vo, v}} {
-		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(r.row))), len(r.row)*4)
-		var err error
 		if write {
-			err = p.arena.Upload(int64(r.off)*4, b)
-		} else {
-			err = p.arena.Download(b, int64(r.off)*4)
+			encodeRow(buf, r.row, p.geo.DType)
+			if err := p.arena.Upload(int64(r.off)*int64(es), buf); err != nil {
+				return err
+			}
+			continue
 		}
-		if err != nil {
+		if err := p.arena.Download(buf, int64(r.off)*int64(es)); err != nil {
 			return err
 		}
+		decodeRow(r.row, buf, p.geo.DType)
 	}
 	return nil
+}
+
+// encodeRow stores row as little-endian elements of type d in buf.
+func encodeRow(buf []byte, row []float32, d device.DType) {
+	for i, x := range row {
+		switch d {
+		case device.F16:
+			binary.LittleEndian.PutUint16(buf[2*i:], ml.F32ToF16(x))
+		case device.BF16:
+			binary.LittleEndian.PutUint16(buf[2*i:], ml.F32ToBF16(x))
+		default:
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+	}
+}
+
+// decodeRow is the inverse of encodeRow (exact).
+func decodeRow(row []float32, buf []byte, d device.DType) {
+	for i := range row {
+		switch d {
+		case device.F16:
+			row[i] = ml.F16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+		case device.BF16:
+			row[i] = ml.BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+		default:
+			row[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+	}
 }

@@ -92,9 +92,24 @@ func (p *Pool) violationLocked(t *PageTable, i int, op string) error {
 	if t.shared[i] {
 		what = "shared prefix page"
 	}
-	err := fmt.Errorf("%w: %w: %s by request %d (tenant %q), entry %d (%s): page %d: expected owner %d gen %d with %d written, found owner %d (tenant %q) gen %d state %s with %d written, %d prefix leases; page quarantined",
+	// Whose page it is instead goes to the log (isolationLocked), never
+	// into the error: a request is not told about another request or tenant.
+	whose := "this request's"
+	switch {
+	case m.tenant != t.tid:
+		whose = "another tenant's"
+	case m.owner != t.req && !t.shared[i]:
+		whose = "another request's"
+	}
+	err := fmt.Errorf("%w: %w: %s by request %d (tenant %q), entry %d (%s): page %d: expected owner %d gen %d with %d written, found %s page at gen %d, state %s with %d written, %d prefix leases; page quarantined",
 		ErrIsolation, kind, op, t.req, t.tenant, i, what, ref.Index, t.req, ref.Gen, t.wantWritten(i),
-		m.owner, p.names[m.tenant], m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
+		whose, m.gen, m.state, m.written, p.ext[ref.Index].leases[LeasePrefix])
+	if m.state == PageQuarantined {
+		// Counted and logged when it was quarantined: one bad page is one
+		// isolation event, however many readers it turns away.
+		p.log.Warn("kvcache: read of a quarantined page refused", "request", uint64(t.req), "page", ref.Index, "op", op)
+		return err
+	}
 	p.isolationLocked(op+": "+kind.Error(), t.req, ref.Index, ref.Gen)
 	p.quarantineLocked(ref.Index)
 	return err
@@ -155,8 +170,8 @@ func (p *Pool) verifyEntry(t *PageTable, i, slots int, want uint64) error {
 	p.st.checksum++
 	p.isolationLocked("checksum mismatch", t.req, ref.Index, ref.Gen)
 	p.quarantineLocked(ref.Index)
-	return fmt.Errorf("%w: %w: request %d, %v (owner %d, tenant %q): %d slots sealed as %016x, now %016x; page quarantined",
-		ErrIsolation, ErrChecksum, t.req, ref, p.pages[ref.Index].owner, t.tenant, slots, want, got)
+	return fmt.Errorf("%w: %w: request %d (tenant %q), %v: %d slots sealed as %016x, now %016x; page quarantined",
+		ErrIsolation, ErrChecksum, t.req, t.tenant, ref, slots, want, got)
 }
 
 // deviceChecksum hashes the first slots token slots of a page on the
@@ -191,6 +206,22 @@ func (p *Pool) hostChecksum(b []byte, slots int) uint64 {
 	var stack [64]uint64
 	sums := stack[:0]
 	for off := 0; off+n <= len(b) && n > 0; off += n {
+		sums = append(sums, device.Checksum(b[off:off+n]))
+	}
+	return device.CombineChecksums(sums)
+}
+
+// hostPrefixChecksum is deviceChecksum(idx, k) computed over a packed host
+// copy of slots slots (k <= slots): the checksum of its first k slots.
+func (p *Pool) hostPrefixChecksum(b []byte, slots, k int) uint64 {
+	if k == slots {
+		return p.hostChecksum(b, slots)
+	}
+	run := slots * p.geo.KVDim() * int(p.elemSize)
+	n := k * p.geo.KVDim() * int(p.elemSize)
+	var stack [64]uint64
+	sums := stack[:0]
+	for off := 0; off+run <= len(b); off += run {
 		sums = append(sums, device.Checksum(b[off:off+n]))
 	}
 	return device.CombineChecksums(sums)

@@ -39,3 +39,5 @@ func attnScores(dst, q, kv []float32, offs []int, scale float32) {
 func attnAccum(out, w, kv []float32, offs []int) { attnAccumGeneric(out, w, kv, offs) }
 
 func expShift(x []float32, m float32) { expShiftGeneric(x, m) }
+
+func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }

@@ -164,3 +164,12 @@ func RoPEApply(v []float32, headDim int, cs []float32) {
 		}
 	}
 }
+
+// Grow returns buf resized to n, reallocating only when its capacity is
+// short: the runners' scratch buffers, sized for the largest batch seen.
+func Grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
@@ -14,30 +13,6 @@ import (
 
 // ErrNotImplemented marks a configuration the forward pass does not support yet.
 var ErrNotImplemented = errors.New("model: not implemented")
-
-// Seq is one sequence's share of a batch: the tokens it feeds this step (a
-// prefill chunk or a single decode token), starting at position
-// Table.Written(). Forward writes their K/V through Table and then advances
-// its written count; attention reads only positions the table has written.
-type Seq struct {
-	Tokens []int
-	Table  *kvcache.PageTable
-	Logits bool // compute logits for the last token of Tokens
-}
-
-// Batch is the input of one forward step. Forward fills Logits[i] for every
-// Seqs[i] that asked for them; the slices stay valid until the next Forward
-// on the same Runner.
-type Batch struct {
-	Seqs   []Seq
-	Logits [][]float32
-}
-
-// float32Arena is what the CPU forward pass needs of an arena: direct access
-// to its memory. The CPU backend's arena provides it.
-type float32Arena interface {
-	Float32s() []float32
-}
 
 // Runner runs the forward pass on the CPU over a page pool, interpreting
 // the model's arch.Block. A Runner is owned by one goroutine (the engine's
@@ -47,7 +22,7 @@ type Runner struct {
 	cfg  Config
 	pool *kvcache.Pool
 	geo  kvcache.Geometry
-	kv   []float32
+	kv   kvStore
 
 	ropes  []*Rope // distinct RoPE configurations
 	ropeOf []int   // per layer: index into ropes and tabs
@@ -72,14 +47,11 @@ func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
 		return nil, fmt.Errorf("model: pool geometry (layers %d, kv heads %d, head dim %d) does not match the model (%d, %d, %d)",
 			g.Layers, g.KVHeads, g.HeadDim, c.Layers, c.KVHeads, c.HeadDim)
 	}
-	if g.DType != device.F32 {
-		return nil, fmt.Errorf("%w: %v KV cache on the CPU backend (use f32)", ErrNotImplemented, g.DType)
+	kv, err := newKVStore(pool)
+	if err != nil {
+		return nil, err
 	}
-	fa, ok := pool.Arena().(float32Arena)
-	if !ok {
-		return nil, fmt.Errorf("%w: the CPU forward pass needs a CPU arena, got %T", ErrNotImplemented, pool.Arena())
-	}
-	r := &Runner{w: w, cfg: c, pool: pool, geo: g, kv: fa.Float32s()}
+	r := &Runner{w: w, cfg: c, pool: pool, geo: g, kv: kv}
 	r.ropes, r.ropeOf = ropes(c, w.RopeFreqs)
 	r.tabs = make([][]float32, len(r.ropes))
 	return r, nil
@@ -90,13 +62,6 @@ func (r *Runner) Config() Config { return r.cfg }
 
 // Weights is the model the runner executes.
 func (r *Runner) Weights() *Weights { return r.w }
-
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
-}
 
 // row is one token of the flattened batch.
 type row struct {
@@ -112,29 +77,14 @@ type row struct {
 // fail the affected requests.
 func (r *Runner) Forward(b *Batch) error {
 	c := r.cfg
-	seen := make(map[*kvcache.PageTable]bool, len(b.Seqs))
-	n := 0
-	for i, s := range b.Seqs {
-		if s.Table == nil {
-			return fmt.Errorf("model: batch sequence %d has no page table", i)
-		}
-		if seen[s.Table] {
-			return fmt.Errorf("model: page table of sequence %d appears twice in one batch", i)
-		}
-		seen[s.Table] = true
-		if len(s.Tokens) == 0 {
-			return fmt.Errorf("model: batch sequence %d has no tokens", i)
-		}
-		start := s.Table.Written()
-		if end := start + len(s.Tokens); end > s.Table.Reserved() {
-			return fmt.Errorf("model: sequence %d needs %d KV slots, %d reserved", i, end, s.Table.Reserved())
-		}
-		for _, t := range s.Tokens {
-			if t < 0 || t >= c.Vocab {
-				return fmt.Errorf("model: token %d outside the vocabulary of %d", t, c.Vocab)
-			}
-		}
-		n += len(s.Tokens)
+	// The KV arena is read and written in place; once the pool is closed
+	// its memory is unmapped.
+	if r.pool.Closed() {
+		return fmt.Errorf("model: forward: %w", kvcache.ErrClosed)
+	}
+	n, err := b.Check(c.Vocab)
+	if err != nil {
+		return err
 	}
 	if n == 0 {
 		return nil
@@ -150,14 +100,14 @@ func (r *Runner) Forward(b *Batch) error {
 	}
 
 	dim, kvDim, qDim := c.Dim, c.KVDim(), c.Heads*c.HeadDim
-	r.x = grow(r.x, n*dim)
-	r.xb = grow(r.xb, n*max(dim, qDim))
-	r.q = grow(r.q, n*qDim)
-	r.k = grow(r.k, n*kvDim)
-	r.v = grow(r.v, n*kvDim)
-	r.att = grow(r.att, n*qDim)
-	r.hb = grow(r.hb, n*c.Hidden)
-	r.hb2 = grow(r.hb2, n*c.Hidden)
+	r.x = ml.Grow(r.x, n*dim)
+	r.xb = ml.Grow(r.xb, n*max(dim, qDim))
+	r.q = ml.Grow(r.q, n*qDim)
+	r.k = ml.Grow(r.k, n*kvDim)
+	r.v = ml.Grow(r.v, n*kvDim)
+	r.att = ml.Grow(r.att, n*qDim)
+	r.hb = ml.Grow(r.hb, n*c.Hidden)
+	r.hb2 = ml.Grow(r.hb2, n*c.Hidden)
 
 	ti := 0
 	for _, s := range b.Seqs {
@@ -193,7 +143,7 @@ func (r *Runner) Forward(b *Batch) error {
 	// once per row and configuration, not per layer.
 	ropeDim := r.ropes[0].Dim()
 	for k, rp := range r.ropes {
-		r.tabs[k] = grow(r.tabs[k], n*ropeDim)
+		r.tabs[k] = ml.Grow(r.tabs[k], n*ropeDim)
 		for i := range n {
 			rp.Fill(r.tabs[k][i*ropeDim:(i+1)*ropeDim], rows[i].pos)
 		}
@@ -243,8 +193,8 @@ func (r *Runner) Forward(b *Batch) error {
 			rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
 			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
 			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
-			copy(r.kv[ko:ko+kvDim], r.k[i*kvDim:(i+1)*kvDim])
-			copy(r.kv[vo:vo+kvDim], r.v[i*kvDim:(i+1)*kvDim])
+			r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
+			r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
 		}
 		r.attention(l, rows)
 		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
@@ -286,8 +236,8 @@ func (r *Runner) Forward(b *Batch) error {
 	b.Logits = b.Logits[:len(b.Seqs)]
 	clear(b.Logits)
 	if m := len(want) / 2; m > 0 {
-		r.lx = grow(r.lx, m*dim)
-		r.logits = grow(r.logits, m*c.Vocab)
+		r.lx = ml.Grow(r.lx, m*dim)
+		r.logits = ml.Grow(r.logits, m*c.Vocab)
 		for j := range m {
 			ri := want[2*j+1]
 			ml.RMSNorm(r.lx[j*dim:(j+1)*dim], r.x[ri*dim:(ri+1)*dim], r.w.Norm, c.NormEps)
@@ -301,11 +251,7 @@ func (r *Runner) Forward(b *Batch) error {
 		}
 	}
 
-	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
-			return fmt.Errorf("model: advance sequence %d: %w", i, err)
-		}
-	}
+	b.Advance()
 	return nil
 }
 
@@ -386,14 +332,14 @@ func (r *Runner) attention(layer int, rows []row) {
 		for h := u.h0; h < u.h1; h++ {
 			kvh := (h / group) * hd
 			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
-			ml.AttnScores(s, q[h*hd:(h+1)*hd], r.kv[kvh:], offs, inv)
+			r.kv.scores(s, q[h*hd:(h+1)*hd], kvh, offs, inv)
 			if softcap != 0 {
 				ml.SoftCap(s, softcap)
 			}
 			ml.Softmax(s)
 			o := out[h*hd : (h+1)*hd]
 			clear(o)
-			ml.AttnAccum(o, s, r.kv[vDelta+kvh:], offs)
+			r.kv.accum(o, s, vDelta+kvh, offs)
 		}
 	}
 
@@ -444,7 +390,7 @@ func growScores(s [][]float32, n, span int) [][]float32 {
 		s = append(s, nil)
 	}
 	for i := range n {
-		s[i] = grow(s[i], span)
+		s[i] = ml.Grow(s[i], span)
 	}
 	return s
 }

@@ -24,14 +24,14 @@ type Params struct {
 	// TopK keeps the K most likely tokens; 0 keeps all. Must be >= 0.
 	TopK int
 	// TopP keeps the smallest set of most likely tokens whose probability
-	// reaches TopP. Must be in (0, 1]; 1 disables it.
+	// reaches TopP. Must be in [0, 1]; 0 (not set) and 1 disable it.
 	TopP float32
 	// MinP drops tokens whose probability is below MinP times the most
 	// likely token's. Must be in [0, 1]; 0 disables it.
 	MinP float32
 	// RepeatPenalty divides positive logits and multiplies non-positive ones
 	// of tokens seen in the last RepeatLastN tokens of history (each token
-	// once). Must be finite and > 0; 1 disables it.
+	// once). Must be finite and >= 0; 0 (not set) and 1 disable it.
 	RepeatPenalty float32
 	// RepeatLastN is the penalty window: 0 disables the penalty, -1 uses the
 	// whole history. Must be >= -1.
@@ -50,32 +50,49 @@ func DefaultParams() Params {
 	return Params{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64}
 }
 
-// Greedy returns parameters for greedy decoding (temperature 0).
+// Greedy returns parameters for greedy decoding (temperature 0): the zero
+// Params, spelled out.
 func Greedy() Params {
 	return Params{TopP: 1, RepeatPenalty: 1}
 }
 
+// ParamError is an invalid sampling parameter. It wraps ErrInvalidParams;
+// Param is the parameter's name as the OpenAI API spells it ("top_p"), so
+// a front end can name its own flag or field.
+type ParamError struct {
+	Param string
+	Value any
+	Want  string
+}
+
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("%v: %s = %v, want %s", ErrInvalidParams, e.Param, e.Value, e.Want)
+}
+
+func (e *ParamError) Unwrap() error { return ErrInvalidParams }
+
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
 
 // Validate reports the first invalid parameter. Errors wrap
-// ErrInvalidParams and name the parameter and its value. Note that the zero
-// Params is invalid (top_p 0, repeat_penalty 0); start from Greedy or
-// DefaultParams.
+// ErrInvalidParams and name the parameter and its value. The zero Params is
+// valid: every field at zero means "not set" (greedy, no filter, no
+// penalty), so this is the one place sampling parameters are checked and
+// nobody patches zeros first.
 func (p Params) Validate() error {
 	bad := func(name string, v any, want string) error {
-		return fmt.Errorf("%w: %s = %v, want %s", ErrInvalidParams, name, v, want)
+		return &ParamError{Param: name, Value: v, Want: want}
 	}
 	switch {
 	case !finite(p.Temperature) || p.Temperature < 0:
 		return bad("temperature", p.Temperature, "a finite value >= 0")
 	case p.TopK < 0:
 		return bad("top_k", p.TopK, ">= 0 (0 disables)")
-	case !(p.TopP > 0 && p.TopP <= 1):
-		return bad("top_p", p.TopP, "a value in (0, 1] (1 disables)")
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return bad("top_p", p.TopP, "a value in [0, 1] (0 or 1 disables)")
 	case !(p.MinP >= 0 && p.MinP <= 1):
 		return bad("min_p", p.MinP, "a value in [0, 1] (0 disables)")
-	case !finite(p.RepeatPenalty) || p.RepeatPenalty <= 0:
-		return bad("repeat_penalty", p.RepeatPenalty, "a finite value > 0 (1 disables)")
+	case !finite(p.RepeatPenalty) || p.RepeatPenalty < 0:
+		return bad("repeat_penalty", p.RepeatPenalty, "a finite value >= 0 (0 or 1 disables)")
 	case p.RepeatLastN < -1:
 		return bad("repeat_last_n", p.RepeatLastN, ">= -1 (0 disables, -1 means all history)")
 	}

@@ -345,13 +345,12 @@ func TestValidate(t *testing.T) {
 		{"nan temperature", func(p *Params) { p.Temperature = nan }, "temperature = NaN"},
 		{"inf temperature", func(p *Params) { p.Temperature = inf }, "temperature = +Inf"},
 		{"negative top-k", func(p *Params) { p.TopK = -1 }, "top_k = -1"},
-		{"top-p zero", func(p *Params) { p.TopP = 0 }, "top_p = 0"},
+		{"top-p negative", func(p *Params) { p.TopP = -0.1 }, "top_p = -0.1"},
 		{"top-p above one", func(p *Params) { p.TopP = 1.5 }, "top_p = 1.5"},
 		{"top-p nan", func(p *Params) { p.TopP = nan }, "top_p = NaN"},
 		{"min-p negative", func(p *Params) { p.MinP = -0.5 }, "min_p = -0.5"},
 		{"min-p above one", func(p *Params) { p.MinP = 2 }, "min_p = 2"},
 		{"min-p nan", func(p *Params) { p.MinP = nan }, "min_p = NaN"},
-		{"penalty zero", func(p *Params) { p.RepeatPenalty = 0 }, "repeat_penalty = 0"},
 		{"penalty negative", func(p *Params) { p.RepeatPenalty = -1 }, "repeat_penalty = -1"},
 		{"penalty inf", func(p *Params) { p.RepeatPenalty = inf }, "repeat_penalty = +Inf"},
 		{"last n", func(p *Params) { p.RepeatLastN = -2 }, "repeat_last_n = -2"},
@@ -362,7 +361,9 @@ func TestValidate(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
-	require.Error(t, Params{}.Validate(), "the zero Params is invalid")
+	require.NoError(t, Params{}.Validate(), "the zero Params means greedy, no filter, no penalty")
+	logits := []float32{1, 3, 2, 3}
+	require.Equal(t, New(Greedy()).Sample(slices.Clone(logits), []int{1}), New(Params{}).Sample(slices.Clone(logits), []int{1}))
 }
 
 func TestInvalidParamsNoPanic(t *testing.T) {

@@ -181,6 +181,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var echo *Echo
 	sep := -1
 	if o.Echo {
+		if o.Fault != "" {
+			cfg.KVType = "f32" // the injected fault reads the arena as f32
+		}
 		hooks.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			e, err := NewEcho(pool, -1, o.Fault)
 			echo = e

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 )
@@ -60,13 +61,16 @@ const FaultForeignRead = "foreign-read"
 // first Forward.
 func NewEcho(pool *kvcache.Pool, sep int, fault string) (*Echo, error) {
 	g := pool.Geometry()
+	if g.KVDim() < 2 {
+		return nil, fmt.Errorf("audit: the echo model needs a KV width of at least 2, have %d", g.KVDim())
+	}
 	e := &Echo{Sep: sep, pool: pool, geo: g, k: make([]float32, g.KVDim()), v: make([]float32, g.KVDim())}
 	switch fault {
 	case "":
 	case FaultForeignRead:
 		fa, ok := pool.Arena().(interface{ Float32s() []float32 })
-		if !ok {
-			return nil, fmt.Errorf("audit: fault %s needs a CPU f32 arena", fault)
+		if !ok || g.DType != device.F32 {
+			return nil, fmt.Errorf("audit: fault %s needs a CPU f32 arena (KVType f32)", fault)
 		}
 		e.fault, e.arena = true, fa.Float32s()
 	default:
@@ -97,7 +101,10 @@ func (e *Echo) Forward(b *model.Batch) error {
 		for j, t := range s.Tokens {
 			clear(e.k)
 			clear(e.v)
-			e.k[0], e.v[0] = float32(t), float32(t)
+			// The id in two 10-bit halves: exact in every KV type (f16
+			// holds integers only up to 2048).
+			e.k[0], e.k[1] = float32(t>>10), float32(t&1023)
+			e.v[0], e.v[1] = e.k[0], e.k[1]
 			for l := range e.geo.Layers {
 				if err := s.Table.WriteKV(start+j, l, e.k, e.v); err != nil {
 					return fmt.Errorf("audit echo: write: %w", err)
@@ -179,18 +186,20 @@ func (e *Echo) nextFrom(t *kvcache.PageTable, raw bool) (int, error) {
 	e.ids = e.ids[:0]
 	pages := t.Pages()
 	for pos := range n {
-		var x float32
+		var hi, lo float32
 		if raw {
-			x = e.arena[e.geo.KOffset(pages[pos/e.geo.PageSize], 0, pos%e.geo.PageSize)]
+			off := e.geo.KOffset(pages[pos/e.geo.PageSize], 0, pos%e.geo.PageSize)
+			hi, lo = e.arena[off], e.arena[off+1]
 		} else {
 			if err := t.ReadKV(pos, 0, e.k, e.v); err != nil {
 				return 0, fmt.Errorf("audit echo: read: %w", err)
 			}
-			x = e.k[0]
+			hi, lo = e.k[0], e.k[1]
 		}
-		id := int(x)
-		if math.IsNaN(float64(x)) || float32(id) != x || id < 0 || id >= int(e.vocab.Load()) {
-			return 0, fmt.Errorf("%w: request %d position %d holds %v", errNotToken, t.Request(), pos, x)
+		id := int(hi)*1024 + int(lo)
+		if math.IsNaN(float64(hi)) || math.IsNaN(float64(lo)) || float32(int(hi)) != hi || float32(int(lo)) != lo ||
+			lo < 0 || lo >= 1024 || id < 0 || id >= int(e.vocab.Load()) {
+			return 0, fmt.Errorf("%w: request %d position %d holds %v, %v", errNotToken, t.Request(), pos, hi, lo)
 		}
 		e.ids = append(e.ids, id)
 	}

@@ -146,6 +146,28 @@ static void test_open(void) {
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
     if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
+
+    /* A v3 struct (128 bytes, before kv_type): kv_type takes its default
+     * whatever follows. */
+    old.p = kvw_engine_default_params();
+    memset(old.bytes + offsetof(kvw_engine_params, kv_type), 0xAB,
+           sizeof old.bytes - offsetof(kvw_engine_params, kv_type));
+    old.p.struct_size = offsetof(kvw_engine_params, kv_type);
+    old.p.kv_memory_bytes = 4 << 20;
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &old.p, &e), KVW_OK);
+    if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
+
+    /* kv_type: "f16" (default) or "f32"; anything else is refused. */
+    kvw_engine_params kp = kvw_engine_default_params();
+    kp.kv_memory_bytes = 4 << 20;
+    kp.kv_type = "q8";
+    CHECK_ST(kvw_engine_open(NULL, &kp, &e), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "KV type") != NULL);
+    kp.kv_type = "f32";
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &kp, &e), KVW_OK);
+    if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
 }
 
 static void test_handles(kvw_engine* eng) {

@@ -152,6 +152,8 @@ int main(void) {
     kvw_engine_params p = kvw_engine_default_params();
     p.tokenizer_path = tok;
     p.kv_memory_bytes = 32 << 20;
+    p.device = "cpu";  /* the reference text is run.c's, on the CPU */
+    p.kv_type = "f32"; /* ... with float32 KV */
     REQUIRE_OK(kvw_engine_open(model, &p, &eng));
 
     kvw_request_params rp = kvw_request_default_params();

@@ -98,6 +98,7 @@ class kvw_engine_params(Structure):
         ("chat_template", c_char_p),  # v2
         ("n_threads", c_int32),  # v3
         ("reserved0", c_int32),
+        ("kv_type", c_char_p),  # v4
     ]
 
 

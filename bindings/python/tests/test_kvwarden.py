@@ -61,8 +61,10 @@ class TestStories260K(unittest.TestCase):
     def setUp(self):
         need_model(self)
         if TestStories260K.eng is None:
+            # CPU and f32 KV: the golden tokens are llama2.c run.c's.
             TestStories260K.eng = kvwarden.Engine(MODEL, tokenizer_path=TOKENIZER,
-                                                  kv_memory_bytes=32 << 20)
+                                                  kv_memory_bytes=32 << 20, device="cpu",
+                                                  kv_type="f32")
         with open(GOLDEN) as f:
             self.golden = json.load(f)
 
@@ -188,6 +190,11 @@ class TestBuiltin(unittest.TestCase):
             self.eng.detokenize([10**6])
         with self.assertRaises(TypeError):
             kvwarden.Engine(None, no_such_param=1)
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            kvwarden.Engine(None, kv_type="q8")
+        self.assertIn("KV type", str(cm.exception))
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20, kv_type="f32") as e32:
+            self.assertIsInstance(e32.generate("hi", max_tokens=3), str)
         with self.assertRaises(kvwarden.ModelLoadError):
             kvwarden.Engine("/nonexistent/model.gguf")
         # A readable GGUF of an architecture kvwarden does not run.

@@ -1,5 +1,6 @@
-// Package cpu is the host-memory backend: arenas are ordinary Go memory,
-// aligned for float32, so the CPU forward pass can read and write K/V in
+// Package cpu is the host-memory backend: arenas are anonymous memory
+// mappings outside the Go heap (returned to the OS by Free), aligned for
+// float32, so the CPU forward pass can read and write K/V in
 // place through Float32s while the page pool uses the generic Arena methods.
 package cpu
 
@@ -26,7 +27,11 @@ func (Backend) NewArena(bytes int64) (device.Arena, error) {
 	return NewArena(bytes)
 }
 
-// NewArena is NewArena returning the concrete type.
+// NewArena is NewArena returning the concrete type. The memory comes from
+// an anonymous mapping outside the Go heap (where the platform has one),
+// so Free returns it to the operating system at once rather than whenever
+// the garbage collector and scavenger get to it; untouched pages of a
+// large arena cost no resident memory.
 func NewArena(bytes int64) (*Arena, error) {
 	if bytes <= 0 || bytes%4 != 0 {
 		return nil, fmt.Errorf("cpu: arena of %d bytes: size must be a positive multiple of 4", bytes)
@@ -34,18 +39,23 @@ func NewArena(bytes int64) (*Arena, error) {
 	if bytes/4 > int64(int(^uint(0)>>1)) {
 		return nil, fmt.Errorf("cpu: arena of %d bytes does not fit this platform", bytes)
 	}
-	f := make([]float32, bytes/4)
-	return &Arena{f: f, b: unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), bytes)}, nil
+	b, release, err := allocHost(int(bytes))
+	if err != nil {
+		return nil, fmt.Errorf("cpu: arena of %d bytes: %w", bytes, err)
+	}
+	f := unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), bytes/4)
+	return &Arena{f: f, b: b, release: release}, nil
 }
 
 // Arena is a host-memory arena. The RWMutex only orders Free against the
 // other calls: callers that use disjoint ranges run concurrently, and
 // ordering accesses to the same range is the page pool's job (leases).
 type Arena struct {
-	mu    sync.RWMutex
-	f     []float32
-	b     []byte
-	freed bool
+	mu      sync.RWMutex
+	f       []float32
+	b       []byte
+	release func([]byte) error
+	freed   bool
 }
 
 var _ device.Arena = (*Arena)(nil)
@@ -59,6 +69,17 @@ func (a *Arena) Float32s() []float32 {
 		return nil
 	}
 	return a.f
+}
+
+// Uint16s returns the arena as 16-bit words (f16 or bf16 KV), or nil after
+// Free. The slice aliases the arena; it must not be used after Free.
+func (a *Arena) Uint16s() []uint16 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.freed {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&a.b[0])), len(a.b)/2)
 }
 
 // Bytes returns the arena as bytes, or nil after Free.
@@ -171,13 +192,20 @@ func (a *Arena) Upload(off int64, src []byte) error {
 	return nil
 }
 
-// Free drops the memory; every later call fails with device.ErrFreed.
+// Free returns the memory to the operating system; every later call fails
+// with device.ErrFreed. Slices obtained from Float32s, Uint16s or Bytes
+// must not be used afterwards (the page pool's Close runs only after the
+// forward pass has stopped).
 func (a *Arena) Free() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.freed {
 		return fmt.Errorf("cpu: free: %w", device.ErrFreed)
 	}
+	b := a.b
 	a.freed, a.f, a.b = true, nil, nil
+	if err := a.release(b); err != nil {
+		return fmt.Errorf("cpu: free: %w", err)
+	}
 	return nil
 }

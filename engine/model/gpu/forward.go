@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/device/cuda"
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
@@ -111,26 +112,15 @@ func (r *Runner) forward(b *model.Batch, argmax []int) error {
 			}
 		} else {
 			v := r.cfg.Vocab
-			r.logits = grow(r.logits, nl*v)
+			r.logits = ml.Grow(r.logits, nl*v)
 			copy(r.logits, unsafe.Slice((*float32)(unsafe.Pointer(&r.hostOut.Bytes()[0])), nl*v))
 			for j, si := range m.want {
 				b.Logits[si] = r.logits[j*v : (j+1)*v : (j+1)*v]
 			}
 		}
 	}
-	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
-			return fmt.Errorf("model: advance sequence %d: %w", i, err)
-		}
-	}
+	b.Advance()
 	return nil
-}
-
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
 }
 
 // enqueue queues the whole step on the compute stream.

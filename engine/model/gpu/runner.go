@@ -439,31 +439,12 @@ type meta struct {
 	want                               []int // sequence index of each logit row
 }
 
-// plan validates the batch like model.Runner and resolves every row's slot.
+// plan validates the batch (model.Batch.Check, as every runner does) and
+// resolves every row's slot.
 func (r *Runner) plan(b *model.Batch) (*meta, int, error) {
-	c := r.cfg
-	seen := make(map[*kvcache.PageTable]bool, len(b.Seqs))
-	n := 0
-	for i, s := range b.Seqs {
-		if s.Table == nil {
-			return nil, 0, fmt.Errorf("model: batch sequence %d has no page table", i)
-		}
-		if seen[s.Table] {
-			return nil, 0, fmt.Errorf("model: page table of sequence %d appears twice in one batch", i)
-		}
-		seen[s.Table] = true
-		if len(s.Tokens) == 0 {
-			return nil, 0, fmt.Errorf("model: batch sequence %d has no tokens", i)
-		}
-		if end := s.Table.Written() + len(s.Tokens); end > s.Table.Reserved() {
-			return nil, 0, fmt.Errorf("model: sequence %d needs %d KV slots, %d reserved", i, end, s.Table.Reserved())
-		}
-		for _, t := range s.Tokens {
-			if t < 0 || t >= c.Vocab {
-				return nil, 0, fmt.Errorf("model: token %d outside the vocabulary of %d", t, c.Vocab)
-			}
-		}
-		n += len(s.Tokens)
+	n, err := b.Check(r.cfg.Vocab)
+	if err != nil {
+		return nil, 0, err
 	}
 	m := &meta{}
 	pe := int64(r.geo.PageElems())
@@ -478,7 +459,7 @@ func (r *Runner) plan(b *model.Batch) (*meta, int, error) {
 			pos := start + j
 			pg, slot, err := s.Table.Location(pos)
 			if err != nil {
-				return nil, 0, fmt.Errorf("model: locate KV slot: %w", err)
+				return nil, 0, fmt.Errorf("gpu: locate KV slot: %w", err)
 			}
 			m.tokens = append(m.tokens, int32(t))
 			m.pos = append(m.pos, int32(pos))

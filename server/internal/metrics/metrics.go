@@ -8,7 +8,6 @@ package metrics
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -177,7 +176,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dDeferred, float64(p.DeferredReleases), "started")
 	counter(dDeferred, float64(p.DeferredFreed), "freed")
 	counter(dDeferred, float64(p.DeferredQuarantined), "quarantined")
-	ch <- constHistogram(dDeferredDur, p.DeferredDuration.Bounds, p.DeferredDuration.Counts, p.DeferredDuration.Count, p.DeferredDuration.Sum)
+	ch <- constHistogram(dDeferredDur, p.DeferredDuration)
 	counter(dChecksum, float64(p.ChecksumFailures))
 	counter(dIsolation, float64(p.IsolationViolations))
 	counter(dIsoRequests, float64(s.IsolationFailures))
@@ -213,20 +212,20 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dPrefixSpills, float64(s.PrefixSpills))
 	counter(dPrefixHostHits, float64(s.PrefixHostHits))
 	counter(dPrefixHostEvic, float64(s.PrefixHostEvictions))
-	ch <- constHistogram(dStepTime, s.StepTime.Bounds, s.StepTime.Counts, s.StepTime.Count, s.StepTime.Sum)
-	ch <- constHistogram(dQueueTime, s.QueueTime.Bounds, s.QueueTime.Counts, s.QueueTime.Count, s.QueueTime.Sum)
+	ch <- constHistogram(dStepTime, s.StepTime)
+	ch <- constHistogram(dQueueTime, s.QueueTime)
 }
 
 // constHistogram converts per-bucket counts (the last one above every
 // bound) to Prometheus's cumulative buckets.
-func constHistogram(d *prometheus.Desc, bounds []time.Duration, counts []uint64, count uint64, sum time.Duration) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(bounds))
+func constHistogram(d *prometheus.Desc, h engine.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
 	var cum uint64
-	for i, b := range bounds {
-		if i < len(counts) {
-			cum += counts[i]
+	for i, b := range h.Bounds {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
 		}
 		buckets[b.Seconds()] = cum
 	}
-	return prometheus.MustNewConstHistogram(d, count, sum.Seconds(), buckets)
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets)
 }

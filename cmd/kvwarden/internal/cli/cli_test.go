@@ -44,13 +44,14 @@ func TestParseInterleaved(t *testing.T) {
 }
 
 func TestCommonValidateNamesFlag(t *testing.T) {
-	base := func() Common { return Common{Device: "auto", KVChecksum: "handoff"} }
+	base := func() Common { return Common{Device: "auto", KVChecksum: "handoff", KVType: "f16"} }
 	cases := map[string]func(*Common){
 		"--device":           func(c *Common) { c.Device = "gpu" },
 		"--threads":          func(c *Common) { c.Threads = -2 },
 		"--page-size":        func(c *Common) { c.PageSize = 1 << 16 },
 		"--kv-pages":         func(c *Common) { c.KVPages = -1 },
 		"--kv-memory":        func(c *Common) { c.KVMemory = SizeValue{N: 0, Given: true} },
+		"--kv-type":          func(c *Common) { c.KVType = "q8" },
 		"--max-context":      func(c *Common) { c.MaxContext = -4 },
 		"--max-batch-tokens": func(c *Common) { c.MaxBatchTokens = -1 },
 		"--max-seqs":         func(c *Common) { c.MaxSeqs = -1 },

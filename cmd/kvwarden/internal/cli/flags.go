@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/hub"
 )
 
@@ -54,6 +55,7 @@ type Common struct {
 	PageSize         int
 	KVPages          int
 	KVMemory         SizeValue
+	KVType           string
 	MaxContext       int
 	HostOffload      SizeValue
 	HostCompression  string
@@ -77,7 +79,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
-	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default 256MiB)")
+	fs.Var(&c.KVMemory, "kv-memory", "KV pool size in bytes, e.g. 512MiB (default: room for --max-seqs contexts, at most 256MiB unless one context needs more)")
+	fs.StringVar(&c.KVType, "kv-type", "f16", "KV cache element type: f16 or f32 (f32: twice the memory, exact against float32 references)")
 	fs.IntVar(&c.MaxContext, "max-context", 0, "most `tokens` (prompt + generated) one request may hold (default: min(model context, pool capacity))")
 	fs.Var(&c.HostOffload, "host-offload", "host-memory tier `size` for preemption and prefix spill, e.g. 1GiB (default 0: none)")
 	fs.StringVar(&c.HostCompression, "host-compression", "", "host tier compression: none, s2 or zstd (default: the engine's)")
@@ -90,44 +93,19 @@ func (c *Common) Register(fs *flag.FlagSet) {
 }
 
 // Validate checks every common flag (an empty --model becomes the
-// default). Each error names its flag.
+// default). Each error names its flag. Ranges and contradictions are the
+// engine's to check (engine.Config.Validate, through CheckEngineConfig);
+// Validate adds only what the command line itself can get wrong: a flag
+// spelled as text, a size of 0, a missing file or model name.
 func (c *Common) Validate() error {
-	switch c.Device {
-	case "auto", "cpu", "cuda":
-	default:
-		return Usagef("--device %q: want auto, cpu or cuda", c.Device)
-	}
-	if c.Threads < 0 {
-		return Usagef("--threads %d: must not be negative (0 = the physical cores)", c.Threads)
-	}
-	if c.PageSize < 0 || c.PageSize > 1<<15 {
-		return Usagef("--page-size %d: want 1..32768 tokens (0 = default 16)", c.PageSize)
-	}
-	if c.KVPages < 0 {
-		return Usagef("--kv-pages %d: must not be negative", c.KVPages)
-	}
-	if c.KVPages > 0 && c.KVMemory.Given {
-		return Usagef("--kv-pages and --kv-memory both given: size the pool with one of them")
+	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
+		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
 	}
 	if c.KVMemory.Given && c.KVMemory.N == 0 {
 		return Usagef("--kv-memory 0: the pool needs memory")
 	}
-	if c.MaxContext < 0 {
-		return Usagef("--max-context %d: must not be negative", c.MaxContext)
-	}
-	if c.MaxBatchTokens < 0 {
-		return Usagef("--max-batch-tokens %d: must not be negative", c.MaxBatchTokens)
-	}
-	if c.MaxSeqs < 0 {
-		return Usagef("--max-seqs %d: must not be negative", c.MaxSeqs)
-	}
-	switch c.HostCompression {
-	case "", "none", "s2", "zstd":
-	default:
-		return Usagef("--host-compression %q: want none, s2 or zstd", c.HostCompression)
-	}
-	if _, err := engine.ParseChecksum(c.KVChecksum); err != nil || c.KVChecksum == "" {
-		return Usagef("--kv-checksum %q: want off, handoff or step", c.KVChecksum)
+	if err := CheckEngineConfig(c.EngineConfig()); err != nil {
+		return err
 	}
 	if c.Model == "" {
 		c.Model = c.DefaultModel
@@ -160,6 +138,45 @@ func (c *Common) Validate() error {
 		if st.IsDir() {
 			return Usagef("--%s %s: is a directory, want a file", f.name, f.path)
 		}
+	}
+	return nil
+}
+
+// flagOf names the flag that sets each engine.Config field.
+var flagOf = map[string]string{
+	"Device": "device", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
+	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
+	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
+	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
+	"TokenizerPath": "tokenizer", "Threads": "threads",
+}
+
+// CheckEngineConfig validates cfg with the engine's own checks and turns a
+// bad field into a UsageError naming its flag.
+func CheckEngineConfig(cfg engine.Config) error {
+	err := cfg.Validate()
+	var ce *engine.ConfigError
+	if errors.As(err, &ce) {
+		if name, ok := flagOf[ce.Field]; ok {
+			return Usagef("--%s: %s", name, ce.Msg)
+		}
+	}
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	return nil
+}
+
+// CheckSampling validates p with the sampler's own checks and turns a bad
+// parameter into a UsageError naming its flag (top_p is --top-p).
+func CheckSampling(p sample.Params) error {
+	err := p.Validate()
+	var pe *sample.ParamError
+	if errors.As(err, &pe) {
+		return Usagef("--%s %v: want %s", strings.ReplaceAll(pe.Param, "_", "-"), pe.Value, pe.Want)
+	}
+	if err != nil {
+		return &UsageError{Err: err}
 	}
 	return nil
 }
@@ -224,6 +241,7 @@ func (c *Common) EngineConfig() engine.Config {
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,
 		KVMemory:           c.KVMemory.N,
+		KVType:             c.KVType,
 		MaxContext:         c.MaxContext,
 		MaxBatchTokens:     c.MaxBatchTokens,
 		MaxSeqs:            c.MaxSeqs,

@@ -1,0 +1,159 @@
+//go:build amd64 && !purego
+
+package ml
+
+// Four outputs per call: output k is the dot product of the weight row at
+// w + k*ws with the activation row at a + k*as over nb super-blocks (see
+// kquant_amd64.s).
+//
+//go:noescape
+func kqQ4KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ40Dot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// Eight Q4_0 weight rows against one activation row.
+//
+//go:noescape
+func kqQ40Gemv8AVX2(w *byte, rb int, a *byte, nb int, out *float32)
+
+// One weight row against four activation rows (ws ignored), for batches.
+//
+//go:noescape
+func kqQ40Row4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ4KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// The kernels with AVX-512 VNNI's VPDPWSSD.
+//
+//go:noescape
+func kqQ4KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//
+//go:noescape
+func kqQ4KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ5KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// useKQAVX2 reports whether K-quant products use the AVX2 kernels (which
+// also serve AVX-512 machines).
+func useKQAVX2() bool { return useSIMD() && hasAVX2 }
+
+// matmulKSIMD computes output columns [lo,hi) of a K-quant product from
+// the quantized activations. One activation row takes four weight rows per
+// kernel call; four or more take one weight row (L1-resident after the
+// first call) against four activation rows per call, the leftover rows
+// through a call over the window of the last four.
+func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
+	if !useKQAVX2() {
+		return false
+	}
+	var kern, row4 kqKernel
+	bs, abs := 256, q8KActBlock // values per block, activation block bytes
+	switch w.Type {
+	case Q4_0:
+		kern, bs, abs = kqQ40Dot4AVX2, 32, q8ActBlock
+		row4 = kqQ40Row4AVX2
+	case Q4_K:
+		kern, row4 = kqQ4KDot4AVX2, kqQ4KRow4AVX2
+	case Q5_K:
+		kern, row4 = kqQ5KDot4AVX2, kqQ5KRow4AVX2
+	case Q6_K:
+		kern, row4 = kqQ6KDot4AVX2, kqQ6KRow4AVX2
+	default:
+		return false
+	}
+	if useQ8VNNI() {
+		switch w.Type {
+		case Q4_K:
+			kern, row4 = kqQ4KDot4VNNI, kqQ4KRow4VNNI
+		case Q5_K:
+			kern, row4 = kqQ5KDot4VNNI, kqQ5KRow4VNNI
+		case Q6_K:
+			kern, row4 = kqQ6KDot4VNNI, kqQ6KRow4VNNI
+		}
+	}
+	R, nb := w.Rows, w.Cols/bs
+	as := nb * abs
+	if n < 4 {
+		for i := 0; i < n; i++ {
+			d, a, l := dst[i*R:(i+1)*R], act[i*as:(i+1)*as], lo
+			if w.Type == Q4_0 {
+				for ; l+8 <= hi; l += 8 {
+					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
+				}
+			}
+			matvecK(kern, nb, d, a, w, rb, l, hi)
+		}
+		return true
+	}
+	var out [4]float32
+	for r := lo; r < hi; r++ {
+		row := &w.Data[r*rb]
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			row4(row, 0, &act[i*as], as, nb, &out[0])
+			dst[i*R+r] = out[0]
+			dst[(i+1)*R+r] = out[1]
+			dst[(i+2)*R+r] = out[2]
+			dst[(i+3)*R+r] = out[3]
+		}
+		if i < n {
+			// The last activation rows: the window of the last four.
+			row4(row, 0, &act[(n-4)*as], as, nb, &out[0])
+			for ; i < n; i++ {
+				dst[i*R+r] = out[i-(n-4)]
+			}
+		}
+	}
+	return true
+}
+
+type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// matvecK computes dst[r] for r in [lo,hi) for one activation row, four
+// weight rows per call.
+func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+	r := lo
+	for ; r+4 <= hi; r += 4 {
+		kern(&w.Data[r*rb], rb, &act[0], 0, nb, &dst[r])
+	}
+	if r == hi {
+		return
+	}
+	var out [4]float32
+	if w.Rows >= 4 {
+		// The window of the last four rows (other rows are only read).
+		base := max(0, hi-4)
+		kern(&w.Data[base*rb], rb, &act[0], 0, nb, &out[0])
+		copy(dst[r:hi], out[r-base:hi-base])
+		return
+	}
+	for ; r < hi; r++ {
+		kern(&w.Data[r*rb], 0, &act[0], 0, nb, &out[0])
+		dst[r] = out[0]
+	}
+}

@@ -1,0 +1,71 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/engine/ml"
+)
+
+// kvStore is the CPU forward pass's direct view of the pool's arena, in the
+// pool's element type: f16 (the default, half the memory and bandwidth of
+// attention) or f32 (exact against float references). Offsets are in
+// elements, as kvcache.Geometry gives them.
+type kvStore struct {
+	f32 []float32
+	f16 []uint16
+}
+
+// float32Arena and uint16Arena are what the CPU forward pass needs of an
+// arena: direct access to its memory. The CPU backend's arena provides both.
+type float32Arena interface {
+	Float32s() []float32
+}
+
+type uint16Arena interface {
+	Uint16s() []uint16
+}
+
+func newKVStore(pool *kvcache.Pool) (kvStore, error) {
+	switch dt := pool.Geometry().DType; dt {
+	case device.F32:
+		if fa, ok := pool.Arena().(float32Arena); ok {
+			return kvStore{f32: fa.Float32s()}, nil
+		}
+	case device.F16:
+		if ha, ok := pool.Arena().(uint16Arena); ok {
+			return kvStore{f16: ha.Uint16s()}, nil
+		}
+	default:
+		return kvStore{}, fmt.Errorf("%w: %v KV cache on the CPU backend (use f16 or f32)", ErrNotImplemented, dt)
+	}
+	return kvStore{}, fmt.Errorf("%w: the CPU forward pass needs a CPU arena, got %T", ErrNotImplemented, pool.Arena())
+}
+
+// put stores one K or V row at element offset off.
+func (s kvStore) put(off int, row []float32) {
+	if s.f16 != nil {
+		ml.F32sToF16s(s.f16[off:off+len(row)], row)
+		return
+	}
+	copy(s.f32[off:off+len(row)], row)
+}
+
+// scores is ml.AttnScores over the rows at base+offs[t].
+func (s kvStore) scores(dst, q []float32, base int, offs []int, scale float32) {
+	if s.f16 != nil {
+		ml.AttnScoresF16(dst, q, s.f16[base:], offs, scale)
+		return
+	}
+	ml.AttnScores(dst, q, s.f32[base:], offs, scale)
+}
+
+// accum is ml.AttnAccum over the rows at base+offs[t].
+func (s kvStore) accum(out, w []float32, base int, offs []int) {
+	if s.f16 != nil {
+		ml.AttnAccumF16(out, w, s.f16[base:], offs)
+		return
+	}
+	ml.AttnAccum(out, w, s.f32[base:], offs)
+}
