@@ -41,12 +41,12 @@ func weights110M(b *testing.B) *model.Weights {
 	return engine110M
 }
 
-func engineFor(b *testing.B, w *model.Weights, mut func(*engine.Config)) *engine.Engine {
+func engineFor(b *testing.B, w *model.Weights, mut func(*engine.Config), opts ...engine.Option) *engine.Engine {
 	cfg := engine.Config{Weights: w, Tokenizer: tokenizer.NewBytes(), KVMemory: 512 << 20, MaxContext: 1024}
 	if mut != nil {
 		mut(&cfg)
 	}
-	e, err := engine.New(cfg)
+	e, err := engine.New(cfg, opts...)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = e.Close() })
 	return e
@@ -296,15 +296,16 @@ func BenchmarkEngineSafety(b *testing.B) {
 	type variant struct {
 		name string
 		mut  func(*engine.Config)
+		skip bool // TestHooks.UnsafeSkipValidation
 	}
-	off := func(c *engine.Config) { c.KVChecksum = engine.ChecksumOff; c.UnsafeSkipValidation = true }
+	off := func(c *engine.Config) { c.KVChecksum = engine.ChecksumOff }
 	variants := []variant{
-		{"off", off},
-		{"validation", func(c *engine.Config) { off(c); c.UnsafeSkipValidation = false }},
-		{"handoff", func(c *engine.Config) { off(c); c.KVChecksum = engine.ChecksumHandoff }},
-		{"step", func(c *engine.Config) { off(c); c.KVChecksum = engine.ChecksumStep }},
-		{"zero", func(c *engine.Config) { off(c); c.ZeroOnRelease = true }},
-		{"handoff+zero+validation", func(c *engine.Config) { c.ZeroOnRelease = true }},
+		{"off", off, true},
+		{"validation", off, false},
+		{"handoff", func(c *engine.Config) { off(c); c.KVChecksum = engine.ChecksumHandoff }, true},
+		{"step", func(c *engine.Config) { off(c); c.KVChecksum = engine.ChecksumStep }, true},
+		{"zero", func(c *engine.Config) { off(c); c.ZeroOnRelease = true }, true},
+		{"handoff+zero+validation", func(c *engine.Config) { c.ZeroOnRelease = true }, false},
 	}
 	small, err := model.Synthetic(model.DefaultConfig(), model.DefaultSeed, ml.F32)
 	require.NoError(b, err)
@@ -320,7 +321,7 @@ func BenchmarkEngineSafety(b *testing.B) {
 					c.DisablePrefixCache = true
 					c.KVMemory = 256 << 20
 					v.mut(c)
-				})
+				}, engine.WithTestHooks(engine.TestHooks{UnsafeSkipValidation: v.skip}))
 				runLoad(b, engines[i], m.conc, 64, 32, -1) // warm-up of the same shape
 			}
 			toks := make([]int, len(variants))

@@ -1,6 +1,7 @@
-# ctest driver (cmake -P): install the build tree into a scratch prefix, then
+# ctest driver (cmake -P): install the build tree into a scratch prefix,
+# check the library's versioned file, soname link and development link, then
 # build bindings/c/consumer against it with find_package(kvwarden) and with
-# pkg-config, and run both binaries.
+# pkg-config, and run both binaries (which must record the soname).
 foreach(v BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR C_COMPILER)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "test-install.cmake: ${v} not set")
@@ -25,6 +26,37 @@ foreach(f include/kvwarden.h lib/libkvwarden.so lib/pkgconfig/kvwarden.pc
     message(FATAL_ERROR "install tree lacks ${f}")
   endif()
 endforeach()
+# Installed as Linux shared libraries are: the versioned file, the soname
+# link to it, and the unversioned development link to the soname.
+file(GLOB real ${prefix}/lib/libkvwarden.so.*.*.*)
+list(LENGTH real n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "install tree: want one libkvwarden.so.X.Y.Z, got '${real}'")
+endif()
+get_filename_component(real_name ${real} NAME)
+string(REGEX MATCH "^libkvwarden\\.so\\.([0-9]+)" _ ${real_name})
+set(soname libkvwarden.so.${CMAKE_MATCH_1})
+foreach(link ${soname} libkvwarden.so)
+  if(NOT IS_SYMLINK ${prefix}/lib/${link})
+    message(FATAL_ERROR "install tree: lib/${link} is not a symbolic link")
+  endif()
+endforeach()
+file(READ_SYMLINK ${prefix}/lib/${soname} target)
+if(NOT target STREQUAL real_name)
+  message(FATAL_ERROR "lib/${soname} -> ${target}, want ${real_name}")
+endif()
+file(READ_SYMLINK ${prefix}/lib/libkvwarden.so target)
+if(NOT target STREQUAL soname)
+  message(FATAL_ERROR "lib/libkvwarden.so -> ${target}, want ${soname}")
+endif()
+find_program(READELF readelf)
+if(READELF)
+  execute_process(COMMAND ${READELF} -d ${real} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT dyn MATCHES "Library soname: \\[${soname}\\]")
+    message(FATAL_ERROR "${real_name} does not carry the soname ${soname}:\n${dyn}")
+  endif()
+endif()
+
 if(EXISTS ${prefix}/include/libkvwarden.h)
   message(FATAL_ERROR "cgo's generated header must not be installed")
 endif()
@@ -34,6 +66,13 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/bindings/c/consumer -B ${WORK_DIR}/consume
     -G ${GENERATOR} -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_PREFIX_PATH=${prefix})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer-build)
 run(${WORK_DIR}/consumer-build/consumer)
+if(READELF)
+  # A program links against the soname, not the dev link or the full version.
+  execute_process(COMMAND ${READELF} -d ${WORK_DIR}/consumer-build/consumer OUTPUT_VARIABLE dyn)
+  if(NOT dyn MATCHES "Shared library: \\[${soname}\\]")
+    message(FATAL_ERROR "the consumer does not record ${soname}:\n${dyn}")
+  endif()
+endif()
 
 # pkg-config
 find_program(PKG_CONFIG pkg-config)

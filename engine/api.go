@@ -107,9 +107,6 @@ type Config struct {
 	TokenizerPath string
 	Weights       *model.Weights
 	Tokenizer     tokenizer.Tokenizer
-	// NewRunner overrides the forward pass (tests: the echo model). It gets
-	// the pool the engine built.
-	NewRunner func(pool *kvcache.Pool) (Runner, error)
 
 	Device string // "auto" (default), "cpu" or "cuda"
 
@@ -149,13 +146,6 @@ type Config struct {
 	// DisablePrefixCache turns the tenant-scoped prefix cache off.
 	DisablePrefixCache bool
 
-	// UnsafeSkipValidation skips the page-table validation before each
-	// step (invariant 4). It exists only to measure that check's cost in
-	// benchmarks; never set it in production.
-	UnsafeSkipValidation bool
-
-	Faults *Faults // fault injection for tests; nil in production
-
 	// ChatTemplate, when set, is a Jinja chat template that replaces the
 	// model file's tokenizer.chat_template (serve --chat-template-file).
 	// New refuses one that does not parse.
@@ -168,9 +158,40 @@ type Config struct {
 	// fault it in), calling LoadProgress with the bytes read so far and the
 	// total, at least every 32 MiB. Use it to show loading progress.
 	LoadProgress func(done, total int64)
+
+	// hooks are test hooks set by the engine package's own tests (others
+	// use WithTestHooks); a WithTestHooks option overrides them.
+	hooks *TestHooks
 }
 
-// Faults injects failures for tests. Page-level faults pass through to the pool.
+// Option is an option of New beyond Config. The only one is
+// WithTestHooks: everything in Config is meant for production use.
+type Option func(*options)
+
+type options struct {
+	hooks TestHooks
+}
+
+// TestHooks are for tests and benchmarks of kvwarden itself, never for
+// production: they replace the forward pass, inject faults, or switch an
+// isolation check off. They are kept out of Config so that no
+// configuration file or flag can reach them.
+type TestHooks struct {
+	// NewRunner overrides the forward pass (tests: the echo model). It
+	// gets the pool the engine built.
+	NewRunner func(pool *kvcache.Pool) (Runner, error)
+	// Faults injects failures.
+	Faults *Faults
+	// UnsafeSkipValidation skips the page-table validation before each
+	// step (invariant 4), to measure that check's cost in benchmarks.
+	UnsafeSkipValidation bool
+}
+
+// WithTestHooks installs test hooks (see TestHooks).
+func WithTestHooks(h TestHooks) Option { return func(o *options) { o.hooks = h } }
+
+// Faults injects failures for tests (TestHooks). Page-level faults pass
+// through to the pool.
 type Faults struct {
 	Pool *kvcache.Faults
 	// AbortAt aborts a request when it enters the named state.
@@ -265,4 +286,17 @@ type Result struct {
 	Err          error
 	Timings      Timings
 	CachedTokens int // prompt tokens served from the prefix cache
+}
+
+// CapacityTokens is how many tokens the KV pool holds: KVPages x PageSize
+// of a resolved configuration (Engine.Config).
+func (c Config) CapacityTokens() int { return c.KVPages * c.PageSize }
+
+// PageBytes is the size of one KV page (all layers, K and V) of a resolved
+// configuration (Engine.Config); 0 before resolution.
+func (c Config) PageBytes() int64 {
+	if c.KVPages == 0 {
+		return 0
+	}
+	return c.KVMemory / int64(c.KVPages)
 }

@@ -136,7 +136,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 			if !rng.chance(0.01) {
 				return false
 			}
-			info, err := e.Pool().Info(ref)
+			info, err := e.pool.Info(ref)
 			if err != nil {
 				return false
 			}
@@ -155,14 +155,14 @@ func runChaos(t *testing.T, o chaosOpts) {
 			return true
 		}
 	}
-	cfg.Faults = &Faults{
+	cfg.th().Faults = &Faults{
 		Pool: pf,
 		AbortAt: func(id uint64, st State) bool {
 			return rng.chance(0.01)
 		},
 	}
 	if o.corrupt {
-		cfg.Faults.CorruptHandoff = func(id uint64, ref kvcache.PageRef) bool {
+		cfg.th().Faults.CorruptHandoff = func(id uint64, ref kvcache.PageRef) bool {
 			corruptMu.Lock()
 			defer corruptMu.Unlock()
 			if len(handoffRefs) >= maxHandoffCorrupt || !rng.chance(0.005) {
@@ -173,7 +173,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 			return true
 		}
 	}
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, true)
 		if err != nil || !o.corrupt {
 			return r, err
@@ -333,7 +333,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 	var caught, unread int
 	injected := len(corruptRefs) + len(handoffRefs) + len(cachedRefs)
 	for _, ref := range slices.Concat(corruptRefs, handoffRefs, cachedRefs) {
-		info, err := e.Pool().Info(ref)
+		info, err := e.pool.Info(ref)
 		switch {
 		case err == nil && info.State == kvcache.PageQuarantined:
 			caught++
@@ -376,7 +376,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 		// Every corrupted page was either caught (quarantined) or left the
 		// pool unread (freed: its generation moved on or it is free).
 		for _, ref := range corruptRefs {
-			info, err := e.Pool().Info(ref)
+			info, err := e.pool.Info(ref)
 			if err == nil {
 				require.Contains(t, []kvcache.PageState{kvcache.PageQuarantined, kvcache.PageFree, kvcache.PageReleasing}, info.State)
 			}
@@ -392,7 +392,7 @@ func runChaos(t *testing.T, o chaosOpts) {
 	}
 
 	require.NoError(t, e.Close())
-	p := e.Pool().Stats()
+	p := e.pool.Stats()
 	require.Equal(t, p.Pages, p.Free+p.Quarantined, "leaked pages: %+v", p)
 	require.Zero(t, p.StepLeases+p.CopyLeases+p.PrefixLeases, "leaked leases: %+v", p)
 	require.Zero(t, p.HostTierUsed)

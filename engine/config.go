@@ -162,7 +162,7 @@ func pickBackend(name string, log *slog.Logger) (device.Backend, error) {
 	return nil, invalid("device %q (want auto, cpu or cuda)", name)
 }
 
-func resolve(cfg Config) (r resolved, err error) {
+func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	c := cfg
 	if err := checkFields(&c); err != nil {
 		return r, err
@@ -252,7 +252,7 @@ func resolve(cfg Config) (r resolved, err error) {
 
 	pool, err := kvcache.New(be, kvcache.Config{
 		Geometry: geo, Pages: c.KVPages, ZeroOnRelease: c.ZeroOnRelease, Poison: c.Poison,
-		HostTierBytes: c.HostTierBytes, Compression: c.Compression, Faults: c.poolFaults(), Logger: c.Logger,
+		HostTierBytes: c.HostTierBytes, Compression: c.Compression, Faults: hooks.poolFaults(), Logger: c.Logger,
 	})
 	if err != nil {
 		if errors.Is(err, kvcache.ErrConfig) {
@@ -265,8 +265,8 @@ func resolve(cfg Config) (r resolved, err error) {
 			_ = pool.Close()
 		}
 	}()
-	if c.NewRunner != nil {
-		r.runner, err = c.NewRunner(pool)
+	if hooks.NewRunner != nil {
+		r.runner, err = hooks.NewRunner(pool)
 	} else if cb, ok := be.(*cuda.Backend); ok {
 		r.runner, err = gpu.New(cb.Device(), r.weights, pool, gpu.DefaultOptions())
 	} else {
@@ -298,9 +298,9 @@ func defaultPages(c Config, modelCtx int, pageBytes int64) int {
 	return int(max(int64(perSeq), min(want, capPages)))
 }
 
-func (c *Config) poolFaults() *kvcache.Faults {
-	if c.Faults == nil {
+func (h *TestHooks) poolFaults() *kvcache.Faults {
+	if h.Faults == nil {
 		return nil
 	}
-	return c.Faults.Pool
+	return h.Faults.Pool
 }

@@ -248,14 +248,14 @@ func echoConfig(t testing.TB, pages, pageSize int) Config {
 	return Config{
 		Weights: w, Tokenizer: tokenizer.NewBytes(),
 		PageSize: pageSize, KVPages: pages,
-		KVType:    "f32", // the echo model stores 24-bit integers in its KV
-		NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) },
+		KVType: "f32", // the echo model stores 24-bit integers in its KV
+		hooks:  &TestHooks{NewRunner: func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, true) }},
 	}
 }
 
 // noEOS makes the echo model never emit EOS (for long-running requests).
 func noEOS(cfg Config) Config {
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, false) }
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) { return newEchoRunner(pool, false) }
 	return cfg
 }
 

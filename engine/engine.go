@@ -43,7 +43,8 @@ const (
 // (queues, page tables, samplers, text streams); Submit, Abort and Close
 // talk to it through a mutex-guarded inbox and a wake channel.
 type Engine struct {
-	cfg     Config // resolved
+	hooks   TestHooks // tests only (WithTestHooks)
+	cfg     Config    // resolved
 	log     *slog.Logger
 	tok     tokenizer.Tokenizer
 	weights *model.Weights
@@ -79,14 +80,21 @@ type abortMsg struct {
 // New builds an engine: resolves the model, device and pool from cfg,
 // checks every field (errors wrap ErrInvalidParams, or name both numbers
 // when MaxContext exceeds the pool: invariant 1) and starts the scheduler.
-func New(cfg Config) (*Engine, error) {
-	r, err := resolve(cfg)
+func New(cfg Config, opts ...Option) (*Engine, error) {
+	var o options
+	if cfg.hooks != nil {
+		o.hooks = *cfg.hooks
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	r, err := resolve(cfg, o.hooks)
 	if err != nil {
 		return nil, err
 	}
 	ml.SetThreads(r.cfg.Threads)
 	e := &Engine{
-		cfg: r.cfg, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
+		cfg: r.cfg, hooks: o.hooks, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
 		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,
 		met: newMetrics(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
@@ -124,9 +132,6 @@ func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.tok }
 
 // Device names the backend in use ("cpu").
 func (e *Engine) Device() string { return e.backend }
-
-// Pool is the KV page pool (read-only use: stats, tests).
-func (e *Engine) Pool() *kvcache.Pool { return e.pool }
 
 // MaxContext is the resolved MaxContext.
 func (e *Engine) MaxContext() int { return e.cfg.MaxContext }

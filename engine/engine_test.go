@@ -121,7 +121,7 @@ func TestAdmissionRejections(t *testing.T) {
 	hold, held := make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
 	var once sync.Once
-	cfg.Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+	cfg.th().Faults = &Faults{AbortAt: func(id uint64, st State) bool {
 		if armed.Load() {
 			once.Do(func() { close(held); <-hold })
 		}
@@ -187,7 +187,7 @@ func TestOverloaded(t *testing.T) {
 	cfg.MaxQueue = 2
 	cfg.MaxSeqs = 1
 	block, entered := make(chan struct{}), make(chan struct{}, 100)
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		r.afterStep = func(*model.Batch) { entered <- struct{}{}; <-block }
 		return r, err
@@ -221,7 +221,7 @@ func TestOverloaded(t *testing.T) {
 func TestIncidentOverlongPromptRejectedBeforeAllocation(t *testing.T) {
 	cfg := echoConfig(t, 8, 4) // 32 tokens
 	e := newEcho(t, cfg)
-	before := e.Pool().Stats()
+	before := e.pool.Stats()
 	prompt := tenantPrompt(1, 1, 40)
 	st, err := e.Submit(t.Context(), Request{Tokens: prompt, MaxTokens: 1})
 	require.Nil(t, st, "no stream, so no token can ever be produced")
@@ -232,7 +232,7 @@ func TestIncidentOverlongPromptRejectedBeforeAllocation(t *testing.T) {
 	require.Equal(t, 40, tl.Prompt)
 	require.Equal(t, 32, tl.Limit)
 	time.Sleep(10 * time.Millisecond)
-	after := e.Pool().Stats()
+	after := e.pool.Stats()
 	require.Equal(t, before.Allocs, after.Allocs, "no page allocated for a rejected request")
 	require.Equal(t, 8, after.Free)
 	s := e.Stats()
@@ -258,7 +258,7 @@ func TestIncidentOverlongPromptRejectedBeforeAllocation(t *testing.T) {
 func TestIncidentReservedUnwrittenFailsHandoff(t *testing.T) {
 	cfg := echoConfig(t, 16, 4)
 	e := newEcho(t, cfg)
-	pool := e.Pool()
+	pool := e.pool
 	tab := pool.NewTable(kvcache.RequestID(1<<40), "x")
 	require.NoError(t, tab.Reserve(8*4))
 	r, err := newEchoRunner(pool, true)
@@ -380,7 +380,7 @@ func TestCloseAbortsAndFreesEverything(t *testing.T) {
 	cfg.HostTierBytes = 1 << 20
 	block := make(chan struct{})
 	var once sync.Once
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		r.afterStep = func(*model.Batch) {
 			if r.steps == 3 {
@@ -409,7 +409,7 @@ func TestCloseAbortsAndFreesEverything(t *testing.T) {
 			require.ErrorIs(t, r.Err, ErrClosed)
 		}
 	}
-	p := e.Pool().Stats()
+	p := e.pool.Stats()
 	require.Equal(t, p.Pages, p.Free, "every page back: %+v", p)
 	require.Zero(t, p.PrefixLeases+p.StepLeases+p.CopyLeases)
 	require.NoError(t, e.Close(), "idempotent")
@@ -448,4 +448,18 @@ func TestResultReadyAtDoneEvent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The pool's numbers an application needs come from Config, not from the
+// pool itself (which Engine does not hand out).
+func TestConfigPoolNumbers(t *testing.T) {
+	e, err := New(Config{KVPages: 10, PageSize: 8})
+	require.NoError(t, err)
+	defer e.Close()
+	c := e.Config()
+	require.Equal(t, 80, c.CapacityTokens())
+	require.Equal(t, e.pool.CapacityTokens(), c.CapacityTokens())
+	require.Equal(t, e.pool.Geometry().PageBytes(), c.PageBytes())
+	require.Equal(t, e.Stats().Pool.Pages, c.KVPages)
+	require.Zero(t, Config{}.PageBytes())
 }

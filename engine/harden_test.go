@@ -22,7 +22,7 @@ func TestSealFailureEndsOnlyItsSequence(t *testing.T) {
 	cfg := noEOS(echoConfig(t, 64, 4))
 	var armed atomic.Bool
 	armed.Store(true)
-	cfg.Faults = &Faults{CorruptHandoff: func(id uint64, _ kvcache.PageRef) bool {
+	cfg.th().Faults = &Faults{CorruptHandoff: func(id uint64, _ kvcache.PageRef) bool {
 		return id == 1 && armed.CompareAndSwap(true, false)
 	}}
 	e := newEcho(t, cfg)
@@ -69,7 +69,7 @@ func TestSwapDoesNotLaunderPartialPageCorruption(t *testing.T) {
 			cfg.DisablePrefixCache = true
 			var victim atomic.Uint64
 			var hits atomic.Int32
-			cfg.Faults = &Faults{CorruptHandoff: func(id uint64, _ kvcache.PageRef) bool {
+			cfg.th().Faults = &Faults{CorruptHandoff: func(id uint64, _ kvcache.PageRef) bool {
 				return id == victim.Load() && hits.Add(1) == 1
 			}}
 			e := newEcho(t, cfg)

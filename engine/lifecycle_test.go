@@ -96,14 +96,14 @@ func TestAbortInEveryState(t *testing.T) {
 		t.Run(state.String(), func(t *testing.T) {
 			cfg := pressureConfig(t, true)
 			var victim atomic.Uint64
-			cfg.Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+			cfg.th().Faults = &Faults{AbortAt: func(id uint64, st State) bool {
 				return id == victim.Load() && st == state
 			}}
 			e := newEcho(t, cfg)
 			// The victim is the newer request of a pair, so it is the one
 			// preempted (swapped) when the pool runs out.
 			victim.Store(2)
-			before := e.Pool().Stats().Allocs
+			before := e.pool.Stats().Allocs
 			ra, rb := runPair(t, e)
 			require.NoError(t, ra.Err)
 			require.Equal(t, echoOracle(tenantPrompt(1, 1, 6), 100, 32, false), ra.Tokens)
@@ -124,7 +124,7 @@ func TestAbortInEveryState(t *testing.T) {
 			waitPoolIdle(t, e)
 			if state == StateWaiting {
 				// Only A allocated.
-				require.LessOrEqual(t, e.Pool().Stats().Allocs-before, uint64(8))
+				require.LessOrEqual(t, e.pool.Stats().Allocs-before, uint64(8))
 			}
 		})
 	}
@@ -138,9 +138,9 @@ func TestAbortDuringSwapOut(t *testing.T) {
 	var checked atomic.Int32
 	var mu sync.Mutex
 	var bad []string
-	cfg.Faults = &Faults{Pool: &kvcache.Faults{
+	cfg.th().Faults = &Faults{Pool: &kvcache.Faults{
 		CopyDelay: func(ref kvcache.PageRef) time.Duration {
-			info, err := e.Pool().Info(ref)
+			info, err := e.pool.Info(ref)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil || info.State == kvcache.PageFree || info.Leases[kvcache.LeaseCopy] == 0 {
@@ -171,7 +171,7 @@ func TestAbortDuringRestore(t *testing.T) {
 			cfg := pressureConfig(t, true)
 			var e *Engine
 			var swapped, fired atomic.Bool
-			cfg.Faults = &Faults{
+			cfg.th().Faults = &Faults{
 				AbortAt: func(id uint64, st State) bool {
 					if id != 2 {
 						return false
@@ -207,7 +207,7 @@ func TestContextCancelWhileDecoding(t *testing.T) {
 	cfg := noEOS(echoConfig(t, 64, 4))
 	gate := make(chan struct{})
 	var once sync.Once
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		r.afterStep = func(*model.Batch) {
 			if r.steps == 3 {
@@ -250,7 +250,7 @@ func TestCorruptSealedPageDetected(t *testing.T) {
 			cfg.KVChecksum = mode
 			var victim atomic.Uint64
 			victim.Store(1)
-			cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
+			cfg.th().Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
 				return id == victim.Load() && victim.CompareAndSwap(id, 0)
 			}}
 			e := newEcho(t, cfg)
@@ -270,7 +270,7 @@ func TestCorruptSealedPageDetected(t *testing.T) {
 			cfg.MaxBatchTokens = 8
 			cfg.KVChecksum = mode
 			cfg.DisablePrefixCache = true
-			cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool { return id == 1 }}
+			cfg.th().Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool { return id == 1 }}
 			e := newEcho(t, cfg)
 			p := tenantPrompt(1, 1, 20)
 			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 5})
@@ -293,7 +293,7 @@ func TestQuarantineShrinksPoolFailsLoudly(t *testing.T) {
 	cfg := pressureConfig(t, false)
 	var mu sync.Mutex
 	hit := map[uint64]bool{}
-	cfg.Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
+	cfg.th().Faults = &Faults{CorruptSealed: func(id uint64, ref kvcache.PageRef) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if id > 3 || hit[id] {

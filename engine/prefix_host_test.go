@@ -57,7 +57,7 @@ func hostEntries(t *testing.T, e *Engine) []*prefixEntry {
 func requireNoLeaks(t *testing.T, e *Engine) {
 	t.Helper()
 	require.NoError(t, e.Close())
-	p := e.Pool().Stats()
+	p := e.pool.Stats()
 	require.Equal(t, p.Pages, p.Free+p.Quarantined, "leaked pages: %+v", p)
 	require.Zero(t, p.StepLeases+p.CopyLeases+p.PrefixLeases, "leaked leases: %+v", p)
 	require.Zero(t, p.HostTierUsed, "leaked host bytes: %+v", p)
@@ -140,8 +140,8 @@ func TestPrefixHostTierNeverCrossesTenants(t *testing.T) {
 	// restored into bob's table.
 	waitPoolIdle(t, e)
 	require.NotNil(t, alice.host, "still on the host tier")
-	tab := e.Pool().NewTable(kvcache.RequestID(1<<50), "bob")
-	_, err = e.Pool().Restore(alice.host, tab)
+	tab := e.pool.NewTable(kvcache.RequestID(1<<50), "bob")
+	_, err = e.pool.Restore(alice.host, tab)
 	require.ErrorIs(t, err, kvcache.ErrIsolation)
 	require.ErrorIs(t, err, kvcache.ErrForeignPage)
 	require.Zero(t, tab.Len())
@@ -166,7 +166,7 @@ func TestPrefixHostTierNeverCrossesTenants(t *testing.T) {
 func TestPrefixHostTierCorruptCopyDetected(t *testing.T) {
 	var corrupt atomic.Bool
 	cfg := hostSpillConfig(t)
-	cfg.Faults = &Faults{Pool: &kvcache.Faults{
+	cfg.th().Faults = &Faults{Pool: &kvcache.Faults{
 		CorruptCopy: func(kvcache.PageRef) bool { return corrupt.Load() },
 	}}
 	e := newEcho(t, cfg)
@@ -218,7 +218,7 @@ func TestPrefixHostTierAbortDuringRestore(t *testing.T) {
 				aborted atomic.Bool
 			)
 			cfg := hostSpillConfig(t)
-			cfg.Faults = &Faults{
+			cfg.th().Faults = &Faults{
 				Pool: &kvcache.Faults{FailAlloc: func() bool {
 					// The first allocation after arming is the victim's
 					// restore (nothing else runs): abort it right there.
@@ -284,7 +284,7 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	// is surely contended (however slow the machine).
 	var gated atomic.Bool
 	gate := make(chan struct{})
-	cfg.NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		if err == nil {
 			r.afterStep = func(*model.Batch) {
@@ -333,5 +333,5 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 func e0PageBytes(t *testing.T, cfg Config) int64 {
 	e := newEcho(t, cfg)
 	defer e.Close()
-	return e.Pool().Geometry().PageBytes()
+	return e.pool.Geometry().PageBytes()
 }

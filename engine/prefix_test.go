@@ -64,7 +64,7 @@ func TestPrefixCacheNeverCrossesTenants(t *testing.T) {
 			aliceRef = ent.ref
 		}
 	}
-	tab := e.Pool().NewTable(kvcache.RequestID(1<<50), "bob")
+	tab := e.pool.NewTable(kvcache.RequestID(1<<50), "bob")
 	err = tab.AppendShared(aliceRef)
 	require.ErrorIs(t, err, kvcache.ErrIsolation)
 	require.NoError(t, tab.Release())
@@ -86,7 +86,7 @@ func TestPrefixCacheCorruptionDetected(t *testing.T) {
 			first = ent.ref
 		}
 	}
-	require.NoError(t, e.Pool().CorruptPage(first.Index))
+	require.NoError(t, e.pool.CorruptPage(first.Index))
 	// Detect, then recover: the hit fails its checksum before the request
 	// reads it; the page is quarantined and dropped from the cache, and the
 	// request recomputes it and gets its exact output.

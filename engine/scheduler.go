@@ -141,7 +141,7 @@ func (sc *scheduler) intake() (closing bool) {
 // abort, and the hook's answer is ignored.
 func (sc *scheduler) setState(s *seq, st State) {
 	s.state = st
-	f := sc.e.cfg.Faults
+	f := sc.e.hooks.Faults
 	if f == nil || f.AbortAt == nil || !f.AbortAt(s.id, st) {
 		return
 	}
@@ -641,7 +641,7 @@ func (sc *scheduler) forward() {
 		if !s.runnable() {
 			continue
 		}
-		if !e.cfg.UnsafeSkipValidation {
+		if !e.hooks.UnsafeSkipValidation {
 			var err error
 			if e.cfg.KVChecksum == ChecksumStep {
 				err = sc.pool.VerifyTable(s.table)
@@ -777,7 +777,7 @@ func (sc *scheduler) recomputeOrFail(s *seq, err error, unread bool) {
 // injectHandoffCorruption runs the CorruptHandoff fault hook on the partial
 // last page s sealed at its prefill to decode handoff.
 func (sc *scheduler) injectHandoffCorruption(s *seq) {
-	f := sc.e.cfg.Faults
+	f := sc.e.hooks.Faults
 	if f == nil || f.CorruptHandoff == nil || s.fed%sc.ps == 0 {
 		return
 	}
@@ -792,7 +792,7 @@ func (sc *scheduler) injectHandoffCorruption(s *seq) {
 // injectCorruption runs the CorruptSealed fault hook on the pages this
 // step sealed.
 func (sc *scheduler) injectCorruption(s *seq, before int) {
-	f := sc.e.cfg.Faults
+	f := sc.e.hooks.Faults
 	if f == nil || f.CorruptSealed == nil {
 		return
 	}

@@ -82,6 +82,12 @@ if grep -q 'func FuzzRender' engine/chat/*_test.go 2>/dev/null; then
   go test -run '^$' -fuzz '^FuzzRender$' -fuzztime 10s ./engine/chat
 fi
 
+# ---- deployment manifests --------------------------------------------------
+if [ -f "$root/deploy/check/go.mod" ]; then
+  step "deploy/: Kubernetes manifests and Dockerfile (strict decoding, cross-checks)"
+  (cd "$root/deploy/check" && gofmt -l . | (! grep .) && go vet ./... && go test -count=1 ./...)
+fi
+
 # ---- CUDA without a GPU ------------------------------------------------------
 # The host side of every TestGPU* through the driver stand-in (a host-only
 # libcuda/cuBLAS built by the tests: launches checked against the PTX, sm_90

@@ -11,14 +11,15 @@
 //	srv := server.New(server.Options{Engine: eng, ModelID: "stories"})
 //	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
 //
-// Isolation rules it keeps (see docs/ISOLATION.md): the tenant of a request comes only from its
-// authenticated API key (invariant 9); with keys configured /metrics needs
-// a key too (Options.PublicMetrics opens it); response ids are random, so
-// they reveal nothing about other tenants' traffic; internal errors reach
-// the client as generic text (the details, which may name other requests,
-// go to the log under the response id); a client disconnect cancels the
-// request's context, which aborts it in the engine (invariant 8); and a
-// request that fails is never answered with a 200 carrying a partial body.
+// Isolation rules it keeps (see docs/ISOLATION.md): the tenant of a
+// request comes only from its authenticated API key (invariant 9); with
+// keys configured /metrics needs a key too (Options.PublicMetrics opens
+// it); response ids are random, so they reveal nothing about other
+// tenants' traffic; internal errors reach the client as generic text (the
+// details, which may name other requests, go to the log under the response
+// id); a client disconnect cancels the request's context, which aborts it
+// in the engine (invariant 8); and a request that fails is never answered
+// with a 200 carrying a partial body.
 // Non-streaming responses are written only after the engine finished the
 // request cleanly; streaming responses send their header only with the
 // first text, so an admission or early failure gets a proper 4xx/5xx, and a
@@ -107,7 +108,7 @@ func New(o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.met = metrics.New(s.eng.Stats)
+	s.met = metrics.New(s.eng.Stats, s.modelID())
 	s.fingerprint = fingerprint(s.eng)
 	if len(o.CORSOrigins) > 0 {
 		s.cors = map[string]bool{}

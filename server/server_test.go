@@ -88,11 +88,12 @@ func start(t *testing.T, s setup) *testServer {
 	if cfg.MaxContext == 0 {
 		cfg.MaxContext = 256
 	}
+	var hooks engine.TestHooks
 	if s.echo {
 		// The echo model keeps token IDs in the KV cache: f32 holds them exactly.
 		cfg.KVType = "f32"
 		var echo *audit.Echo
-		cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
+		hooks.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			var err error
 			echo, err = audit.NewEcho(pool, sep, "")
 			if err != nil {
@@ -112,7 +113,7 @@ func start(t *testing.T, s setup) *testServer {
 		// The engine logs the details it keeps out of request errors.
 		cfg.Logger = slog.New(slog.NewTextHandler(s.logTo, nil))
 	}
-	eng, err := engine.New(cfg)
+	eng, err := engine.New(cfg, engine.WithTestHooks(hooks))
 	require.NoError(t, err)
 	var keys *Keys
 	if s.keys != "" {

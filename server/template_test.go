@@ -48,12 +48,12 @@ func chatServer(t *testing.T, cfg engine.Config, sep, vocab int) *httptest.Serve
 	cfg.KVPages, cfg.MaxContext = 64, 512
 	cfg.KVType = "f32" // the echo model keeps token IDs in the KV cache
 	var echo *audit.Echo
-	cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
+	hooks := engine.TestHooks{NewRunner: func(pool *kvcache.Pool) (engine.Runner, error) {
 		var err error
 		echo, err = audit.NewEcho(pool, sep, "")
 		return echo, err
-	}
-	eng, err := engine.New(cfg)
+	}}
+	eng, err := engine.New(cfg, engine.WithTestHooks(hooks))
 	require.NoError(t, err)
 	echo.SetVocab(vocab)
 	ts := httptest.NewServer(New(Options{Engine: eng}))

@@ -186,11 +186,10 @@ func loadEngine(cfg engine.Config, c *cli.Common, log *slog.Logger, stderr io.Wr
 	}
 	mc := eng.ModelConfig()
 	rc := eng.Config()
-	pool := eng.Pool()
 	log.Info("model loaded", "took", time.Since(start).Round(time.Millisecond), "device", eng.Device(),
 		"layers", mc.Layers, "dim", mc.Dim, "vocab", mc.Vocab, "model_context", mc.MaxContext)
-	log.Info("kv pool", "pages", pool.Pages(), "page_size", pool.Geometry().PageSize, "capacity_tokens", pool.CapacityTokens(),
-		"page_bytes", pool.Geometry().PageBytes(), "max_context", eng.MaxContext(), "kv_checksum", rc.KVChecksum.String(),
+	log.Info("kv pool", "pages", rc.KVPages, "page_size", rc.PageSize, "capacity_tokens", rc.CapacityTokens(),
+		"page_bytes", rc.PageBytes(), "max_context", eng.MaxContext(), "kv_checksum", rc.KVChecksum.String(),
 		"zero_on_release", rc.ZeroOnRelease, "host_tier", cli.FormatSize(rc.HostTierBytes))
 	if mc.MaxContext > eng.MaxContext() {
 		log.Warn("the model claims a longer context than requests may use; longer prompts are rejected with context_length_exceeded",

@@ -276,7 +276,10 @@ func instrument(source string) (string, error) {
 			}
 			b.WriteString(s.src)
 			call := reserved + "tick()"
-			if strings.Contains(s.body, ".append(") || strings.Contains(s.body, ".insert(") {
+			// Match the method names alone: the lexer accepts blanks (and
+			// skips stray bytes) between a name and its "(", so ".append("
+			// misses "l.append (l)". An extra check costs one walk.
+			if strings.Contains(s.body, "append") || strings.Contains(s.body, "insert") {
 				call = check
 			}
 			b.WriteString("{{ " + call + " " + strings.TrimSuffix(right(s.trimRight), "%}") + "}}")

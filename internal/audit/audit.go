@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	cfg := o.Config
-	cfg.Faults = nil
+	var hooks engine.TestHooks
 	if cfg.KVPages == 0 && cfg.KVMemory == 0 && cfg.MaxContext == 0 {
 		rep.Config.PoolChosen = true
 		ps := cfg.PageSize
@@ -184,7 +184,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if o.Fault != "" {
 			cfg.KVType = "f32" // the injected fault reads the arena as f32
 		}
-		cfg.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
+		hooks.NewRunner = func(pool *kvcache.Pool) (engine.Runner, error) {
 			e, err := NewEcho(pool, -1, o.Fault)
 			echo = e
 			return e, err
@@ -200,7 +200,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	progress("starting the engine")
-	eng, err := engine.New(cfg)
+	eng, err := engine.New(cfg, engine.WithTestHooks(hooks))
 	if err != nil {
 		rep.Config.StartupError = err.Error()
 		rep.add("config: engine start", Fail, "the engine refused the configuration: %v", err)
@@ -210,12 +210,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	mc := eng.ModelConfig()
 	rc := eng.Config()
-	pool := eng.Pool()
 	c := &rep.Config
 	c.Device = eng.Device()
-	c.PageSize = pool.Geometry().PageSize
-	c.Pages = pool.Pages()
-	c.CapacityTokens = pool.CapacityTokens()
+	c.PageSize = rc.PageSize
+	c.Pages = rc.KVPages
+	c.CapacityTokens = rc.CapacityTokens()
 	c.MaxContext = eng.MaxContext()
 	c.ModelContext = mc.MaxContext
 	c.HostTierBytes = rc.HostTierBytes

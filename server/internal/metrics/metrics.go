@@ -47,8 +47,9 @@ type Metrics struct {
 // LatencyBuckets (seconds) for TTFT, inter-token and request duration.
 var LatencyBuckets = []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60}
 
-// New builds the metric set. stats, when not nil, is read on every scrape.
-func New(stats func() engine.Stats) *Metrics {
+// New builds the metric set. stats, when not nil, is read on every scrape;
+// model labels the Gateway API Inference Extension metrics (gateway.go).
+func New(stats func() engine.Stats, model string) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -89,7 +90,7 @@ func New(stats func() engine.Stats) *Metrics {
 		m.TTFT, m.InterToken, m.Duration, m.InFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
-		r.MustRegister(&engineCollector{stats: stats})
+		r.MustRegister(&engineCollector{stats: stats}, &gatewayCollector{stats: stats, model: model})
 	}
 	return m
 }
