@@ -31,6 +31,11 @@ func gemvQ40VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pf
 //go:noescape
 func gemvIQ4NLVNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
 
+// gemvQ50VNNI is gemvQ40VNNI for Q5_0 (high bits added under a byte mask).
+//
+//go:noescape
+func gemvQ50VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
+
 type gemv16Kernel func(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
 
 type expandKernel func(dst *byte, w *byte, rb int, rows int, nb int)
@@ -58,10 +63,13 @@ func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi in
 		return false
 	}
 	switch {
-	case useQ8VNNI() && (w.Type == Q4_0 || w.Type == IQ4_NL) && n < 4:
+	case useQ8VNNI() && n < 4:
 		gemv := gemvQ40VNNI
-		if w.Type == IQ4_NL {
+		switch w.Type {
+		case IQ4_NL:
 			gemv = gemvIQ4NLVNNI
+		case Q5_0:
+			gemv = gemvQ50VNNI
 		}
 		for i := 0; i < n; i++ {
 			matvec16VNNI(gemv, dst[i*w.Rows:], act[i*w.Cols/32*q8ActBlock:], w, rb, lo, hi)
