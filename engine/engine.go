@@ -8,10 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Defaults of Config fields left zero.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // LatencyBuckets are the upper bounds of the engine's latency histograms

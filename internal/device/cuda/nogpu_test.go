@@ -18,7 +18,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // repoRoot is the directory holding go.mod above the package.
@@ -199,7 +199,7 @@ func TestPTXCurrent(t *testing.T) {
 	for name, want := range map[string][]byte{"kvwarden_sm80.ptx": sm80, "kvwarden_sm90.ptx": sm90} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
-		require.True(t, bytes.Equal(want, got), "%s is stale: run `go generate ./engine/device/cuda` and commit the result", name)
+		require.True(t, bytes.Equal(want, got), "%s is stale: run `go generate ./internal/device/cuda` and commit the result", name)
 	}
 }
 
