@@ -219,7 +219,7 @@ func (e *Engine) signal() {
 // Stats returns a snapshot of the engine's and the pool's metrics.
 func (e *Engine) Stats() Stats {
 	st := e.met.snapshot()
-	st.Pool = e.pool.Stats()
+	st.Pool = poolStatsOf(e.pool.Stats())
 	return st
 }
 
