@@ -25,7 +25,7 @@ func source() (string, error) {
 	if !ok {
 		return "", fmt.Errorf("cudastandin: cannot locate the module source")
 	}
-	src := filepath.Join(filepath.Dir(file), "..", "..", "engine", "device", "cuda", "testdata", "standin", "standin.cc")
+	src := filepath.Join(filepath.Dir(file), "..", "..", "internal", "device", "cuda", "testdata", "standin", "standin.cc")
 	if _, err := os.Stat(src); err != nil {
 		return "", fmt.Errorf("cudastandin: stand-in source: %w", err)
 	}

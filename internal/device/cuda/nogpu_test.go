@@ -212,7 +212,7 @@ func TestChecksumHostC(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "checksum_host")
 	out, err := exec.Command(clang, "-O2", "-std=c++17", "-I", filepath.Join(root, "kernels"),
-		filepath.Join(root, "engine", "device", "cuda", "testdata", "checksum_host.cc"), "-o", bin).CombinedOutput()
+		filepath.Join(root, "internal", "device", "cuda", "testdata", "checksum_host.cc"), "-o", bin).CombinedOutput()
 	require.NoError(t, err, "compiling the host checksum: %s", out)
 
 	rng := rand.New(rand.NewPCG(1, 2))
