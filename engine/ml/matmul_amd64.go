@@ -172,6 +172,18 @@ func gemvF32(x *float32, w *float32, ws int, k int, dst *float32, nw int)
 //go:noescape
 func gemvF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
+// gemvF16x8 is gemvF16 for nw a multiple of 8, eight rows per pass
+// (f16mv_amd64.s).
+//
+//go:noescape
+func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+
+// gemvF16AVX2 is gemvF32AVX2 over f16 rows (f16mv_amd64.s); k8 is a
+// multiple of 8.
+//
+//go:noescape
+func gemvF16AVX2(x *float32, w *byte, ws int, k8 int, dst *float32, nw int)
+
 //go:noescape
 func dotAVX512(a, b *float32, n int) float32
 
@@ -187,6 +199,23 @@ func dequantQ8AVX512(dst *float32, src *byte, nb int)
 //go:noescape
 func dequantF16AVX512(dst *float32, src *byte, n int)
 
+// matvecF16 computes dst[r], r in [lo,n4) (a multiple of 4 rows), from
+// the f16 rows: eight rows per pass then four with AVX-512, four with AVX2
+// (K a multiple of 8 there, no tail step).
+func matvecF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
+	if !useAVX512 {
+		gemvF16AVX2(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+		return
+	}
+	n8 := lo + (n4-lo)&^7
+	if n8 > lo {
+		gemvF16x8(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n8-lo)
+	}
+	if n4 > n8 {
+		gemvF16(&x[0], &w.Data[n8*rb], rb, K, &dst[n8], n4-n8)
+	}
+}
+
 // matmulRowsSIMD computes output columns [lo,hi) with the SIMD kernels.
 //
 // Batch invariance: every output is computed by the gemm4/gemv kernel
@@ -196,14 +225,14 @@ func dequantF16AVX512(dst *float32, src *byte, n int)
 // go through the same kernels on a zero-padded four-row copy.
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 	R, K := w.Rows, w.Cols
-	if n == 1 && (w.Type == F32 || w.Type == F16 && useAVX512) {
+	if n == 1 && (w.Type == F32 || w.Type == F16 && (useAVX512 || K%8 == 0)) {
 		// The matvec streams the weights straight from memory.
 		n4 := lo + (hi-lo)&^3
 		if n4 > lo {
 			if w.Type == F32 {
 				gemv(x, BytesF32(w.Data)[lo*K:], K, K, dst[lo:], n4-lo)
 			} else {
-				gemvF16(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+				matvecF16(x, w, rb, K, dst, lo, n4)
 			}
 		}
 		if n4 < hi {

@@ -41,3 +41,7 @@ func attnAccum(out, w, kv []float32, offs []int) { attnAccumGeneric(out, w, kv, 
 func expShift(x []float32, m float32) { expShiftGeneric(x, m) }
 
 func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }
+
+func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
+	return false
+}

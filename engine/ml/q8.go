@@ -157,7 +157,12 @@ func matmulIntSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	switch w.Type {
 	case Q8_0:
 		return matmulQ8SIMD(dst, act, n, w, rb, lo, hi)
-	case Q4_0, Q4_K, Q5_K, Q6_K:
+	case Q4_0:
+		return matmulExpandSIMD(dst, act, n, w, rb, lo, hi) ||
+			matmulKSIMD(dst, act, n, w, rb, lo, hi)
+	case Q5_0, IQ4_NL:
+		return matmulExpandSIMD(dst, act, n, w, rb, lo, hi)
+	case Q4_K, Q5_K, Q6_K:
 		return matmulKSIMD(dst, act, n, w, rb, lo, hi)
 	}
 	return false

@@ -1,0 +1,187 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Horizontal reduction of four zmm accumulators (registers 0..15) to one
+// xmm [sum(a), sum(b), sum(c), sum(d)] left in xa, exactly as
+// kernels_amd64.s's REDUCE4. Clobbers Y16/X16 and b,c,d.
+#define REDUCE4(za, zb, zc, zd, ya, yb, yc, yd, xa, xb, xc, xd) \
+	VEXTRACTF64X4 $1, za, Y16 \
+	VADDPS        Y16, ya, ya \
+	VEXTRACTF64X4 $1, zb, Y16 \
+	VADDPS        Y16, yb, yb \
+	VEXTRACTF64X4 $1, zc, Y16 \
+	VADDPS        Y16, yc, yc \
+	VEXTRACTF64X4 $1, zd, Y16 \
+	VADDPS        Y16, yd, yd \
+	VEXTRACTF32X4 $1, ya, X16 \
+	VADDPS        X16, xa, xa \
+	VEXTRACTF32X4 $1, yb, X16 \
+	VADDPS        X16, xb, xb \
+	VEXTRACTF32X4 $1, yc, X16 \
+	VADDPS        X16, xc, xc \
+	VEXTRACTF32X4 $1, yd, X16 \
+	VADDPS        X16, xd, xd \
+	VHADDPS       xb, xa, xa  \
+	VHADDPS       xd, xc, xc  \
+	VHADDPS       xc, xa, xa
+
+// Build K1 = mask of the low (CX & 15) lanes. Clobbers CX, BX.
+#define TAILMASK \
+	ANDQ  $15, CX \
+	MOVL  $1, BX  \
+	SHLL  CX, BX  \
+	DECL  BX      \
+	KMOVW BX, K1
+
+// One full 16-lane step of one row: convert and accumulate.
+#define F16STEP(row, t, acc) \
+	VCVTPH2PS   (row)(AX*1), t \
+	VFMADD231PS t, Z8, acc
+
+// The masked tail step of one row.
+#define F16TAIL(row, acc) \
+	VMOVDQU16.Z (row)(AX*1), K1, Y9 \
+	VCVTPH2PS   Y9, Z9 \
+	VFMADD231PS Z9, Z8, acc
+
+// func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+// gemvF16 eight rows at a time (nw a multiple of 8): per output the same
+// FMA chain over k, masked tail and REDUCE4, so results equal gemvF16's
+// (and gemmF32x4's on the decoded rows) bit for bit; eight independent
+// chains and eight load streams keep more of the memory bandwidth busy.
+TEXT ·gemvF16x8(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	MOVQ k+24(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	SHLQ $5, R9          // R9 = bytes of f16 in whole 16-lane steps
+	TAILMASK
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+h8row:
+	CMPQ R10, $8
+	JLT  h8done
+	LEAQ (DI)(R8*1), R11
+	LEAQ (DI)(R8*2), R13
+	LEAQ (DI)(R14*1), R15
+	LEAQ (DI)(R8*4), R12
+	LEAQ (R12)(R8*1), CX
+	LEAQ (R12)(R8*2), DX
+	LEAQ (R12)(R14*1), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ   AX, AX        // f16 byte offset; the x offset is twice it
+
+h8loop:
+	CMPQ    AX, R9
+	JGE     h8tail
+	VMOVUPS (SI)(AX*2), Z8
+	F16STEP(DI, Z9, Z0)
+	F16STEP(R11, Z10, Z1)
+	F16STEP(R13, Z11, Z2)
+	F16STEP(R15, Z12, Z3)
+	F16STEP(R12, Z13, Z4)
+	F16STEP(CX, Z14, Z5)
+	F16STEP(DX, Z15, Z6)
+	F16STEP(BX, Z17, Z7)
+	ADDQ    $32, AX
+	JMP     h8loop
+
+h8tail:
+	KORTESTW K1, K1
+	JZ       h8reduce
+	VMOVUPS.Z (SI)(AX*2), K1, Z8
+	F16TAIL(DI, Z0)
+	F16TAIL(R11, Z1)
+	F16TAIL(R13, Z2)
+	F16TAIL(R15, Z3)
+	F16TAIL(R12, Z4)
+	F16TAIL(CX, Z5)
+	F16TAIL(DX, Z6)
+	F16TAIL(BX, Z7)
+
+h8reduce:
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	REDUCE4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, X6, X7)
+	MOVQ    dst+32(FP), AX
+	VMOVUPS X0, (AX)
+	VMOVUPS X4, 16(AX)
+	ADDQ    $32, AX
+	MOVQ    AX, dst+32(FP)
+	LEAQ    (DI)(R8*8), DI
+	SUBQ    $8, R10
+	JMP     h8row
+
+h8done:
+	VZEROUPPER
+	RET
+
+// func gemvF16AVX2(x *float32, w *byte, ws int, k8 int, dst *float32, nw int)
+// gemvF32AVX2 over f16 rows (ws bytes apart), converted in registers
+// (F16C VCVTPH2PS): per output the same FMA chain over the k8 values and
+// the same reduction, so results equal gemmF32x4AVX2's on the decoded rows.
+// nw is a multiple of 4, k8 of 8.
+TEXT ·gemvF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	MOVQ k8+24(FP), R9
+	SHLQ $1, R9          // bytes of f16; the x offset is twice the f16 one
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+a16row:
+	CMPQ R10, $4
+	JLT  a16done
+	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ AX, AX
+
+a16loop:
+	CMPQ        AX, R9
+	JGE         a16red
+	VMOVUPS     (SI)(AX*2), Y8
+	VCVTPH2PS   (R11)(AX*1), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VCVTPH2PS   (R12)(AX*1), Y10
+	VFMADD231PS Y10, Y8, Y1
+	VCVTPH2PS   (R13)(AX*1), Y11
+	VFMADD231PS Y11, Y8, Y2
+	VCVTPH2PS   (R14)(AX*1), Y12
+	VFMADD231PS Y12, Y8, Y3
+	ADDQ        $16, AX
+	JMP         a16loop
+
+a16red:
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $16, DX
+	LEAQ         (DI)(R8*4), DI
+	LEAQ         (R8)(R8*2), R14
+	SUBQ         $4, R10
+	JMP          a16row
+
+a16done:
+	VZEROUPPER
+	RET
