@@ -8,10 +8,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/out; mkdir -p "$out"
 run() { local name=$1; shift; echo "==> $name: go test $*"; go test "$@" | tee "$out/$name.txt"; }
-run kvcache   -run '^$' -bench . -benchtime 1s ./engine/kvcache/
+run kvcache   -run '^$' -bench . -benchtime 1s ./internal/kvcache/
 run ml        -run '^$' -bench 'Bandwidth|MatVec$|GEMM$' -benchtime 10x ./engine/ml/
 run model     -run '^$' -bench 'Decode|Prefill' -benchtime 20x ./bench/
 run compress  -run '^$' -bench KVCompression -benchtime 3x ./bench/

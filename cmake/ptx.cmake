@@ -1,11 +1,11 @@
 # PTX for the CUDA backend. include(cmake/ptx.cmake) from CMakeLists.txt adds
-# a `ptx` target that regenerates engine/device/cuda/ptx/*.ptx from
+# a `ptx` target that regenerates internal/device/cuda/ptx/*.ptx from
 # kernels/*.cu with clang-16 (no CUDA SDK needed), and a `check-ptx` target
 # (also registered with ctest when testing is enabled) that fails when the
 # committed PTX is stale.
 find_program(KVWARDEN_CLANG_CUDA NAMES clang++-16)
 find_program(KVWARDEN_BASH NAMES bash REQUIRED)
-set(KVWARDEN_PTX_DIR ${CMAKE_CURRENT_SOURCE_DIR}/engine/device/cuda/ptx)
+set(KVWARDEN_PTX_DIR ${CMAKE_CURRENT_SOURCE_DIR}/internal/device/cuda/ptx)
 file(GLOB KVWARDEN_KERNEL_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*.cu ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*.h)
 if(KVWARDEN_CLANG_CUDA)
   add_custom_command(

@@ -11,10 +11,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Errors callers must tell apart. Returned errors wrap one of these; use

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // lockedRand is a rand shared by fault hooks on several goroutines.

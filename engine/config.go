@@ -6,14 +6,14 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/device/cpu"
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cpu"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // ErrDeviceUnavailable is wrapped when the requested device cannot be used.

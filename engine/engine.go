@@ -8,10 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Defaults of Config fields left zero.
@@ -219,7 +219,7 @@ func (e *Engine) signal() {
 // Stats returns a snapshot of the engine's and the pool's metrics.
 func (e *Engine) Stats() Stats {
 	st := e.met.snapshot()
-	st.Pool = e.pool.Stats()
+	st.Pool = poolStatsOf(e.pool.Stats())
 	return st
 }
 

@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 func TestNewDefaultsBuiltinModel(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
 )
 
 // TestGPUEngineIsolation runs stories260K through the engine on a GPU (f16

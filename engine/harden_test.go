@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Issue 16 item 2: a seal that finds one sequence's own page corrupted ends

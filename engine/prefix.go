@@ -10,7 +10,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // prefixCache is the tenant-scoped prefix cache (invariant 9). It indexes

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 func TestPrefixCacheHitWithinTenant(t *testing.T) {

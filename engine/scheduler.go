@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // scheduler owns every piece of mutable scheduling state. Exactly one

@@ -3,8 +3,8 @@ package engine
 import (
 	"time"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // seq is one admitted request inside the scheduler. Only the scheduler

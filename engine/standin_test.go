@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/internal/cudastandin"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
 )
 
 // With KVWARDEN_CUDA_STANDIN=1 the TestGPU* tests run against the GPU-free

@@ -2,10 +2,11 @@ package engine
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // LatencyBuckets are the upper bounds of the engine's latency histograms
@@ -19,9 +20,87 @@ var LatencyBuckets = [...]time.Duration{
 	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
 }
 
-// Histogram is a fixed-bucket latency histogram (the pool's type: one
-// histogram type for the whole engine).
-type Histogram = kvcache.Histogram
+// Histogram is a snapshot of a fixed-bucket latency histogram. Counts[i]
+// counts samples in (Bounds[i-1], Bounds[i]]; the last entry counts
+// samples above every bound. Counts are per bucket, not cumulative.
+type Histogram struct {
+	Bounds []time.Duration // upper bounds, ascending; Counts has one more entry (+Inf)
+	Counts []uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+// Mean is Sum/Count, or 0 when there are no samples.
+func (h Histogram) Mean() time.Duration {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / time.Duration(h.Count)
+}
+
+// histogramOf copies the pool's histogram; the copy shares no memory
+// with it.
+func histogramOf(h kvcache.Histogram) Histogram {
+	return Histogram{Bounds: slices.Clone(h.Bounds), Counts: slices.Clone(h.Counts), Count: h.Count, Sum: h.Sum}
+}
+
+// PoolStats is a snapshot of the KV page pool's metrics.
+type PoolStats struct {
+	// Pages by state now; Pages is the total.
+	Pages       int
+	Free        int
+	Owned       int
+	Sealed      int
+	Releasing   int // released by its owner, waiting for leases to drop
+	Quarantined int // withdrawn after a failed check; never reused
+	Tenants     int // tenants that still hold something in the pool
+
+	// Outstanding leases by kind.
+	StepLeases, CopyLeases, PrefixLeases int
+
+	Allocs   uint64 // pages allocated
+	Releases uint64 // pages released by their owner
+	Scrubs   uint64 // pages zeroed or poisoned on the way to the free list
+
+	// Deferred releases: the owner released while leases were held.
+	DeferredReleases    uint64
+	DeferredFreed       uint64    // outcome: reached the free list
+	DeferredQuarantined uint64    // outcome: quarantined before the last lease dropped
+	DeferredDuration    Histogram // release to free list
+
+	// Failed checks. ChecksumFailures and IsolationViolations are
+	// incidents (docs/ISOLATION.md).
+	ChecksumFailures    uint64
+	IsolationViolations uint64
+	StaleCompletions    uint64 // completions for a page that had moved on
+	CopyFailures        uint64
+	ScrubFailures       uint64
+
+	// Host tier (Config.HostTierBytes > 0).
+	HostTierUsed     int64
+	HostTierCapacity int64
+	HostEntries      int
+	BytesOffloaded   int64 // raw page bytes copied to the host tier
+	BytesRestored    int64 // raw page bytes copied back
+	BytesStored      int64 // host bytes written after compression
+}
+
+// poolStatsOf copies the pool's snapshot into the engine's own type, so
+// that applications never name the internal one.
+func poolStatsOf(s kvcache.Stats) PoolStats {
+	return PoolStats{
+		Pages: s.Pages, Free: s.Free, Owned: s.Owned, Sealed: s.Sealed,
+		Releasing: s.Releasing, Quarantined: s.Quarantined, Tenants: s.Tenants,
+		StepLeases: s.StepLeases, CopyLeases: s.CopyLeases, PrefixLeases: s.PrefixLeases,
+		Allocs: s.Allocs, Releases: s.Releases, Scrubs: s.Scrubs,
+		DeferredReleases: s.DeferredReleases, DeferredFreed: s.DeferredFreed,
+		DeferredQuarantined: s.DeferredQuarantined, DeferredDuration: histogramOf(s.DeferredDuration),
+		ChecksumFailures: s.ChecksumFailures, IsolationViolations: s.IsolationViolations,
+		StaleCompletions: s.StaleCompletions, CopyFailures: s.CopyFailures, ScrubFailures: s.ScrubFailures,
+		HostTierUsed: s.HostTierUsed, HostTierCapacity: s.HostTierCapacity, HostEntries: s.HostEntries,
+		BytesOffloaded: s.BytesOffloaded, BytesRestored: s.BytesRestored, BytesStored: s.BytesStored,
+	}
+}
 
 // Rejection reasons, the keys of Stats.Rejected.
 const (
@@ -35,7 +114,7 @@ const (
 
 // Stats is a snapshot of the engine's metrics.
 type Stats struct {
-	Pool kvcache.Stats
+	Pool PoolStats
 
 	// Now.
 	Waiting int // admitted, not yet scheduled (including preempted-for-recompute)
@@ -117,11 +196,11 @@ type metrics struct {
 	prefixEvictions, prefixSpills     uint64
 	prefixHostHits, prefixHostEvicted uint64
 
-	ttft, interTok, stepTime, queueTime Histogram
+	ttft, interTok, stepTime, queueTime kvcache.Histogram
 }
 
 func newMetrics() *metrics {
-	h := func() Histogram { return kvcache.NewHistogram(LatencyBuckets[:]) }
+	h := func() kvcache.Histogram { return kvcache.NewHistogram(LatencyBuckets[:]) }
 	return &metrics{rejected: map[string]uint64{}, finished: map[string]uint64{},
 		ttft: h(), interTok: h(), stepTime: h(), queueTime: h()}
 }
@@ -233,6 +312,6 @@ func (m *metrics) snapshot() Stats {
 		Steps: m.steps, Preemptions: m.preemptions, SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapFails: m.swapFails,
 		PrefixEntries: m.prefixEntries, PrefixHits: m.prefixHits, PrefixMisses: m.prefixMisses, PrefixEvictions: m.prefixEvictions,
 		PrefixHostEntries: m.prefixHostEntries, PrefixSpills: m.prefixSpills, PrefixHostHits: m.prefixHostHits, PrefixHostEvictions: m.prefixHostEvicted,
-		TTFT: m.ttft.Clone(), InterTok: m.interTok.Clone(), StepTime: m.stepTime.Clone(), QueueTime: m.queueTime.Clone(),
+		TTFT: histogramOf(m.ttft), InterTok: histogramOf(m.interTok), StepTime: histogramOf(m.stepTime), QueueTime: histogramOf(m.queueTime),
 	}
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Compiles kernels/kvwarden.cu to PTX for sm_80 and sm_90 with Debian's
 # clang-16 (no CUDA SDK needed) into the directory $1 (default: the
-# committed engine/device/cuda/ptx). Used by `go generate`, cmake/ptx.cmake
+# committed internal/device/cuda/ptx). Used by `go generate`, cmake/ptx.cmake
 # and scripts/check-ptx.sh, so all three produce byte-identical files.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:-$here/../engine/device/cuda/ptx}
+out=${1:-$here/../internal/device/cuda/ptx}
 clang=${CLANG_CUDA:-clang++-16}
 if ! command -v "$clang" >/dev/null; then
   echo "build-ptx: $clang not found (Debian: apt-get install -y clang-16)" >&2

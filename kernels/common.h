@@ -2,7 +2,7 @@
 // by clang without the CUDA headers (-nocudainc -nocudalib), so qualifiers,
 // types and conversions are defined here from clang builtins and inline PTX.
 // KV_HD functions also compile for the host (see xxh3.h and the host test of
-// the checksum in engine/device/cuda).
+// the checksum in internal/device/cuda).
 #pragma once
 
 #if defined(__CUDA__) && defined(__CUDA_ARCH__)

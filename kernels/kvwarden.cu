@@ -1,5 +1,5 @@
 // kvwarden CUDA kernels. Compiled to PTX by clang-16 without the CUDA SDK
-// (see scripts/check-ptx.sh); the PTX is embedded in engine/device/cuda and
+// (see scripts/check-ptx.sh); the PTX is embedded in internal/device/cuda and
 // loaded by the driver at run time. All kernels are extern "C" so their
 // names in the PTX are the names below.
 //

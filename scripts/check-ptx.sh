@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that the committed PTX (engine/device/cuda/ptx) is what
+# Checks that the committed PTX (internal/device/cuda/ptx) is what
 # kernels/build-ptx.sh produces from kernels/*.cu today, then assembles both
 # files with NVIDIA's ptxas (scripts/fetch-ptxas.sh fetches it from Debian's
 # non-free nvidia-cuda-toolkit when it is not installed) and fails on any
@@ -23,9 +23,9 @@ trap 'rm -rf "$tmp"' EXIT
 bash "$root/kernels/build-ptx.sh" "$tmp"
 status=0
 for f in kvwarden_sm80.ptx kvwarden_sm90.ptx; do
-  if ! diff -q "$root/engine/device/cuda/ptx/$f" "$tmp/$f" >/dev/null; then
-    echo "check-ptx: engine/device/cuda/ptx/$f is stale; run: go generate ./engine/device/cuda" >&2
-    diff -u "$root/engine/device/cuda/ptx/$f" "$tmp/$f" | head -40 >&2 || true
+  if ! diff -q "$root/internal/device/cuda/ptx/$f" "$tmp/$f" >/dev/null; then
+    echo "check-ptx: internal/device/cuda/ptx/$f is stale; run: go generate ./internal/device/cuda" >&2
+    diff -u "$root/internal/device/cuda/ptx/$f" "$tmp/$f" | head -40 >&2 || true
     status=1
   fi
 done
@@ -34,7 +34,7 @@ done
 if ptxas=$(bash "$root/scripts/fetch-ptxas.sh" 2>"$tmp/fetch.err"); then
   echo "check-ptx: assembling with $ptxas ($("$ptxas" --version | tail -1))"
   for arch in 80 90; do
-    f=$root/engine/device/cuda/ptx/kvwarden_sm$arch.ptx
+    f=$root/internal/device/cuda/ptx/kvwarden_sm$arch.ptx
     if ! "$ptxas" -arch=sm_$arch -v "$f" -o "$tmp/sm$arch.cubin" > "$tmp/ptxas$arch.log" 2>&1; then
       echo "check-ptx: ptxas -arch=sm_$arch failed on $f:" >&2
       grep -iE 'error|fatal' "$tmp/ptxas$arch.log" | head -20 >&2

@@ -95,7 +95,7 @@ fi
 # assembled by NVIDIA's ptxas where it can be fetched.
 step "CUDA stand-in: TestGPU* without a GPU"
 KVWARDEN_CUDA_STANDIN=1 go test -count=1 -timeout 5m -run 'TestGPU|TestStandIn' \
-  ./engine/device/cuda ./engine/model/gpu ./engine
+  ./internal/device/cuda ./engine/model/gpu ./engine
 
 step "PTX: current and assembled by ptxas"
 bash "$root/scripts/check-ptx.sh"

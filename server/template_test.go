@@ -15,12 +15,12 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine"
 	"github.com/kvwarden/kvwarden/engine/chat"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/audit"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/testenv"
 )
 

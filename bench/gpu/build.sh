@@ -19,10 +19,10 @@ rm -rf "$bin"
 mkdir -p "$bin/ptx" "$bin/shared/models" "$bin/shared/golden"
 export CGO_ENABLED=0 # purego needs no cgo; no libc version coupling to the GPU machine
 # Stripped (-s -w): the carried folder must stay under 64 MiB.
-go test -c -ldflags='-s -w' -o "$bin/cuda.test" ./engine/device/cuda
+go test -c -ldflags='-s -w' -o "$bin/cuda.test" ./internal/device/cuda
 go test -c -ldflags='-s -w' -o "$bin/gpu.test" ./engine/model/gpu
 go test -c -ldflags='-s -w' -o "$bin/engine.test" ./engine
-cp engine/device/cuda/ptx/*.ptx "$bin/ptx/"
+cp internal/device/cuda/ptx/*.ptx "$bin/ptx/"
 mkdir -p "$bin/cubin"
 if ptxas=$(bash scripts/fetch-ptxas.sh); then
   for arch in 80 90; do

@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Seq is one sequence's share of a batch: the tokens it feeds this step (a

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // ErrNotImplemented marks a configuration the forward pass does not support yet.

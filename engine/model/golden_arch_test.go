@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 

@@ -3,9 +3,9 @@ package model
 import (
 	"fmt"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // kvStore is the CPU forward pass's direct view of the pool's arena, in the

@@ -2,7 +2,7 @@
 // and the loaders that read them (GGUF through the architecture registry of
 // engine/model/arch, llama2.c checkpoints), and the batched CPU forward
 // pass, which interprets the arch.Block description and reads and writes
-// K/V only through the page tables of engine/kvcache.
+// K/V only through the page tables of internal/kvcache.
 package model
 
 import (

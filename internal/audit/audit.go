@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Options configure an audit run.

@@ -1,5 +1,5 @@
 // Package cudastandin builds kvwarden's GPU-free CUDA driver stand-in
-// (engine/device/cuda/testdata/standin/standin.cc) and points the CUDA
+// (internal/device/cuda/testdata/standin/standin.cc) and points the CUDA
 // backend at it, so the host side of the TestGPU* tests runs on machines
 // without a GPU. The stand-in checks launches, pointers, contexts and
 // pinned memory; it computes no kernel (see cuda.StandIn).
@@ -25,7 +25,7 @@ func source() (string, error) {
 	if !ok {
 		return "", fmt.Errorf("cudastandin: cannot locate the module source")
 	}
-	src := filepath.Join(filepath.Dir(file), "..", "..", "engine", "device", "cuda", "testdata", "standin", "standin.cc")
+	src := filepath.Join(filepath.Dir(file), "..", "..", "internal", "device", "cuda", "testdata", "standin", "standin.cc")
 	if _, err := os.Stat(src); err != nil {
 		return "", fmt.Errorf("cudastandin: stand-in source: %w", err)
 	}

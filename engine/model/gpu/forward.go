@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
 )
 
 func (r *Runner) forward(b *model.Batch, argmax []int) error {

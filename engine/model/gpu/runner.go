@@ -13,11 +13,11 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Options configure a Runner.

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/device/cuda"
-	"github.com/kvwarden/kvwarden/engine/kvcache"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cuda"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // NewSynthetic builds a runner whose weights are generated on the device

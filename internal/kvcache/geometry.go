@@ -3,7 +3,7 @@ package kvcache
 import (
 	"fmt"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // DefaultPageSize is the page size in tokens when Geometry.PageSize is 0.

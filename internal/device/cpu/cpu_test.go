@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 func TestArena(t *testing.T) {

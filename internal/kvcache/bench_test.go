@@ -12,8 +12,8 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/device/cpu"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cpu"
 )
 
 // threadCPU measures CPU time of the benchmark's own OS thread. The build

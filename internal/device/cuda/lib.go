@@ -12,7 +12,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // result is a CUresult or a cublasStatus_t.

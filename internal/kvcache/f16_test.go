@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // TestF16Pool reruns the storage tests on an f16 pool (the CPU default):

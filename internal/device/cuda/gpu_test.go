@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // Tests named TestGPU* need a CUDA GPU and skip cleanly without one.

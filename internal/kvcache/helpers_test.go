@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvwarden/kvwarden/engine/device"
-	"github.com/kvwarden/kvwarden/engine/device/cpu"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cpu"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -14,7 +14,8 @@ var ReleaseBuckets = [...]time.Duration{
 }
 
 // Histogram is a fixed-bucket latency histogram, the one type for the
-// pool's and the engine's latencies. Counts[i] counts samples in
+// pool's and the engine's latencies (the engine copies it into its own
+// exported engine.Histogram for applications). Counts[i] counts samples in
 // (Bounds[i-1], Bounds[i]]; the last entry counts samples above every
 // bound. Counts are per bucket, not cumulative.
 type Histogram struct {

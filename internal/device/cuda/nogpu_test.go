@@ -18,7 +18,7 @@ import (
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // repoRoot is the directory holding go.mod above the package.
@@ -199,7 +199,7 @@ func TestPTXCurrent(t *testing.T) {
 	for name, want := range map[string][]byte{"kvwarden_sm80.ptx": sm80, "kvwarden_sm90.ptx": sm90} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
-		require.True(t, bytes.Equal(want, got), "%s is stale: run `go generate ./engine/device/cuda` and commit the result", name)
+		require.True(t, bytes.Equal(want, got), "%s is stale: run `go generate ./internal/device/cuda` and commit the result", name)
 	}
 }
 
@@ -212,7 +212,7 @@ func TestChecksumHostC(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "checksum_host")
 	out, err := exec.Command(clang, "-O2", "-std=c++17", "-I", filepath.Join(root, "kernels"),
-		filepath.Join(root, "engine", "device", "cuda", "testdata", "checksum_host.cc"), "-o", bin).CombinedOutput()
+		filepath.Join(root, "internal", "device", "cuda", "testdata", "checksum_host.cc"), "-o", bin).CombinedOutput()
 	require.NoError(t, err, "compiling the host checksum: %s", out)
 
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvwarden/kvwarden/engine/device"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // RequestID identifies a request for the engine's whole lifetime. IDs come

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvwarden/kvwarden/engine/device"
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/internal/device"
 )
 
 // PageTable is one sequence's list of pages, in token order. Tokens
