@@ -83,6 +83,10 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		kern, row4 = kqQ5KDot4AVX2, kqQ5KRow4AVX2
 	case Q6_K:
 		kern, row4 = kqQ6KDot4AVX2, kqQ6KRow4AVX2
+	case Q2_K:
+		kern, row4 = kqQ2KDot4AVX2, kqQ2KRow4AVX2
+	case Q3_K:
+		kern, row4 = kqQ3KDot4AVX2, kqQ3KRow4AVX2
 	default:
 		return false
 	}
@@ -94,6 +98,10 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			kern, row4 = kqQ5KDot4VNNI, kqQ5KRow4VNNI
 		case Q6_K:
 			kern, row4 = kqQ6KDot4VNNI, kqQ6KRow4VNNI
+		case Q2_K:
+			kern, row4 = kqQ2KDot4VNNI, kqQ2KRow4VNNI
+		case Q3_K:
+			kern, row4 = kqQ3KDot4VNNI, kqQ3KRow4VNNI
 		}
 	}
 	R, nb := w.Rows, w.Cols/bs
