@@ -24,6 +24,8 @@ func TestMatMulBatchInvariance(t *testing.T) {
 		Q8_0: {{50, 288}, {300, 768}},
 		Q4_0: {{50, 288}},
 		Q6_K: {{21, 512}, {70, 768}},
+		Q2_K: {{21, 512}, {70, 768}},
+		Q3_K: {{21, 512}, {70, 768}},
 	}
 	for _, ty := range SupportedTypes() {
 		if _, ok := shapes[ty]; !ok {
