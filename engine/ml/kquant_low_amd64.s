@@ -39,6 +39,12 @@ DATA kqlMask04<>+16(SB)/8, $0x0404040404040404
 DATA kqlMask04<>+24(SB)/8, $0x0404040404040404
 GLOBL kqlMask04<>(SB), RODATA|NOPTR, $32
 
+DATA kqlMask07<>+0(SB)/8, $0x0707070707070707
+DATA kqlMask07<>+8(SB)/8, $0x0707070707070707
+DATA kqlMask07<>+16(SB)/8, $0x0707070707070707
+DATA kqlMask07<>+24(SB)/8, $0x0707070707070707
+GLOBL kqlMask07<>(SB), RODATA|NOPTR, $32
+
 DATA kqlMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA kqlMask0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL kqlMask0F<>(SB), RODATA|NOPTR, $16
@@ -186,12 +192,46 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	VPSRLW       $n, Y2, Y3 \
 	VPAND        Y1, Y3, Y3
 
+#define Q2K_BITS0 \
+	VPAND        Y1, Y2, Y3
+
 #define Q3K_BITS(n, op, hn) \
 	VPSRLW       $n, Y2, Y3 \
 	VPAND        Y1, Y3, Y3 \
 	op           $hn, Y4, Y5 \
 	VPAND        Y12, Y5, Y5 \
 	VPOR         Y5, Y3, Y3
+
+#define Q3K_BITS_L0(op, hn) \
+	VPAND        Y1, Y2, Y3 \
+	op           $hn, Y4, Y5 \
+	VPAND        Y12, Y5, Y5 \
+	VPOR         Y5, Y3, Y3
+
+#define Q3K_BITS_H0(n) \
+	VPSRLW       $n, Y2, Y3 \
+	VPAND        Y1, Y3, Y3 \
+	VPAND        Y12, Y4, Y5 \
+	VPOR         Y5, Y3, Y3
+
+// The VNNI kernels merge the two masked parts in one VPTERNLOGD: 0xE4 is
+// (dst & Y1) | (src & ^Y1) and 0xD8 (src & Y1) | (dst & ^Y1); the final
+// AND with 0x07 bytes (Y14) drops the hmask bits shifted past bit 2.
+#define Q3K_BITSV(n, op, hn) \
+	VPSRLW       $n, Y2, Y3 \
+	op           $hn, Y4, Y5 \
+	VPTERNLOGD   $0xE4, Y1, Y5, Y3 \
+	VPAND        Y14, Y3, Y3
+
+#define Q3K_BITSV_L0(op, hn) \
+	op           $hn, Y4, Y5 \
+	VPTERNLOGD   $0xD8, Y1, Y2, Y5 \
+	VPAND        Y14, Y5, Y3
+
+#define Q3K_BITSV_H0(n) \
+	VPSRLW       $n, Y2, Y3 \
+	VPTERNLOGD   $0xE4, Y1, Y4, Y3 \
+	VPAND        Y14, Y3, Y3
 
 // One chunk (in Y3) at activation offset off of a Dot4 pair: scale-weighted
 // dot into acc. The VNNI form fuses the scale multiply-add.
@@ -245,7 +285,7 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	VPMADDWD     ACT_SUMS16(AX), mins, mins \
 	VPXOR        acc, acc, acc \
 	VMOVDQU      (16)(BX), Y2 \
-	Q2K_BITS(0) \
+	Q2K_BITS0 \
 	PART(0, acc, Y5) \
 	Q2K_BITS(2) \
 	PART(32, acc, Y5) \
@@ -254,7 +294,7 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	Q2K_BITS(6) \
 	PART(96, acc, Y5) \
 	VMOVDQU      (48)(BX), Y2 \
-	Q2K_BITS(0) \
+	Q2K_BITS0 \
 	PART(128, acc, Y5) \
 	Q2K_BITS(2) \
 	PART(160, acc, Y5) \
@@ -274,16 +314,16 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	VPSUBD       Y3, acc, acc \
 	VMOVDQU      (BX), Y4 \
 	VMOVDQU      (32)(BX), Y2 \
-	Q3K_BITS(0, VPSLLW, 2) \
+	Q3K_BITS_L0(VPSLLW, 2) \
 	PART(0, acc, Y13) \
 	Q3K_BITS(2, VPSLLW, 1) \
 	PART(32, acc, Y13) \
-	Q3K_BITS(4, VPSRLW, 0) \
+	Q3K_BITS_H0(4) \
 	PART(64, acc, Y13) \
 	Q3K_BITS(6, VPSRLW, 1) \
 	PART(96, acc, Y13) \
 	VMOVDQU      (64)(BX), Y2 \
-	Q3K_BITS(0, VPSRLW, 2) \
+	Q3K_BITS_L0(VPSRLW, 2) \
 	PART(128, acc, Y13) \
 	Q3K_BITS(2, VPSRLW, 3) \
 	PART(160, acc, Y13) \
@@ -299,7 +339,7 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	VPMADDWD     ACT_SUMS16(AX), mins, mins \
 	VPXOR        acc, acc, acc \
 	VMOVDQU      (16)(BX), Y2 \
-	Q2K_BITS(0) \
+	Q2K_BITS0 \
 	PARTV(0, acc, Y5) \
 	Q2K_BITS(2) \
 	PARTV(32, acc, Y5) \
@@ -308,7 +348,7 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	Q2K_BITS(6) \
 	PARTV(96, acc, Y5) \
 	VMOVDQU      (48)(BX), Y2 \
-	Q2K_BITS(0) \
+	Q2K_BITS0 \
 	PARTV(128, acc, Y5) \
 	Q2K_BITS(2) \
 	PARTV(160, acc, Y5) \
@@ -328,22 +368,22 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 	VPSUBD       Y3, acc, acc \
 	VMOVDQU      (BX), Y4 \
 	VMOVDQU      (32)(BX), Y2 \
-	Q3K_BITS(0, VPSLLW, 2) \
+	Q3K_BITSV_L0(VPSLLW, 2) \
 	PARTV(0, acc, Y13) \
-	Q3K_BITS(2, VPSLLW, 1) \
+	Q3K_BITSV(2, VPSLLW, 1) \
 	PARTV(32, acc, Y13) \
-	Q3K_BITS(4, VPSRLW, 0) \
+	Q3K_BITSV_H0(4) \
 	PARTV(64, acc, Y13) \
-	Q3K_BITS(6, VPSRLW, 1) \
+	Q3K_BITSV(6, VPSRLW, 1) \
 	PARTV(96, acc, Y13) \
 	VMOVDQU      (64)(BX), Y2 \
-	Q3K_BITS(0, VPSRLW, 2) \
+	Q3K_BITSV_L0(VPSRLW, 2) \
 	PARTV(128, acc, Y13) \
-	Q3K_BITS(2, VPSRLW, 3) \
+	Q3K_BITSV(2, VPSRLW, 3) \
 	PARTV(160, acc, Y13) \
-	Q3K_BITS(4, VPSRLW, 4) \
+	Q3K_BITSV(4, VPSRLW, 4) \
 	PARTV(192, acc, Y13) \
-	Q3K_BITS(6, VPSRLW, 5) \
+	Q3K_BITSV(6, VPSRLW, 5) \
 	PARTV(224, acc, Y13)
 
 // func kqQ2KDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
@@ -443,7 +483,7 @@ loopkqQ2KRow4AVX2:
 	VPXOR Y10, Y10, Y10
 	VPXOR Y11, Y11, Y11
 	VMOVDQU      (16)(DI), Y2
-	Q2K_BITS(0)
+	Q2K_BITS0
 	R4PART(0, Y5)
 	Q2K_BITS(2)
 	R4PART(32, Y5)
@@ -452,7 +492,7 @@ loopkqQ2KRow4AVX2:
 	Q2K_BITS(6)
 	R4PART(96, Y5)
 	VMOVDQU      (48)(DI), Y2
-	Q2K_BITS(0)
+	Q2K_BITS0
 	R4PART(128, Y5)
 	Q2K_BITS(2)
 	R4PART(160, Y5)
@@ -508,16 +548,16 @@ loopkqQ3KRow4AVX2:
 	VPSUBD Y3, Y11, Y11
 	VMOVDQU (DI), Y4
 	VMOVDQU      (32)(DI), Y2
-	Q3K_BITS(0, VPSLLW, 2)
+	Q3K_BITS_L0(VPSLLW, 2)
 	R4PART(0, Y13)
 	Q3K_BITS(2, VPSLLW, 1)
 	R4PART(32, Y13)
-	Q3K_BITS(4, VPSRLW, 0)
+	Q3K_BITS_H0(4)
 	R4PART(64, Y13)
 	Q3K_BITS(6, VPSRLW, 1)
 	R4PART(96, Y13)
 	VMOVDQU      (64)(DI), Y2
-	Q3K_BITS(0, VPSRLW, 2)
+	Q3K_BITS_L0(VPSRLW, 2)
 	R4PART(128, Y13)
 	Q3K_BITS(2, VPSRLW, 3)
 	R4PART(160, Y13)
@@ -586,6 +626,7 @@ TEXT ·kqQ3KDot4VNNI(SB), NOSPLIT, $32-48
 	VXORPS X0, X0, X0
 	VMOVDQU kqlMask04<>(SB), Y12
 	VMOVDQU kqlSpread2<>(SB), Y13
+	VMOVDQU kqlMask07<>(SB), Y14
 
 loopkqQ3KDot4VNNI:
 	PAIR0
@@ -634,7 +675,7 @@ loopkqQ2KRow4VNNI:
 	VPXOR Y10, Y10, Y10
 	VPXOR Y11, Y11, Y11
 	VMOVDQU      (16)(DI), Y2
-	Q2K_BITS(0)
+	Q2K_BITS0
 	R4PARTV(0, Y5)
 	Q2K_BITS(2)
 	R4PARTV(32, Y5)
@@ -643,7 +684,7 @@ loopkqQ2KRow4VNNI:
 	Q2K_BITS(6)
 	R4PARTV(96, Y5)
 	VMOVDQU      (48)(DI), Y2
-	Q2K_BITS(0)
+	Q2K_BITS0
 	R4PARTV(128, Y5)
 	Q2K_BITS(2)
 	R4PARTV(160, Y5)
@@ -678,6 +719,7 @@ TEXT ·kqQ3KRow4VNNI(SB), NOSPLIT, $32-48
 	VXORPS X0, X0, X0
 	VMOVDQU kqlMask04<>(SB), Y12
 	VMOVDQU kqlSpread2<>(SB), Y13
+	VMOVDQU kqlMask07<>(SB), Y14
 
 loopkqQ3KRow4VNNI:
 	Q3K_SCALES(DI)
@@ -699,22 +741,22 @@ loopkqQ3KRow4VNNI:
 	VPSUBD Y3, Y11, Y11
 	VMOVDQU (DI), Y4
 	VMOVDQU      (32)(DI), Y2
-	Q3K_BITS(0, VPSLLW, 2)
+	Q3K_BITSV_L0(VPSLLW, 2)
 	R4PARTV(0, Y13)
-	Q3K_BITS(2, VPSLLW, 1)
+	Q3K_BITSV(2, VPSLLW, 1)
 	R4PARTV(32, Y13)
-	Q3K_BITS(4, VPSRLW, 0)
+	Q3K_BITSV_H0(4)
 	R4PARTV(64, Y13)
-	Q3K_BITS(6, VPSRLW, 1)
+	Q3K_BITSV(6, VPSRLW, 1)
 	R4PARTV(96, Y13)
 	VMOVDQU      (64)(DI), Y2
-	Q3K_BITS(0, VPSRLW, 2)
+	Q3K_BITSV_L0(VPSRLW, 2)
 	R4PARTV(128, Y13)
-	Q3K_BITS(2, VPSRLW, 3)
+	Q3K_BITSV(2, VPSRLW, 3)
 	R4PARTV(160, Y13)
-	Q3K_BITS(4, VPSRLW, 4)
+	Q3K_BITSV(4, VPSRLW, 4)
 	R4PARTV(192, Y13)
-	Q3K_BITS(6, VPSRLW, 5)
+	Q3K_BITSV(6, VPSRLW, 5)
 	R4PARTV(224, Y13)
 	Q3K_FINISH
 
