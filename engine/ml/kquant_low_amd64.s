@@ -579,7 +579,8 @@ loopkqQ3KRow4AVX2:
 
 // func kqQ2KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //
-// Four Q2_K weight rows against one activation row, with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add.
+// Four Q2_K weight rows against one activation row,
+// with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add.
 TEXT ·kqQ2KDot4VNNI(SB), NOSPLIT, $32-48
 	MOVQ w+0(FP), DI
 	MOVQ ws+8(FP), R8
@@ -614,7 +615,8 @@ loopkqQ2KDot4VNNI:
 
 // func kqQ3KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //
-// Four Q3_K weight rows against one activation row, with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add.
+// Four Q3_K weight rows against one activation row,
+// with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add.
 TEXT ·kqQ3KDot4VNNI(SB), NOSPLIT, $32-48
 	MOVQ w+0(FP), DI
 	MOVQ ws+8(FP), R8
@@ -651,7 +653,8 @@ loopkqQ3KDot4VNNI:
 
 // func kqQ2KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //
-// One Q2_K weight row against four activation rows (ws is ignored), with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add:
+// One Q2_K weight row against four activation rows (ws is ignored)
+// with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add:
 // the scales and the weight values are decoded once for the four.
 TEXT ·kqQ2KRow4VNNI(SB), NOSPLIT, $32-48
 	MOVQ w+0(FP), DI
@@ -706,7 +709,8 @@ loopkqQ2KRow4VNNI:
 
 // func kqQ3KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //
-// One Q3_K weight row against four activation rows (ws is ignored), with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add:
+// One Q3_K weight row against four activation rows (ws is ignored)
+// with AVX-512 VNNI's VPDPWSSD fusing the scale multiply-add:
 // the scales and the weight values are decoded once for the four.
 TEXT ·kqQ3KRow4VNNI(SB), NOSPLIT, $32-48
 	MOVQ w+0(FP), DI
