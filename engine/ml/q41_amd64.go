@@ -21,6 +21,21 @@ func kqIQ4XSDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// Expansion into Q8_0 blocks plus the offsets, and the batched kernels
+// over the packed tile (q41gemm_amd64.s).
+//
+//go:noescape
+func expandQ41(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
+
+//go:noescape
+func expandQ51(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
+
+//go:noescape
+func gemmOffx4(x *byte, xs int, w *byte, m *byte, nb int, dst *float32, ds int, mask uint16)
+
+//go:noescape
+func gemmOffx8(x *byte, xs int, w *byte, m *byte, nb int, dst *float32, ds int, mask uint16)
+
 //go:noescape
 func gemvQ41VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
 
@@ -35,12 +50,13 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	}
 	var kern kqKernel
 	var gemv gemv16Kernel
+	var expand expandOffKernel
 	bs, abs := 32, q8ActBlock
 	switch w.Type {
 	case Q4_1:
-		kern, gemv = kqQ41Dot4AVX2, gemvQ41VNNI
+		kern, gemv, expand = kqQ41Dot4AVX2, gemvQ41VNNI, expandQ41
 	case Q5_1:
-		kern, gemv = kqQ51Dot4AVX2, gemvQ51VNNI
+		kern, gemv, expand = kqQ51Dot4AVX2, gemvQ51VNNI, expandQ51
 	case IQ4_XS:
 		kern, bs, abs = kqIQ4XSDot4AVX2, 256, q8KActBlock
 		if useQ8VNNI() {
@@ -58,7 +74,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 			}
 			return true
 		}
-		gemmTiles16(gemv, dst, act, n, w, rb, lo, hi)
+		gemmOffVNNI(expand, dst, act, n, w, rb, lo, hi)
 		return true
 	}
 	if n < 4 {
@@ -91,25 +107,44 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	return true
 }
 
-// gemmTiles16 runs a 16-row gemv kernel over each tile of rows [lo,hi)
-// for every activation row in turn, so a tile is read from memory once
-// and then from cache.
-func gemmTiles16(gemv gemv16Kernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+type expandOffKernel func(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
+
+// gemmOffVNNI expands and packs each 16-row tile of Q4_1 or Q5_1 once,
+// then sweeps it with eight or four activation rows per call; a leftover
+// of fewer than four goes through the window of the last four (rewriting
+// some outputs with the same bits). n must be at least 4.
+func gemmOffVNNI(expand expandOffKernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, nb := w.Rows, w.Cols/32
-	as := nb * q8ActBlock
+	as, qrb := nb*q8ActBlock, nb*q8BlockBytes
+	ep := getBytes(q8TileRows * qrb)
+	defer byteScratch.Put(ep)
+	tp := getBytes(nb * q8PackBlock)
+	defer byteScratch.Put(tp)
+	mp := getBytes(nb * 2 * q8TileRows)
+	defer byteScratch.Put(mp)
+	exp, tile, ms := *ep, *tp, *mp
 	for t0 := lo; t0 < hi; t0 += q8TileRows {
 		rows := min(q8TileRows, hi-t0)
-		src, mask := &w.Data[t0*rb], uint16(0xffff)
-		var pad *[]byte
 		if rows < q8TileRows {
-			pad = paddedRows(w, rb, t0, rows, q8TileRows)
-			src, mask = &(*pad)[0], uint16(1)<<rows-1
+			// Zero scales and offsets in the padding rows (their
+			// lanes are not stored).
+			clear(exp[rows*qrb:])
+			clear(ms)
 		}
-		for i := 0; i < n; i++ {
-			gemv(src, rb, nb, &act[i*as], &dst[i*R+t0], mask, 0)
+		expand(&exp[0], &w.Data[t0*rb], rb, rows, nb, &ms[0])
+		packQ8Tile(&tile[0], &exp[0], qrb, nb, 0)
+		mask := uint16(1)<<rows - 1
+		a := 0
+		for ; a+8 <= n; a += 8 {
+			gemmOffx8(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
 		}
-		if pad != nil {
-			byteScratch.Put(pad)
+		if a+4 <= n {
+			gemmOffx4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
+			a += 4
+		}
+		if a < n {
+			a = n - 4
+			gemmOffx4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
 		}
 	}
 }

@@ -58,6 +58,18 @@ DATA q41Iota<>+48(SB)/8, $0x0000000d0000000c
 DATA q41Iota<>+56(SB)/8, $0x0000000f0000000e
 GLOBL q41Iota<>(SB), RODATA|NOPTR, $64
 
+// Expansion of Q4_1 and Q5_1 rows into Q8_0 blocks for packQ8Tile: the
+// f16 scale d copied, the 32 unsigned values as bytes, and the f16 offset
+// m of row r, block b to m + 32*b + 2*r (the layout gemmOffx4 reads).
+// func(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
+#define EXO_PROLOGUE \
+	MOVQ    dst+0(FP), DI \
+	MOVQ    w+8(FP), R8 \
+	MOVQ    rb+16(FP), R9 \
+	MOVQ    rows+24(FP), R10 \
+	MOVQ    m+40(FP), R11 \
+	VMOVDQU q41Mask0F<>(SB), X15
+
 // ---- AVX-512 VNNI: 16 weight rows against one activation row, as
 // gemvQ40VNNI (expand_amd64.s): each pair of rows k, k+4 of a group of
 // eight is loaded into 128-bit lanes 0 and 2, the high nibbles rotated
@@ -383,3 +395,88 @@ g51loop:
 	DECQ BX
 	JNZ  g51loop
 	G41_STORE
+
+// func expandQ41(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
+TEXT ·expandQ41(SB), NOSPLIT, $0-48
+	EXO_PROLOGUE
+
+x41row:
+	TESTQ R10, R10
+	JZ    x41done
+	MOVQ  R8, SI
+	MOVQ  R11, R12
+	MOVQ  nb+32(FP), CX
+
+x41blk:
+	MOVWLZX (SI), AX
+	MOVW    AX, (DI)
+	MOVWLZX 2(SI), AX
+	MOVW    AX, (R12)
+	VMOVDQU 4(SI), X0
+	VPSRLW  $4, X0, X1
+	VPAND   X15, X0, X0
+	VPAND   X15, X1, X1
+	VMOVDQU X0, 2(DI)
+	VMOVDQU X1, 18(DI)
+	ADDQ    $20, SI
+	ADDQ    $34, DI
+	ADDQ    $32, R12
+	DECQ    CX
+	JNZ     x41blk
+	ADDQ    R9, R8
+	ADDQ    $2, R11
+	DECQ    R10
+	JMP     x41row
+
+x41done:
+	RET
+
+// func expandQ51(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
+TEXT ·expandQ51(SB), NOSPLIT, $0-48
+	EXO_PROLOGUE
+	VMOVDQU q41Sixteens<>(SB), X14
+	VMOVDQU q41QhSpread<>(SB), X13
+	VMOVDQU q41QhSpread<>+16(SB), X12
+	VMOVDQU q41Bits<>(SB), X11
+
+x51row:
+	TESTQ R10, R10
+	JZ    x51done
+	MOVQ  R8, SI
+	MOVQ  R11, R12
+	MOVQ  nb+32(FP), CX
+
+x51blk:
+	MOVWLZX      (SI), AX
+	MOVW         AX, (DI)
+	MOVWLZX      2(SI), AX
+	MOVW         AX, (R12)
+	VMOVDQU      8(SI), X0
+	VPSRLW       $4, X0, X1
+	VPAND        X15, X0, X0
+	VPAND        X15, X1, X1
+	VPBROADCASTD 4(SI), X2
+	VPSHUFB      X12, X2, X3
+	VPSHUFB      X13, X2, X2
+	VPAND        X11, X2, X2
+	VPAND        X11, X3, X3
+	VPCMPEQB     X11, X2, X2
+	VPCMPEQB     X11, X3, X3
+	VPAND        X14, X2, X2
+	VPAND        X14, X3, X3
+	VPOR         X2, X0, X0
+	VPOR         X3, X1, X1
+	VMOVDQU      X0, 2(DI)
+	VMOVDQU      X1, 18(DI)
+	ADDQ         $24, SI
+	ADDQ         $34, DI
+	ADDQ         $32, R12
+	DECQ         CX
+	JNZ          x51blk
+	ADDQ         R9, R8
+	ADDQ         $2, R11
+	DECQ         R10
+	JMP          x51row
+
+x51done:
+	RET
