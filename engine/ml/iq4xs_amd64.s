@@ -94,10 +94,6 @@ GLOBL iqx32<>(SB), RODATA|NOPTR, $32
 	VPMADDWD     Y4, Y2, Y2 \
 	VPADDD       Y2, acc, acc
 
-#define IQX_SUBV(ib, acc) \
-	IQX_VALUES(ib) \
-	VPDPWSSD     Y4, Y2, acc
-
 #define IQX_PAIR(sub, acc) \
 	PREFETCHT0   (BX)(R8*4) \
 	PREFETCHT0   64(BX)(R8*4) \
@@ -156,6 +152,41 @@ GLOBL iqx32<>(SB), RODATA|NOPTR, $32
 	VMOVDQU iqxShifts<>(SB), Y13 \
 	VXORPS  X0, X0, X0
 
+// AVX-512 VNNI: two sub-blocks per instruction. The 32 bytes of
+// sub-blocks 2c and 2c+1 with their high nibbles give 128-bit lanes
+// [lo(2c), hi(2c), lo(2c+1), hi(2c+1)] (VINSERTI64X4, VSHUFI64X2), which
+// match the 64 activation bytes at 64c; the sign trick is VPABSB plus a
+// negation of q under the sign mask (VPMOVB2M), and VPDPWSSD takes scale
+// 2c in the low 256 bits and 2c+1 in the high (K3 = the high 16 words).
+#define IQX_SUBZ(c, acc) \
+	VMOVDQU        (8+32*c)(BX), Y2 \
+	VPSRLW         $4, Y2, Y3 \
+	VINSERTI64X4   $1, Y3, Z2, Z2 \
+	VSHUFI64X2     $0xd8, Z2, Z2, Z2 \
+	VPANDD         Z14, Z2, Z2 \
+	VPSHUFB        Z2, Z12, Z2 \
+	VMOVDQU64      (64*c)(AX), Z3 \
+	VPMOVB2M       Z2, K2 \
+	VPABSB         Z2, Z2 \
+	VPSUBB         Z3, Z15, K2, Z3 \
+	VPMADDUBSW     Z3, Z2, Z2 \
+	VPBROADCASTW   (16+8*c)(SP), Z4 \
+	VPBROADCASTW   (20+8*c)(SP), K3, Z4 \
+	VPDPWSSD       Z4, Z2, acc
+
+#define IQX_PAIRZ(acc, y) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
+	IQX_SCALES \
+	VPXORD       acc, acc, acc \
+	IQX_SUBZ(0, acc) \
+	IQX_SUBZ(1, acc) \
+	IQX_SUBZ(2, acc) \
+	IQX_SUBZ(3, acc) \
+	VEXTRACTI64X4 $1, acc, Y4 \
+	VPADDD       Y4, y, y
+
 // func kqIQ4XSDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 TEXT ·kqIQ4XSDot4AVX2(SB), NOSPLIT, $48-48
 	IQX_PROLOGUE
@@ -180,21 +211,24 @@ iqxLoop:
 	VZEROUPPER
 	RET
 
-// As kqIQ4XSDot4AVX2, with AVX-512 VNNI VPDPWSSD fusing the scale
-// multiply-add.
 // func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 TEXT ·kqIQ4XSDot4VNNI(SB), NOSPLIT, $48-48
 	IQX_PROLOGUE
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBook<>(SB), Z12
+	VPXORD       Z15, Z15, Z15
+	MOVL         $0xffff0000, AX
+	KMOVD        AX, K3
 
 iqxVLoop:
 	IQX_P0
-	IQX_PAIR(IQX_SUBV, Y8)
+	IQX_PAIRZ(Z8, Y8)
 	IQX_P1
-	IQX_PAIR(IQX_SUBV, Y9)
+	IQX_PAIRZ(Z9, Y9)
 	IQX_P2
-	IQX_PAIR(IQX_SUBV, Y10)
+	IQX_PAIRZ(Z10, Y10)
 	IQX_P3
-	IQX_PAIR(IQX_SUBV, Y11)
+	IQX_PAIRZ(Z11, Y11)
 	IQX_FINISH
 	ADDQ $136, DI
 	ADDQ $ACT_BLOCK, SI
