@@ -239,3 +239,70 @@ iqxVLoop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// One Row4 sub-block pair: the weight values decoded once (|w| in Z2, the
+// sign mask in K2, the scales in Z4), then the four activation rows.
+#define IQX_ROWACT(c, aaddr, acc) \
+	VMOVDQU64    aaddr, Z3 \
+	VPSUBB       Z3, Z15, K2, Z3 \
+	VPMADDUBSW   Z3, Z2, Z3 \
+	VPDPWSSD     Z4, Z3, acc
+
+#define IQX_ROWC(c) \
+	VMOVDQU        (8+32*c)(DI), Y2 \
+	VPSRLW         $4, Y2, Y3 \
+	VINSERTI64X4   $1, Y3, Z2, Z2 \
+	VSHUFI64X2     $0xd8, Z2, Z2, Z2 \
+	VPANDD         Z14, Z2, Z2 \
+	VPSHUFB        Z2, Z12, Z2 \
+	VPMOVB2M       Z2, K2 \
+	VPABSB         Z2, Z2 \
+	VPBROADCASTW   (16+8*c)(SP), Z4 \
+	VPBROADCASTW   (20+8*c)(SP), K3, Z4 \
+	IQX_ROWACT(c, (64*c)(SI), Z8) \
+	IQX_ROWACT(c, (64*c)(SI)(R9*1), Z9) \
+	IQX_ROWACT(c, (64*c)(SI)(R9*2), Z10) \
+	IQX_ROWACT(c, (64*c)(SI)(R11*1), Z11)
+
+#define IQX_FOLD(z, y) \
+	VEXTRACTI64X4 $1, z, Y4 \
+	VPADDD        Y4, y, y
+
+// func kqIQ4XSRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// One weight row against four activation rows (ws is ignored).
+TEXT ·kqIQ4XSRow4VNNI(SB), NOSPLIT, $48-48
+	IQX_PROLOGUE
+	XORQ         R8, R8
+	XORQ         R10, R10
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBook<>(SB), Z12
+	VPXORD       Z15, Z15, Z15
+	MOVL         $0xffff0000, AX
+	KMOVD        AX, K3
+
+iqxRLoop:
+	MOVQ   DI, BX
+	IQX_SCALES
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	IQX_ROWC(0)
+	IQX_ROWC(1)
+	IQX_ROWC(2)
+	IQX_ROWC(3)
+	IQX_FOLD(Z8, Y8)
+	IQX_FOLD(Z9, Y9)
+	IQX_FOLD(Z10, Y10)
+	IQX_FOLD(Z11, Y11)
+	IQX_FINISH
+	ADDQ $136, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxRLoop
+
+	MOVQ    out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET

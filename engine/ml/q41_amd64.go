@@ -21,6 +21,12 @@ func kqIQ4XSDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// One weight row against four activation rows (ws ignored), the values
+// decoded once for the four.
+//
+//go:noescape
+func kqIQ4XSRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
 // Expansion into Q8_0 blocks plus the offsets, and the batched kernels
 // over the packed tile (q41gemm_amd64.s).
 //
@@ -48,7 +54,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	if !useKQAVX2() {
 		return false
 	}
-	var kern kqKernel
+	var kern, row4 kqKernel
 	var gemv gemv16Kernel
 	var expand expandOffKernel
 	bs, abs := 32, q8ActBlock
@@ -60,7 +66,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	case IQ4_XS:
 		kern, bs, abs = kqIQ4XSDot4AVX2, 256, q8KActBlock
 		if useQ8VNNI() {
-			kern = kqIQ4XSDot4VNNI
+			kern, row4 = kqIQ4XSDot4VNNI, kqIQ4XSRow4VNNI
 		}
 	default:
 		return false
@@ -86,19 +92,22 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	// One weight row (L1-resident after the first call) against four
 	// activation rows per call (ws = 0); the leftover rows through the
 	// window of the last four.
+	if row4 == nil {
+		row4 = kern // with ws = 0 a four-output kernel is a Row4 kernel
+	}
 	var out [4]float32
 	for r := lo; r < hi; r++ {
 		row := &w.Data[r*rb]
 		i := 0
 		for ; i+4 <= n; i += 4 {
-			kern(row, 0, &act[i*as], as, nb, &out[0])
+			row4(row, 0, &act[i*as], as, nb, &out[0])
 			dst[i*R+r] = out[0]
 			dst[(i+1)*R+r] = out[1]
 			dst[(i+2)*R+r] = out[2]
 			dst[(i+3)*R+r] = out[3]
 		}
 		if i < n {
-			kern(row, 0, &act[(n-4)*as], as, nb, &out[0])
+			row4(row, 0, &act[(n-4)*as], as, nb, &out[0])
 			for ; i < n; i++ {
 				dst[i*R+r] = out[i-(n-4)]
 			}
