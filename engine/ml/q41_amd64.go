@@ -42,6 +42,14 @@ func gemmOffx4(x *byte, xs int, w *byte, m *byte, nb int, dst *float32, ds int, 
 //go:noescape
 func gemmOffx8(x *byte, xs int, w *byte, m *byte, nb int, dst *float32, ds int, mask uint16)
 
+// Eight weight rows against one activation row (AVX2).
+//
+//go:noescape
+func gemvQ41AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
+
+//go:noescape
+func gemvQ51AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
+
 //go:noescape
 func gemvQ41VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
 
@@ -57,12 +65,13 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	var kern, row4 kqKernel
 	var gemv gemv16Kernel
 	var expand expandOffKernel
+	var gemv8 func(w *byte, rb int, nb int, x *byte, dst *float32)
 	bs, abs := 32, q8ActBlock
 	switch w.Type {
 	case Q4_1:
-		kern, gemv, expand = kqQ41Dot4AVX2, gemvQ41VNNI, expandQ41
+		kern, gemv, expand, gemv8 = kqQ41Dot4AVX2, gemvQ41VNNI, expandQ41, gemvQ41AVX2
 	case Q5_1:
-		kern, gemv, expand = kqQ51Dot4AVX2, gemvQ51VNNI, expandQ51
+		kern, gemv, expand, gemv8 = kqQ51Dot4AVX2, gemvQ51VNNI, expandQ51, gemvQ51AVX2
 	case IQ4_XS:
 		kern, bs, abs = kqIQ4XSDot4AVX2, 256, q8KActBlock
 		if useQ8VNNI() {
@@ -82,6 +91,20 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		}
 		gemmOffVNNI(expand, dst, act, n, w, rb, lo, hi)
 		return true
+	}
+	if gemv8 != nil {
+		// Eight-row tiles, each swept by every activation row while it
+		// is in L1; the last rows (fewer than eight) as below.
+		var out [8]float32
+		for ; lo+8 <= hi; lo += 8 {
+			for i := 0; i < n; i++ {
+				gemv8(&w.Data[lo*rb], rb, nb, &act[i*as], &out[0])
+				copy(dst[i*R+lo:i*R+lo+8], out[:])
+			}
+		}
+		if lo == hi {
+			return true
+		}
 	}
 	if n < 4 {
 		for i := 0; i < n; i++ {

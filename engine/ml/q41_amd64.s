@@ -202,6 +202,83 @@ GLOBL q41Iota<>(SB), RODATA|NOPTR, $64
 	VZEROUPPER \
 	RET
 
+// ---- AVX2: eight weight rows against one activation row, as
+// gemvQ8AVX2 (kernels_q8_amd64.s): the activation block is loaded once per
+// block, each row's 32 values give 8 int32 partial sums, a VPHADDD tree
+// puts the eight rows' block sums s in the lanes of Y0, and the float
+// steps run for the eight rows at once. (d, m) of rows 0-3 and 4-7 are
+// gathered as dwords, converted, and split by VSHUFPS (which leaves the
+// rows in the qword order 0 2 1 3, undone by VPERMQ).
+// func(w *byte, rb int, nb int, x *byte, dst *float32)
+#define G8_PROLOGUE \
+	MOVQ    w+0(FP), SI \
+	MOVQ    rb+8(FP), CX \
+	MOVQ    nb+16(FP), BX \
+	MOVQ    x+24(FP), DI \
+	LEAQ    (CX)(CX*2), DX \
+	LEAQ    (SI)(CX*4), R8 \
+	VMOVDQU q41Mask0F<>(SB), Y12 \
+	VMOVDQU q41Ones16<>(SB), Y11 \
+	VXORPS  Y15, Y15, Y15
+
+#define G8_ROW41(addr, acc) \
+	VMOVDQU     addr, X8 \
+	VPSRLW      $4, X8, X9 \
+	VINSERTI128 $1, X9, Y8, Y8 \
+	VPAND       Y12, Y8, Y8 \
+	VPMADDUBSW  Y10, Y8, Y8 \
+	VPMADDWD    Y11, Y8, acc
+
+#define G8_ROW51(qaddr, haddr, acc) \
+	VMOVDQU      qaddr, X8 \
+	VPSRLW       $4, X8, X9 \
+	VINSERTI128  $1, X9, Y8, Y8 \
+	VPAND        Y12, Y8, Y8 \
+	VPBROADCASTD haddr, Y9 \
+	VPSHUFB      Y13, Y9, Y9 \
+	VPAND        Y14, Y9, Y9 \
+	VPCMPEQB     Y14, Y9, Y9 \
+	VPAND        q41Sixteens<>(SB), Y9, Y9 \
+	VPOR         Y9, Y8, Y8 \
+	VPMADDUBSW   Y10, Y8, Y8 \
+	VPMADDWD     Y11, Y8, acc
+
+#define G8_FINISH \
+	VPHADDD      Y1, Y0, Y0 \
+	VPHADDD      Y3, Y2, Y2 \
+	VPHADDD      Y5, Y4, Y4 \
+	VPHADDD      Y7, Y6, Y6 \
+	VPHADDD      Y2, Y0, Y0 \
+	VPHADDD      Y6, Y4, Y4 \
+	VPERM2I128   $0x20, Y4, Y0, Y1 \
+	VPERM2I128   $0x31, Y4, Y0, Y2 \
+	VPADDD       Y2, Y1, Y0 \
+	VMOVD        (SI), X1 \
+	VPINSRD      $1, (SI)(CX*1), X1, X1 \
+	VPINSRD      $2, (SI)(CX*2), X1, X1 \
+	VPINSRD      $3, (SI)(DX*1), X1, X1 \
+	VMOVD        (R8), X2 \
+	VPINSRD      $1, (R8)(CX*1), X2, X2 \
+	VPINSRD      $2, (R8)(CX*2), X2, X2 \
+	VPINSRD      $3, (R8)(DX*1), X2, X2 \
+	VCVTPH2PS    X1, Y1 \
+	VCVTPH2PS    X2, Y2 \
+	VSHUFPS      $0x88, Y2, Y1, Y3 \
+	VSHUFPS      $0xdd, Y2, Y1, Y4 \
+	VPERMQ       $0xd8, Y3, Y3 \
+	VPERMQ       $0xd8, Y4, Y4 \
+	VBROADCASTSS (DI), Y5 \
+	VMULPS       Y5, Y3, Y3 \
+	VMULPS       Y5, Y4, Y4 \
+	VCVTDQ2PS    Y0, Y0 \
+	VMULPS       Y3, Y0, Y0 \
+	VADDPS       Y0, Y15, Y15 \
+	VPBROADCASTD 4(DI), Y6 \
+	VPSRAD       $7, Y6, Y6 \
+	VCVTDQ2PS    Y6, Y6 \
+	VMULPS       Y4, Y6, Y6 \
+	VSUBPS       Y6, Y15, Y15
+
 // ---- AVX2: four outputs per call, as kqQ40Dot4AVX2 (kquant_amd64.s):
 // output k is weight row w + k*ws against activation row a + k*as.
 
@@ -479,4 +556,58 @@ x51blk:
 	JMP          x51row
 
 x51done:
+	RET
+
+// func gemvQ41AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
+TEXT ·gemvQ41AVX2(SB), NOSPLIT, $0-40
+	G8_PROLOGUE
+
+g841loop:
+	VMOVDQU 8(DI), Y10
+	G8_ROW41(4(SI), Y0)
+	G8_ROW41(4(SI)(CX*1), Y1)
+	G8_ROW41(4(SI)(CX*2), Y2)
+	G8_ROW41(4(SI)(DX*1), Y3)
+	G8_ROW41(4(R8), Y4)
+	G8_ROW41(4(R8)(CX*1), Y5)
+	G8_ROW41(4(R8)(CX*2), Y6)
+	G8_ROW41(4(R8)(DX*1), Y7)
+	G8_FINISH
+	ADDQ $20, SI
+	ADDQ $20, R8
+	ADDQ $40, DI
+	DECQ BX
+	JNZ  g841loop
+
+	MOVQ    dst+32(FP), AX
+	VMOVUPS Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func gemvQ51AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
+TEXT ·gemvQ51AVX2(SB), NOSPLIT, $0-40
+	G8_PROLOGUE
+	VMOVDQU q41QhSpread<>(SB), Y13
+	VMOVDQU q41Bits<>(SB), Y14
+
+g851loop:
+	VMOVDQU 8(DI), Y10
+	G8_ROW51(8(SI), 4(SI), Y0)
+	G8_ROW51(8(SI)(CX*1), 4(SI)(CX*1), Y1)
+	G8_ROW51(8(SI)(CX*2), 4(SI)(CX*2), Y2)
+	G8_ROW51(8(SI)(DX*1), 4(SI)(DX*1), Y3)
+	G8_ROW51(8(R8), 4(R8), Y4)
+	G8_ROW51(8(R8)(CX*1), 4(R8)(CX*1), Y5)
+	G8_ROW51(8(R8)(CX*2), 4(R8)(CX*2), Y6)
+	G8_ROW51(8(R8)(DX*1), 4(R8)(DX*1), Y7)
+	G8_FINISH
+	ADDQ $24, SI
+	ADDQ $24, R8
+	ADDQ $40, DI
+	DECQ BX
+	JNZ  g851loop
+
+	MOVQ    dst+32(FP), AX
+	VMOVUPS Y15, (AX)
+	VZEROUPPER
 	RET
