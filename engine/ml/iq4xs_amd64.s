@@ -306,3 +306,58 @@ iqxRLoop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+#define IQX_RACT(addr, acc) \
+	VMOVDQU    addr, Y5 \
+	VPSIGNB    Y2, Y5, Y5 \
+	VPMADDUBSW Y5, Y3, Y5 \
+	VPMADDWD   Y4, Y5, Y5 \
+	VPADDD     Y5, acc, acc
+
+#define IQX_RSUB(ib) \
+	VMOVDQU      (8+16*ib)(DI), X2 \
+	VPSRLW       $4, X2, X3 \
+	VINSERTI128  $1, X3, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	VPSHUFB      Y2, Y12, Y2 \
+	VPABSB       Y2, Y3 \
+	VPBROADCASTW (16+4*ib)(SP), Y4 \
+	IQX_RACT((32*ib)(SI), Y8) \
+	IQX_RACT((32*ib)(SI)(R9*1), Y9) \
+	IQX_RACT((32*ib)(SI)(R9*2), Y10) \
+	IQX_RACT((32*ib)(SI)(R11*1), Y11)
+
+// func kqIQ4XSRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// One weight row against four activation rows (ws is ignored), the
+// values decoded once for the four.
+TEXT ·kqIQ4XSRow4AVX2(SB), NOSPLIT, $48-48
+	IQX_PROLOGUE
+	XORQ R8, R8
+	XORQ R10, R10
+
+iqxRALoop:
+	MOVQ  DI, BX
+	IQX_SCALES
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	IQX_RSUB(0)
+	IQX_RSUB(1)
+	IQX_RSUB(2)
+	IQX_RSUB(3)
+	IQX_RSUB(4)
+	IQX_RSUB(5)
+	IQX_RSUB(6)
+	IQX_RSUB(7)
+	IQX_FINISH
+	ADDQ $136, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxRALoop
+
+	MOVQ    out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET

@@ -25,6 +25,9 @@ func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 // decoded once for the four.
 //
 //go:noescape
+func kqIQ4XSRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
 func kqIQ4XSRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // Expansion into Q8_0 blocks plus the offsets, and the batched kernels
@@ -73,7 +76,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	case Q5_1:
 		kern, gemv, expand, gemv8 = kqQ51Dot4AVX2, gemvQ51VNNI, expandQ51, gemvQ51AVX2
 	case IQ4_XS:
-		kern, bs, abs = kqIQ4XSDot4AVX2, 256, q8KActBlock
+		kern, row4, bs, abs = kqIQ4XSDot4AVX2, kqIQ4XSRow4AVX2, 256, q8KActBlock
 		if useQ8VNNI() {
 			kern, row4 = kqIQ4XSDot4VNNI, kqIQ4XSRow4VNNI
 		}
