@@ -187,6 +187,33 @@ GLOBL iqx32<>(SB), RODATA|NOPTR, $32
 	VEXTRACTI64X4 $1, acc, Y4 \
 	VPADDD       Y4, y, y
 
+// Expansion of IQ4_XS rows for packQ8Tile (see iq4xsgemm_amd64.s): each
+// sub-block becomes a Q8_0 block whose f16 scale is ls-32 and whose
+// values are the code book entries; d goes to d + 32*block + 2*row.
+#define EXX_SUB(ib) \
+	MOVL       R14, AX \
+	SHRL       $(4*ib), AX \
+	ANDL       $15, AX \
+	MOVL       R13, R15 \
+	SHRL       $(2*ib), R15 \
+	ANDL       $3, R15 \
+	SHLL       $4, R15 \
+	ORL        R15, AX \
+	SUBL       $32, AX \
+	VCVTSI2SSL AX, X5, X5 \
+	VCVTPS2PH  $0, X5, X5 \
+	VMOVD      X5, AX \
+	MOVW       AX, (DI) \
+	VMOVDQU    (8+16*ib)(SI), X0 \
+	VPSRLW     $4, X0, X1 \
+	VPAND      X15, X0, X0 \
+	VPAND      X15, X1, X1 \
+	VPSHUFB    X0, X14, X0 \
+	VPSHUFB    X1, X14, X1 \
+	VMOVDQU    X0, 2(DI) \
+	VMOVDQU    X1, 18(DI) \
+	ADDQ       $34, DI
+
 // func kqIQ4XSDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 TEXT ·kqIQ4XSDot4AVX2(SB), NOSPLIT, $48-48
 	IQX_PROLOGUE
@@ -360,4 +387,46 @@ iqxRALoop:
 	MOVQ    out+40(FP), DX
 	VMOVUPS X0, (DX)
 	VZEROUPPER
+	RET
+
+// func expandIQ4XS(dst *byte, w *byte, rb int, rows int, nb int, d *byte)
+TEXT ·expandIQ4XS(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    w+8(FP), R8
+	MOVQ    rb+16(FP), R9
+	MOVQ    rows+24(FP), R10
+	MOVQ    d+40(FP), R11
+	VMOVDQU iqxMask0F<>(SB), X15
+	VMOVDQU iqxBook<>(SB), X14
+
+exxrow:
+	TESTQ R10, R10
+	JZ    exxdone
+	MOVQ  R8, SI
+	MOVQ  R11, R12
+	MOVQ  nb+32(FP), CX
+
+exxblk:
+	MOVWLZX (SI), AX
+	MOVW    AX, (R12)
+	MOVWLZX 2(SI), R13
+	MOVL    4(SI), R14
+	EXX_SUB(0)
+	EXX_SUB(1)
+	EXX_SUB(2)
+	EXX_SUB(3)
+	EXX_SUB(4)
+	EXX_SUB(5)
+	EXX_SUB(6)
+	EXX_SUB(7)
+	ADDQ $136, SI
+	ADDQ $32, R12
+	DECQ CX
+	JNZ  exxblk
+	ADDQ R9, R8
+	ADDQ $2, R11
+	DECQ R10
+	JMP  exxrow
+
+exxdone:
 	RET

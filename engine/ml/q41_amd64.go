@@ -53,6 +53,17 @@ func gemvQ41AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
 //go:noescape
 func gemvQ51AVX2(w *byte, rb int, nb int, x *byte, dst *float32)
 
+// IQ4_XS batches with VNNI over packed tiles (iq4xsgemm_amd64.s).
+//
+//go:noescape
+func expandIQ4XS(dst *byte, w *byte, rb int, rows int, nb int, d *byte)
+
+//go:noescape
+func gemmIQ4XSx4(x *byte, xs int, w *byte, d *byte, nb int, dst *float32, ds int, mask uint16)
+
+//go:noescape
+func gemmIQ4XSx8(x *byte, xs int, w *byte, d *byte, nb int, dst *float32, ds int, mask uint16)
+
 //go:noescape
 func gemvQ41VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
 
@@ -85,6 +96,10 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	}
 	R, nb := w.Rows, w.Cols/bs
 	as := nb * abs
+	if w.Type == IQ4_XS && useQ8VNNI() && n >= 4 {
+		gemmIQ4XSVNNI(dst, act, n, w, rb, lo, hi)
+		return true
+	}
 	if gemv != nil && useQ8VNNI() {
 		if n < 4 {
 			for i := 0; i < n; i++ {
@@ -180,6 +195,43 @@ func gemmOffVNNI(expand expandOffKernel, dst []float32, act []byte, n int, w *Ma
 		if a < n {
 			a = n - 4
 			gemmOffx4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
+		}
+	}
+}
+
+// gemmIQ4XSVNNI is gemmOffVNNI for IQ4_XS: each 16-row tile expanded
+// into sub-blocks with integer scales and packed once, then swept with
+// eight or four activation rows per call. n must be at least 4.
+func gemmIQ4XSVNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/256
+	as, qrb := nb*q8KActBlock, nb*8*q8BlockBytes
+	ep := getBytes(q8TileRows * qrb)
+	defer byteScratch.Put(ep)
+	tp := getBytes(nb * 8 * q8PackBlock)
+	defer byteScratch.Put(tp)
+	dp := getBytes(nb * 2 * q8TileRows)
+	defer byteScratch.Put(dp)
+	exp, tile, ds := *ep, *tp, *dp
+	for t0 := lo; t0 < hi; t0 += q8TileRows {
+		rows := min(q8TileRows, hi-t0)
+		if rows < q8TileRows {
+			clear(exp[rows*qrb:])
+			clear(ds)
+		}
+		expandIQ4XS(&exp[0], &w.Data[t0*rb], rb, rows, nb, &ds[0])
+		packQ8Tile(&tile[0], &exp[0], qrb, nb*8, 0)
+		mask := uint16(1)<<rows - 1
+		a := 0
+		for ; a+8 <= n; a += 8 {
+			gemmIQ4XSx8(&act[a*as], as, &tile[0], &ds[0], nb, &dst[a*R+t0], R, mask)
+		}
+		if a+4 <= n {
+			gemmIQ4XSx4(&act[a*as], as, &tile[0], &ds[0], nb, &dst[a*R+t0], R, mask)
+			a += 4
+		}
+		if a < n {
+			a = n - 4
+			gemmIQ4XSx4(&act[a*as], as, &tile[0], &ds[0], nb, &dst[a*R+t0], R, mask)
 		}
 	}
 }
