@@ -2,12 +2,22 @@
 
 package ml
 
-// Q4_1, Q5_1 and IQ4_XS kernels (q41_amd64.s, iq4xs_amd64.s). Q4_1 and
-// Q5_1 carry an offset term per block that the Q8_0 tile kernels have no
-// place for, so they get their own: AVX2 four-output kernels like
-// kqQ40Dot4AVX2, and AVX-512 VNNI 16-row gemv kernels like gemvQ40VNNI
-// with the offset added per block. IQ4_XS is Q4_K's structure with the
-// IQ4_NL code book and has four-output kernels like Q4_K's.
+// Q4_1, Q5_1 and IQ4_XS kernels. Each reproduces its type's reference
+// arithmetic (dot32 with the offset term, dotK; qdot.go) bit for bit.
+//
+//	             AVX2                                 AVX-512 VNNI
+//	Q4_1, Q5_1   n any: 8-row gemv (gemvQ41AVX2),     n < 4: 16-row gemv reading the rows
+//	             rows left over: 4-output kernels     in place (gemvQ41VNNI); n >= 4: tiles
+//	             (kqQ41Dot4AVX2)                      expanded to Q8_0 blocks, packed, and
+//	                                                  swept 8 or 4 activation rows at a
+//	                                                  time (gemmOffx8/x4)
+//	IQ4_XS       n < 4: 4 rows per call (Dot4);       n < 4: Dot4 on ZMM; n >= 4: packed
+//	             n >= 4: 1 row x 4 activations (Row4) tiles as Q4_1 (gemmIQ4XSx8/x4)
+//
+// Q4_1 and Q5_1 carry a per-block offset m (value = d*q + m) that the Q8_0
+// kernels have no place for, so their kernels add float32(sum(q))*(m*dx)
+// after each block's product. IQ4_XS is Q4_K's structure with the IQ4_NL
+// code book.
 
 //go:noescape
 func kqQ41Dot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
@@ -26,9 +36,6 @@ func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //
 //go:noescape
 func kqIQ4XSRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
-
-//go:noescape
-func kqIQ4XSRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // Expansion into Q8_0 blocks plus the offsets, and the batched kernels
 // over the packed tile (q41gemm_amd64.s).
@@ -89,7 +96,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	case IQ4_XS:
 		kern, row4, bs, abs = kqIQ4XSDot4AVX2, kqIQ4XSRow4AVX2, 256, q8KActBlock
 		if useQ8VNNI() {
-			kern, row4 = kqIQ4XSDot4VNNI, kqIQ4XSRow4VNNI
+			kern = kqIQ4XSDot4VNNI
 		}
 	default:
 		return false
@@ -97,7 +104,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	R, nb := w.Rows, w.Cols/bs
 	as := nb * abs
 	if w.Type == IQ4_XS && useQ8VNNI() && n >= 4 {
-		gemmIQ4XSVNNI(dst, act, n, w, rb, lo, hi)
+		gemmPackedVNNI(expandIQ4XS, gemmIQ4XSx8, gemmIQ4XSx4, 256, q8KActBlock, dst, act, n, w, rb, lo, hi)
 		return true
 	}
 	if gemv != nil && useQ8VNNI() {
@@ -107,7 +114,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 			}
 			return true
 		}
-		gemmOffVNNI(expand, dst, act, n, w, rb, lo, hi)
+		gemmPackedVNNI(expand, gemmOffx8, gemmOffx4, 32, q8ActBlock, dst, act, n, w, rb, lo, hi)
 		return true
 	}
 	if gemv8 != nil {
@@ -159,16 +166,21 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 
 type expandOffKernel func(dst *byte, w *byte, rb int, rows int, nb int, m *byte)
 
-// gemmOffVNNI expands and packs each 16-row tile of Q4_1 or Q5_1 once,
-// then sweeps it with eight or four activation rows per call; a leftover
-// of fewer than four goes through the window of the last four (rewriting
-// some outputs with the same bits). n must be at least 4.
-func gemmOffVNNI(expand expandOffKernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
-	R, nb := w.Rows, w.Cols/32
-	as, qrb := nb*q8ActBlock, nb*q8BlockBytes
+type packedGemm func(x *byte, xs int, w *byte, m *byte, nb int, dst *float32, ds int, mask uint16)
+
+// gemmPackedVNNI expands each 16-row tile into Q8_0 blocks (sub per
+// weight block of bs values) plus one f16 per row and weight block (m for
+// Q4_1/Q5_1, d for IQ4_XS), packs it once with packQ8Tile, then sweeps it
+// with eight or four activation rows (abs bytes per activation block) per
+// call; a leftover of fewer than four goes through the window of the last
+// four (rewriting some outputs with the same bits). n must be at least 4.
+func gemmPackedVNNI(expand expandOffKernel, x8, x4 packedGemm, bs, abs int, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/bs
+	sub := bs / 32
+	as, qrb := nb*abs, nb*sub*q8BlockBytes
 	ep := getBytes(q8TileRows * qrb)
 	defer byteScratch.Put(ep)
-	tp := getBytes(nb * q8PackBlock)
+	tp := getBytes(nb * sub * q8PackBlock)
 	defer byteScratch.Put(tp)
 	mp := getBytes(nb * 2 * q8TileRows)
 	defer byteScratch.Put(mp)
@@ -176,62 +188,24 @@ func gemmOffVNNI(expand expandOffKernel, dst []float32, act []byte, n int, w *Ma
 	for t0 := lo; t0 < hi; t0 += q8TileRows {
 		rows := min(q8TileRows, hi-t0)
 		if rows < q8TileRows {
-			// Zero scales and offsets in the padding rows (their
-			// lanes are not stored).
+			// Zeros in the padding rows (their lanes are not stored).
 			clear(exp[rows*qrb:])
 			clear(ms)
 		}
 		expand(&exp[0], &w.Data[t0*rb], rb, rows, nb, &ms[0])
-		packQ8Tile(&tile[0], &exp[0], qrb, nb, 0)
+		packQ8Tile(&tile[0], &exp[0], qrb, nb*sub, 0)
 		mask := uint16(1)<<rows - 1
 		a := 0
 		for ; a+8 <= n; a += 8 {
-			gemmOffx8(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
+			x8(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
 		}
 		if a+4 <= n {
-			gemmOffx4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
+			x4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
 			a += 4
 		}
 		if a < n {
 			a = n - 4
-			gemmOffx4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
-		}
-	}
-}
-
-// gemmIQ4XSVNNI is gemmOffVNNI for IQ4_XS: each 16-row tile expanded
-// into sub-blocks with integer scales and packed once, then swept with
-// eight or four activation rows per call. n must be at least 4.
-func gemmIQ4XSVNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
-	R, nb := w.Rows, w.Cols/256
-	as, qrb := nb*q8KActBlock, nb*8*q8BlockBytes
-	ep := getBytes(q8TileRows * qrb)
-	defer byteScratch.Put(ep)
-	tp := getBytes(nb * 8 * q8PackBlock)
-	defer byteScratch.Put(tp)
-	dp := getBytes(nb * 2 * q8TileRows)
-	defer byteScratch.Put(dp)
-	exp, tile, ds := *ep, *tp, *dp
-	for t0 := lo; t0 < hi; t0 += q8TileRows {
-		rows := min(q8TileRows, hi-t0)
-		if rows < q8TileRows {
-			clear(exp[rows*qrb:])
-			clear(ds)
-		}
-		expandIQ4XS(&exp[0], &w.Data[t0*rb], rb, rows, nb, &ds[0])
-		packQ8Tile(&tile[0], &exp[0], qrb, nb*8, 0)
-		mask := uint16(1)<<rows - 1
-		a := 0
-		for ; a+8 <= n; a += 8 {
-			gemmIQ4XSx8(&act[a*as], as, &tile[0], &ds[0], nb, &dst[a*R+t0], R, mask)
-		}
-		if a+4 <= n {
-			gemmIQ4XSx4(&act[a*as], as, &tile[0], &ds[0], nb, &dst[a*R+t0], R, mask)
-			a += 4
-		}
-		if a < n {
-			a = n - 4
-			gemmIQ4XSx4(&act[a*as], as, &tile[0], &ds[0], nb, &dst[a*R+t0], R, mask)
+			x4(&act[a*as], as, &tile[0], &ms[0], nb, &dst[a*R+t0], R, mask)
 		}
 	}
 }
