@@ -5,9 +5,10 @@
 // IQ4_XS products with Q8_K activation blocks (see dotK in qdot.go):
 // per super-block isum = sum over the eight sub-blocks of 32 of
 // (ls-32)*dot(kvalues[nibble], q), exact in int32, then
-// acc + float32(d*dx)*float32(isum) (the min term of superBlock is zero:
-// subtracting a signed zero from a nonzero product changes nothing, and
-// acc is never -0, so adding a zero of either sign gives the same bits).
+// acc + float32(d*dx)*float32(isum). superBlock's min term m is a zero
+// of either sign: a - m is a except for the sign of a zero a, and acc
+// (which starts at +0 and so is never -0) plus a zero of either sign is
+// acc, so leaving m out gives the same bits.
 //
 // Four outputs per call, as kqQ4KDot4AVX2: output k is the weight row at
 // w + k*ws against the activation row at a + k*as over nb super-blocks.
