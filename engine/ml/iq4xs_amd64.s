@@ -13,19 +13,26 @@
 // Four outputs per call, as kqQ4KDot4AVX2: output k is the weight row at
 // w + k*ws against the activation row at a + k*as over nb super-blocks.
 //
-// The code book values are signed, so the products use the sign trick:
-// VPMADDUBSW(|w|, q*sign(w)). It is exact because a Q8_K activation is
-// never -128 (quantizeActQ8K rounds values of magnitude at most 127), so
-// q*sign(w) fits in int8, and a pair sum is at most 2*127*127 < 2^15.
+// The code book values are signed, so the AVX2 kernels use the sign
+// trick: VPMADDUBSW(|w|, q*sign(w)). It is exact because a Q8_K
+// activation is never -128 (quantizeActQ8K rounds values of magnitude at
+// most 127), so q*sign(w) fits in int8, and a pair sum is at most
+// 2*127*127 < 2^15. The VNNI kernel takes the code book plus 128 instead.
 
 #define ACT_BLOCK 292
 #define ACT_SCALE 256
+#define ACT_SUMS16 260
 
 DATA iqxMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA iqxMask0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA iqxMask0F<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA iqxMask0F<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL iqxMask0F<>(SB), RODATA|NOPTR, $32
+
+// The IQ4_NL code book plus 128 (unsigned, for VPDPBUSD).
+DATA iqxBookU<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iqxBookU<>+8(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iqxBookU<>(SB), RODATA|NOPTR, $16
 
 // The IQ4_NL code book in both 128-bit lanes.
 DATA iqxBook<>+0(SB)/8, $0xf6eaddcfbfad9881
@@ -153,12 +160,15 @@ GLOBL iqx32<>(SB), RODATA|NOPTR, $32
 	VMOVDQU iqxShifts<>(SB), Y13 \
 	VXORPS  X0, X0, X0
 
-// AVX-512 VNNI: two sub-blocks per instruction. The 32 bytes of
-// sub-blocks 2c and 2c+1 with their high nibbles give 128-bit lanes
-// [lo(2c), hi(2c), lo(2c+1), hi(2c+1)] (VINSERTI64X4, VSHUFI64X2), which
-// match the 64 activation bytes at 64c; the sign trick is VPABSB plus a
-// negation of q under the sign mask (VPMOVB2M), and VPDPWSSD takes scale
-// 2c in the low 256 bits and 2c+1 in the high (K3 = the high 16 words).
+// AVX-512 VNNI: two sub-blocks per instruction, without the sign trick.
+// The 32 bytes of sub-blocks 2c and 2c+1 with their high nibbles give
+// 128-bit lanes [lo(2c), hi(2c), lo(2c+1), hi(2c+1)] (VINSERTI64X4,
+// VSHUFI64X2), matching the 64 activation bytes at 64c; VPSHUFB maps them
+// to the code book plus 128 (unsigned), VPDPBUSD dots them with q exactly,
+// and VPMULLD scales the dword lanes (scale 2c in the low 8, 2c+1 in the
+// high 8, K3 = 0xff00). The +128 is taken out up front: acc starts at
+// -128*sum_g sc_g*bsum_g (VPMADDWD of the activation's sums of 16 with
+// the scales, each in both words of its dword).
 #define IQX_SUBZ(c, acc) \
 	VMOVDQU        (8+32*c)(BX), Y2 \
 	VPSRLW         $4, Y2, Y3 \
@@ -166,21 +176,24 @@ GLOBL iqx32<>(SB), RODATA|NOPTR, $32
 	VSHUFI64X2     $0xd8, Z2, Z2, Z2 \
 	VPANDD         Z14, Z2, Z2 \
 	VPSHUFB        Z2, Z12, Z2 \
-	VMOVDQU64      (64*c)(AX), Z3 \
-	VPMOVB2M       Z2, K2 \
-	VPABSB         Z2, Z2 \
-	VPSUBB         Z3, Z15, K2, Z3 \
-	VPMADDUBSW     Z3, Z2, Z2 \
-	VPBROADCASTW   (16+8*c)(SP), Z4 \
-	VPBROADCASTW   (20+8*c)(SP), K3, Z4 \
-	VPDPWSSD       Z4, Z2, acc
+	VPXORD         Z5, Z5, Z5 \
+	VPDPBUSD       (64*c)(AX), Z2, Z5 \
+	VPBROADCASTD   (16+8*c)(SP), Z4 \
+	VPBROADCASTD   (20+8*c)(SP), K3, Z4 \
+	VPMULLD        Z4, Z5, Z5 \
+	VPADDD         Z5, acc, acc
 
 #define IQX_PAIRZ(acc, y) \
 	PREFETCHT0   (BX)(R8*4) \
 	PREFETCHT0   64(BX)(R8*4) \
 	PREFETCHT0   128(BX)(R8*4) \
 	IQX_SCALES \
-	VPXORD       acc, acc, acc \
+	VPSLLD       $16, Y2, Y3 \
+	VPBLENDW     $0xaa, Y3, Y2, Y3 \
+	VPMADDWD     ACT_SUMS16(AX), Y3, Y3 \
+	VPSLLD       $7, Y3, Y3 \
+	VPXOR        y, y, y \
+	VPSUBD       Y3, y, y \
 	IQX_SUBZ(0, acc) \
 	IQX_SUBZ(1, acc) \
 	IQX_SUBZ(2, acc) \
@@ -243,10 +256,9 @@ iqxLoop:
 TEXT ·kqIQ4XSDot4VNNI(SB), NOSPLIT, $48-48
 	IQX_PROLOGUE
 	VPBROADCASTD iqxMask0F<>(SB), Z14
-	VBROADCASTI32X4 iqxBook<>(SB), Z12
-	VPXORD       Z15, Z15, Z15
-	MOVL         $0xffff0000, AX
-	KMOVD        AX, K3
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0xff00, AX
+	KMOVW        AX, K3
 
 iqxVLoop:
 	IQX_P0
