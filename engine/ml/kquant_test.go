@@ -15,8 +15,8 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 	defer SetThreads(0)
 	SetThreads(1)
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, ty := range []Type{Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
-		for _, s := range []struct{ rows, cols int }{{1, 256}, {3, 512}, {6, 256}, {17, 768}, {37, 1024}, {40, 256}} {
+	for _, ty := range []Type{Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_1, Q5_1, IQ4_XS} {
+		for _, s := range []struct{ rows, cols int }{{1, 256}, {3, 512}, {6, 256}, {17, 768}, {37, 512}, {37, 1024}, {40, 256}} {
 			for _, extreme := range []bool{false, true} {
 				w := randMatrix(t, r, ty, s.rows, s.cols)
 				if extreme {
@@ -28,8 +28,8 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 						switch ty {
 						case Q4_0, Q5_0, IQ4_NL:
 							w.Data[b], w.Data[b+1] = 0x00, 0x3c
-						case Q4_K, Q5_K:
-							w.Data[b], w.Data[b+1], w.Data[b+2], w.Data[b+3] = 0x00, 0x3c, 0x00, 0x3c // d = dmin = 1
+						case Q4_K, Q5_K, Q4_1, Q5_1:
+							w.Data[b], w.Data[b+1], w.Data[b+2], w.Data[b+3] = 0x00, 0x3c, 0x00, 0x3c // d = dmin (m) = 1
 						case Q2_K:
 							w.Data[b+80], w.Data[b+81], w.Data[b+82], w.Data[b+83] = 0x00, 0x3c, 0x00, 0x3c
 						case Q3_K:
@@ -37,6 +37,15 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 							// clear) and every scale -32.
 							clear(w.Data[b : b+108])
 							w.Data[b+108], w.Data[b+109] = 0x00, 0x3c
+						case IQ4_XS:
+							w.Data[b], w.Data[b+1] = 0x00, 0x3c // d = 1, scales 31
+							if b/bs%2 == 1 {
+								// Code -127 (the sign trick's widest
+								// product) at scale -32.
+								for i := 2; i < bs; i++ {
+									w.Data[b+i] = 0
+								}
+							}
 						case Q6_K:
 							for i := 192; i < 208; i++ {
 								w.Data[b+i] = 0x80 // scale -128
@@ -83,7 +92,7 @@ func BenchmarkKQuantLevels(b *testing.B) {
 	defer SetThreads(0)
 	const rows, cols = 2048, 768
 	names := []string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512"}
-	for _, ty := range []Type{Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
+	for _, ty := range []Type{Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_1, Q5_1, IQ4_XS} {
 		r := rand.New(rand.NewPCG(uint64(ty), 2))
 		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
 		if err != nil {

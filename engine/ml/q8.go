@@ -164,6 +164,8 @@ func matmulIntSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		return matmulExpandSIMD(dst, act, n, w, rb, lo, hi)
 	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K:
 		return matmulKSIMD(dst, act, n, w, rb, lo, hi)
+	case Q4_1, Q5_1, IQ4_XS:
+		return matmulOffSIMD(dst, act, n, w, rb, lo, hi)
 	}
 	return false
 }
