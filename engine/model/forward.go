@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -33,6 +32,8 @@ type Runner struct {
 	lx, logits                   []float32
 	scores                       [][]float32
 	offs                         [][]int
+	dsts                         [][]float32  // MatMulGroup outputs
+	mats                         []*ml.Matrix // MatMulGroup weights
 }
 
 // NewRunner checks that pool's geometry matches the model and that its
@@ -170,9 +171,10 @@ func (r *Runner) Forward(b *Batch) error {
 		L := &r.w.Layers[l]
 		norm(r.xb, r.x, L.AttnNorm, dim)
 		xb := r.xb[:n*dim]
-		ml.MatMul(r.q[:n*qDim], xb, n, L.Q)
-		ml.MatMul(r.k[:n*kvDim], xb, n, L.K)
-		ml.MatMul(r.v[:n*kvDim], xb, n, L.V)
+		// One hand-off to the worker pool for the three products.
+		r.dsts = append(r.dsts[:0], r.q[:n*qDim], r.k[:n*kvDim], r.v[:n*kvDim])
+		r.mats = append(r.mats[:0], L.Q, L.K, L.V)
+		ml.MatMulGroup(r.dsts, xb, n, r.mats)
 		bias(r.q[:n*qDim], L.QBias)
 		bias(r.k[:n*kvDim], L.KBias)
 		bias(r.v[:n*kvDim], L.VBias)
@@ -205,8 +207,9 @@ func (r *Runner) Forward(b *Batch) error {
 		ml.Add(r.x[:n*dim], r.xb[:n*dim])
 
 		norm(r.xb, r.x, L.FFNNorm, dim)
-		ml.MatMul(r.hb[:n*c.Hidden], r.xb[:n*dim], n, L.Gate)
-		ml.MatMul(r.hb2[:n*c.Hidden], r.xb[:n*dim], n, L.Up)
+		r.dsts = append(r.dsts[:0], r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
+		r.mats = append(r.mats[:0], L.Gate, L.Up)
+		ml.MatMulGroup(r.dsts, r.xb[:n*dim], n, r.mats)
 		hb, hb2 := r.hb, r.hb2
 		act := ml.SiLUMul
 		if blk.Activation == arch.GeGLU {
@@ -354,22 +357,20 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	r.scores = growScores(r.scores, threads, need)
 	r.offs = growOffs(r.offs, threads, maxSpan)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range threads {
-		wg.Add(1)
-		go func(sc []float32, offs []int) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(units) {
-					return
-				}
-				work(units[i], sc, offs)
-			}
-		}(r.scores[w], r.offs[w])
-	}
-	wg.Wait()
+	// The units run on the matrix products' worker pool (already spinning
+	// between the products of a step) rather than on goroutines started
+	// per layer; each running call holds one of the scratch slots.
+	inUse := make([]atomic.Bool, threads)
+	ml.Parallel(len(units), 1, func(lo, hi int) {
+		s := 0
+		for !inUse[s].CompareAndSwap(false, true) {
+			s = (s + 1) % threads
+		}
+		for _, u := range units[lo:hi] {
+			work(u, r.scores[s], r.offs[s])
+		}
+		inUse[s].Store(false)
+	})
 }
 
 func growOffs(s [][]int, n, span int) [][]int {
