@@ -94,20 +94,29 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
+	expShift(x, maxOf(x))
+	var sum float32
+	for _, e := range x {
+		sum += e
+	}
+	divBy(x, sum)
+}
+
+// maxOfGeneric returns the largest value of x (len >= 1).
+func maxOfGeneric(x []float32) float32 {
 	m := x[0]
 	for _, v := range x[1:] {
 		if v > m {
 			m = v
 		}
 	}
-	expShift(x, m)
-	var sum float32
-	for _, e := range x {
-		sum += e
-	}
-	inv := sum
+	return m
+}
+
+// divByGeneric sets x[i] /= d.
+func divByGeneric(x []float32, d float32) {
 	for i := range x {
-		x[i] /= inv
+		x[i] /= d
 	}
 }
 
