@@ -36,6 +36,9 @@ type Runner struct {
 	mats                         []*ml.Matrix // MatMulGroup weights
 }
 
+// rowChunk is the batch rows per work item of the row-wise steps.
+const rowChunk = 8
+
 // NewRunner checks that pool's geometry matches the model and that its
 // arena is CPU memory.
 func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
@@ -153,10 +156,26 @@ func (r *Runner) Forward(b *Batch) error {
 	if blk.RopeStyle == arch.RopeNeoX {
 		rope = ml.RoPEApplyNeoX
 	}
-	norm := func(dst, src []float32, w []float32, width int) {
-		for i := range n {
-			ml.RMSNorm(dst[i*width:(i+1)*width], src[i*width:(i+1)*width], w, c.NormEps)
+	// byRows runs f over the batch rows, split across the worker pool for
+	// a prompt-sized batch (the row-wise steps would otherwise run on one
+	// core between the multi-threaded products); a row's arithmetic is the
+	// same either way.
+	byRows := func(f func(lo, hi int)) {
+		if n >= 2*rowChunk {
+			ml.Parallel(n, rowChunk, f)
+			return
 		}
+		f(0, n)
+	}
+	norm := func(dst, src []float32, w []float32, width int) {
+		byRows(func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				ml.RMSNorm(dst[i*width:(i+1)*width], src[i*width:(i+1)*width], w, c.NormEps)
+			}
+		})
+	}
+	residual := func() {
+		byRows(func(lo, hi int) { ml.Add(r.x[lo*dim:hi*dim], r.xb[lo*dim:hi*dim]) })
 	}
 	bias := func(v []float32, b []float32) {
 		if b == nil {
@@ -189,22 +208,24 @@ func (r *Runner) Forward(b *Batch) error {
 			}
 		}
 		tab := r.tabs[r.ropeOf[l]]
-		for i := range n {
-			cs := tab[i*ropeDim : (i+1)*ropeDim]
-			rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
-			rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
-			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
-			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
-			r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
-			r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
-		}
+		byRows(func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				cs := tab[i*ropeDim : (i+1)*ropeDim]
+				rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
+				rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
+				ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
+				vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
+				r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
+				r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
+			}
+		})
 		r.attention(l, rows)
 		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
 		bias(r.xb[:n*dim], L.OBias)
 		if blk.PostNorms {
 			norm(r.xb, r.xb, L.PostAttnNorm, dim)
 		}
-		ml.Add(r.x[:n*dim], r.xb[:n*dim])
+		residual()
 
 		norm(r.xb, r.x, L.FFNNorm, dim)
 		r.dsts = append(r.dsts[:0], r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
@@ -220,7 +241,7 @@ func (r *Runner) Forward(b *Batch) error {
 		if blk.PostNorms {
 			norm(r.xb, r.xb, L.PostFFNNorm, dim)
 		}
-		ml.Add(r.x[:n*dim], r.xb[:n*dim])
+		residual()
 	}
 
 	// Logits only for the rows that asked: the final norm and the output
