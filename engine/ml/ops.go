@@ -36,6 +36,11 @@ func Add(dst, x []float32) {
 	if len(dst) != len(x) {
 		panic(fmt.Sprintf("ml: Add lengths %d and %d", len(dst), len(x)))
 	}
+	addTo(dst, x)
+}
+
+// addGeneric sets dst[i] += x[i].
+func addGeneric(dst, x []float32) {
 	x = x[:len(dst)]
 	for i := range dst {
 		dst[i] += x[i]

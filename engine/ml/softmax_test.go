@@ -62,3 +62,21 @@ func TestSoftmaxLevels(t *testing.T) {
 	}
 	require.Equal(t, float32(3), maxOf([]float32{-1, 3, 2}))
 }
+
+// TestAddLevels requires Add to equal the scalar loop bit for bit at every
+// SIMD level, for lengths around the 16- and 32-lane steps.
+func TestAddLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, lvl := range supportedLevels() {
+		saved := simdLevel()
+		setSIMDLevel(lvl)
+		for n := 0; n <= 70; n++ {
+			dst, x := randF32(r, n), randF32(r, n)
+			want := append([]float32(nil), dst...)
+			addGeneric(want, x)
+			Add(dst, x)
+			requireBits(t, want, dst, max(n, 1), fmt.Sprintf("level=%d n=%d", lvl, n))
+		}
+		setSIMDLevel(saved)
+	}
+}
