@@ -164,7 +164,12 @@ func run(args []string) error {
 		return err
 	}
 	defer e.Close()
-	if _, _, _, err := once(e, 1, 8, 4, 0); err != nil { // warm-up
+	// Warm-up as llama-bench's: one full prompt of npp tokens (and a few
+	// generated), so that the measured rounds do not pay the first touch
+	// of the KV pages and of the batch's scratch buffers (llama.cpp clears
+	// its whole KV buffer when it creates the context and runs its
+	// warm-up prompt at the full prompt length).
+	if _, _, _, err := once(e, 1, *npp, 4, 0); err != nil {
 		return err
 	}
 	if *cpuprofile != "" {

@@ -61,7 +61,7 @@ func TestF16Vectors(t *testing.T) {
 func TestAttnF16(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, d := range []int{8, 12, 32, 64, 100, 128} {
-		for _, n := range []int{1, 5, attnChunk, attnChunk + 3, 3*attnChunk + 1} {
+		for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, attnChunk, attnChunk + 3, 3*attnChunk + 1} {
 			const stride = 3
 			kv16 := make([]uint16, (n*stride+2)*d)
 			for i := range kv16 {

@@ -147,6 +147,9 @@ type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
 func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	r := lo
 	for ; r+4 <= hi; r += 4 {
+		if p := r + kqPrefetchRows; p+4 <= w.Rows {
+			prefetchLines(&w.Data[p*rb], 4*rb)
+		}
 		kern(&w.Data[r*rb], rb, &act[0], 0, nb, &dst[r])
 	}
 	if r == hi {

@@ -246,6 +246,11 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 		return true
 	}
 
+	if w.Type == F16 && useAVX512 {
+		matmulF16AVX512(dst, x, n, w, rb, lo, hi)
+		return true
+	}
+
 	// A GEMM (or a matvec over decoded rows). Sweep all activation rows
 	// across a tile of weight rows held as f32 (decoded once per tile for
 	// other types), four activation rows by four weight rows per

@@ -36,6 +36,11 @@ func Add(dst, x []float32) {
 	if len(dst) != len(x) {
 		panic(fmt.Sprintf("ml: Add lengths %d and %d", len(dst), len(x)))
 	}
+	addTo(dst, x)
+}
+
+// addGeneric sets dst[i] += x[i].
+func addGeneric(dst, x []float32) {
 	x = x[:len(dst)]
 	for i := range dst {
 		dst[i] += x[i]
@@ -94,20 +99,29 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
+	expShift(x, maxOf(x))
+	var sum float32
+	for _, e := range x {
+		sum += e
+	}
+	divBy(x, sum)
+}
+
+// maxOfGeneric returns the largest value of x (len >= 1).
+func maxOfGeneric(x []float32) float32 {
 	m := x[0]
 	for _, v := range x[1:] {
 		if v > m {
 			m = v
 		}
 	}
-	expShift(x, m)
-	var sum float32
-	for _, e := range x {
-		sum += e
-	}
-	inv := sum
+	return m
+}
+
+// divByGeneric sets x[i] /= d.
+func divByGeneric(x []float32, d float32) {
 	for i := range x {
-		x[i] /= inv
+		x[i] /= d
 	}
 }
 

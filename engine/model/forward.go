@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -33,7 +32,12 @@ type Runner struct {
 	lx, logits                   []float32
 	scores                       [][]float32
 	offs                         [][]int
+	dsts                         [][]float32  // MatMulGroup outputs
+	mats                         []*ml.Matrix // MatMulGroup weights
 }
+
+// rowChunk is the batch rows per work item of the row-wise steps.
+const rowChunk = 8
 
 // NewRunner checks that pool's geometry matches the model and that its
 // arena is CPU memory.
@@ -152,10 +156,26 @@ func (r *Runner) Forward(b *Batch) error {
 	if blk.RopeStyle == arch.RopeNeoX {
 		rope = ml.RoPEApplyNeoX
 	}
-	norm := func(dst, src []float32, w []float32, width int) {
-		for i := range n {
-			ml.RMSNorm(dst[i*width:(i+1)*width], src[i*width:(i+1)*width], w, c.NormEps)
+	// byRows runs f over the batch rows, split across the worker pool for
+	// a prompt-sized batch (the row-wise steps would otherwise run on one
+	// core between the multi-threaded products); a row's arithmetic is the
+	// same either way.
+	byRows := func(f func(lo, hi int)) {
+		if n >= 2*rowChunk {
+			ml.Parallel(n, rowChunk, f)
+			return
 		}
+		f(0, n)
+	}
+	norm := func(dst, src []float32, w []float32, width int) {
+		byRows(func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				ml.RMSNorm(dst[i*width:(i+1)*width], src[i*width:(i+1)*width], w, c.NormEps)
+			}
+		})
+	}
+	residual := func() {
+		byRows(func(lo, hi int) { ml.Add(r.x[lo*dim:hi*dim], r.xb[lo*dim:hi*dim]) })
 	}
 	bias := func(v []float32, b []float32) {
 		if b == nil {
@@ -170,9 +190,10 @@ func (r *Runner) Forward(b *Batch) error {
 		L := &r.w.Layers[l]
 		norm(r.xb, r.x, L.AttnNorm, dim)
 		xb := r.xb[:n*dim]
-		ml.MatMul(r.q[:n*qDim], xb, n, L.Q)
-		ml.MatMul(r.k[:n*kvDim], xb, n, L.K)
-		ml.MatMul(r.v[:n*kvDim], xb, n, L.V)
+		// One hand-off to the worker pool for the three products.
+		r.dsts = append(r.dsts[:0], r.q[:n*qDim], r.k[:n*kvDim], r.v[:n*kvDim])
+		r.mats = append(r.mats[:0], L.Q, L.K, L.V)
+		ml.MatMulGroup(r.dsts, xb, n, r.mats)
 		bias(r.q[:n*qDim], L.QBias)
 		bias(r.k[:n*kvDim], L.KBias)
 		bias(r.v[:n*kvDim], L.VBias)
@@ -187,26 +208,29 @@ func (r *Runner) Forward(b *Batch) error {
 			}
 		}
 		tab := r.tabs[r.ropeOf[l]]
-		for i := range n {
-			cs := tab[i*ropeDim : (i+1)*ropeDim]
-			rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
-			rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
-			ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
-			vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
-			r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
-			r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
-		}
+		byRows(func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				cs := tab[i*ropeDim : (i+1)*ropeDim]
+				rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
+				rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
+				ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
+				vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
+				r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
+				r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
+			}
+		})
 		r.attention(l, rows)
 		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
 		bias(r.xb[:n*dim], L.OBias)
 		if blk.PostNorms {
 			norm(r.xb, r.xb, L.PostAttnNorm, dim)
 		}
-		ml.Add(r.x[:n*dim], r.xb[:n*dim])
+		residual()
 
 		norm(r.xb, r.x, L.FFNNorm, dim)
-		ml.MatMul(r.hb[:n*c.Hidden], r.xb[:n*dim], n, L.Gate)
-		ml.MatMul(r.hb2[:n*c.Hidden], r.xb[:n*dim], n, L.Up)
+		r.dsts = append(r.dsts[:0], r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
+		r.mats = append(r.mats[:0], L.Gate, L.Up)
+		ml.MatMulGroup(r.dsts, r.xb[:n*dim], n, r.mats)
 		hb, hb2 := r.hb, r.hb2
 		act := ml.SiLUMul
 		if blk.Activation == arch.GeGLU {
@@ -217,7 +241,7 @@ func (r *Runner) Forward(b *Batch) error {
 		if blk.PostNorms {
 			norm(r.xb, r.xb, L.PostFFNNorm, dim)
 		}
-		ml.Add(r.x[:n*dim], r.xb[:n*dim])
+		residual()
 	}
 
 	// Logits only for the rows that asked: the final norm and the output
@@ -354,22 +378,20 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	r.scores = growScores(r.scores, threads, need)
 	r.offs = growOffs(r.offs, threads, maxSpan)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range threads {
-		wg.Add(1)
-		go func(sc []float32, offs []int) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(units) {
-					return
-				}
-				work(units[i], sc, offs)
-			}
-		}(r.scores[w], r.offs[w])
-	}
-	wg.Wait()
+	// The units run on the matrix products' worker pool (already spinning
+	// between the products of a step) rather than on goroutines started
+	// per layer; each running call holds one of the scratch slots.
+	inUse := make([]atomic.Bool, threads)
+	ml.Parallel(len(units), 1, func(lo, hi int) {
+		s := 0
+		for !inUse[s].CompareAndSwap(false, true) {
+			s = (s + 1) % threads
+		}
+		for _, u := range units[lo:hi] {
+			work(u, r.scores[s], r.offs[s])
+		}
+		inUse[s].Store(false)
+	})
 }
 
 func growOffs(s [][]int, n, span int) [][]int {

@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package ml
+
+func addTo(dst, x []float32) { addGeneric(dst, x) }

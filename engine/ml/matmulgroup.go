@@ -1,0 +1,108 @@
+package ml
+
+import "fmt"
+
+// MatMulGroup computes dsts[j] = x·ws[j]ᵀ for every j, as MatMul does for
+// each, for products that share the activation rows x (a layer's Q, K and
+// V, or its gate and up projections): the rows of all of them are split
+// across the worker pool in one hand-off instead of one per product, and
+// the activations are quantized once per activation format. Each output is
+// computed by the same kernels and arithmetic as MatMul's (which do not
+// depend on how rows are split across threads), so the results are
+// bitwise those of separate MatMul calls.
+func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
+	if len(dsts) != len(ws) {
+		panic(fmt.Sprintf("ml: MatMulGroup with %d outputs for %d matrices", len(dsts), len(ws)))
+	}
+	threads := Threads()
+	work := 0
+	for j, w := range ws {
+		rb, err := w.Type.RowBytes(w.Cols)
+		if err != nil {
+			panic(err)
+		}
+		if n < 0 || len(x) != n*w.Cols || len(dsts[j]) != n*w.Rows || len(w.Data) != w.Rows*rb {
+			panic(fmt.Sprintf("ml: MatMulGroup n=%d x %d dst %d with %v %dx%d (%d bytes)", n, len(x), len(dsts[j]), w.Type, w.Rows, w.Cols, len(w.Data)))
+		}
+		work += n * w.Rows * w.Cols
+	}
+	if threads == 1 || work < minParallelWork || len(ws) < 2 || n == 0 {
+		for j, w := range ws {
+			MatMul(dsts[j], x, n, w)
+		}
+		return
+	}
+
+	// Activations quantized once per format (the formats of a group are
+	// usually one; a few at most).
+	type quantized struct {
+		f   actFormat
+		act *[]byte
+	}
+	var qs []quantized
+	acts := make([][]byte, len(ws))
+	for j, w := range ws {
+		f := w.Type.traits().act
+		if f == actF32 || w.Rows == 0 {
+			continue
+		}
+		for _, q := range qs {
+			if q.f == f {
+				acts[j] = *q.act
+			}
+		}
+		if acts[j] != nil {
+			continue
+		}
+		K := w.Cols
+		as := K / f.blockSize() * f.blockBytes()
+		p := getBytes(n * as)
+		defer byteScratch.Put(p)
+		act := *p
+		quant := func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				quantizeAct(f, act[i*as:(i+1)*as], x[i*K:(i+1)*K])
+			}
+		}
+		if n >= 8 {
+			parallelFor(n, (n+2*threads-1)/(2*threads), threads, quant)
+		} else {
+			quant(0, n)
+		}
+		qs = append(qs, quantized{f, p})
+		acts[j] = act
+	}
+
+	// The row chunks of every product, sized as MatMul sizes them, run as
+	// the items of one parallel job.
+	type piece struct{ j, lo, hi int }
+	var pieces []piece
+	for j, w := range ws {
+		R := w.Rows
+		chunk := (R + 4*threads - 1) / (4 * threads)
+		if acts[j] != nil {
+			chunk = max(q8TileRows, (chunk+q8TileRows-1)&^(q8TileRows-1))
+		} else {
+			if n > 1 {
+				chunk = max(chunk, tileRows(w.Cols))
+			}
+			chunk = max(16, (chunk+3)&^3)
+		}
+		for lo := 0; lo < R; lo += chunk {
+			pieces = append(pieces, piece{j, lo, min(lo+chunk, R)})
+		}
+	}
+	parallelFor(len(pieces), 1, threads, func(lo, hi int) {
+		for _, p := range pieces[lo:hi] {
+			w := ws[p.j]
+			rb, _ := w.Type.RowBytes(w.Cols)
+			if act := acts[p.j]; act != nil {
+				if !matmulIntSIMD(dsts[p.j], act, n, w, rb, p.lo, p.hi) {
+					matmulIntGeneric(dsts[p.j], act, n, w, rb, p.lo, p.hi)
+				}
+			} else {
+				matmulRows(dsts[p.j], x, n, w, rb, p.lo, p.hi)
+			}
+		}
+	})
+}
