@@ -72,6 +72,7 @@ type hostEntry struct {
 	gone       bool  // discarded, under p.mu
 	err        error
 	done       chan struct{}
+	swap       *PendingSwap // the swap-out this copy is part of, if any
 }
 
 // copyJob is one offload. ref carries the generation, so the completion
@@ -138,6 +139,9 @@ func (h *hostTier) worker() {
 // slots it reads are written and therefore immutable.
 func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	if f := p.cfg.Faults; f != nil {
+		if f.HoldCopy != nil {
+			f.HoldCopy(j.ref)
+		}
 		if f.CopyDelay != nil {
 			if d := f.CopyDelay(j.ref); d > 0 {
 				time.Sleep(d)
@@ -190,7 +194,13 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 // longer matches: such a result belongs to an allocation that is over.
 func (p *Pool) complete(j *copyJob, data []byte, err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	notify := p.onCopy
+	defer func() {
+		p.mu.Unlock()
+		if notify != nil {
+			notify()
+		}
+	}()
 	h, e := p.host, j.e
 	m := &p.pages[j.ref.Index]
 	if m.gen != j.ref.Gen {
@@ -223,6 +233,21 @@ func (p *Pool) complete(j *copyJob, data []byte, err error) {
 		p.st.stored += int64(len(data))
 	}
 	close(e.done)
+	if ps := e.swap; ps != nil {
+		if ps.left--; ps.left == 0 {
+			close(ps.done)
+		}
+	}
+}
+
+// OnCopyDone registers f, called on a copy worker after each host-tier
+// copy completes (an offload, a swap-out page). It must not block: the
+// engine uses it to wake its scheduler, which then polls PendingSwap.Ready
+// and HostPage.Ready instead of waiting on a copy.
+func (p *Pool) OnCopyDone(f func()) {
+	p.mu.Lock()
+	p.onCopy = f
+	p.mu.Unlock()
 }
 
 func (h *hostTier) uncharge(e *hostEntry) {
@@ -402,6 +427,25 @@ func (h *HostPage) Wait() error {
 	return h.e.err
 }
 
+// Ready reports, without blocking, whether the copy has completed (Err
+// then says how).
+func (h *HostPage) Ready() bool {
+	select {
+	case <-h.e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is the copy's error once Ready; ErrInFlight before.
+func (h *HostPage) Err() error {
+	if !h.Ready() {
+		return ErrInFlight
+	}
+	return h.e.err
+}
+
 // Discard frees the host copy (after the copy completes, if it is in flight).
 func (h *HostPage) Discard() { h.p.discard(h.e) }
 
@@ -420,9 +464,11 @@ func (p *Pool) discard(e *hostEntry) {
 // Restore copies an offloaded page back into a fresh page appended to t
 // (at a page boundary of a fully written table of the same tenant),
 // verifying its checksum on the device before t can read it. With no free
-// page it returns ErrNoPages and allocates nothing.
+// page it returns ErrNoPages and allocates nothing. It never waits for the
+// offload: while the copy is in flight it returns ErrInFlight, allocating
+// nothing, and the caller tries again later (HostPage.Ready).
 func (p *Pool) Restore(h *HostPage, t *PageTable) (PageRef, error) {
-	if err := h.Wait(); err != nil {
+	if err := h.Err(); err != nil {
 		return PageRef{}, err
 	}
 	if err := t.usable("restore"); err != nil {
@@ -555,6 +601,10 @@ func (s *Swapped) Pages() int { return len(s.entries) }
 func (s *Swapped) Discard() {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
+	s.discardLocked()
+}
+
+func (s *Swapped) discardLocked() {
 	s.consumed = true
 	for _, e := range s.entries {
 		if !e.gone {
@@ -566,16 +616,49 @@ func (s *Swapped) Discard() {
 	}
 }
 
-// SwapOut copies every written page of t to the host tier, waits for the
-// copies, and then releases t (its device pages go through deferred
-// release). On any failure nothing is released and t stays usable; a page
-// whose sealed checksum no longer matches is quarantined.
-func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
+// PendingSwap is a swap-out in flight (SwapOutAsync). Until Finish or
+// Cancel it holds the table: every page keeps the copy lease its copy took,
+// and the table refuses every read, write and reservation (ErrSwapping), so
+// no page of it is read, written, released or reused before its copy has
+// completed and been verified (invariant 5).
+type PendingSwap struct {
+	p     *Pool
+	t     *PageTable
+	s     *Swapped
+	left  int           // copies not yet complete, under p.mu
+	done  chan struct{} // closed when every copy has completed
+	ended bool          // Finish or Cancel ran, under p.mu
+}
+
+// Request is the request being swapped out.
+func (ps *PendingSwap) Request() RequestID { return ps.s.req }
+
+// Done is closed when every copy has completed (successfully or not).
+func (ps *PendingSwap) Done() <-chan struct{} { return ps.done }
+
+// Ready reports, without blocking, whether every copy has completed.
+func (ps *PendingSwap) Ready() bool {
+	select {
+	case <-ps.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// SwapOutAsync starts copying every written page of t to the host tier and
+// returns at once: nothing waits for a copy. The host tier is charged for
+// all pages or none (ErrHostTierFull, nothing started). The returned
+// PendingSwap holds t until Finish (once Ready) or Cancel.
+func (p *Pool) SwapOutAsync(t *PageTable) (*PendingSwap, error) {
 	if p.host == nil {
 		return nil, ErrNoHostTier
 	}
 	if err := p.ValidateTable(t); err != nil {
 		return nil, err
+	}
+	if t.swapping {
+		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", t.req, ErrSwapping)
 	}
 	ps := p.geo.PageSize
 	n := (t.written + ps - 1) / ps
@@ -594,38 +677,112 @@ func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
 		p.mu.Unlock()
 		return nil, err
 	}
+	pend := &PendingSwap{p: p, t: t, left: n, done: make(chan struct{}),
+		s: &Swapped{p: p, req: t.req, tenant: t.tenant, written: t.written, entries: make([]*hostEntry, n)}}
 	jobs := make([]*copyJob, n)
 	for i := range n {
 		jobs[i], _ = p.startOffloadLocked(t.refs[i], min(ps, t.written-i*ps), t.req)
+		jobs[i].e.swap = pend
+		pend.s.entries[i] = jobs[i].e
+	}
+	t.swapping = true
+	if n == 0 {
+		close(pend.done)
 	}
 	p.mu.Unlock()
 
 	for _, j := range jobs {
 		p.host.submit(j)
 	}
-	s := &Swapped{p: p, req: t.req, tenant: t.tenant, written: t.written, entries: make([]*hostEntry, n)}
+	return pend, nil
+}
+
+// Finish ends a completed swap-out (Ready must be true, else ErrInFlight).
+// When every copy succeeded it releases the table (its pages free, their
+// copy leases already dropped) and returns the host copies. Otherwise it
+// discards the copies and gives the table back to the caller usable, with
+// nothing released; a page whose sealed checksum no longer matched was
+// quarantined as it was copied.
+func (ps *PendingSwap) Finish() (*Swapped, error) {
+	if !ps.Ready() {
+		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", ps.s.req, ErrInFlight)
+	}
+	p, t := ps.p, ps.t
+	p.mu.Lock()
+	if ps.ended {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: swap out of request %d already finished or cancelled", ErrDoubleRelease, ps.s.req)
+	}
+	ps.ended = true
+	t.swapping = false
 	var errs []error
-	for i, j := range jobs {
-		<-j.e.done
-		s.entries[i] = j.e
-		if j.e.err != nil {
-			errs = append(errs, j.e.err)
+	for _, e := range ps.s.entries {
+		if e.err != nil {
+			errs = append(errs, e.err)
 		}
 	}
+	p.mu.Unlock()
 	if len(errs) > 0 {
-		s.Discard()
+		ps.s.Discard()
 		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", t.req, errors.Join(errs...))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t.released {
+		// Someone released the table under the swap: nothing to hand back.
+		ps.s.discardLocked()
+		return nil, fmt.Errorf("%w: swap out of request %d: table released while swapping", ErrDoubleRelease, t.req)
+	}
 	t.released = true
 	p.unrefTenantLocked(t.tid)
 	err := p.releaseEntriesLocked(t, 0)
 	t.refs, t.shared, t.written = nil, nil, 0
 	if err != nil {
-		return s, fmt.Errorf("kvcache: swap out of request %d: releasing device pages: %w", t.req, err)
+		return ps.s, fmt.Errorf("kvcache: swap out of request %d: releasing device pages: %w", t.req, err)
 	}
-	return s, nil
+	return ps.s, nil
+}
+
+// Cancel abandons the swap-out, in flight or not: the host copies are
+// discarded (when their copies complete, if in flight) and the table is
+// released. Pages under a copy stay leased, and so out of circulation,
+// until their copy completes. Cancel is idempotent and a no-op after
+// Finish; it never waits.
+func (ps *PendingSwap) Cancel() error {
+	p, t := ps.p, ps.t
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ps.ended {
+		return nil
+	}
+	ps.ended = true
+	t.swapping = false
+	ps.s.discardLocked()
+	if t.released {
+		return nil
+	}
+	t.released = true
+	p.unrefTenantLocked(t.tid)
+	err := p.releaseEntriesLocked(t, 0)
+	t.refs, t.shared, t.written = nil, nil, 0
+	if err != nil {
+		return fmt.Errorf("kvcache: cancelling swap out of request %d: %w", t.req, err)
+	}
+	return nil
+}
+
+// SwapOut is SwapOutAsync waited for: it copies every written page of t to
+// the host tier, waits for the copies, and then releases t (its device
+// pages go through deferred release). On any failure nothing is released
+// and t stays usable; a page whose sealed checksum no longer matches is
+// quarantined. The engine's scheduler uses SwapOutAsync instead.
+func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
+	ps, err := p.SwapOutAsync(t)
+	if err != nil {
+		return nil, err
+	}
+	<-ps.Done()
+	return ps.Finish()
 }
 
 // SwapIn restores s into t, a fresh empty table of the same request and
