@@ -633,6 +633,10 @@ type PendingSwap struct {
 // Request is the request being swapped out.
 func (ps *PendingSwap) Request() RequestID { return ps.s.req }
 
+// Table is the table being swapped out; Finish gives it back usable when a
+// copy failed.
+func (ps *PendingSwap) Table() *PageTable { return ps.t }
+
 // Done is closed when every copy has completed (successfully or not).
 func (ps *PendingSwap) Done() <-chan struct{} { return ps.done }
 
