@@ -460,15 +460,15 @@ func (c *prefixCache) poll() {
 		if errors.Is(err, kvcache.ErrIsolation) {
 			c.log.Error("engine: cached prefix page failed its checksum on spill; quarantined", "tenant", sp.ent.key.tenant, "err", err)
 		}
-		if sp.ent.host != sp.hp {
-			continue // dropped from the index already
-		}
-		if el, ok := c.entries[sp.ent.key]; ok && el.Value == sp.ent {
+		// Only an entry still in the index is dropped here. One that is out
+		// of it is either dropped already or being restored (attach), and
+		// the restore meets the copy's error and drops it.
+		if el, ok := c.entries[sp.ent.key]; ok && el.Value == sp.ent && sp.ent.host == sp.hp {
 			delete(c.entries, sp.ent.key)
 			c.hostLRU.Remove(el)
+			sp.hp.Discard()
+			sp.ent.host = nil
 		}
-		sp.hp.Discard()
-		sp.ent.host = nil
 	}
 	clear(c.inflight[len(keep):])
 	c.inflight = keep

@@ -104,7 +104,7 @@ func (sc *scheduler) loop() {
 		// Work is pending but nothing could run: pages are on their way back
 		// (deferred release, host-tier copies in flight; a completed copy
 		// wakes the loop) or allocation failed. Poll.
-		if !sc.copiesInFlight() {
+		if !sc.copiesInFlight() && !sc.restoresInFlight() {
 			sc.stalled++
 		}
 		if sc.stalled > stallLimit {
@@ -256,6 +256,13 @@ func (sc *scheduler) dropPages(s *seq) {
 		s.swapped.Discard()
 		s.swapped = nil
 	}
+	if s.restoring != nil {
+		// The pages are in no table yet; they are released when their
+		// copies complete (at once if they have). Cancel never waits.
+		s.restoring.Cancel()
+		sc.release(s.id, s.restoreTable)
+		s.restoring, s.restoreTable = nil, nil
+	}
 	if s.swapping != nil {
 		// In flight or not: the copies' pages stay leased, and out of
 		// circulation, until each copy completes; Cancel never waits.
@@ -312,10 +319,11 @@ func (sc *scheduler) step() bool {
 		sc.order = append(sc.order, s)
 		budget -= n
 	}
+	// Completed host-tier copies first: spills whose copy failed leave the
+	// cache, finished swap-outs give their pages back.
+	sc.prefix.spilling()
 	restored := sc.pollSwaps()
-	if !sc.starved {
-		restored = sc.restore() || restored
-	}
+	restored = sc.restore(!sc.starved) || restored
 	sc.starved = false
 
 	// Decode first: one token per decoding sequence, oldest first.
@@ -537,6 +545,16 @@ func (sc *scheduler) copiesInFlight() bool {
 	return false
 }
 
+// restoresInFlight reports whether a swap-in is still copying.
+func (sc *scheduler) restoresInFlight() bool {
+	for _, s := range sc.queue {
+		if s.restoring != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // pollSwaps finishes every swap-out whose copies have all completed,
 // without waiting for any: the swapped sequence now holds its host copies
 // and its device pages free; a failed swap-out recomputes (or fails) the
@@ -578,8 +596,13 @@ func (sc *scheduler) forget(s *seq) {
 }
 
 // restore brings swapped sequences at the head of the queue back, oldest
-// first, while pages and running slots allow. It never preempts.
-func (sc *scheduler) restore() bool {
+// first, while pages and running slots allow. It never preempts, and never
+// waits on a copy: a swap-in allocates its pages and hands the upload and
+// its verification to a copy worker (SwapInAsync); a later step, once the
+// copies completed, puts the pages into the sequence's table (Finish).
+// Until then the sequence stays at the head of the queue (FCFS). With
+// start false it only finishes swap-ins already in flight (see starved).
+func (sc *scheduler) restore(start bool) bool {
 	did := false
 	for len(sc.queue) > 0 && len(sc.run) < sc.e.cfg.MaxSeqs {
 		s := sc.queue[0]
@@ -590,33 +613,39 @@ func (sc *scheduler) restore() bool {
 		if s.state != StateSwapped || s.swapping != nil {
 			return did // waiting, or its swap-out is still copying: FCFS, wait
 		}
-		t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
-		err := findRoom(func() error { return sc.pool.SwapIn(s.swapped, t) }, sc.prefix.evict, nil)
-		if err != nil {
-			sc.release(s.id, t) // empty: lets go of its tenant
+		if s.restoring == nil && !start {
+			return did
 		}
-		switch {
-		case err == nil:
-		case errors.Is(err, kvcache.ErrNoPages):
-			if sc.checkServable(s); !s.runnable() {
-				sc.end(s)
+		if s.restoring == nil {
+			t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
+			var pr *kvcache.PendingRestore
+			err := findRoom(func() error {
+				var err error
+				pr, err = sc.pool.SwapInAsync(s.swapped, t)
+				return err
+			}, sc.prefix.evict, nil)
+			if err != nil {
+				sc.release(s.id, t) // empty: lets go of its tenant
+				if sc.restoreFailed(s, err) {
+					continue
+				}
+				return did
+			}
+			s.restoring, s.restoreTable = pr, t
+			did = true
+		}
+		if !s.restoring.Ready() {
+			return did // a completed copy wakes the loop
+		}
+		t := s.restoreTable
+		err := s.restoring.Finish()
+		s.restoring, s.restoreTable = nil, nil
+		if err != nil {
+			sc.release(s.id, t)
+			if sc.restoreFailed(s, err) {
 				continue
 			}
 			return did
-		case errors.Is(err, kvcache.ErrIsolation):
-			// The host copy failed its checksum on the device, before s
-			// read it: the page is quarantined, the copy dropped, and s
-			// recomputes (or fails past maxRecomputes).
-			if sc.recomputeOrFail(s, fmt.Errorf("engine: restore from host tier: %w", err), true); !s.runnable() {
-				sc.end(s)
-			}
-			continue
-		default:
-			// The host copy is unusable (e.g. a failed copy); recompute.
-			sc.e.log.Warn("engine: restore failed, recomputing", "request", s.id, "err", err)
-			sc.forget(s)
-			sc.setState(s, StateWaiting)
-			continue
 		}
 		s.swapped = nil
 		s.table = t
@@ -636,6 +665,34 @@ func (sc *scheduler) restore() bool {
 		}
 	}
 	return did
+}
+
+// restoreFailed handles a swap-in of the queue head s that failed, and
+// reports whether restore may go on to the next queue head (false: s waits
+// for pages).
+func (sc *scheduler) restoreFailed(s *seq, err error) bool {
+	switch {
+	case errors.Is(err, kvcache.ErrNoPages):
+		if sc.checkServable(s); !s.runnable() {
+			sc.end(s)
+			return true
+		}
+		return false
+	case errors.Is(err, kvcache.ErrIsolation):
+		// The host copy failed its checksum on the device, before s
+		// read it: the page is quarantined, the copy dropped, and s
+		// recomputes (or fails past maxRecomputes).
+		if sc.recomputeOrFail(s, fmt.Errorf("engine: restore from host tier: %w", err), true); !s.runnable() {
+			sc.end(s)
+		}
+		return true
+	default:
+		// The host copy is unusable (e.g. a failed copy); recompute.
+		sc.e.log.Warn("engine: restore failed, recomputing", "request", s.id, "err", err)
+		sc.forget(s)
+		sc.setState(s, StateWaiting)
+		return true
+	}
 }
 
 // place moves the queue head s (waiting: new or to be recomputed) into

@@ -32,6 +32,10 @@ type seq struct {
 	// under a copy lease) until every copy has completed; the scheduler
 	// finishes it (pollSwaps) on a later step, and only then is swapped set.
 	swapping *kvcache.PendingSwap
+	// restoring is the swap-in in flight, into restoreTable, which gets
+	// the pages only once every copy completed and was verified.
+	restoring    *kvcache.PendingRestore
+	restoreTable *kvcache.PageTable
 
 	abortErr error  // abort requested (the cause): set once, takes effect at a step boundary
 	err      error  // failed
