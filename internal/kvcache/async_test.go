@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -170,5 +171,107 @@ func TestRestoreNeverWaitsForTheCopy(t *testing.T) {
 	checkTokens(t, b, 0, ps, writer{1, 1, 1})
 	require.NoError(t, b.Release())
 	h.Discard()
+	idleAfter(t, p)
+}
+
+// armedGate holds copies only while armed.
+type armedGate struct {
+	armed atomic.Bool
+	open  chan struct{}
+	once  sync.Once
+}
+
+func (g *armedGate) release() { g.once.Do(func() { close(g.open) }) }
+
+func armedPool(t *testing.T, pages int, mod func(*Config)) (*Pool, *armedGate) {
+	g := &armedGate{open: make(chan struct{})}
+	p := newPool(t, pages, func(c *Config) {
+		c.HostTierBytes = 1 << 20
+		c.Faults = &Faults{HoldCopy: func(PageRef) {
+			if g.armed.Load() {
+				<-g.open
+			}
+		}}
+		if mod != nil {
+			mod(c)
+		}
+	})
+	t.Cleanup(g.release)
+	return p, g
+}
+
+func swappedOut(t *testing.T, p *Pool, n int) *Swapped {
+	a := p.NewTable(1, "a")
+	require.NoError(t, a.Reserve(n))
+	writeTokens(t, a, writer{1, 1, 1}, n)
+	sw, err := p.SwapOut(a)
+	require.NoError(t, err)
+	return sw
+}
+
+func TestSwapInAsyncHoldsPagesOutOfTheTable(t *testing.T) {
+	ps := smallGeo().PageSize
+	p, g := armedPool(t, 4, nil)
+	sw := swappedOut(t, p, ps+3)
+	g.armed.Store(true)
+	c := p.NewTable(1, "a")
+	pr, err := p.SwapInAsync(sw, c)
+	require.NoError(t, err)
+	require.False(t, pr.Ready())
+	require.Zero(t, c.Len(), "no page in the table before it is verified")
+	require.ErrorIs(t, c.Reserve(1), ErrSwapping)
+	require.ErrorIs(t, pr.Finish(), ErrInFlight)
+	require.Equal(t, 2, p.Stats().Free, "allocated all at once")
+	require.Equal(t, 2, p.Stats().CopyLeases)
+	_, err = p.SwapInAsync(sw, p.NewTable(1, "a"))
+	require.ErrorIs(t, err, ErrInFlight, "one restore at a time")
+
+	g.release()
+	<-pr.Done()
+	require.NoError(t, pr.Finish())
+	require.ErrorIs(t, pr.Finish(), ErrDoubleRelease)
+	pr.Cancel() // no-op after Finish
+	require.Equal(t, ps+3, c.Written())
+	checkTokens(t, c, 0, ps+3, writer{1, 1, 1})
+	require.NoError(t, c.Release())
+	idleAfter(t, p)
+}
+
+func TestSwapInAsyncCancelInFlight(t *testing.T) {
+	ps := smallGeo().PageSize
+	p, g := armedPool(t, 4, nil)
+	sw := swappedOut(t, p, 2*ps)
+	g.armed.Store(true)
+	c := p.NewTable(1, "a")
+	pr, err := p.SwapInAsync(sw, c)
+	require.NoError(t, err)
+	pr.Cancel()
+	pr.Cancel() // idempotent
+	sw.Discard()
+	require.NoError(t, c.Release())
+	require.Equal(t, 2, p.Stats().Free, "the pages wait for their copies")
+	g.release()
+	<-pr.Done()
+	idleAfter(t, p) // pages released, host copies discarded, once
+}
+
+func TestSwapInAsyncBadCopy(t *testing.T) {
+	ps := smallGeo().PageSize
+	p, _ := armedPool(t, 4, func(c *Config) {
+		c.Faults.CorruptCopy = func(PageRef) bool { return true }
+	})
+	sw := swappedOut(t, p, ps)
+	c := p.NewTable(1, "a")
+	pr, err := p.SwapInAsync(sw, c)
+	require.NoError(t, err)
+	<-pr.Done()
+	err = pr.Finish()
+	require.ErrorIs(t, err, ErrChecksum)
+	require.ErrorIs(t, err, ErrIsolation)
+	require.Zero(t, c.Len())
+	sw.Discard()
+	require.NoError(t, c.Release())
+	st := p.Stats()
+	require.Zero(t, st.Quarantined, "the copy was bad, not the device page")
 	idleAfter(t, p)
 }

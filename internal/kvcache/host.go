@@ -552,6 +552,9 @@ func (p *Pool) startRestore(t *PageTable, es []*hostEntry, started func()) ([]Pa
 // entry that failed, with its error.
 func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) (int, error) {
 	for i, e := range es {
+		if f := p.cfg.Faults; f != nil && f.HoldCopy != nil {
+			f.HoldCopy(refs[i])
+		}
 		if err := p.restoreEntry(e, refs[i].Index); err != nil {
 			return i, err
 		}

@@ -126,9 +126,9 @@ type Faults struct {
 	CorruptCopy func(ref PageRef) bool
 	// FailAlloc makes the next allocation fail as if the pool were empty.
 	FailAlloc func() bool
-	// HoldCopy runs on the copy worker before an offload copy of ref; a
-	// test blocks in it to keep the copy in flight for as long as it needs,
-	// deterministically.
+	// HoldCopy runs on the copy worker before an offload copy of ref, and
+	// before a restore copy into ref; a test blocks in it to keep the copy
+	// in flight for as long as it needs, deterministically.
 	HoldCopy func(ref PageRef)
 }
 
