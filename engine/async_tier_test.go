@@ -196,3 +196,64 @@ func testSwapOutInFlight(t *testing.T, abort bool) {
 	waitPoolIdle(t, e)
 	requireNoLeaks(t, e)
 }
+
+// The swap-in side: the restore copy of request 3 is held in flight. The
+// scheduler keeps stepping the others, and the restored pages are in no
+// table (request 3 does not step) until the copy completed and verified.
+func TestSwapInInFlightKeepsStepping(t *testing.T) {
+	gate := newCopyGate()
+	var e *Engine
+	cfg := asyncTierConfig(t)
+	cfg.th().Faults = &Faults{Pool: &kvcache.Faults{HoldCopy: func(ref kvcache.PageRef) {
+		// A restore copy goes into a fresh page with nothing written yet.
+		if info, err := e.pool.Info(ref); err == nil && info.Owner == 3 && info.Written == 0 {
+			gate.hold(ref)
+		}
+	}}}
+	e = newEcho(t, cfg)
+	gate.armed.Store(true)
+
+	var stepsHeld int
+	var violations []string
+	r := e.runner.(*echoRunner)
+	r.afterStep = func(b *model.Batch) {
+		select {
+		case <-gate.open:
+			return
+		default:
+		}
+		// afterStep runs on the scheduler goroutine: its state is ours to
+		// read here. The gate keeps the restore from completing.
+		s3 := e.sched.byID[3]
+		if s3 == nil || s3.restoring == nil {
+			return
+		}
+		stepsHeld++
+		if s3.restoreTable.Len() != 0 || s3.table != nil {
+			violations = append(violations, "restored pages in the table before the copy completed")
+		}
+		for _, s := range b.Seqs {
+			if s.Table.Request() == 3 {
+				violations = append(violations, "the restoring request stepped")
+			}
+		}
+		// Request 2 decodes one more token in the page it has; then it
+		// needs a page, which the restore has taken.
+		gate.release()
+	}
+	tr := newTrio()
+	res := tr.run(t, e)
+	gate.release()
+	for i, rs := range res {
+		require.NoError(t, rs.Err, "request %d", i)
+		require.Equal(t, echoOracle(tr.prompts[i], tr.max[i], 32, false), rs.Tokens, "request %d", i)
+	}
+	require.NotEmpty(t, gate.heldRefs(), "a restore copy went through the gate")
+	require.Equal(t, 1, stepsHeld, "the scheduler stepped another request while the restore was held")
+	require.Empty(t, violations)
+	s := e.Stats()
+	require.Equal(t, s.SwapOuts, s.SwapIns)
+	require.Zero(t, s.BookkeepingErrors)
+	waitPoolIdle(t, e)
+	requireNoLeaks(t, e)
+}
