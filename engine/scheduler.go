@@ -31,6 +31,14 @@ import (
 //     grow, and since New checked that one MaxContext request fits the whole
 //     pool, every admitted request can finish: no deadlock or livelock when
 //     the queue needs more than the pool.
+//   - Host-tier copies never block a step. A swap-out or spill starts its
+//     copies and the pages come back when they complete (the copy leases
+//     hold them until then, invariant 5); a swap-in's pages enter the table
+//     once uploaded and verified. Meanwhile the sequence that needs the
+//     pages waits (findRoom's roomPending: no further eviction or
+//     preemption), the others keep stepping, and a completed copy wakes the
+//     loop (Pool.OnCopyDone). After a step in which a running sequence
+//     starved, no new swap-in starts, so freed pages go to it first.
 //   - Checks: every table is validated before each step (ownership,
 //     tenant, generation, written counts) and, with KVChecksum=step, its
 //     sealed pages re-hashed; handoffs (prefill to decode, restore, prefix
