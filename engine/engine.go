@@ -107,6 +107,9 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 			e.eos = append(e.eos, id)
 		}
 	}
+	// A completed host-tier copy may let a waiting step proceed: the
+	// scheduler polls the copy (it never waits on one) when woken.
+	e.pool.OnCopyDone(e.signal)
 	e.sched = newScheduler(e)
 	go e.sched.loop()
 	return e, nil

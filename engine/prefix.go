@@ -76,7 +76,26 @@ type prefixCache struct {
 	entries map[prefixKey]*list.Element
 	lru     *list.List // device-resident; front = most recently used; values are *prefixEntry
 	hostLRU *list.List // host-resident; front = most recently spilled or touched
+	// inflight are the spills whose copy has not completed yet: their
+	// pages come back when it does (poll), never waited for.
+	inflight []spillCopy
 }
+
+type spillCopy struct {
+	ent *prefixEntry
+	hp  *kvcache.HostPage
+}
+
+// errSpillInFlight is attach's answer when the prefix runs into an entry
+// whose spill copy is still in flight: the request waits a step and tries
+// again rather than the scheduler waiting on the copy.
+var errSpillInFlight = errors.New("engine: prefix page still being copied to the host tier")
+
+// maxPrefixWaits bounds the steps one request waits, in a row, for spill
+// copies on the way to its prefix; past it the rest of the prefix is
+// computed, so a pool too small to hold the whole prefix cannot cycle
+// between spilling and restoring it.
+const maxPrefixWaits = 16
 
 // prefixStore is what the scheduler asks of the prefix cache. The cache
 // itself (prefixCache) and the disabled cache (noPrefixCache) implement it,
@@ -87,8 +106,12 @@ type prefixStore interface {
 	attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error)
 	// offer registers the full pages s has written since the last offer.
 	offer(s *seq)
-	// evict frees one page the cache alone holds and reports whether it did.
-	evict() bool
+	// evict frees one page the cache alone holds, or starts a spill that
+	// will, and says which (roomFreed, roomPending) or that it cannot.
+	evict() room
+	// spilling finishes the spills whose copies completed and reports
+	// whether any is still in flight.
+	spilling() bool
 	// dropHostFor gives host-tier room back for a swap-out.
 	dropHostFor(need int64) bool
 	len() int
@@ -103,7 +126,8 @@ type noPrefixCache struct{}
 
 func (noPrefixCache) attach(*seq, *kvcache.PageTable, int) (int, error) { return 0, nil }
 func (noPrefixCache) offer(*seq)                                        {}
-func (noPrefixCache) evict() bool                                       { return false }
+func (noPrefixCache) evict() room                                       { return roomNone }
+func (noPrefixCache) spilling() bool                                    { return false }
 func (noPrefixCache) dropHostFor(int64) bool                            { return false }
 func (noPrefixCache) len() int                                          { return 0 }
 func (noPrefixCache) hostLen() int                                      { return 0 }
@@ -191,9 +215,23 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 			break
 		}
 		fromHost := ent.host != nil
+		if fromHost && !ent.host.Ready() {
+			if s.prefixWaits < maxPrefixWaits {
+				s.hostHitsWaiting += hostHits
+				return 0, errSpillInFlight
+			}
+			break // waited long enough: compute the rest
+		}
 		if fromHost {
 			var err error
-			if el, err = c.restore(s, el, keepFree); err != nil {
+			el, err = c.restore(s, el, keepFree)
+			if errors.Is(err, errSpillInFlight) && s.prefixWaits >= maxPrefixWaits {
+				break
+			}
+			if err != nil {
+				if errors.Is(err, errSpillInFlight) {
+					s.hostHitsWaiting += hostHits
+				}
 				return 0, err
 			}
 			if el == nil {
@@ -216,7 +254,11 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 	for i := len(chain) - 1; i >= 0; i-- {
 		c.lru.MoveToFront(chain[i])
 	}
-	c.met.prefixLookup(len(chain), hostHits, len(chain) < maxPages)
+	// Pages restored before a wait for a spill copy (errSpillInFlight) are
+	// device hits now, but host hits of this lookup.
+	hostHits += s.hostHitsWaiting
+	s.hostHitsWaiting = 0
+	c.met.prefixLookup(len(chain), min(hostHits, len(chain)), len(chain) < maxPages)
 	s.offered, s.prefixTail = len(chain), parent
 	return len(chain) * c.ps, nil
 }
@@ -263,6 +305,9 @@ func (c *prefixCache) restore(s *seq, el *list.Element, keepFree int) (*list.Ele
 	}
 	switch {
 	case err == nil:
+	case errors.Is(err, errPagesPending):
+		putBack() // a spill frees a page when its copy completes
+		return nil, errSpillInFlight
 	case errors.Is(err, kvcache.ErrNoPages):
 		putBack()
 		return nil, nil
@@ -323,10 +368,13 @@ func (c *prefixCache) offer(s *seq) {
 }
 
 // evict frees the page of the least recently used device entry that only
-// the cache holds and reports whether it found one. With a host tier the
-// entry is spilled there (see spill) and stays in the index; else it is
-// dropped. Entries on quarantined pages are dropped on the way.
-func (c *prefixCache) evict() bool {
+// the cache holds. With a host tier the entry is spilled there (see
+// spillEntry) and stays in the index, and its page frees when the copy
+// completes (roomPending); else it is dropped (roomFreed). Entries on
+// quarantined pages are dropped on the way. While a spill is in flight and
+// nothing else can go, it answers roomPending: pages are on their way.
+func (c *prefixCache) evict() room {
+	c.poll()
 	for el := c.lru.Back(); el != nil; {
 		prev := el.Prev()
 		ent := el.Value.(*prefixEntry)
@@ -338,25 +386,35 @@ func (c *prefixCache) evict() bool {
 			info.Leases[kvcache.LeaseStep] == 0 && info.Leases[kvcache.LeaseCopy] == 0:
 			if !c.spill {
 				c.remove(el)
-				return true
+				return roomFreed
 			}
-			if c.spillEntry(el) {
-				return true
+			if r := c.spillEntry(el); r != roomNone {
+				return r
 			}
 		}
 		el = prev
 	}
-	return false
+	if len(c.inflight) > 0 {
+		return roomPending
+	}
+	return roomNone
 }
 
-// spillEntry copies the device entry el to the host tier, making room
-// there by dropping host entries LRU, and then drops the cache's lease so
-// the page frees. It waits for the copy (a page on the CPU; the copy lease
-// would keep the page anyway), so the page is free when it returns true.
-// If the copy cannot be made (host tier full of swapped sequences, a failed
-// copy) the entry is dropped instead; if the page fails its sealed checksum
-// as it is copied, the pool quarantines it and spillEntry returns false.
-func (c *prefixCache) spillEntry(el *list.Element) bool {
+// spilling finishes completed spills and reports whether any is in flight.
+func (c *prefixCache) spilling() bool {
+	c.poll()
+	return len(c.inflight) > 0
+}
+
+// spillEntry starts copying the device entry el to the host tier, making
+// room there by dropping host entries LRU, and drops the cache's lease at
+// once: the copy lease keeps the page, unreadable by anyone else and out of
+// circulation, until the copy completes (invariant 5), and then it frees.
+// The entry is host-resident from now on, but no restore uses it before
+// its copy completed (attach waits); poll drops it if the copy failed.
+// If the copy cannot be started (host tier full of swapped sequences) the
+// entry is dropped instead and the page freed now (roomFreed).
+func (c *prefixCache) spillEntry(el *list.Element) room {
 	ent := el.Value.(*prefixEntry)
 	c.lru.Remove(el)
 	delete(c.entries, ent.key)
@@ -369,24 +427,51 @@ func (c *prefixCache) spillEntry(el *list.Element) bool {
 		}
 		break
 	}
-	if err == nil {
-		err = hp.Wait()
-	}
 	c.drop(ent)
-	c.met.prefixEvict(err == nil)
 	if err != nil {
-		if hp != nil {
-			hp.Discard()
-		}
+		c.met.prefixEvict(false)
 		if errors.Is(err, kvcache.ErrIsolation) {
-			c.log.Error("engine: cached prefix page failed its checksum on spill; quarantined", "page", ent.ref, "tenant", ent.key.tenant, "err", err)
-			return false
+			c.log.Error("engine: cached prefix page could not be spilled", "page", ent.ref, "tenant", ent.key.tenant, "err", err)
+			return roomNone
 		}
-		return true
+		return roomFreed
 	}
 	ent.host, ent.ref = hp, kvcache.PageRef{}
 	c.entries[ent.key] = c.hostLRU.PushFront(ent)
-	return true
+	c.inflight = append(c.inflight, spillCopy{ent, hp})
+	return roomPending
+}
+
+// poll finishes every spill whose copy has completed, without waiting for
+// any. A failed copy is dropped from the index; if the page failed its
+// sealed checksum as it was copied, the pool has quarantined it.
+func (c *prefixCache) poll() {
+	keep := c.inflight[:0]
+	for _, sp := range c.inflight {
+		if !sp.hp.Ready() {
+			keep = append(keep, sp)
+			continue
+		}
+		err := sp.hp.Err()
+		c.met.prefixEvict(err == nil)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, kvcache.ErrIsolation) {
+			c.log.Error("engine: cached prefix page failed its checksum on spill; quarantined", "tenant", sp.ent.key.tenant, "err", err)
+		}
+		// Only an entry still in the index is dropped here. One that is out
+		// of it is either dropped already or being restored (attach), and
+		// the restore meets the copy's error and drops it.
+		if el, ok := c.entries[sp.ent.key]; ok && el.Value == sp.ent && sp.ent.host == sp.hp {
+			delete(c.entries, sp.ent.key)
+			c.hostLRU.Remove(el)
+			sp.hp.Discard()
+			sp.ent.host = nil
+		}
+	}
+	clear(c.inflight[len(keep):])
+	c.inflight = keep
 }
 
 // dropHost drops the least recently used host entry, if there is one.
@@ -457,4 +542,5 @@ func (c *prefixCache) clear() {
 	for el := c.hostLRU.Back(); el != nil; el = c.hostLRU.Back() {
 		c.remove(el)
 	}
+	c.inflight = nil // their copies were discarded above
 }

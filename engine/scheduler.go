@@ -31,6 +31,14 @@ import (
 //     grow, and since New checked that one MaxContext request fits the whole
 //     pool, every admitted request can finish: no deadlock or livelock when
 //     the queue needs more than the pool.
+//   - Host-tier copies never block a step. A swap-out or spill starts its
+//     copies and the pages come back when they complete (the copy leases
+//     hold them until then, invariant 5); a swap-in's pages enter the table
+//     once uploaded and verified. Meanwhile the sequence that needs the
+//     pages waits (findRoom's roomPending: no further eviction or
+//     preemption), the others keep stepping, and a completed copy wakes the
+//     loop (Pool.OnCopyDone). After a step in which a running sequence
+//     starved, no new swap-in starts, so freed pages go to it first.
 //   - Checks: every table is validated before each step (ownership,
 //     tenant, generation, written counts) and, with KVChecksum=step, its
 //     sealed pages re-hashed; handoffs (prefill to decode, restore, prefix
@@ -54,6 +62,11 @@ type scheduler struct {
 	order  []*seq
 
 	stalled int // consecutive steps without progress while work is pending
+	// starved is set when a running sequence could not grow for lack of
+	// pages: the next step restores no swapped sequence, so the pages a
+	// swap-out frees go to the sequence that preempted it rather than
+	// straight back to the one swapped out (which would swap again).
+	starved bool
 }
 
 func newScheduler(e *Engine) *scheduler {
@@ -97,8 +110,11 @@ func (sc *scheduler) loop() {
 			continue
 		}
 		// Work is pending but nothing could run: pages are on their way back
-		// (deferred release) or allocation failed. Poll.
-		sc.stalled++
+		// (deferred release, host-tier copies in flight; a completed copy
+		// wakes the loop) or allocation failed. Poll.
+		if !sc.copiesInFlight() && !sc.restoresInFlight() {
+			sc.stalled++
+		}
 		if sc.stalled > stallLimit {
 			sc.unstick()
 			sc.stalled = 0
@@ -248,6 +264,22 @@ func (sc *scheduler) dropPages(s *seq) {
 		s.swapped.Discard()
 		s.swapped = nil
 	}
+	if s.restoring != nil {
+		// The pages are in no table yet; they are released when their
+		// copies complete (at once if they have). Cancel never waits.
+		s.restoring.Cancel()
+		sc.release(s.id, s.restoreTable)
+		s.restoring, s.restoreTable = nil, nil
+	}
+	if s.swapping != nil {
+		// In flight or not: the copies' pages stay leased, and out of
+		// circulation, until each copy completes; Cancel never waits.
+		if err := s.swapping.Cancel(); err != nil {
+			sc.e.met.bookkeepingError()
+			sc.e.log.Error("engine: cancelling a swap-out", "request", s.id, "err", err)
+		}
+		s.swapping = nil
+	}
 }
 
 // release gives t's pages back. An error is a bookkeeping violation (the
@@ -295,7 +327,12 @@ func (sc *scheduler) step() bool {
 		sc.order = append(sc.order, s)
 		budget -= n
 	}
-	restored := sc.restore()
+	// Completed host-tier copies first: spills whose copy failed leave the
+	// cache, finished swap-outs give their pages back.
+	sc.prefix.spilling()
+	restored := sc.pollSwaps()
+	restored = sc.restore(!sc.starved) || restored
+	sc.starved = false
 
 	// Decode first: one token per decoding sequence, oldest first.
 	for i := 0; i < len(sc.run) && budget > 0; i++ {
@@ -343,6 +380,19 @@ func (sc *scheduler) step() bool {
 	return true
 }
 
+// room is what one way of freeing pages achieved.
+type room uint8
+
+const (
+	roomNone    room = iota // nothing to free
+	roomFreed               // pages are free now: try again
+	roomPending             // pages are on their way back (a host-tier copy in flight)
+)
+
+// errPagesPending marks findRoom's ErrNoPages when pages are on their way
+// back from host-tier copies.
+var errPagesPending = errors.New("pages are on their way back from host-tier copies")
+
 // findRoom is the one way pages are found for a sequence: it runs grab
 // until grab stops failing for lack of pages, and between tries frees
 // pages in one order:
@@ -352,20 +402,30 @@ func (sc *scheduler) step() bool {
 //     than the one asking, and not in the step being built, is preempted
 //     (preempt reports whether it found one).
 //
+// A spill or swap-out frees its pages only when its copy completes, which
+// the scheduler never waits for: when pages are on their way (roomPending)
+// findRoom stops, and the sequence asking waits for a later step instead of
+// evicting or preempting more than it needs.
+//
 // It returns grab's last error: nil, an error wrapping ErrNoPages when
-// nothing more can be freed, or a hard error at once.
-func findRoom(grab func() error, evict func() bool, preempt func() bool) error {
+// nothing more can be freed now, or a hard error at once.
+func findRoom(grab func() error, evict func() room, preempt func() room) error {
 	for {
 		err := grab()
 		if !errors.Is(err, kvcache.ErrNoPages) {
 			return err
 		}
-		if evict() {
+		r := evict()
+		if r == roomNone && preempt != nil {
+			r = preempt()
+		}
+		switch r {
+		case roomFreed:
 			continue
+		case roomPending:
+			return fmt.Errorf("%w (%w)", err, errPagesPending)
 		}
-		if preempt == nil || !preempt() {
-			return err
-		}
+		return err
 	}
 }
 
@@ -373,17 +433,21 @@ func findRoom(grab func() error, evict func() bool, preempt func() bool) error {
 // preempting as findRoom does. It reports whether s can run this step;
 // on a hard error s fails.
 func (sc *scheduler) grow(s *seq, tokens int) bool {
-	err := findRoom(func() error { return s.table.Reserve(tokens) }, sc.prefix.evict, func() bool {
-		v := sc.victim(s)
-		if v != nil {
-			sc.preempt(v)
+	err := findRoom(func() error { return s.table.Reserve(tokens) }, sc.prefix.evict, func() room {
+		if sc.copiesInFlight() {
+			return roomPending // a swap-out's pages are coming: preempt no more
 		}
-		return v != nil
+		v := sc.victim(s)
+		if v == nil {
+			return roomNone
+		}
+		return sc.preempt(v)
 	})
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, kvcache.ErrNoPages):
+		sc.starved = true
 		sc.checkServable(s)
 	default:
 		sc.fail(s, fmt.Errorf("engine: reserving KV pages: %w", err))
@@ -421,44 +485,114 @@ func (sc *scheduler) victim(s *seq) *seq {
 }
 
 // preempt takes v's pages away: to the host tier when configured (swap),
-// else released for recompute.
-func (sc *scheduler) preempt(v *seq) {
+// else released for recompute. A swap-out only starts the copies
+// (roomPending): v waits in the queue as swapped, its pages held by the
+// swap until pollSwaps finds every copy complete and verified.
+func (sc *scheduler) preempt(v *seq) room {
 	e := sc.e
 	sc.run = remove(sc.run, v)
 	e.met.preempt()
 	if e.cfg.HostTierBytes > 0 && v.fed > 0 && v.runnable() {
-		sw, err := sc.pool.SwapOut(v.table)
+		ps, err := sc.pool.SwapOutAsync(v.table)
 		if errors.Is(err, kvcache.ErrHostTierFull) {
 			// Preemption wins over prefix spill: spilled prefix pages give
 			// their host room back, LRU, and the swap is tried again.
 			pages := (v.table.Written() + sc.ps - 1) / sc.ps
 			if sc.prefix.dropHostFor(int64(pages) * sc.pool.Geometry().PageBytes()) {
-				sw, err = sc.pool.SwapOut(v.table)
+				ps, err = sc.pool.SwapOutAsync(v.table)
 			}
 		}
 		if err == nil {
-			v.table, v.swapped = nil, sw
+			v.table, v.swapping = nil, ps
 			e.met.swapOut()
 			sc.enqueue(v)
 			sc.setState(v, StateSwapped)
-			return
+			return roomPending
 		}
-		if errors.Is(err, kvcache.ErrIsolation) {
-			// A page of v failed its checksum as it was copied out; the pool
-			// quarantined it. With KVChecksum=step every read of v was
-			// verified first, so v has not read the bad slots: recompute.
-			// Otherwise its tokens may already reflect them: fail.
-			if sc.recomputeOrFail(v, fmt.Errorf("engine: swap out: %w", err), e.cfg.KVChecksum == ChecksumStep); !v.runnable() {
-				sc.enqueue(v) // reaped at the boundary
-			}
-			return
+		if sc.swapFailed(v, err) {
+			return roomFreed
 		}
-		e.met.swapFail()
-		e.log.Warn("engine: swap out failed, falling back to recompute", "request", v.id, "err", err)
 	}
 	sc.forget(v)
 	sc.enqueue(v)
 	sc.setState(v, StateWaiting)
+	return roomFreed
+}
+
+// swapFailed handles a swap-out of v that failed. It reports whether it
+// dealt with v (an isolation failure); else v is to be recomputed.
+func (sc *scheduler) swapFailed(v *seq, err error) bool {
+	e := sc.e
+	if errors.Is(err, kvcache.ErrIsolation) {
+		// A page of v failed its checksum as it was copied out; the pool
+		// quarantined it. With KVChecksum=step every read of v was
+		// verified first, so v has not read the bad slots: recompute.
+		// Otherwise its tokens may already reflect them: fail.
+		if sc.recomputeOrFail(v, fmt.Errorf("engine: swap out: %w", err), e.cfg.KVChecksum == ChecksumStep); !v.runnable() {
+			sc.queue = remove(sc.queue, v)
+			sc.enqueue(v) // reaped at the boundary
+		}
+		return true
+	}
+	e.met.swapFail()
+	e.log.Warn("engine: swap out failed, falling back to recompute", "request", v.id, "err", err)
+	return false
+}
+
+// copiesInFlight reports whether a swap-out or a prefix spill is still
+// copying: pages are on their way back to the free list.
+func (sc *scheduler) copiesInFlight() bool {
+	if sc.prefix.spilling() {
+		return true
+	}
+	for _, s := range sc.queue {
+		if s.swapping != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// restoresInFlight reports whether a swap-in is still copying.
+func (sc *scheduler) restoresInFlight() bool {
+	for _, s := range sc.queue {
+		if s.restoring != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// pollSwaps finishes every swap-out whose copies have all completed,
+// without waiting for any: the swapped sequence now holds its host copies
+// and its device pages free; a failed swap-out recomputes (or fails) the
+// sequence. It reports whether pages came back.
+func (sc *scheduler) pollSwaps() bool {
+	did := false
+	for _, s := range slices.Clone(sc.queue) {
+		ps := s.swapping
+		if ps == nil || !ps.Ready() {
+			continue
+		}
+		did = true
+		t := ps.Table()
+		sw, err := ps.Finish()
+		s.swapping = nil
+		if err == nil {
+			s.swapped = sw
+			continue
+		}
+		if !errors.Is(err, kvcache.ErrDoubleRelease) {
+			// The copies failed and the table came back: s holds it again
+			// until it is recomputed or fails.
+			s.table = t
+		}
+		if !sc.swapFailed(s, err) {
+			sc.forget(s)
+			sc.setState(s, StateWaiting)
+		}
+	}
+	return did
 }
 
 // forget drops every K/V s holds, on the device or the host tier, so that
@@ -470,8 +604,13 @@ func (sc *scheduler) forget(s *seq) {
 }
 
 // restore brings swapped sequences at the head of the queue back, oldest
-// first, while pages and running slots allow. It never preempts.
-func (sc *scheduler) restore() bool {
+// first, while pages and running slots allow. It never preempts, and never
+// waits on a copy: a swap-in allocates its pages and hands the upload and
+// its verification to a copy worker (SwapInAsync); a later step, once the
+// copies completed, puts the pages into the sequence's table (Finish).
+// Until then the sequence stays at the head of the queue (FCFS). With
+// start false it only finishes swap-ins already in flight (see starved).
+func (sc *scheduler) restore(start bool) bool {
 	did := false
 	for len(sc.queue) > 0 && len(sc.run) < sc.e.cfg.MaxSeqs {
 		s := sc.queue[0]
@@ -479,36 +618,42 @@ func (sc *scheduler) restore() bool {
 			sc.end(s)
 			continue
 		}
-		if s.state != StateSwapped {
+		if s.state != StateSwapped || s.swapping != nil {
+			return did // waiting, or its swap-out is still copying: FCFS, wait
+		}
+		if s.restoring == nil && !start {
 			return did
 		}
-		t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
-		err := findRoom(func() error { return sc.pool.SwapIn(s.swapped, t) }, sc.prefix.evict, nil)
-		if err != nil {
-			sc.release(s.id, t) // empty: lets go of its tenant
+		if s.restoring == nil {
+			t := sc.pool.NewTable(kvcache.RequestID(s.id), kvcache.Tenant(s.tenant))
+			var pr *kvcache.PendingRestore
+			err := findRoom(func() error {
+				var err error
+				pr, err = sc.pool.SwapInAsync(s.swapped, t)
+				return err
+			}, sc.prefix.evict, nil)
+			if err != nil {
+				sc.release(s.id, t) // empty: lets go of its tenant
+				if sc.restoreFailed(s, err) {
+					continue
+				}
+				return did
+			}
+			s.restoring, s.restoreTable = pr, t
+			did = true
 		}
-		switch {
-		case err == nil:
-		case errors.Is(err, kvcache.ErrNoPages):
-			if sc.checkServable(s); !s.runnable() {
-				sc.end(s)
+		if !s.restoring.Ready() {
+			return did // a completed copy wakes the loop
+		}
+		t := s.restoreTable
+		err := s.restoring.Finish()
+		s.restoring, s.restoreTable = nil, nil
+		if err != nil {
+			sc.release(s.id, t)
+			if sc.restoreFailed(s, err) {
 				continue
 			}
 			return did
-		case errors.Is(err, kvcache.ErrIsolation):
-			// The host copy failed its checksum on the device, before s
-			// read it: the page is quarantined, the copy dropped, and s
-			// recomputes (or fails past maxRecomputes).
-			if sc.recomputeOrFail(s, fmt.Errorf("engine: restore from host tier: %w", err), true); !s.runnable() {
-				sc.end(s)
-			}
-			continue
-		default:
-			// The host copy is unusable (e.g. a failed copy); recompute.
-			sc.e.log.Warn("engine: restore failed, recomputing", "request", s.id, "err", err)
-			sc.forget(s)
-			sc.setState(s, StateWaiting)
-			continue
 		}
 		s.swapped = nil
 		s.table = t
@@ -530,6 +675,34 @@ func (sc *scheduler) restore() bool {
 	return did
 }
 
+// restoreFailed handles a swap-in of the queue head s that failed, and
+// reports whether restore may go on to the next queue head (false: s waits
+// for pages).
+func (sc *scheduler) restoreFailed(s *seq, err error) bool {
+	switch {
+	case errors.Is(err, kvcache.ErrNoPages):
+		if sc.checkServable(s); !s.runnable() {
+			sc.end(s)
+			return true
+		}
+		return false
+	case errors.Is(err, kvcache.ErrIsolation):
+		// The host copy failed its checksum on the device, before s
+		// read it: the page is quarantined, the copy dropped, and s
+		// recomputes (or fails past maxRecomputes).
+		if sc.recomputeOrFail(s, fmt.Errorf("engine: restore from host tier: %w", err), true); !s.runnable() {
+			sc.end(s)
+		}
+		return true
+	default:
+		// The host copy is unusable (e.g. a failed copy); recompute.
+		sc.e.log.Warn("engine: restore failed, recomputing", "request", s.id, "err", err)
+		sc.forget(s)
+		sc.setState(s, StateWaiting)
+		return true
+	}
+}
+
 // place moves the queue head s (waiting: new or to be recomputed) into
 // running with the first chunk of its prefill: prefix-cache pages first,
 // then fresh pages for up to budget tokens. It never preempts: a newcomer
@@ -545,6 +718,15 @@ func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 		head = max(1, sc.pool.Pages()/100)
 	}
 	cached, err := sc.prefix.attach(s, t, head)
+	if errors.Is(err, errSpillInFlight) {
+		// Its prefix, or the page to restore it into, is on its way back
+		// from a host-tier copy: FCFS, s waits a step (bounded, see
+		// maxPrefixWaits) rather than the scheduler waiting on the copy.
+		s.prefixWaits++
+		sc.release(s.id, t)
+		return 0, false
+	}
+	s.prefixWaits = 0
 	if err == nil && cached > 0 {
 		err = sc.handoff(s, t, t.Written())
 	}

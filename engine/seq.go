@@ -28,6 +28,14 @@ type seq struct {
 	table  *kvcache.PageTable
 	// swapped holds the K/V while preempted to the host tier.
 	swapped *kvcache.Swapped
+	// swapping is the swap-out in flight: it holds the device pages (each
+	// under a copy lease) until every copy has completed; the scheduler
+	// finishes it (pollSwaps) on a later step, and only then is swapped set.
+	swapping *kvcache.PendingSwap
+	// restoring is the swap-in in flight, into restoreTable, which gets
+	// the pages only once every copy completed and was verified.
+	restoring    *kvcache.PendingRestore
+	restoreTable *kvcache.PageTable
 
 	abortErr error  // abort requested (the cause): set once, takes effect at a step boundary
 	err      error  // failed
@@ -50,6 +58,10 @@ type seq struct {
 	// exactly s's tokens (nil before the first page; brokenChain once a
 	// page could not be cached): the parent of the next page offered.
 	prefixTail *prefixEntry
+	// prefixWaits counts the steps in a row s waited to be placed for a
+	// spill copy on the way to its prefix (maxPrefixWaits).
+	prefixWaits     int
+	hostHitsWaiting int // host hits of the attempts that waited
 
 	firstSched, firstTok, lastTok time.Time
 }

@@ -226,3 +226,48 @@ func BenchmarkOffloadRestore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSwapOutStall is how long the caller (the engine's scheduler
+// goroutine) is held by a swap-out of a 1024-token sequence: the
+// synchronous SwapOut until every copy is done, against SwapOutAsync, which
+// only takes the leases and queues the copies (their completion, Finish and
+// the SwapIn that frees the host copies are outside the timer).
+func BenchmarkSwapOutStall(b *testing.B) {
+	g := Geometry{PageSize: 16, Layers: 8, KVHeads: 8, HeadDim: 64, DType: device.F32} // 256 KiB pages
+	const tokens = 1024
+	for _, mode := range []string{"sync", "async"} {
+		b.Run(mode, func(b *testing.B) {
+			p := benchPool(b, g, 2*tokens/g.PageSize, func(c *Config) {
+				c.HostTierBytes = 2 * tokens / 16 * g.PageBytes()
+			})
+			req := RequestID(1)
+			t := p.NewTable(req, "a")
+			require.NoError(b, fillSequence(p, t, tokens, kvData[0].fn))
+			b.ResetTimer()
+			for range b.N {
+				var s *Swapped
+				var err error
+				if mode == "sync" {
+					s, err = p.SwapOut(t)
+					b.StopTimer()
+				} else {
+					var ps *PendingSwap
+					ps, err = p.SwapOutAsync(t)
+					b.StopTimer()
+					if err == nil {
+						<-ps.Done()
+						s, err = ps.Finish()
+					}
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				t = p.NewTable(req, "a")
+				if err := p.SwapIn(s, t); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

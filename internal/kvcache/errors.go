@@ -26,6 +26,8 @@ var (
 	ErrCopy          = errors.New("kvcache: copy failed")
 	ErrConfig        = errors.New("kvcache: invalid configuration")
 	ErrNoLease       = errors.New("kvcache: lease not held")
+	ErrInFlight      = errors.New("kvcache: host-tier copy still in flight")
+	ErrSwapping      = errors.New("kvcache: page table is being swapped out")
 )
 
 // errBadCopy marks a host copy that failed its checksum in host memory: the

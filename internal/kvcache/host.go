@@ -72,6 +72,7 @@ type hostEntry struct {
 	gone       bool  // discarded, under p.mu
 	err        error
 	done       chan struct{}
+	swap       *PendingSwap // the swap-out this copy is part of, if any
 }
 
 // copyJob is one offload. ref carries the generation, so the completion
@@ -138,6 +139,9 @@ func (h *hostTier) worker() {
 // slots it reads are written and therefore immutable.
 func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	if f := p.cfg.Faults; f != nil {
+		if f.HoldCopy != nil {
+			f.HoldCopy(j.ref)
+		}
 		if f.CopyDelay != nil {
 			if d := f.CopyDelay(j.ref); d > 0 {
 				time.Sleep(d)
@@ -190,7 +194,13 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 // longer matches: such a result belongs to an allocation that is over.
 func (p *Pool) complete(j *copyJob, data []byte, err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	notify := p.onCopy
+	defer func() {
+		p.mu.Unlock()
+		if notify != nil {
+			notify()
+		}
+	}()
 	h, e := p.host, j.e
 	m := &p.pages[j.ref.Index]
 	if m.gen != j.ref.Gen {
@@ -223,6 +233,21 @@ func (p *Pool) complete(j *copyJob, data []byte, err error) {
 		p.st.stored += int64(len(data))
 	}
 	close(e.done)
+	if ps := e.swap; ps != nil {
+		if ps.left--; ps.left == 0 {
+			close(ps.done)
+		}
+	}
+}
+
+// OnCopyDone registers f, called on a copy worker after each host-tier
+// copy completes (an offload, a swap-out page). It must not block: the
+// engine uses it to wake its scheduler, which then polls PendingSwap.Ready
+// and HostPage.Ready instead of waiting on a copy.
+func (p *Pool) OnCopyDone(f func()) {
+	p.mu.Lock()
+	p.onCopy = f
+	p.mu.Unlock()
 }
 
 func (h *hostTier) uncharge(e *hostEntry) {
@@ -402,6 +427,25 @@ func (h *HostPage) Wait() error {
 	return h.e.err
 }
 
+// Ready reports, without blocking, whether the copy has completed (Err
+// then says how).
+func (h *HostPage) Ready() bool {
+	select {
+	case <-h.e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is the copy's error once Ready; ErrInFlight before.
+func (h *HostPage) Err() error {
+	if !h.Ready() {
+		return ErrInFlight
+	}
+	return h.e.err
+}
+
 // Discard frees the host copy (after the copy completes, if it is in flight).
 func (h *HostPage) Discard() { h.p.discard(h.e) }
 
@@ -420,9 +464,11 @@ func (p *Pool) discard(e *hostEntry) {
 // Restore copies an offloaded page back into a fresh page appended to t
 // (at a page boundary of a fully written table of the same tenant),
 // verifying its checksum on the device before t can read it. With no free
-// page it returns ErrNoPages and allocates nothing.
+// page it returns ErrNoPages and allocates nothing. It never waits for the
+// offload: while the copy is in flight it returns ErrInFlight, allocating
+// nothing, and the caller tries again later (HostPage.Ready).
 func (p *Pool) Restore(h *HostPage, t *PageTable) (PageRef, error) {
-	if err := h.Wait(); err != nil {
+	if err := h.Err(); err != nil {
 		return PageRef{}, err
 	}
 	if err := t.usable("restore"); err != nil {
@@ -447,59 +493,87 @@ func (p *Pool) Restore(h *HostPage, t *PageTable) (PageRef, error) {
 // entries into them and verifies them. On failure every page is released,
 // or quarantined if its content failed the checksum.
 func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRef, error) {
+	refs, err := p.startRestore(t, es, nil)
+	if err != nil {
+		return nil, err
+	}
+	bad, err := p.copyIn(es, refs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.completeRestoreLocked(t.req, es, refs, written, bad, err, false)
+	if err != nil {
+		return nil, err
+	}
+	return refs, nil
+}
+
+// startRestore checks the entries and allocates their pages for t, all or
+// none, each under a copy lease; nobody can read them (they are in no
+// table) until completeRestoreLocked. started, if set, runs under the same
+// lock once the pages are allocated.
+func (p *Pool) startRestore(t *PageTable, es []*hostEntry, started func()) ([]PageRef, error) {
 	if f := p.cfg.Faults; f != nil && f.FailAlloc != nil && f.FailAlloc() {
 		return nil, fmt.Errorf("%w: restore for request %d: injected allocation failure", ErrNoPages, t.req)
 	}
-	ps := p.geo.PageSize
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
-		p.mu.Unlock()
 		return nil, ErrClosed
 	}
 	for _, e := range es {
 		switch {
 		case e.gone || !e.finished || e.err != nil:
-			p.mu.Unlock()
 			return nil, fmt.Errorf("kvcache: restore for request %d: host copy discarded or not complete", t.req)
 		case e.tid != t.tid:
 			p.isolationLocked("cross-tenant restore", t.req, 0, 0)
 			// The other tenant goes to the log (isolationLocked), never
 			// into an error a request is given.
-			err := fmt.Errorf("%w: %w: restore into request %d of tenant %q: the host page belongs to another tenant",
+			return nil, fmt.Errorf("%w: %w: restore into request %d of tenant %q: the host page belongs to another tenant",
 				ErrIsolation, ErrForeignPage, t.req, t.tenant)
-			p.mu.Unlock()
-			return nil, err
 		}
 	}
 	if len(p.free) < len(es) {
-		err := fmt.Errorf("%w: restore for request %d needs %d pages, %d of %d free",
+		return nil, fmt.Errorf("%w: restore for request %d needs %d pages, %d of %d free",
 			ErrNoPages, t.req, len(es), len(p.free), len(p.pages))
-		p.mu.Unlock()
-		return nil, err
 	}
 	refs := make([]PageRef, len(es))
 	for i := range es {
 		refs[i] = p.allocLocked(t.req, t.tid)
 		p.takeLeaseLocked(refs[i].Index, LeaseCopy)
 	}
-	p.mu.Unlock()
+	if started != nil {
+		started()
+	}
+	return refs, nil
+}
 
-	bad, err := -1, error(nil)
+// copyIn uploads and verifies each entry into its page, without the pool
+// lock: the pages are leased and in no table. It returns the index of the
+// entry that failed, with its error.
+func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) (int, error) {
 	for i, e := range es {
-		if err = p.restoreEntry(e, refs[i].Index); err != nil {
-			bad = i
-			break
+		if f := p.cfg.Faults; f != nil && f.HoldCopy != nil {
+			f.HoldCopy(refs[i])
+		}
+		if err := p.restoreEntry(e, refs[i].Index); err != nil {
+			return i, err
 		}
 	}
+	return -1, nil
+}
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// completeRestoreLocked drops the restore's copy leases. On failure (or
+// when the restore was cancelled) every page is released, the one that
+// failed its checksum quarantined unless the host copy was the bad one;
+// otherwise the pages take the written counts and checksums of their copies.
+func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []PageRef, written, bad int, err error, cancelled bool) {
+	ps := p.geo.PageSize
 	for i, r := range refs {
 		p.dropLeaseLocked(r.Index, LeaseCopy)
 		if err != nil {
 			if i == bad && errors.Is(err, ErrChecksum) {
 				p.st.checksum++
-				p.isolationLocked("restore checksum", t.req, r.Index, r.Gen)
+				p.isolationLocked("restore checksum", req, r.Index, r.Gen)
 				if errors.Is(err, errBadCopy) {
 					p.releaseLocked(r.Index) // never written: the copy was bad
 				} else {
@@ -521,11 +595,147 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 			x.partN, x.partSum = uint16(es[i].partN), es[i].partSum
 		}
 		p.st.restored += int64(es[i].rawLen)
+		if cancelled {
+			p.releaseLocked(r.Index)
+		}
 	}
-	if err != nil {
+}
+
+// PendingRestore is a swap-in in flight (SwapInAsync): the pages are
+// allocated and leased, the copies run on a worker, and the table gets the
+// pages only in Finish, after every page was uploaded and verified on the
+// device.
+type PendingRestore struct {
+	p       *Pool
+	s       *Swapped
+	t       *PageTable
+	refs    []PageRef
+	bad     int
+	err     error // the copy's, set before done closes
+	done    chan struct{}
+	settled bool // completion ran, under p.mu
+	ended   bool // Finish or Cancel ran, under p.mu
+}
+
+// Ready reports, without blocking, whether the restore copies completed.
+func (pr *PendingRestore) Ready() bool {
+	select {
+	case <-pr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Done is closed when the restore copies have completed.
+func (pr *PendingRestore) Done() <-chan struct{} { return pr.done }
+
+// SwapInAsync is SwapIn without waiting for the copies: it checks as SwapIn
+// does, allocates every page or none (ErrNoPages, nothing started, s kept),
+// and uploads and verifies them on a worker. t is held (ErrSwapping on any
+// use) until Finish, once Ready, puts the pages into it, or Cancel.
+func (p *Pool) SwapInAsync(s *Swapped, t *PageTable) (*PendingRestore, error) {
+	if err := p.checkSwapIn(s, t); err != nil {
 		return nil, err
 	}
-	return refs, nil
+	refs, err := p.startRestore(t, s.entries, func() {
+		// The table and the host copies are held from the allocation on.
+		t.swapping, s.restoring = true, true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, err)
+	}
+	pr := &PendingRestore{p: p, s: s, t: t, refs: refs, bad: -1, done: make(chan struct{})}
+	h := p.host
+	h.sendMu.RLock()
+	if h.stopped {
+		h.sendMu.RUnlock()
+		pr.complete(-1, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, ErrClosed))
+		return pr, nil
+	}
+	h.wg.Add(1)
+	h.sendMu.RUnlock()
+	go func() {
+		defer h.wg.Done()
+		pr.complete(p.copyIn(s.entries, refs))
+	}()
+	return pr, nil
+}
+
+func (pr *PendingRestore) complete(bad int, err error) {
+	p := pr.p
+	p.mu.Lock()
+	pr.bad, pr.err = bad, err
+	pr.settled = true
+	p.completeRestoreLocked(pr.t.req, pr.s.entries, pr.refs, pr.s.written, bad, err, pr.ended)
+	pr.s.restoring = false
+	if pr.ended || pr.s.consumed {
+		pr.s.discardLocked() // cancelled or discarded meanwhile
+	}
+	notify := p.onCopy
+	close(pr.done)
+	p.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+}
+
+// Finish puts the restored pages into the table (Ready must be true, else
+// ErrInFlight) and consumes the swapped state. A copy that failed its
+// checksum on the device returns ErrChecksum (its page quarantined, the
+// others released, and the swapped state should be discarded); the table is
+// usable again, and empty.
+func (pr *PendingRestore) Finish() error {
+	t := pr.t
+	if !pr.Ready() {
+		return fmt.Errorf("kvcache: swap in of request %d: %w", t.req, ErrInFlight)
+	}
+	p := pr.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr.ended {
+		return fmt.Errorf("%w: swap in of request %d already finished or cancelled", ErrDoubleRelease, t.req)
+	}
+	pr.ended = true
+	t.swapping = false
+	if pr.err != nil {
+		return fmt.Errorf("kvcache: swap in of request %d: %w", t.req, pr.err)
+	}
+	if t.released {
+		for _, r := range pr.refs {
+			p.releaseLocked(r.Index)
+		}
+		pr.s.discardLocked()
+		return fmt.Errorf("%w: swap in of request %d: table released while restoring", ErrDoubleRelease, t.req)
+	}
+	t.refs = pr.refs
+	t.shared = make([]bool, len(pr.refs))
+	t.written = pr.s.written
+	pr.s.discardLocked()
+	return nil
+}
+
+// Cancel abandons the restore, in flight or not; it never waits. The
+// pages are released when their copies complete (at once if they have),
+// and the swapped state is discarded. Idempotent; a no-op after Finish.
+func (pr *PendingRestore) Cancel() {
+	p := pr.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr.ended {
+		return
+	}
+	pr.ended = true
+	pr.t.swapping = false
+	if !pr.settled {
+		return // complete releases the pages and discards s
+	}
+	if pr.err == nil {
+		for _, r := range pr.refs {
+			p.releaseLocked(r.Index)
+		}
+	}
+	pr.s.discardLocked()
 }
 
 // Swapped is a sequence preempted to the host tier by SwapOut.
@@ -536,6 +746,9 @@ type Swapped struct {
 	written  int
 	entries  []*hostEntry
 	consumed bool
+	// restoring: a SwapInAsync is reading the entries (under p.mu). A
+	// discard meanwhile is left to its completion.
+	restoring bool
 }
 
 // Request is the request the swapped pages belong to.
@@ -555,7 +768,14 @@ func (s *Swapped) Pages() int { return len(s.entries) }
 func (s *Swapped) Discard() {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
+	s.discardLocked()
+}
+
+func (s *Swapped) discardLocked() {
 	s.consumed = true
+	if s.restoring {
+		return // the restore's completion discards (PendingRestore.complete)
+	}
 	for _, e := range s.entries {
 		if !e.gone {
 			e.gone = true
@@ -566,16 +786,53 @@ func (s *Swapped) Discard() {
 	}
 }
 
-// SwapOut copies every written page of t to the host tier, waits for the
-// copies, and then releases t (its device pages go through deferred
-// release). On any failure nothing is released and t stays usable; a page
-// whose sealed checksum no longer matches is quarantined.
-func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
+// PendingSwap is a swap-out in flight (SwapOutAsync). Until Finish or
+// Cancel it holds the table: every page keeps the copy lease its copy took,
+// and the table refuses every read, write and reservation (ErrSwapping), so
+// no page of it is read, written, released or reused before its copy has
+// completed and been verified (invariant 5).
+type PendingSwap struct {
+	p     *Pool
+	t     *PageTable
+	s     *Swapped
+	left  int           // copies not yet complete, under p.mu
+	done  chan struct{} // closed when every copy has completed
+	ended bool          // Finish or Cancel ran, under p.mu
+}
+
+// Request is the request being swapped out.
+func (ps *PendingSwap) Request() RequestID { return ps.s.req }
+
+// Table is the table being swapped out; Finish gives it back usable when a
+// copy failed.
+func (ps *PendingSwap) Table() *PageTable { return ps.t }
+
+// Done is closed when every copy has completed (successfully or not).
+func (ps *PendingSwap) Done() <-chan struct{} { return ps.done }
+
+// Ready reports, without blocking, whether every copy has completed.
+func (ps *PendingSwap) Ready() bool {
+	select {
+	case <-ps.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// SwapOutAsync starts copying every written page of t to the host tier and
+// returns at once: nothing waits for a copy. The host tier is charged for
+// all pages or none (ErrHostTierFull, nothing started). The returned
+// PendingSwap holds t until Finish (once Ready) or Cancel.
+func (p *Pool) SwapOutAsync(t *PageTable) (*PendingSwap, error) {
 	if p.host == nil {
 		return nil, ErrNoHostTier
 	}
 	if err := p.ValidateTable(t); err != nil {
 		return nil, err
+	}
+	if t.swapping {
+		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", t.req, ErrSwapping)
 	}
 	ps := p.geo.PageSize
 	n := (t.written + ps - 1) / ps
@@ -594,45 +851,135 @@ func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
 		p.mu.Unlock()
 		return nil, err
 	}
+	pend := &PendingSwap{p: p, t: t, left: n, done: make(chan struct{}),
+		s: &Swapped{p: p, req: t.req, tenant: t.tenant, written: t.written, entries: make([]*hostEntry, n)}}
 	jobs := make([]*copyJob, n)
 	for i := range n {
 		jobs[i], _ = p.startOffloadLocked(t.refs[i], min(ps, t.written-i*ps), t.req)
+		jobs[i].e.swap = pend
+		pend.s.entries[i] = jobs[i].e
+	}
+	t.swapping = true
+	if n == 0 {
+		close(pend.done)
 	}
 	p.mu.Unlock()
 
 	for _, j := range jobs {
 		p.host.submit(j)
 	}
-	s := &Swapped{p: p, req: t.req, tenant: t.tenant, written: t.written, entries: make([]*hostEntry, n)}
+	return pend, nil
+}
+
+// Finish ends a completed swap-out (Ready must be true, else ErrInFlight).
+// When every copy succeeded it releases the table (its pages free, their
+// copy leases already dropped) and returns the host copies. Otherwise it
+// discards the copies and gives the table back to the caller usable, with
+// nothing released; a page whose sealed checksum no longer matched was
+// quarantined as it was copied.
+func (ps *PendingSwap) Finish() (*Swapped, error) {
+	if !ps.Ready() {
+		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", ps.s.req, ErrInFlight)
+	}
+	p, t := ps.p, ps.t
+	p.mu.Lock()
+	if ps.ended {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: swap out of request %d already finished or cancelled", ErrDoubleRelease, ps.s.req)
+	}
+	ps.ended = true
+	t.swapping = false
 	var errs []error
-	for i, j := range jobs {
-		<-j.e.done
-		s.entries[i] = j.e
-		if j.e.err != nil {
-			errs = append(errs, j.e.err)
+	for _, e := range ps.s.entries {
+		if e.err != nil {
+			errs = append(errs, e.err)
 		}
 	}
+	p.mu.Unlock()
 	if len(errs) > 0 {
-		s.Discard()
+		ps.s.Discard()
 		return nil, fmt.Errorf("kvcache: swap out of request %d: %w", t.req, errors.Join(errs...))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t.released {
+		// Someone released the table under the swap: nothing to hand back.
+		ps.s.discardLocked()
+		return nil, fmt.Errorf("%w: swap out of request %d: table released while swapping", ErrDoubleRelease, t.req)
+	}
 	t.released = true
 	p.unrefTenantLocked(t.tid)
 	err := p.releaseEntriesLocked(t, 0)
 	t.refs, t.shared, t.written = nil, nil, 0
 	if err != nil {
-		return s, fmt.Errorf("kvcache: swap out of request %d: releasing device pages: %w", t.req, err)
+		return ps.s, fmt.Errorf("kvcache: swap out of request %d: releasing device pages: %w", t.req, err)
 	}
-	return s, nil
+	return ps.s, nil
+}
+
+// Cancel abandons the swap-out, in flight or not: the host copies are
+// discarded (when their copies complete, if in flight) and the table is
+// released. Pages under a copy stay leased, and so out of circulation,
+// until their copy completes. Cancel is idempotent and a no-op after
+// Finish; it never waits.
+func (ps *PendingSwap) Cancel() error {
+	p, t := ps.p, ps.t
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ps.ended {
+		return nil
+	}
+	ps.ended = true
+	t.swapping = false
+	ps.s.discardLocked()
+	if t.released {
+		return nil
+	}
+	t.released = true
+	p.unrefTenantLocked(t.tid)
+	err := p.releaseEntriesLocked(t, 0)
+	t.refs, t.shared, t.written = nil, nil, 0
+	if err != nil {
+		return fmt.Errorf("kvcache: cancelling swap out of request %d: %w", t.req, err)
+	}
+	return nil
+}
+
+// SwapOut is SwapOutAsync waited for: it copies every written page of t to
+// the host tier, waits for the copies, and then releases t (its device
+// pages go through deferred release). On any failure nothing is released
+// and t stays usable; a page whose sealed checksum no longer matches is
+// quarantined. The engine's scheduler uses SwapOutAsync instead.
+func (p *Pool) SwapOut(t *PageTable) (*Swapped, error) {
+	ps, err := p.SwapOutAsync(t)
+	if err != nil {
+		return nil, err
+	}
+	<-ps.Done()
+	return ps.Finish()
 }
 
 // SwapIn restores s into t, a fresh empty table of the same request and
 // tenant. All pages are allocated or none (ErrNoPages, s kept for a retry);
 // each is verified on the device (ErrChecksum; the page is quarantined and
-// s should be discarded). On success s is consumed.
+// s should be discarded). On success s is consumed. The engine's scheduler
+// uses SwapInAsync instead, which does the copies on a worker.
 func (p *Pool) SwapIn(s *Swapped, t *PageTable) error {
+	if err := p.checkSwapIn(s, t); err != nil {
+		return err
+	}
+	refs, err := p.restoreInto(t, s.entries, s.written)
+	if err != nil {
+		return fmt.Errorf("kvcache: swap in of request %d: %w", t.req, err)
+	}
+	t.refs = refs
+	t.shared = make([]bool, len(refs))
+	t.written = s.written
+	s.Discard()
+	return nil
+}
+
+func (p *Pool) checkSwapIn(s *Swapped, t *PageTable) error {
 	if err := t.usable("swap in"); err != nil {
 		return err
 	}
@@ -640,10 +987,13 @@ func (p *Pool) SwapIn(s *Swapped, t *PageTable) error {
 		return fmt.Errorf("%w: swap in for request %d: swapped state of another pool", ErrConfig, t.req)
 	}
 	p.mu.Lock()
-	consumed := s.consumed
+	consumed, restoring := s.consumed, s.restoring
 	p.mu.Unlock()
 	if consumed {
 		return fmt.Errorf("%w: swap in for request %d: swapped state already restored or discarded", ErrDoubleRelease, t.req)
+	}
+	if restoring {
+		return fmt.Errorf("kvcache: swap in for request %d: %w", t.req, ErrInFlight)
 	}
 	if t.Reserved() != 0 {
 		return fmt.Errorf("%w: swap in for request %d needs an empty table, it has %d pages", ErrOutOfRange, t.req, len(t.refs))
@@ -657,13 +1007,5 @@ func (p *Pool) SwapIn(s *Swapped, t *PageTable) error {
 		return fmt.Errorf("%w: %w: swap in for request %d (tenant %q): the swapped pages belong to another request",
 			ErrIsolation, ErrForeignPage, t.req, t.tenant)
 	}
-	refs, err := p.restoreInto(t, s.entries, s.written)
-	if err != nil {
-		return fmt.Errorf("kvcache: swap in of request %d: %w", t.req, err)
-	}
-	t.refs = refs
-	t.shared = make([]bool, len(refs))
-	t.written = s.written
-	s.Discard()
 	return nil
 }

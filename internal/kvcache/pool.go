@@ -126,6 +126,10 @@ type Faults struct {
 	CorruptCopy func(ref PageRef) bool
 	// FailAlloc makes the next allocation fail as if the pool were empty.
 	FailAlloc func() bool
+	// HoldCopy runs on the copy worker before an offload copy of ref, and
+	// before a restore copy into ref; a test blocks in it to keep the copy
+	// in flight for as long as it needs, deterministically.
+	HoldCopy func(ref PageRef)
 }
 
 // poisonWord is a quiet f32 NaN; poisonWordOf gives the 32-bit pattern
@@ -178,6 +182,7 @@ type Pool struct {
 	epoch     time.Time
 
 	mu     sync.Mutex
+	onCopy func() // OnCopyDone's callback, under mu
 	pages  []pageMeta
 	ext    []pageExt
 	free   []uint32

@@ -23,6 +23,7 @@ type PageTable struct {
 	shared   []bool // entry i is a prefix page of the same tenant, held by a prefix lease
 	written  int
 	released bool
+	swapping bool  // a PendingSwap holds it until Finish or Cancel
 	bad      error // the table could not be made (every call fails with it)
 }
 
@@ -69,6 +70,9 @@ func (t *PageTable) usable(op string) error {
 	}
 	if t.released {
 		return fmt.Errorf("kvcache: %s for request %d: %w", op, t.req, ErrTableReleased)
+	}
+	if t.swapping {
+		return fmt.Errorf("kvcache: %s for request %d: %w", op, t.req, ErrSwapping)
 	}
 	return nil
 }
