@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,13 +9,13 @@ import (
 )
 
 // archEngine opens a golden/arch model on the CPU.
-func archEngine(t *testing.T, path string, mut func(*Config)) *Engine {
+func archEngine(t *testing.T, path string, mut func(*Config), opts ...Option) *Engine {
 	t.Helper()
 	cfg := Config{ModelPath: path, Device: "cpu", KVPages: 64, MaxContext: 128, Poison: true}
 	if mut != nil {
 		mut(&cfg)
 	}
-	e, err := New(cfg)
+	e, err := New(cfg, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	return e
@@ -61,22 +60,34 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 			}
 			for _, budget := range budgets {
 				// 8 pages of 16 tokens: the 72-token requests need 5 each.
+				// The scheduler is held at its first state change until
+				// every request is queued: requests that trickle in while
+				// the others finish (each takes a few milliseconds) would
+				// never contend for pages, and the swaps below would
+				// depend on timing.
+				gate := make(chan struct{})
+				hold := WithTestHooks(TestHooks{Faults: &Faults{AbortAt: func(uint64, State) bool {
+					<-gate
+					return false
+				}}})
 				e := archEngine(t, g.Model, func(c *Config) {
 					c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = 8, 16<<20, budget, 96
-				})
-				var wg sync.WaitGroup
+				}, hold)
+				var streams []*Stream
+				var idx []int
 				for k := range 2 {
 					for i, c := range g.Cases {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							r, err := e.Generate(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k))})
-							require.NoError(t, err)
-							require.Equal(t, want[i], r.Tokens, "case %d copy %d budget %d", i, k, budget)
-						}()
+						st, err := e.Submit(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k))})
+						require.NoError(t, err)
+						streams, idx = append(streams, st), append(idx, i)
 					}
 				}
-				wg.Wait()
+				close(gate)
+				for j, st := range streams {
+					r := st.Wait()
+					require.NoError(t, r.Err)
+					require.Equal(t, want[idx[j]], r.Tokens, "request %d (case %d) budget %d", j, idx[j], budget)
+				}
 				s := e.Stats()
 				require.NotZero(t, s.SwapIns, "budget %d: %+v", budget, s)
 				require.Zero(t, s.IsolationFailures)
