@@ -2,10 +2,8 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 
@@ -44,7 +42,7 @@ func loadGolden(t *testing.T, dir string) []goldenCase {
 	return g.Cases
 }
 
-func storiesEngine(t *testing.T, dir string, mut func(*Config)) *Engine {
+func storiesEngine(t *testing.T, dir string, mut func(*Config), opts ...Option) *Engine {
 	cfg := Config{
 		ModelPath:     filepath.Join(dir, "stories260K.bin"),
 		TokenizerPath: filepath.Join(dir, "tok512.bin"),
@@ -58,10 +56,48 @@ func storiesEngine(t *testing.T, dir string, mut func(*Config)) *Engine {
 	if mut != nil {
 		mut(&cfg)
 	}
-	e, err := New(cfg)
+	e, err := New(cfg, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { closeClean(t, e) })
 	return e
+}
+
+// heldStoriesEngine is storiesEngine with its scheduler held at the first
+// state change until release is called. Tests that need requests to
+// contend for pages submit them all first: requests that trickle in while
+// the others finish (each takes milliseconds) would not contend, and what
+// the test asserts (preemptions, swaps) would depend on timing.
+func heldStoriesEngine(t *testing.T, dir string, mut func(*Config)) (e *Engine, release func()) {
+	gate := make(chan struct{})
+	hold := WithTestHooks(TestHooks{Faults: &Faults{AbortAt: func(uint64, State) bool {
+		<-gate
+		return false
+	}}})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	e = storiesEngine(t, dir, mut, hold)
+	t.Cleanup(release) // runs before Close: cleanups run last-in first-out
+	return e, release
+}
+
+// submitAll submits reqs in order, calls release (if any) once all are
+// queued, and returns their results in order.
+func submitAll(t *testing.T, e *Engine, release func(), reqs []Request) []Result {
+	t.Helper()
+	streams := make([]*Stream, len(reqs))
+	for i, r := range reqs {
+		st, err := e.Submit(t.Context(), r)
+		require.NoError(t, err)
+		streams[i] = st
+	}
+	if release != nil {
+		release()
+	}
+	out := make([]Result, len(reqs))
+	for i, st := range streams {
+		out[i] = st.Wait()
+	}
+	return out
 }
 
 // Greedy outputs of stories260K are identical to llama2.c's run.c whether a
@@ -83,33 +119,36 @@ func TestStories260KEquivalence(t *testing.T) {
 		}
 	})
 
-	busy := func(t *testing.T, e *Engine, copies int) {
-		parallel(t, copies*len(cases), func(i int) error {
-			k, c := i/len(cases), cases[i%len(cases)]
-			r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
-			if err != nil {
-				return fmt.Errorf("%q: %w", c.Prompt, err)
+	busy := func(t *testing.T, e *Engine, release func(), copies int) {
+		var reqs []Request
+		for k := range copies {
+			for _, c := range cases {
+				reqs = append(reqs, Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
 			}
-			return sameTokens(c.Prompt, c.Generated, r.Tokens)
-		})
+		}
+		for i, r := range submitAll(t, e, release, reqs) {
+			c := cases[i%len(cases)]
+			require.NoError(t, r.Err, "%q", c.Prompt)
+			require.NoError(t, sameTokens(c.Prompt, c.Generated, r.Tokens))
+		}
 	}
 	t.Run("busy batch", func(t *testing.T) {
 		e := storiesEngine(t, dir, func(c *Config) { c.MaxBatchTokens = 64 })
-		busy(t, e, 6)
+		busy(t, e, nil, 6)
 		require.Zero(t, e.Stats().Preemptions)
 	})
 	t.Run("preemption swap", func(t *testing.T) {
 		// 10 pages of 16 tokens: three 76-token requests (5 pages each)
 		// cannot run together.
-		e := storiesEngine(t, dir, func(c *Config) { c.KVPages = 10; c.HostTierBytes = 16 << 20 })
-		busy(t, e, 3)
+		e, release := heldStoriesEngine(t, dir, func(c *Config) { c.KVPages = 10; c.HostTierBytes = 16 << 20 })
+		busy(t, e, release, 3)
 		s := e.Stats()
 		require.NotZero(t, s.SwapIns, "%+v", s)
 		require.Zero(t, s.IsolationFailures)
 	})
 	t.Run("preemption recompute", func(t *testing.T) {
-		e := storiesEngine(t, dir, func(c *Config) { c.KVPages = 10 })
-		busy(t, e, 3)
+		e, release := heldStoriesEngine(t, dir, func(c *Config) { c.KVPages = 10 })
+		busy(t, e, release, 3)
 		s := e.Stats()
 		require.NotZero(t, s.RecomputedTokens, "%+v", s)
 	})
@@ -230,34 +269,25 @@ func TestStories260KF16BatchInvariance(t *testing.T) {
 		}
 		t.Logf("case %d: f16 KV agrees with run.c (f32) for the first %d of %d tokens", i, agree, len(c.Generated))
 	}
-	busy := func(t *testing.T, e *Engine, copies int) {
-		errs := make(chan error, copies*len(cases))
-		var wg sync.WaitGroup
+	busy := func(t *testing.T, e *Engine, release func(), copies int) {
+		var reqs []Request
 		for k := range copies {
-			for i, c := range cases {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r, err := e.Generate(t.Context(), Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
-					if err == nil && !slices.Equal(want[i], r.Tokens) {
-						err = fmt.Errorf("case %d copy %d: tokens %v, alone %v", i, k, r.Tokens, want[i])
-					}
-					errs <- err
-				}()
+			for _, c := range cases {
+				reqs = append(reqs, Request{Tokens: c.PromptIDs, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k%5))})
 			}
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
+		for j, r := range submitAll(t, e, release, reqs) {
+			i := j % len(cases)
+			require.NoError(t, r.Err)
+			require.Equal(t, want[i], r.Tokens, "case %d copy %d: tokens differ from the request alone", i, j/len(cases))
 		}
 	}
 	t.Run("busy batch", func(t *testing.T) {
-		busy(t, storiesEngine(t, dir, f16(func(c *Config) { c.MaxBatchTokens = 64 })), 4)
+		busy(t, storiesEngine(t, dir, f16(func(c *Config) { c.MaxBatchTokens = 64 })), nil, 4)
 	})
 	t.Run("preemption swap", func(t *testing.T) {
-		e := storiesEngine(t, dir, f16(func(c *Config) { c.KVPages = 10; c.HostTierBytes = 16 << 20; c.Compression = "zstd" }))
-		busy(t, e, 3)
+		e, release := heldStoriesEngine(t, dir, f16(func(c *Config) { c.KVPages = 10; c.HostTierBytes = 16 << 20; c.Compression = "zstd" }))
+		busy(t, e, release, 3)
 		require.NotZero(t, e.Stats().SwapIns)
 		require.Zero(t, e.Stats().IsolationFailures)
 	})
