@@ -51,10 +51,10 @@ for line in sys.stdin:
 print(pp, tg)')
 	l_pp1=$(best "$l_pp1" "$pp"); l_tg1=$(best "$l_tg1" "$tg")
 	# kvwarden, one sequence.
-	read -r kpp ktg < <("$kvw" run -model "$model" -t "$threads" -b 1 -npp 128 -ntg 128 | sed 's/[a-z_]*=//g')
-	k_pp1=$(best "$k_pp1" "$kpp"); k_tg1=$(best "$k_tg1" "$ktg")
+	read -r kpp1 ktg1 < <("$kvw" run -model "$model" -t "$threads" -b 1 -npp 128 -ntg 128 | sed 's/[a-z_]*=//g')
+	k_pp1=$(best "$k_pp1" "$kpp1"); k_tg1=$(best "$k_tg1" "$ktg1")
 	if [ "$batch" = 0 ]; then
-		echo "round $r: llama.cpp pp1=$pp tg1=$tg; kvwarden pp1=$kpp tg1=$ktg" >&2
+		echo "round $r: llama.cpp pp1=$pp tg1=$tg; kvwarden pp1=$kpp1 tg1=$ktg1" >&2
 		continue
 	fi
 	# llama.cpp: batched-bench at 32 sequences (columns: PP TG B N_KV T_PP S_PP T_TG S_TG T S).
@@ -65,7 +65,7 @@ print(pp, tg)')
 	# kvwarden, 32 sequences.
 	read -r kpp ktg < <("$kvw" run -model "$model" -t "$threads" -b 32 -npp 128 -ntg "$ntgb" | sed 's/[a-z_]*=//g')
 	k_pp32=$(best "$k_pp32" "$kpp"); k_tg32=$(best "$k_tg32" "$ktg")
-	echo "round $r: llama.cpp pp1=$pp tg1=$tg batched tg1=$btg1 pp32=$bpp32 tg32=$btg32; kvwarden pp1=$k_pp1 tg1=$k_tg1 pp32=$kpp tg32=$ktg" >&2
+	echo "round $r: llama.cpp pp1=$pp tg1=$tg batched tg1=$btg1 pp32=$bpp32 tg32=$btg32; kvwarden pp1=$kpp1 tg1=$ktg1 pp32=$kpp tg32=$ktg" >&2
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
