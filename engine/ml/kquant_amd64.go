@@ -66,7 +66,8 @@ func useKQAVX2() bool { return useSIMD() && hasAVX2 }
 // the quantized activations. One activation row takes four weight rows per
 // kernel call; four or more take one weight row (L1-resident after the
 // first call) against four activation rows per call, the leftover rows
-// through a call over the window of the last four.
+// through a call over the window of the last four. Q4_K batches with VNNI
+// go through expanded tiles instead (gemmQ4KVNNI).
 func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	if !useKQAVX2() {
 		return false
@@ -103,6 +104,10 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		case Q3_K:
 			kern, row4 = kqQ3KDot4VNNI, kqQ3KRow4VNNI
 		}
+	}
+	if w.Type == Q4_K && useQ8VNNI() && n >= 4 {
+		gemmQ4KVNNI(dst, act, n, w, rb, lo, hi)
+		return true
 	}
 	R, nb := w.Rows, w.Cols/bs
 	as := nb * abs
@@ -166,5 +171,52 @@ func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo
 	for ; r < hi; r++ {
 		kern(&w.Data[r*rb], 0, &act[0], 0, nb, &out[0])
 		dst[r] = out[0]
+	}
+}
+
+// Batched Q4_K with AVX-512 VNNI (q4kgemm_amd64.s): each 16-row tile is
+// expanded once (nibbles as bytes, the 6-bit scales and mins as ints, d
+// and dmin as f32, the rows in the lanes) and then swept by eight or four
+// activation rows per call, so the decoding is shared by all activation
+// rows and each weight vector feeds eight multiply-adds.
+//
+//go:noescape
+func expandQ4K(dst *byte, w *byte, rb int, nb int, mask uint16)
+
+//go:noescape
+func gemmQ4Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+//go:noescape
+func gemmQ4Kx8(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+// q4kTileBlock is the size of one super-block of an expanded Q4_K tile.
+const q4kTileBlock = 5248
+
+// gemmQ4KVNNI computes output columns [lo,hi) of a Q4_K product for n >= 4
+// activation rows. A leftover of fewer than four activation rows goes
+// through the window of the last four (rewriting some outputs with the
+// same bits).
+func gemmQ4KVNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/256
+	as := nb * q8KActBlock
+	tp := getBytes(nb * q4kTileBlock)
+	defer byteScratch.Put(tp)
+	tile := *tp
+	for t0 := lo; t0 < hi; t0 += 16 {
+		rows := min(16, hi-t0)
+		mask := uint16(1)<<rows - 1
+		expandQ4K(&tile[0], &w.Data[t0*rb], rb, nb, mask)
+		a := 0
+		for ; a+8 <= n; a += 8 {
+			gemmQ4Kx8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+		}
+		if a+4 <= n {
+			gemmQ4Kx4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+			a += 4
+		}
+		if a < n {
+			a = n - 4
+			gemmQ4Kx4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+		}
 	}
 }

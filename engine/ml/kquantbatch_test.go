@@ -1,0 +1,90 @@
+package ml
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKQuantBatchMatchGeneric requires the batched K-quant products (n >= 4
+// activation rows, where AVX-512 VNNI sweeps expanded 16-row tiles) to
+// equal the reference arithmetic bit for bit at every SIMD level: every n
+// from 4 to 40 (remainders of the eight- and four-row kernels), row counts
+// around the tile size, several widths, one and two threads (a thread's
+// rows need not start on a tile boundary), and extreme blocks.
+func TestKQuantBatchMatchGeneric(t *testing.T) {
+	defer SetThreads(0)
+	r := rand.New(rand.NewPCG(41, 42))
+	shapes := []struct{ rows, cols int }{{1, 256}, {15, 512}, {16, 768}, {17, 256}, {33, 2048}, {40, 768}}
+	for _, ty := range []Type{Q4_K, Q6_K} {
+		for _, s := range shapes {
+			for _, mode := range []string{"random", "extreme", "large"} {
+				w := randMatrix(t, r, ty, s.rows, s.cols)
+				if mode != "random" {
+					extremeKBlocks(w, mode == "large")
+				}
+				rb, _ := ty.RowBytes(s.cols)
+				as := s.cols / 256 * q8KActBlock
+				for n := 4; n <= 40; n++ {
+					if s.cols == 2048 && n%4 != 1 && n != 8 && n != 40 {
+						continue // the widest shape at a few counts only
+					}
+					x := randF32(r, n*s.cols)
+					if mode != "random" {
+						// Quantized to +-127 (and -128 nowhere).
+						for i := range x {
+							x[i] = float32(1 - 2*(i*7/5&1))
+						}
+					}
+					act := make([]byte, n*as)
+					for i := 0; i < n; i++ {
+						quantizeActQ8K(act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+					}
+					want := make([]float32, n*s.rows)
+					matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
+					for _, threads := range []int{1, 2} {
+						SetThreads(threads)
+						for _, lvl := range supportedLevels() {
+							saved := simdLevel()
+							setSIMDLevel(lvl)
+							got := make([]float32, n*s.rows)
+							MatMul(got, x, n, w)
+							setSIMDLevel(saved)
+							requireBits(t, want, got, s.rows, fmt.Sprintf("%v %dx%d n=%d %s threads=%d level=%d",
+								ty, s.rows, s.cols, n, mode, threads, lvl))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// extremeKBlocks sets every value and scale of w's blocks to its largest
+// magnitude: Q4_K nibbles 15 with scales and mins 63, Q6_K values -32 with
+// scales -128; d and dmin 1, or with large the largest finite f16.
+func extremeKBlocks(w *Matrix, large bool) {
+	bs := w.Type.BlockBytes()
+	f := F32ToF16(1)
+	if large {
+		f = 0x7bff // 65504
+	}
+	for b := 0; b < len(w.Data); b += bs {
+		blk := w.Data[b : b+bs]
+		switch w.Type {
+		case Q4_K:
+			for i := range blk {
+				blk[i] = 0xff
+			}
+			binary.LittleEndian.PutUint16(blk[0:], f)
+			binary.LittleEndian.PutUint16(blk[2:], f)
+		case Q6_K:
+			clear(blk[:192])
+			for i := 192; i < 208; i++ {
+				blk[i] = 0x80
+			}
+			binary.LittleEndian.PutUint16(blk[208:], f)
+		}
+	}
+}
