@@ -67,7 +67,7 @@ func useKQAVX2() bool { return useSIMD() && hasAVX2 }
 // kernel call; four or more take one weight row (L1-resident after the
 // first call) against four activation rows per call, the leftover rows
 // through a call over the window of the last four. Q4_K batches with VNNI
-// go through expanded tiles instead (gemmQ4KVNNI).
+// and Q6_K batches with VNNI go through expanded tiles instead (gemmKTiles).
 func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	if !useKQAVX2() {
 		return false
@@ -105,9 +105,15 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			kern, row4 = kqQ3KDot4VNNI, kqQ3KRow4VNNI
 		}
 	}
-	if w.Type == Q4_K && useQ8VNNI() && n >= 4 {
-		gemmQ4KVNNI(dst, act, n, w, rb, lo, hi)
-		return true
+	if useQ8VNNI() && n >= 4 {
+		switch w.Type {
+		case Q4_K:
+			gemmKTiles(expandQ4K, gemmQ4Kx8, gemmQ4Kx4, q4kTileBlock, dst, act, n, w, rb, lo, hi)
+			return true
+		case Q6_K:
+			gemmKTiles(expandQ6K, gemmQ6Kx8, gemmQ6Kx4, q6kTileBlock, dst, act, n, w, rb, lo, hi)
+			return true
+		}
 	}
 	R, nb := w.Rows, w.Cols/bs
 	as := nb * abs
@@ -174,11 +180,12 @@ func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo
 	}
 }
 
-// Batched Q4_K with AVX-512 VNNI (q4kgemm_amd64.s): each 16-row tile is
-// expanded once (nibbles as bytes, the 6-bit scales and mins as ints, d
-// and dmin as f32, the rows in the lanes) and then swept by eight or four
-// activation rows per call, so the decoding is shared by all activation
-// rows and each weight vector feeds eight multiply-adds.
+// Batched Q4_K and Q6_K with AVX-512 VNNI (q4kgemm_amd64.s,
+// q6kgemm_amd64.s): each 16-row tile is expanded once (the values as
+// unsigned bytes, the scales as ints, d and dmin as f32, the rows in the
+// lanes) and then swept by eight or four activation rows per call, so the
+// decoding is shared by all activation rows and each weight vector feeds
+// eight multiply-adds.
 //
 //go:noescape
 func expandQ4K(dst *byte, w *byte, rb int, nb int, mask uint16)
@@ -189,34 +196,50 @@ func gemmQ4Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint
 //go:noescape
 func gemmQ4Kx8(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
 
-// q4kTileBlock is the size of one super-block of an expanded Q4_K tile.
-const q4kTileBlock = 5248
+//go:noescape
+func expandQ6K(dst *byte, w *byte, rb int, nb int, mask uint16)
 
-// gemmQ4KVNNI computes output columns [lo,hi) of a Q4_K product for n >= 4
-// activation rows. A leftover of fewer than four activation rows goes
-// through the window of the last four (rewriting some outputs with the
-// same bits).
-func gemmQ4KVNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+//go:noescape
+func gemmQ6Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+//go:noescape
+func gemmQ6Kx8(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+// The size of one super-block of an expanded tile.
+const (
+	q4kTileBlock = 5248
+	q6kTileBlock = 5696
+)
+
+type expandKKernel func(dst *byte, w *byte, rb int, nb int, mask uint16)
+
+type gemmKKernel func(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
+
+// gemmKTiles computes output columns [lo,hi) of a K-quant product for
+// n >= 4 activation rows over expanded 16-row tiles of tb bytes per
+// super-block. A leftover of fewer than four activation rows goes through
+// the window of the last four (rewriting some outputs with the same bits).
+func gemmKTiles(expand expandKKernel, x8, x4 gemmKKernel, tb int, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, nb := w.Rows, w.Cols/256
 	as := nb * q8KActBlock
-	tp := getBytes(nb * q4kTileBlock)
+	tp := getBytes(nb * tb)
 	defer byteScratch.Put(tp)
 	tile := *tp
 	for t0 := lo; t0 < hi; t0 += 16 {
 		rows := min(16, hi-t0)
 		mask := uint16(1)<<rows - 1
-		expandQ4K(&tile[0], &w.Data[t0*rb], rb, nb, mask)
+		expand(&tile[0], &w.Data[t0*rb], rb, nb, mask)
 		a := 0
 		for ; a+8 <= n; a += 8 {
-			gemmQ4Kx8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+			x8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
 		}
 		if a+4 <= n {
-			gemmQ4Kx4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+			x4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
 			a += 4
 		}
 		if a < n {
 			a = n - 4
-			gemmQ4Kx4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
+			x4(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
 		}
 	}
 }
