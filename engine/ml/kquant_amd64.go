@@ -243,3 +243,16 @@ func gemmKTiles(expand expandKKernel, x8, x4 gemmKKernel, tb int, dst []float32,
 		}
 	}
 }
+
+//go:noescape
+func quantActQ8KAVX512(dst *byte, x *float32, nb int)
+
+// quantizeActQ8K encodes one activation row in Q8_K blocks (see
+// quantizeActQ8KGeneric).
+func quantizeActQ8K(dst []byte, x []float32) {
+	if useAVX512 && len(x) >= 256 {
+		quantActQ8KAVX512(&dst[0], &x[0], len(x)/256)
+		return
+	}
+	quantizeActQ8KGeneric(dst, x)
+}

@@ -66,7 +66,7 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 					as := s.cols / tr.act.blockSize() * tr.act.blockBytes()
 					act := make([]byte, n*as)
 					for i := 0; i < n; i++ {
-						quantizeAct(tr.act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+						quantizeActGeneric(tr.act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
 					}
 					want := make([]float32, n*s.rows)
 					matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
@@ -86,23 +86,29 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 
 // BenchmarkKQuantLevels compares the SIMD levels of the K-quant and Q4_0
 // kernels on a 2048x768 matrix (stories110M's FFN shape), one thread, for
-// one activation row and for 32. Reports multiply-adds per second.
+// one activation row and for 32, and on a 768x768 one (its attention
+// shape) for 32. Reports multiply-adds per second.
 func BenchmarkKQuantLevels(b *testing.B) {
 	SetThreads(1)
 	defer SetThreads(0)
-	const rows, cols = 2048, 768
 	names := []string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512"}
+	cases := []struct{ rows, cols, n int }{{2048, 768, 1}, {2048, 768, 32}, {768, 768, 32}}
 	for _, ty := range []Type{Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_1, Q5_1, IQ4_XS} {
 		r := rand.New(rand.NewPCG(uint64(ty), 2))
-		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, n := range []int{1, 32} {
+		for _, c := range cases {
+			rows, cols, n := c.rows, c.cols, c.n
+			w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			shape := ""
+			if rows != 2048 {
+				shape = fmt.Sprintf("/%dx%d", rows, cols)
+			}
 			x := randF32(r, n*cols)
 			dst := make([]float32, n*rows)
 			for _, lvl := range supportedLevels()[1:] {
-				b.Run(fmt.Sprintf("%v/n=%d/%s", ty, n, names[lvl]), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%v/n=%d%s/%s", ty, n, shape, names[lvl]), func(b *testing.B) {
 					saved := simdLevel()
 					setSIMDLevel(lvl)
 					defer setSIMDLevel(saved)
@@ -114,7 +120,7 @@ func BenchmarkKQuantLevels(b *testing.B) {
 					for range b.N {
 						MatMul(dst, x, n, w)
 					}
-					macs := float64(b.N) * rows * cols * float64(n)
+					macs := float64(b.N) * float64(rows*cols*n)
 					b.ReportMetric(macs/b.Elapsed().Seconds()/1e9, "GMAC/s")
 					b.ReportMetric(macs/(threadCPU()-cpu0)/1e9, "cpu-GMAC/s")
 				})

@@ -3,6 +3,7 @@ package ml
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -39,7 +40,7 @@ func TestKQuantBatchMatchGeneric(t *testing.T) {
 					}
 					act := make([]byte, n*as)
 					for i := 0; i < n; i++ {
-						quantizeActQ8K(act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+						quantizeActQ8KGeneric(act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
 					}
 					want := make([]float32, n*s.rows)
 					matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
@@ -85,6 +86,70 @@ func extremeKBlocks(w *Matrix, large bool) {
 				blk[i] = 0x80
 			}
 			binary.LittleEndian.PutUint16(blk[208:], f)
+		}
+	}
+}
+
+// quantizeActGeneric is quantizeAct with the reference encoders, for the
+// expected outputs of tests that run the SIMD ones through MatMul.
+func quantizeActGeneric(f actFormat, dst []byte, x []float32) {
+	if f == actQ8K {
+		quantizeActQ8KGeneric(dst, x)
+		return
+	}
+	quantizeActQ8Generic(dst, x)
+}
+
+// TestQuantizeActQ8KMatchesGeneric requires the SIMD Q8_K encoder to give
+// the reference bytes: random rows, the largest magnitude first with
+// either sign and tied with the opposite sign, all-zero and signed-zero
+// blocks, NaNs (ignored for the maximum, encoded 0), infinities, values
+// that round to exactly .5 steps, and subnormals.
+func TestQuantizeActQ8KMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(43, 44))
+	const nb = 6
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for trial := 0; trial < 200; trial++ {
+		x := randF32(r, nb*256)
+		for b := 0; b < nb; b++ {
+			blk := x[b*256 : (b+1)*256]
+			switch (trial + b) % 8 {
+			case 1: // ties of opposite sign; the first decides the sign
+				i, j := r.IntN(256), r.IntN(256)
+				blk[i], blk[j] = 9, -9
+			case 2:
+				clear(blk)
+			case 3:
+				for i := range blk {
+					blk[i] = float32(math.Copysign(0, float64(1-2*(i&1))))
+				}
+			case 4:
+				blk[r.IntN(256)] = nan
+			case 5:
+				blk[r.IntN(256)] = -inf
+			case 6: // steps landing on halves: max 127, values k+0.5
+				for i := range blk {
+					blk[i] = float32(r.IntN(254)-127) + 0.5
+				}
+				blk[r.IntN(256)] = -127
+			case 7:
+				for i := range blk {
+					blk[i] *= 1e-42
+				}
+			}
+		}
+		want := make([]byte, nb*q8KActBlock)
+		got := make([]byte, nb*q8KActBlock)
+		quantizeActQ8KGeneric(want, x)
+		for i := range got {
+			got[i] = 0xa5
+		}
+		quantizeActQ8K(got, x)
+		for i := range want {
+			if want[i] != got[i] {
+				t.Fatalf("trial %d: byte %d (block %d, offset %d) = %#x, want %#x",
+					trial, i, i/q8KActBlock, i%q8KActBlock, got[i], want[i])
+			}
 		}
 	}
 }

@@ -28,6 +28,8 @@ func setSIMD(bool)                {}
 
 func quantizeActQ8(dst []byte, x []float32) { quantizeActQ8Generic(dst, x) }
 
+func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
+
 func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool { return false }
 
 func siluMul(gate, up []float32) { siluMulGeneric(gate, up) }

@@ -19,10 +19,10 @@ import (
 // int8 values, their f32 scale d, then 16 int16 sums of 16 values each.
 const q8KActBlock = 256 + 4 + 32
 
-// quantizeActQ8K encodes x (len a multiple of 256) as ggml's
+// quantizeActQ8KGeneric encodes x (len a multiple of 256) as ggml's
 // quantize_row_q8_K_ref: per block the value of largest magnitude max
 // gives iscale = -127/max, q = min(127, roundeven(iscale*x)), d = 1/iscale.
-func quantizeActQ8K(dst []byte, x []float32) {
+func quantizeActQ8KGeneric(dst []byte, x []float32) {
 	for b := 0; b < len(x)/256; b++ {
 		xb := x[b*256 : b*256+256]
 		o := dst[b*q8KActBlock : (b+1)*q8KActBlock]
