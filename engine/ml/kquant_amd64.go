@@ -188,7 +188,7 @@ func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo
 // eight multiply-adds.
 //
 //go:noescape
-func expandQ4K(dst *byte, w *byte, rb int, nb int, mask uint16)
+func expandQ4K(dst *byte, w *byte, rb int, nb int)
 
 //go:noescape
 func gemmQ4Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
@@ -197,7 +197,7 @@ func gemmQ4Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint
 func gemmQ4Kx8(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
 
 //go:noescape
-func expandQ6K(dst *byte, w *byte, rb int, nb int, mask uint16)
+func expandQ6K(dst *byte, w *byte, rb int, nb int)
 
 //go:noescape
 func gemmQ6Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
@@ -211,7 +211,7 @@ const (
 	q6kTileBlock = 5696
 )
 
-type expandKKernel func(dst *byte, w *byte, rb int, nb int, mask uint16)
+type expandKKernel func(dst *byte, w *byte, rb int, nb int)
 
 type gemmKKernel func(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)
 
@@ -228,7 +228,14 @@ func gemmKTiles(expand expandKKernel, x8, x4 gemmKKernel, tb int, dst []float32,
 	for t0 := lo; t0 < hi; t0 += 16 {
 		rows := min(16, hi-t0)
 		mask := uint16(1)<<rows - 1
-		expand(&tile[0], &w.Data[t0*rb], rb, nb, mask)
+		if rows < 16 {
+			// The expansion reads 16 rows: zeros after the last.
+			pad := paddedRows(w, rb, t0, rows, 16)
+			expand(&tile[0], &(*pad)[0], rb, nb)
+			byteScratch.Put(pad)
+		} else {
+			expand(&tile[0], &w.Data[t0*rb], rb, nb)
+		}
 		a := 0
 		for ; a+8 <= n; a += 8 {
 			x8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)
