@@ -66,8 +66,8 @@ func useKQAVX2() bool { return useSIMD() && hasAVX2 }
 // the quantized activations. One activation row takes four weight rows per
 // kernel call; four or more take one weight row (L1-resident after the
 // first call) against four activation rows per call, the leftover rows
-// through a call over the window of the last four. Q4_K batches with VNNI
-// and Q6_K batches with VNNI go through expanded tiles instead (gemmKTiles).
+// through a call over the window of the last four. Q4_K, Q5_K and Q6_K
+// batches with VNNI go through expanded tiles instead (gemmKTiles).
 func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	if !useKQAVX2() {
 		return false
@@ -109,6 +109,9 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		switch w.Type {
 		case Q4_K:
 			gemmKTiles(expandQ4K, gemmQ4Kx8, gemmQ4Kx4, q4kTileBlock, dst, act, n, w, rb, lo, hi)
+			return true
+		case Q5_K:
+			gemmKTiles(expandQ5K, gemmQ4Kx8, gemmQ4Kx4, q4kTileBlock, dst, act, n, w, rb, lo, hi)
 			return true
 		case Q6_K:
 			gemmKTiles(expandQ6K, gemmQ6Kx8, gemmQ6Kx4, q6kTileBlock, dst, act, n, w, rb, lo, hi)
@@ -180,7 +183,7 @@ func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo
 	}
 }
 
-// Batched Q4_K and Q6_K with AVX-512 VNNI (q4kgemm_amd64.s,
+// Batched Q4_K, Q5_K and Q6_K with AVX-512 VNNI (q4kgemm_amd64.s,
 // q6kgemm_amd64.s): each 16-row tile is expanded once (the values as
 // unsigned bytes, the scales as ints, d and dmin as f32, the rows in the
 // lanes) and then swept by eight or four activation rows per call, so the
@@ -189,6 +192,11 @@ func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo
 //
 //go:noescape
 func expandQ4K(dst *byte, w *byte, rb int, nb int)
+
+// Q5_K expands to the same tile, its values 0..31.
+//
+//go:noescape
+func expandQ5K(dst *byte, w *byte, rb int, nb int)
 
 //go:noescape
 func gemmQ4Kx4(x *byte, xs int, w *byte, nb int, dst *float32, ds int, mask uint16)

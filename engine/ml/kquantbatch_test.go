@@ -18,7 +18,7 @@ func TestKQuantBatchMatchGeneric(t *testing.T) {
 	defer SetThreads(0)
 	r := rand.New(rand.NewPCG(41, 42))
 	shapes := []struct{ rows, cols int }{{1, 256}, {15, 512}, {16, 768}, {17, 256}, {33, 2048}, {40, 768}}
-	for _, ty := range []Type{Q4_K, Q6_K} {
+	for _, ty := range []Type{Q4_K, Q5_K, Q6_K} {
 		for _, s := range shapes {
 			for _, mode := range []string{"random", "extreme", "large"} {
 				w := randMatrix(t, r, ty, s.rows, s.cols)
@@ -63,8 +63,9 @@ func TestKQuantBatchMatchGeneric(t *testing.T) {
 }
 
 // extremeKBlocks sets every value and scale of w's blocks to its largest
-// magnitude: Q4_K nibbles 15 with scales and mins 63, Q6_K values -32 with
-// scales -128; d and dmin 1, or with large the largest finite f16.
+// magnitude: Q4_K and Q5_K values 15 and 31 with scales and mins 63, Q6_K
+// values -32 with scales -128; d and dmin 1, or with large the largest
+// finite f16.
 func extremeKBlocks(w *Matrix, large bool) {
 	bs := w.Type.BlockBytes()
 	f := F32ToF16(1)
@@ -74,7 +75,7 @@ func extremeKBlocks(w *Matrix, large bool) {
 	for b := 0; b < len(w.Data); b += bs {
 		blk := w.Data[b : b+bs]
 		switch w.Type {
-		case Q4_K:
+		case Q4_K, Q5_K:
 			for i := range blk {
 				blk[i] = 0xff
 			}
