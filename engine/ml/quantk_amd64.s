@@ -8,6 +8,8 @@
 // q = min(127, roundeven(iscale*x)) (VCVTPS2DQ under the default
 // round-to-nearest-even; NaN gives 0x80000000 and so byte 0, as Go's
 // conversion does), d = 1/iscale and the 16 sums of the stored bytes.
+// The sixteen unrolled value steps were written by a script (not
+// committed); they differ only in their offsets.
 
 DATA q8kAbs<>+0(SB)/4, $0x7fffffff
 GLOBL q8kAbs<>(SB), RODATA|NOPTR, $4
