@@ -1809,3 +1809,131 @@ q40r4Loop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// VPSHUFB indices spreading the eight 6-bit scales of a Q4_K super-block
+// (bytes of a broadcast qword) over the words of one ZMM of values: slot
+// s holds sub-blocks a (low 256 bits) and b (high 256 bits).
+#define SCALE_IDX(name, a, b) \
+	DATA name<>+0(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SCALE_IDX(kqScIdx0, 0, 2)
+SCALE_IDX(kqScIdx1, 1, 3)
+SCALE_IDX(kqScIdx2, 4, 6)
+SCALE_IDX(kqScIdx3, 5, 7)
+
+// K4_SCALES without the frame: the scale bytes broadcast into Z26, the
+// mins as there. Uses X2, X3, R12, R13, R14, CX, DX.
+#define K4_SCALESZ(mins) \
+	MOVL         4(BX), R12 \
+	MOVL         8(BX), R13 \
+	MOVL         12(BX), DX \
+	MOVL         DX, CX \
+	ANDL         $0x0f0f0f0f, CX \
+	SHRL         $4, DX \
+	ANDL         $0x0f0f0f0f, DX \
+	MOVL         R12, R14 \
+	SHRL         $2, R14 \
+	ANDL         $0x30303030, R14 \
+	ORL          R14, CX \
+	MOVL         R13, R14 \
+	SHRL         $2, R14 \
+	ANDL         $0x30303030, R14 \
+	ORL          R14, DX \
+	ANDL         $0x3f3f3f3f, R12 \
+	ANDL         $0x3f3f3f3f, R13 \
+	SHLQ         $32, CX \
+	ORQ          CX, R12 \
+	SHLQ         $32, DX \
+	ORQ          DX, R13 \
+	VPBROADCASTQ R12, Z26 \
+	VMOVQ        R13, X3 \
+	VPUNPCKLBW   X3, X3, X3 \
+	VPMOVZXBW    X3, mins \
+	VPMADDWD     ACT_SUMS16(AX), mins, mins
+
+// One 64-byte half of a row's nibbles (two of its 32-byte chunks): the
+// low nibbles against activation vector alo, the high against ahi, each
+// product pair times its sub-block's scale (spread by ilo, ihi) into acc.
+#define Q4K_HALFZ(off, alo, ahi, ilo, ihi, acc) \
+	VMOVDQU64    off(BX), Z27 \
+	VPSRLW       $4, Z27, Z28 \
+	VPANDD       Z24, Z27, Z27 \
+	VPANDD       Z24, Z28, Z28 \
+	VPMADDUBSW   alo, Z27, Z27 \
+	VPSHUFB      ilo, Z26, Z29 \
+	VPDPWSSD     Z29, Z27, acc \
+	VPMADDUBSW   ahi, Z28, Z28 \
+	VPSHUFB      ihi, Z26, Z30 \
+	VPDPWSSD     Z30, Z28, acc
+
+// The integer sums of one pair, left in the 8 int32 lanes of acc's low
+// half as the 256-bit kernels leave them (an int32 sum's order does not
+// change its value).
+#define Q4K_PAIRZ(zacc, acc, mins) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
+	K4_SCALESZ(mins) \
+	VPXORD       zacc, zacc, zacc \
+	Q4K_HALFZ(16, Z20, Z21, Z16, Z17, zacc) \
+	Q4K_HALFZ(80, Z22, Z23, Z18, Z19, zacc) \
+	VEXTRACTI64X4 $1, zacc, Y2 \
+	VPADDD       Y2, acc, acc
+
+// func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqQ4KDot4VNNI for one activation row (as is ignored), on 512-bit
+// vectors: each super-block's activation values are arranged once into
+// the four orders of the rows' 64-byte nibble halves, so a row takes two
+// loads and four multiply-add pairs.
+TEXT ·kqQ4KDot4VNNIZ(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	XORQ R9, R9
+	XORQ R11, R11
+	LEAQ (R8)(R8*2), R10
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VMOVDQU64 kqScIdx0<>(SB), Z16
+	VMOVDQU64 kqScIdx1<>(SB), Z17
+	VMOVDQU64 kqScIdx2<>(SB), Z18
+	VMOVDQU64 kqScIdx3<>(SB), Z19
+	VXORPS X0, X0, X0
+
+q4kZLoop:
+	VMOVDQU64     (SI), Y20
+	VINSERTI64X4  $1, 64(SI), Z20, Z20
+	VMOVDQU64     32(SI), Y21
+	VINSERTI64X4  $1, 96(SI), Z21, Z21
+	VMOVDQU64     128(SI), Y22
+	VINSERTI64X4  $1, 192(SI), Z22, Z22
+	VMOVDQU64     160(SI), Y23
+	VINSERTI64X4  $1, 224(SI), Z23, Z23
+	PAIR0
+	Q4K_PAIRZ(Z8, Y8, Y12)
+	PAIR1
+	Q4K_PAIRZ(Z9, Y9, Y13)
+	PAIR2
+	Q4K_PAIRZ(Z10, Y10, Y14)
+	PAIR3
+	Q4K_PAIRZ(Z11, Y11, Y15)
+
+	K4_FINISH
+
+	ADDQ $144, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q4kZLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
