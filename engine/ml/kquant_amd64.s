@@ -1937,3 +1937,134 @@ q4kZLoop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// VPSHUFB indices for Q6_K's 16-value sub-block scales: vector k of a
+// super-block holds sub-blocks 2k, 2k+1, 8+2k, 9+2k in its 128-bit lanes;
+// lanes 0, 1 of the source hold the scales 0..7 as words, lanes 2, 3 the
+// scales 8..15, so lanes 0 and 2 take word 2k, lanes 1 and 3 word 2k+1.
+#define SC6_IDX(name, w0, w1) \
+	DATA name<>+0(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(w1*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SC6_IDX(kqSc6Idx0, 0x0100, 0x0302)
+SC6_IDX(kqSc6Idx1, 0x0504, 0x0706)
+SC6_IDX(kqSc6Idx2, 0x0908, 0x0b0a)
+SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
+
+// One Q6_K value vector: the 4-bit part lo (masked here) or'ed with the
+// two high bits already at bits 4..5 in hi, times activation vector act,
+// times the sub-block scales (spread by idx) into acc. Uses Z31.
+#define Q6K_VECZ(lo, hi, act, idx, acc) \
+	VPTERNLOGD   $0xf8, Z24, lo, hi \
+	VPMADDUBSW   act, hi, hi \
+	VPSHUFB      idx, Z26, Z31 \
+	VPDPWSSD     Z31, hi, acc
+
+// The integer sum of one Q6_K pair in the 8 int32 lanes of acc (as the
+// 256-bit kernels leave it). Vector 0 pairs ql[0:32] with ql[64:96] (the
+// same value positions of the two 128-value halves, whose qh bytes are
+// qh[0:32] and qh[32:64]: one 64-byte load), vector 1 ql[32:64] with
+// ql[96:128]; their high nibbles make vectors 2 and 3.
+#define Q6K_PAIRZ(zacc, acc) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	PREFETCHT0    192(BX)(R8*4) \
+	VPMOVSXBW     192(BX), Y5 \
+	VPMADDWD      ACT_SUMS16(AX), Y5, Y6 \
+	VPSLLD        $5, Y6, Y6 \
+	VPXORD        zacc, zacc, zacc \
+	VSHUFI64X2    $0x50, Z5, Z5, Z26 \
+	VMOVDQU64     (BX), Y27 \
+	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
+	VMOVDQU64     32(BX), Y28 \
+	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
+	VMOVDQU64     128(BX), Z29 \
+	VPSLLW        $4, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z27, Z30, Z20, Z16, zacc) \
+	VPSLLW        $2, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z28, Z30, Z21, Z17, zacc) \
+	VPSRLW        $4, Z27, Z27 \
+	VPANDD        Z25, Z29, Z30 \
+	Q6K_VECZ(Z27, Z30, Z22, Z18, zacc) \
+	VPSRLW        $4, Z28, Z28 \
+	VPSRLW        $2, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z28, Z30, Z23, Z19, zacc) \
+	VEXTRACTI64X4 $1, zacc, Y2 \
+	VPADDD        Y2, acc, acc \
+	VPSUBD        Y6, acc, acc
+
+// func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqQ6KDot4VNNI for one activation row (as is ignored), on 512-bit
+// vectors, the activation values arranged once per super-block into the
+// order of the value vectors (see Q6K_PAIRZ).
+TEXT ·kqQ6KDot4VNNIZ(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	XORQ R9, R9
+	XORQ R11, R11
+	LEAQ (R8)(R8*2), R10
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VMOVDQU64 kqSc6Idx0<>(SB), Z16
+	VMOVDQU64 kqSc6Idx1<>(SB), Z17
+	VMOVDQU64 kqSc6Idx2<>(SB), Z18
+	VMOVDQU64 kqSc6Idx3<>(SB), Z19
+	VXORPS X0, X0, X0
+
+q6kZLoop:
+	VMOVDQU64     (SI), Y20
+	VINSERTI64X4  $1, 128(SI), Z20, Z20
+	VMOVDQU64     32(SI), Y21
+	VINSERTI64X4  $1, 160(SI), Z21, Z21
+	VMOVDQU64     64(SI), Y22
+	VINSERTI64X4  $1, 192(SI), Z22, Z22
+	VMOVDQU64     96(SI), Y23
+	VINSERTI64X4  $1, 224(SI), Z23, Z23
+	PAIR0
+	Q6K_PAIRZ(Z8, Y8)
+	PAIR1
+	Q6K_PAIRZ(Z9, Y9)
+	PAIR2
+	Q6K_PAIRZ(Z10, Y10)
+	PAIR3
+	Q6K_PAIRZ(Z11, Y11)
+
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	VPXOR   X4, X4, X4
+	VPINSRW $0, 208(DI), X4, X4
+	LEAQ    (DI)(R8*1), BX
+	VPINSRW $1, 208(BX), X4, X4
+	LEAQ    (DI)(R8*2), BX
+	VPINSRW $2, 208(BX), X4, X4
+	LEAQ    (DI)(R10*1), BX
+	VPINSRW $3, 208(BX), X4, X4
+	VCVTPH2PS X4, X6
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X0, X0
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q6kZLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
