@@ -1829,36 +1829,6 @@ SCALE_IDX(kqScIdx1, 1, 3)
 SCALE_IDX(kqScIdx2, 4, 6)
 SCALE_IDX(kqScIdx3, 5, 7)
 
-// K4_SCALES without the frame: the scale bytes broadcast into Z26, the
-// mins as there. Uses X2, X3, R12, R13, R14, CX, DX.
-#define K4_SCALESZ(mins) \
-	MOVL         4(BX), R12 \
-	MOVL         8(BX), R13 \
-	MOVL         12(BX), DX \
-	MOVL         DX, CX \
-	ANDL         $0x0f0f0f0f, CX \
-	SHRL         $4, DX \
-	ANDL         $0x0f0f0f0f, DX \
-	MOVL         R12, R14 \
-	SHRL         $2, R14 \
-	ANDL         $0x30303030, R14 \
-	ORL          R14, CX \
-	MOVL         R13, R14 \
-	SHRL         $2, R14 \
-	ANDL         $0x30303030, R14 \
-	ORL          R14, DX \
-	ANDL         $0x3f3f3f3f, R12 \
-	ANDL         $0x3f3f3f3f, R13 \
-	SHLQ         $32, CX \
-	ORQ          CX, R12 \
-	SHLQ         $32, DX \
-	ORQ          DX, R13 \
-	VPBROADCASTQ R12, Z26 \
-	VMOVQ        R13, X3 \
-	VPUNPCKLBW   X3, X3, X3 \
-	VPMOVZXBW    X3, mins \
-	VPMADDWD     ACT_SUMS16(AX), mins, mins
-
 // One 64-byte half of a row's nibbles (two of its 32-byte chunks): the
 // low nibbles against activation vector alo, the high against ahi, each
 // product pair times its sub-block's scale (spread by ilo, ihi) into acc.
@@ -1874,14 +1844,79 @@ SCALE_IDX(kqScIdx3, 5, 7)
 	VPSHUFB      ihi, Z26, Z30 \
 	VPDPWSSD     Z30, Z28, acc
 
-// The integer sums of one pair, left in the 8 int32 lanes of acc's low
-// half as the 256-bit kernels leave them (an int32 sum's order does not
-// change its value).
-#define Q4K_PAIRZ(zacc, acc, mins) \
-	PREFETCHT0   (BX)(R8*4) \
-	PREFETCHT0   64(BX)(R8*4) \
-	PREFETCHT0   128(BX)(R8*4) \
-	K4_SCALESZ(mins) \
+// Per-lane constants of the Q4_K scale decoding over four rows' 16-byte
+// headers (one row per 128-bit lane; see K4_SCALES4).
+#define LANE4(name, q0, q1) \
+	DATA name<>+0(SB)/8, $q0 \
+	DATA name<>+8(SB)/8, $q1 \
+	DATA name<>+16(SB)/8, $q0 \
+	DATA name<>+24(SB)/8, $q1 \
+	DATA name<>+32(SB)/8, $q0 \
+	DATA name<>+40(SB)/8, $q1 \
+	DATA name<>+48(SB)/8, $q0 \
+	DATA name<>+56(SB)/8, $q1 \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+LANE4(kqK4Shv, 0, 0x0000000400000000)
+LANE4(kqK4M1, 0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f)
+LANE4(kqK4M2, 0x3030303000000000, 0x3030303000000000)
+LANE4(kqK4MinLo, 0x8009800980088008, 0x800b800b800a800a)
+LANE4(kqK4MinHi, 0x800d800d800c800c, 0x800f800f800e800e)
+
+// Dword 0 of each 128-bit lane into dwords 0..3.
+DATA kqK4Perm<>+0(SB)/8, $0x0000000400000000
+DATA kqK4Perm<>+8(SB)/8, $0x0000000c00000008
+DATA kqK4Perm<>+16(SB)/8, $0
+DATA kqK4Perm<>+24(SB)/8, $0
+DATA kqK4Perm<>+32(SB)/8, $0
+DATA kqK4Perm<>+40(SB)/8, $0
+DATA kqK4Perm<>+48(SB)/8, $0
+DATA kqK4Perm<>+56(SB)/8, $0
+GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
+
+// The 6-bit scales and mins of the four rows' super-blocks at once: Z25
+// gets the rows' first 16 bytes (d, dmin, the 12 scale bytes), Z31 per
+// lane the bytes sc0..sc7, m0..m7 (K4_SCALES's arithmetic on the dwords
+// s0, s1, s2 of the scale bytes: sc = s0&0x3f, (s2&0x0f)|((s0>>2)&0x30);
+// m = s1&0x3f, ((s2>>4)&0x0f)|((s1>>2)&0x30)). Uses Z28, Z29.
+#define K4_SCALES4 \
+	VMOVDQU32    (DI), X25 \
+	VINSERTI32X4 $1, (DI)(R8*1), Z25, Z25 \
+	VINSERTI32X4 $2, (DI)(R8*2), Z25, Z25 \
+	VINSERTI32X4 $3, (DI)(R10*1), Z25, Z25 \
+	VPSHUFD      $0xed, Z25, Z28 \
+	VPSRLVD      kqK4Shv<>(SB), Z28, Z28 \
+	VPSHUFD      $0xa5, Z25, Z31 \
+	VPSRLD       $2, Z31, Z31 \
+	VPANDD       kqK4M2<>(SB), Z31, Z31 \
+	VPTERNLOGD   $0xf8, kqK4M1<>(SB), Z28, Z31
+
+// Row k's scale bytes broadcast into Z26.
+#define K4_ROWSC(k) \
+	VSHUFI32X4   $(k*0x55), Z31, Z31, Z26
+
+// X12 gets each row's sum of min x the two sums of 16 of its sub-block,
+// X4 the rows' (d, dmin) pairs. Uses Z27..Z29.
+#define K4_MINS4 \
+	VPSHUFB         kqK4MinLo<>(SB), Z31, Z27 \
+	VPSHUFB         kqK4MinHi<>(SB), Z31, Z28 \
+	VBROADCASTI32X4 ACT_SUMS16(SI), Z29 \
+	VPMADDWD        Z29, Z27, Z27 \
+	VBROADCASTI32X4 (ACT_SUMS16+16)(SI), Z29 \
+	VPDPWSSD        Z29, Z28, Z27 \
+	VPSHUFD         $0x4e, Z27, Z28 \
+	VPADDD          Z28, Z27, Z27 \
+	VPSHUFD         $0xb1, Z27, Z28 \
+	VPADDD          Z28, Z27, Z27 \
+	VMOVDQU32       kqK4Perm<>(SB), Z28 \
+	VPERMD          Z27, Z28, Z12 \
+	VPERMD          Z25, Z28, Z4
+
+// The integer sum of scale x dot of pair k in the 8 int32 lanes of acc's
+// low half as the 256-bit kernels leave it (an int32 sum's order does not
+// change its value), the scales from K4_SCALES4.
+#define Q4K_PAIR4(k, zacc, acc) \
+	K4_ROWSC(k) \
 	VPXORD       zacc, zacc, zacc \
 	Q4K_HALFZ(16, Z20, Z21, Z16, Z17, zacc) \
 	Q4K_HALFZ(80, Z22, Z23, Z18, Z19, zacc) \
@@ -1893,7 +1928,8 @@ SCALE_IDX(kqScIdx3, 5, 7)
 // kqQ4KDot4VNNI for one activation row (as is ignored), on 512-bit
 // vectors: each super-block's activation values are arranged once into
 // the four orders of the rows' 64-byte nibble halves, so a row takes two
-// loads and four multiply-add pairs.
+// loads and four multiply-add pairs, and the four rows' scales and mins
+// are decoded and applied together, a row per 128-bit lane.
 TEXT ·kqQ4KDot4VNNIZ(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), DI
 	MOVQ ws+8(FP), R8
@@ -1917,16 +1953,43 @@ q4kZLoop:
 	VINSERTI64X4  $1, 192(SI), Z22, Z22
 	VMOVDQU64     160(SI), Y23
 	VINSERTI64X4  $1, 224(SI), Z23, Z23
+	K4_SCALES4
 	PAIR0
-	Q4K_PAIRZ(Z8, Y8, Y12)
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(0, Z8, Y8)
 	PAIR1
-	Q4K_PAIRZ(Z9, Y9, Y13)
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(1, Z9, Y9)
 	PAIR2
-	Q4K_PAIRZ(Z10, Y10, Y14)
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(2, Z10, Y10)
 	PAIR3
-	Q4K_PAIRZ(Z11, Y11, Y15)
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(3, Z11, Y11)
 
-	K4_FINISH
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+	K4_MINS4
+	VCVTPH2PS X4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VSHUFPS $0x88, X5, X4, X6
+	VSHUFPS $0xDD, X5, X4, X5
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VMULPS  X7, X5, X5
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VCVTDQ2PS X12, X12
+	VMULPS  X5, X12, X12
+	VSUBPS  X12, X8, X8
+	VADDPS  X8, X0, X0
 
 	ADDQ $144, DI
 	ADDQ $ACT_BLOCK, SI
