@@ -42,6 +42,15 @@ func kqQ6KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ4KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqQ4KDot4VNNIZ and kqQ6KDot4VNNIZ are kqQ4KDot4VNNI and kqQ6KDot4VNNI
+// for one activation row (as is ignored) on 512-bit vectors.
+//
+//go:noescape
+func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
 //go:noescape
 func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
@@ -94,11 +103,13 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	if useQ8VNNI() {
 		switch w.Type {
 		case Q4_K:
-			kern, row4 = kqQ4KDot4VNNI, kqQ4KRow4VNNI
+			// The Dot4VNNIZ kernels serve matvecs (one activation
+			// row each).
+			kern, row4 = kqQ4KDot4VNNIZ, kqQ4KRow4VNNI
 		case Q5_K:
 			kern, row4 = kqQ5KDot4VNNI, kqQ5KRow4VNNI
 		case Q6_K:
-			kern, row4 = kqQ6KDot4VNNI, kqQ6KRow4VNNI
+			kern, row4 = kqQ6KDot4VNNIZ, kqQ6KRow4VNNI
 		case Q2_K:
 			kern, row4 = kqQ2KDot4VNNI, kqQ2KRow4VNNI
 		case Q3_K:

@@ -1809,3 +1809,325 @@ q40r4Loop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// VPSHUFB indices spreading the eight 6-bit scales of a Q4_K super-block
+// (bytes of a broadcast qword) over the words of one ZMM of values: slot
+// s holds sub-blocks a (low 256 bits) and b (high 256 bits).
+#define SCALE_IDX(name, a, b) \
+	DATA name<>+0(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(0x8000800080008000+b*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SCALE_IDX(kqScIdx0, 0, 2)
+SCALE_IDX(kqScIdx1, 1, 3)
+SCALE_IDX(kqScIdx2, 4, 6)
+SCALE_IDX(kqScIdx3, 5, 7)
+
+// One 64-byte half of a row's nibbles (two of its 32-byte chunks): the
+// low nibbles against activation vector alo, the high against ahi, each
+// product pair times its sub-block's scale (spread by ilo, ihi) into acc.
+#define Q4K_HALFZ(off, alo, ahi, ilo, ihi, acc) \
+	VMOVDQU64    off(BX), Z27 \
+	VPSRLW       $4, Z27, Z28 \
+	VPANDD       Z24, Z27, Z27 \
+	VPANDD       Z24, Z28, Z28 \
+	VPMADDUBSW   alo, Z27, Z27 \
+	VPSHUFB      ilo, Z26, Z29 \
+	VPDPWSSD     Z29, Z27, acc \
+	VPMADDUBSW   ahi, Z28, Z28 \
+	VPSHUFB      ihi, Z26, Z30 \
+	VPDPWSSD     Z30, Z28, acc
+
+// Per-lane constants of the Q4_K scale decoding over four rows' 16-byte
+// headers (one row per 128-bit lane; see K4_SCALES4).
+#define LANE4(name, q0, q1) \
+	DATA name<>+0(SB)/8, $q0 \
+	DATA name<>+8(SB)/8, $q1 \
+	DATA name<>+16(SB)/8, $q0 \
+	DATA name<>+24(SB)/8, $q1 \
+	DATA name<>+32(SB)/8, $q0 \
+	DATA name<>+40(SB)/8, $q1 \
+	DATA name<>+48(SB)/8, $q0 \
+	DATA name<>+56(SB)/8, $q1 \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+LANE4(kqK4Shv, 0, 0x0000000400000000)
+LANE4(kqK4M1, 0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f)
+LANE4(kqK4M2, 0x3030303000000000, 0x3030303000000000)
+LANE4(kqK4MinLo, 0x8009800980088008, 0x800b800b800a800a)
+LANE4(kqK4MinHi, 0x800d800d800c800c, 0x800f800f800e800e)
+
+// Dword 0 of each 128-bit lane into dwords 0..3.
+DATA kqK4Perm<>+0(SB)/8, $0x0000000400000000
+DATA kqK4Perm<>+8(SB)/8, $0x0000000c00000008
+DATA kqK4Perm<>+16(SB)/8, $0
+DATA kqK4Perm<>+24(SB)/8, $0
+DATA kqK4Perm<>+32(SB)/8, $0
+DATA kqK4Perm<>+40(SB)/8, $0
+DATA kqK4Perm<>+48(SB)/8, $0
+DATA kqK4Perm<>+56(SB)/8, $0
+GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
+
+// The 6-bit scales and mins of the four rows' super-blocks at once: Z25
+// gets the rows' first 16 bytes (d, dmin, the 12 scale bytes), Z31 per
+// lane the bytes sc0..sc7, m0..m7 (K4_SCALES's arithmetic on the dwords
+// s0, s1, s2 of the scale bytes: sc = s0&0x3f, (s2&0x0f)|((s0>>2)&0x30);
+// m = s1&0x3f, ((s2>>4)&0x0f)|((s1>>2)&0x30)). Uses Z28, Z29.
+#define K4_SCALES4 \
+	VMOVDQU32    (DI), X25 \
+	VINSERTI32X4 $1, (DI)(R8*1), Z25, Z25 \
+	VINSERTI32X4 $2, (DI)(R8*2), Z25, Z25 \
+	VINSERTI32X4 $3, (DI)(R10*1), Z25, Z25 \
+	VPSHUFD      $0xed, Z25, Z28 \
+	VPSRLVD      kqK4Shv<>(SB), Z28, Z28 \
+	VPSHUFD      $0xa5, Z25, Z31 \
+	VPSRLD       $2, Z31, Z31 \
+	VPANDD       kqK4M2<>(SB), Z31, Z31 \
+	VPTERNLOGD   $0xf8, kqK4M1<>(SB), Z28, Z31
+
+// Row k's scale bytes broadcast into Z26.
+#define K4_ROWSC(k) \
+	VSHUFI32X4   $(k*0x55), Z31, Z31, Z26
+
+// X12 gets each row's sum of min x the two sums of 16 of its sub-block,
+// X4 the rows' (d, dmin) pairs. Uses Z27..Z29.
+#define K4_MINS4 \
+	VPSHUFB         kqK4MinLo<>(SB), Z31, Z27 \
+	VPSHUFB         kqK4MinHi<>(SB), Z31, Z28 \
+	VBROADCASTI32X4 ACT_SUMS16(SI), Z29 \
+	VPMADDWD        Z29, Z27, Z27 \
+	VBROADCASTI32X4 (ACT_SUMS16+16)(SI), Z29 \
+	VPDPWSSD        Z29, Z28, Z27 \
+	VPSHUFD         $0x4e, Z27, Z28 \
+	VPADDD          Z28, Z27, Z27 \
+	VPSHUFD         $0xb1, Z27, Z28 \
+	VPADDD          Z28, Z27, Z27 \
+	VMOVDQU32       kqK4Perm<>(SB), Z28 \
+	VPERMD          Z27, Z28, Z12 \
+	VPERMD          Z25, Z28, Z4
+
+// The integer sum of scale x dot of pair k in the 8 int32 lanes of acc's
+// low half as the 256-bit kernels leave it (an int32 sum's order does not
+// change its value), the scales from K4_SCALES4.
+#define Q4K_PAIR4(k, zacc, acc) \
+	K4_ROWSC(k) \
+	VPXORD       zacc, zacc, zacc \
+	Q4K_HALFZ(16, Z20, Z21, Z16, Z17, zacc) \
+	Q4K_HALFZ(80, Z22, Z23, Z18, Z19, zacc) \
+	VEXTRACTI64X4 $1, zacc, Y2 \
+	VPADDD       Y2, acc, acc
+
+// func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqQ4KDot4VNNI for one activation row (as is ignored), on 512-bit
+// vectors: each super-block's activation values are arranged once into
+// the four orders of the rows' 64-byte nibble halves, so a row takes two
+// loads and four multiply-add pairs, and the four rows' scales and mins
+// are decoded and applied together, a row per 128-bit lane.
+TEXT ·kqQ4KDot4VNNIZ(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	XORQ R9, R9
+	XORQ R11, R11
+	LEAQ (R8)(R8*2), R10
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VMOVDQU64 kqScIdx0<>(SB), Z16
+	VMOVDQU64 kqScIdx1<>(SB), Z17
+	VMOVDQU64 kqScIdx2<>(SB), Z18
+	VMOVDQU64 kqScIdx3<>(SB), Z19
+	VXORPS X0, X0, X0
+
+q4kZLoop:
+	VMOVDQU64     (SI), Y20
+	VINSERTI64X4  $1, 64(SI), Z20, Z20
+	VMOVDQU64     32(SI), Y21
+	VINSERTI64X4  $1, 96(SI), Z21, Z21
+	VMOVDQU64     128(SI), Y22
+	VINSERTI64X4  $1, 192(SI), Z22, Z22
+	VMOVDQU64     160(SI), Y23
+	VINSERTI64X4  $1, 224(SI), Z23, Z23
+	K4_SCALES4
+	PAIR0
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(0, Z8, Y8)
+	PAIR1
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(1, Z9, Y9)
+	PAIR2
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(2, Z10, Y10)
+	PAIR3
+	PREFETCHT0 (BX)(R8*4)
+	PREFETCHT0 64(BX)(R8*4)
+	PREFETCHT0 128(BX)(R8*4)
+	Q4K_PAIR4(3, Z11, Y11)
+
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+	K4_MINS4
+	VCVTPH2PS X4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VSHUFPS $0x88, X5, X4, X6
+	VSHUFPS $0xDD, X5, X4, X5
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VMULPS  X7, X5, X5
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VCVTDQ2PS X12, X12
+	VMULPS  X5, X12, X12
+	VSUBPS  X12, X8, X8
+	VADDPS  X8, X0, X0
+
+	ADDQ $144, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q4kZLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// VPSHUFB indices for Q6_K's 16-value sub-block scales: vector k of a
+// super-block holds sub-blocks 2k, 2k+1, 8+2k, 9+2k in its 128-bit lanes;
+// lanes 0, 1 of the source hold the scales 0..7 as words, lanes 2, 3 the
+// scales 8..15, so lanes 0 and 2 take word 2k, lanes 1 and 3 word 2k+1.
+#define SC6_IDX(name, w0, w1) \
+	DATA name<>+0(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(w1*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SC6_IDX(kqSc6Idx0, 0x0100, 0x0302)
+SC6_IDX(kqSc6Idx1, 0x0504, 0x0706)
+SC6_IDX(kqSc6Idx2, 0x0908, 0x0b0a)
+SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
+
+// One Q6_K value vector: the 4-bit part lo (masked here) or'ed with the
+// two high bits already at bits 4..5 in hi, times activation vector act,
+// times the sub-block scales (spread by idx) into acc. Uses Z31.
+#define Q6K_VECZ(lo, hi, act, idx, acc) \
+	VPTERNLOGD   $0xf8, Z24, lo, hi \
+	VPMADDUBSW   act, hi, hi \
+	VPSHUFB      idx, Z26, Z31 \
+	VPDPWSSD     Z31, hi, acc
+
+// The integer sum of one Q6_K pair in the 8 int32 lanes of acc (as the
+// 256-bit kernels leave it). Vector 0 pairs ql[0:32] with ql[64:96] (the
+// same value positions of the two 128-value halves, whose qh bytes are
+// qh[0:32] and qh[32:64]: one 64-byte load), vector 1 ql[32:64] with
+// ql[96:128]; their high nibbles make vectors 2 and 3.
+#define Q6K_PAIRZ(zacc, acc) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	PREFETCHT0    192(BX)(R8*4) \
+	VPMOVSXBW     192(BX), Y5 \
+	VPMADDWD      ACT_SUMS16(AX), Y5, Y6 \
+	VPSLLD        $5, Y6, Y6 \
+	VPXORD        zacc, zacc, zacc \
+	VSHUFI64X2    $0x50, Z5, Z5, Z26 \
+	VMOVDQU64     (BX), Y27 \
+	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
+	VMOVDQU64     32(BX), Y28 \
+	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
+	VMOVDQU64     128(BX), Z29 \
+	VPSLLW        $4, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z27, Z30, Z20, Z16, zacc) \
+	VPSLLW        $2, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z28, Z30, Z21, Z17, zacc) \
+	VPSRLW        $4, Z27, Z27 \
+	VPANDD        Z25, Z29, Z30 \
+	Q6K_VECZ(Z27, Z30, Z22, Z18, zacc) \
+	VPSRLW        $4, Z28, Z28 \
+	VPSRLW        $2, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z28, Z30, Z23, Z19, zacc) \
+	VEXTRACTI64X4 $1, zacc, Y2 \
+	VPADDD        Y2, acc, acc \
+	VPSUBD        Y6, acc, acc
+
+// func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqQ6KDot4VNNI for one activation row (as is ignored), on 512-bit
+// vectors, the activation values arranged once per super-block into the
+// order of the value vectors (see Q6K_PAIRZ).
+TEXT ·kqQ6KDot4VNNIZ(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	MOVQ a+16(FP), SI
+	XORQ R9, R9
+	XORQ R11, R11
+	LEAQ (R8)(R8*2), R10
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VMOVDQU64 kqSc6Idx0<>(SB), Z16
+	VMOVDQU64 kqSc6Idx1<>(SB), Z17
+	VMOVDQU64 kqSc6Idx2<>(SB), Z18
+	VMOVDQU64 kqSc6Idx3<>(SB), Z19
+	VXORPS X0, X0, X0
+
+q6kZLoop:
+	VMOVDQU64     (SI), Y20
+	VINSERTI64X4  $1, 128(SI), Z20, Z20
+	VMOVDQU64     32(SI), Y21
+	VINSERTI64X4  $1, 160(SI), Z21, Z21
+	VMOVDQU64     64(SI), Y22
+	VINSERTI64X4  $1, 192(SI), Z22, Z22
+	VMOVDQU64     96(SI), Y23
+	VINSERTI64X4  $1, 224(SI), Z23, Z23
+	PAIR0
+	Q6K_PAIRZ(Z8, Y8)
+	PAIR1
+	Q6K_PAIRZ(Z9, Y9)
+	PAIR2
+	Q6K_PAIRZ(Z10, Y10)
+	PAIR3
+	Q6K_PAIRZ(Z11, Y11)
+
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	VPXOR   X4, X4, X4
+	VPINSRW $0, 208(DI), X4, X4
+	LEAQ    (DI)(R8*1), BX
+	VPINSRW $1, 208(BX), X4, X4
+	LEAQ    (DI)(R8*2), BX
+	VPINSRW $2, 208(BX), X4, X4
+	LEAQ    (DI)(R10*1), BX
+	VPINSRW $3, 208(BX), X4, X4
+	VCVTPH2PS X4, X6
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X0, X0
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q6kZLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
