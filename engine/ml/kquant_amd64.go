@@ -143,6 +143,16 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		}
 		return true
 	}
+	rowTimes4(row4, dst, act, n, w, rb, as, nb, lo, hi)
+	return true
+}
+
+// rowTimes4 computes outputs [lo,hi) of n >= 4 activation rows one weight
+// row at a time (L1-resident after the first call) against four
+// activation rows per row4 call; the leftover rows go through the window
+// of the last four, rewriting some outputs with the same bits.
+func rowTimes4(row4 kqKernel, dst []float32, act []byte, n int, w *Matrix, rb, as, nb, lo, hi int) {
+	R := w.Rows
 	var out [4]float32
 	for r := lo; r < hi; r++ {
 		row := &w.Data[r*rb]
@@ -155,14 +165,12 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			dst[(i+3)*R+r] = out[3]
 		}
 		if i < n {
-			// The last activation rows: the window of the last four.
 			row4(row, 0, &act[(n-4)*as], as, nb, &out[0])
 			for ; i < n; i++ {
 				dst[i*R+r] = out[i-(n-4)]
 			}
 		}
 	}
-	return true
 }
 
 type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)

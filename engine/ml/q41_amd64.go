@@ -143,24 +143,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	if row4 == nil {
 		row4 = kern // with ws = 0 a four-output kernel is a Row4 kernel
 	}
-	var out [4]float32
-	for r := lo; r < hi; r++ {
-		row := &w.Data[r*rb]
-		i := 0
-		for ; i+4 <= n; i += 4 {
-			row4(row, 0, &act[i*as], as, nb, &out[0])
-			dst[i*R+r] = out[0]
-			dst[(i+1)*R+r] = out[1]
-			dst[(i+2)*R+r] = out[2]
-			dst[(i+3)*R+r] = out[3]
-		}
-		if i < n {
-			row4(row, 0, &act[(n-4)*as], as, nb, &out[0])
-			for ; i < n; i++ {
-				dst[i*R+r] = out[i-(n-4)]
-			}
-		}
-	}
+	rowTimes4(row4, dst, act, n, w, rb, as, nb, lo, hi)
 	return true
 }
 
