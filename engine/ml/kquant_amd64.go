@@ -37,13 +37,10 @@ func kqQ5KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// The kernels with AVX-512 VNNI's VPDPWSSD.
-//
-//go:noescape
-func kqQ4KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
-
-// kqQ4KDot4VNNIZ and kqQ6KDot4VNNIZ are kqQ4KDot4VNNI and kqQ6KDot4VNNI
-// for one activation row (as is ignored) on 512-bit vectors.
+// Kernels for AVX-512 VNNI machines, for one activation row (as is
+// ignored): Q4_K and Q6_K on 512-bit vectors, Q5_K with VPDPWSSD on
+// 256-bit vectors. Batches (n >= 4) of the three go through the expanded
+// tiles of gemmKTiles instead.
 //
 //go:noescape
 func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
@@ -53,19 +50,6 @@ func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 //go:noescape
 func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
-
-//go:noescape
-func kqQ6KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
-
-//
-//go:noescape
-func kqQ4KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
-
-//go:noescape
-func kqQ5KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
-
-//go:noescape
-func kqQ6KRow4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // useKQAVX2 reports whether K-quant products use the AVX2 kernels (which
 // also serve AVX-512 machines).
@@ -103,13 +87,11 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	if useQ8VNNI() {
 		switch w.Type {
 		case Q4_K:
-			// The Dot4VNNIZ kernels serve matvecs (one activation
-			// row each).
-			kern, row4 = kqQ4KDot4VNNIZ, kqQ4KRow4VNNI
+			kern = kqQ4KDot4VNNIZ
 		case Q5_K:
-			kern, row4 = kqQ5KDot4VNNI, kqQ5KRow4VNNI
+			kern = kqQ5KDot4VNNI
 		case Q6_K:
-			kern, row4 = kqQ6KDot4VNNIZ, kqQ6KRow4VNNI
+			kern = kqQ6KDot4VNNIZ
 		case Q2_K:
 			kern, row4 = kqQ2KDot4VNNI, kqQ2KRow4VNNI
 		case Q3_K:
