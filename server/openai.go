@@ -82,7 +82,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Reason: "body_too_large",
 				Code: strp("request_too_large"), Message: fmt.Sprintf("request body exceeds %d bytes", mb.Limit)}
 		}
-		return badRequest("", "", "reading the request body: %v", err)
+		return bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "invalid_json", "empty request body: want a JSON object")
