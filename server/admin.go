@@ -42,7 +42,9 @@ func wrongKey() *apiError {
 func (s *Server) authenticate(r *http.Request, check func(key string) *apiError) *apiError {
 	client := clientKey(r.RemoteAddr)
 	if d := s.authLim.wait(client); d > 0 {
-		return tooManyFailures(d)
+		e := tooManyFailures(d)
+		e.closeConn = true
+		return e
 	}
 	key := bearer(r)
 	var e *apiError
@@ -53,6 +55,11 @@ func (s *Server) authenticate(r *http.Request, check func(key string) *apiError)
 	}
 	if e != nil && e.Status == http.StatusUnauthorized {
 		s.authLim.fail(client)
+	}
+	if e != nil && e.Status != http.StatusForbidden {
+		// A client without a valid key has no use for the connection,
+		// and its refusal must not wait for a body nobody will read.
+		e.closeConn = true
 	}
 	return e
 }

@@ -27,6 +27,8 @@ type apiError struct {
 	Reason string `json:"-"`
 	// RetryAfter, when > 0, is sent as the Retry-After header (seconds).
 	RetryAfter int `json:"-"`
+	// closeConn answers with Connection: close.
+	closeConn bool
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -57,6 +59,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kvwarden"`)
+	}
+	if e.closeConn {
+		w.Header().Set("Connection", "close")
 	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
