@@ -135,7 +135,9 @@ func clientKey(addr string) string {
 // connLimiter is a net.Listener that caps open connections, in all and
 // per client address. A connection over a cap is answered with a bare 503
 // and closed, without reading its request, so a flood of idle connections
-// cannot exhaust file descriptors.
+// cannot exhaust file descriptors. Accepted connections are handed to the
+// http.Server as they are (a *tls.Conn stays one); its ConnState hook
+// gives their slot back when they close or are hijacked.
 type connLimiter struct {
 	net.Listener
 	max, perIP int // 0: no cap
@@ -164,7 +166,16 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			go refuseConn(c, why)
 			continue
 		}
-		return &limitedConn{Conn: c, release: func() { l.release(key) }}, nil
+		return c, nil
+	}
+}
+
+// connState is the http.Server's ConnState hook: a connection that closed
+// or left the server (hijacked) frees its slot. The server reports exactly
+// one of the two for every connection Accept returned.
+func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateClosed || st == http.StateHijacked {
+		l.release(clientKey(c.RemoteAddr().String()))
 	}
 }
 
@@ -205,17 +216,4 @@ func refuseConn(c net.Conn, why string) {
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	_ = c.Close()
-}
-
-// limitedConn gives its slot back once, on Close.
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -246,6 +246,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		ReadHeaderTimeout: DefaultHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnState:         cl.connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
