@@ -90,6 +90,8 @@ type Options struct {
 	// BodyTimeout is how long a client may take to send a request body
 	// after its headers (0: DefaultBodyTimeout; negative: no limit).
 	// Responses are not limited: a stream runs as long as it generates.
+	// It applies wherever the Server is mounted (a read deadline set
+	// through http.ResponseController).
 	BodyTimeout time.Duration
 	// MaxConns and MaxConnsPerIP cap the connections Serve keeps open, in
 	// all and per client address (an IPv6 client: its /64); one over a
