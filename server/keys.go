@@ -16,7 +16,13 @@ import (
 // useful about a key's bytes.
 type Keys struct {
 	tenants map[[32]byte]string
+	// short are the lines of keys shorter than RecommendedKeyLen.
+	short []int
 }
+
+// RecommendedKeyLen is the key length below which `kvwarden serve` warns:
+// shorter keys can be guessed (the minimum accepted is 8).
+const RecommendedKeyLen = 16
 
 // LoadKeys reads an API key file: one "KEY TENANT" pair per line, separated
 // by whitespace; blank lines and lines starting with '#' are ignored. A key
@@ -33,6 +39,28 @@ func LoadKeys(path string) (*Keys, error) {
 // ParseKeys reads the key file format of LoadKeys from r; name is used in
 // error messages.
 func ParseKeys(r io.Reader, name string) (*Keys, error) {
+	return parseKeys(r, name, 2)
+}
+
+// LoadAdminKeys reads an operator key file (Options.AdminKeys): one key
+// per line, with the rules of LoadKeys otherwise.
+func LoadAdminKeys(path string) (*Keys, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseAdminKeys(f, path)
+}
+
+// ParseAdminKeys reads the operator key file format of LoadAdminKeys from
+// r; name is used in error messages.
+func ParseAdminKeys(r io.Reader, name string) (*Keys, error) {
+	return parseKeys(r, name, 1)
+}
+
+// parseKeys reads lines of fields fields: the key, and with 2 its tenant.
+func parseKeys(r io.Reader, name string, fields int) (*Keys, error) {
 	k := &Keys{tenants: map[[32]byte]string{}}
 	sc := bufio.NewScanner(r)
 	line := 0
@@ -43,11 +71,19 @@ func ParseKeys(r io.Reader, name string) (*Keys, error) {
 			continue
 		}
 		f := strings.Fields(t)
-		if len(f) != 2 {
+		switch {
+		case fields == 1 && len(f) != 1:
+			return nil, fmt.Errorf("%s:%d: want one KEY per line, got %d fields", name, line, len(f))
+		case fields == 2 && len(f) != 2:
 			return nil, fmt.Errorf("%s:%d: want \"KEY TENANT\", got %d fields", name, line, len(f))
+		case fields == 1:
+			f = append(f, "operator")
 		}
 		if len(f[0]) < 8 {
 			return nil, fmt.Errorf("%s:%d: key is shorter than 8 characters", name, line)
+		}
+		if len(f[0]) < RecommendedKeyLen {
+			k.short = append(k.short, line)
 		}
 		if len(f[1]) > 256 {
 			return nil, fmt.Errorf("%s:%d: tenant name longer than 256 bytes", name, line)
@@ -75,3 +111,17 @@ func (k *Keys) Tenant(key string) (string, bool) {
 
 // Len is the number of keys.
 func (k *Keys) Len() int { return len(k.tenants) }
+
+// ShortKeyLines are the lines (1-based) of the keys shorter than
+// RecommendedKeyLen.
+func (k *Keys) ShortKeyLines() []int { return k.short }
+
+// Shares reports whether k and o have a key in common.
+func (k *Keys) Shares(o *Keys) bool {
+	for h := range o.tenants {
+		if _, ok := k.tenants[h]; ok {
+			return true
+		}
+	}
+	return false
+}

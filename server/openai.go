@@ -27,6 +27,8 @@ type apiError struct {
 	Reason string `json:"-"`
 	// RetryAfter, when > 0, is sent as the Retry-After header (seconds).
 	RetryAfter int `json:"-"`
+	// closeConn answers with Connection: close.
+	closeConn bool
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -58,6 +60,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kvwarden"`)
 	}
+	if e.closeConn {
+		w.Header().Set("Connection", "close")
+	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
 
@@ -82,7 +87,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) *api
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Reason: "body_too_large",
 				Code: strp("request_too_large"), Message: fmt.Sprintf("request body exceeds %d bytes", mb.Limit)}
 		}
-		return badRequest("", "", "reading the request body: %v", err)
+		return bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "invalid_json", "empty request body: want a JSON object")

@@ -12,14 +12,20 @@
 //	mux.Handle("/llm/", http.StripPrefix("/llm", srv))
 //
 // Isolation rules it keeps (see docs/ISOLATION.md): the tenant of a
-// request comes only from its authenticated API key (invariant 9); with
-// keys configured /metrics needs a key too (Options.PublicMetrics opens
-// it); response ids are random, so they reveal nothing about other
-// tenants' traffic; internal errors reach the client as generic text (the
-// details, which may name other requests, go to the log under the response
-// id); a client disconnect cancels the request's context, which aborts it
-// in the engine (invariant 8); and a request that fails is never answered
-// with a 200 carrying a partial body.
+// request comes only from its authenticated API key (invariant 9);
+// /metrics needs an operator key (Options.AdminKeys; a tenant key gets 403;
+// see admin.go) unless Options.PublicMetrics opens it; response ids are
+// random, so they reveal nothing about other tenants' traffic; internal
+// errors reach the client as generic text (the details, which may name
+// other requests, go to the log under the response id); a client
+// disconnect cancels the request's context, which aborts it in the engine
+// (invariant 8); and a request that fails is never answered with a 200
+// carrying a partial body.
+// Against hostile clients it bounds the time to send a request body
+// (Options.BodyTimeout), the open connections, in all and per client
+// address (Options.MaxConns, MaxConnsPerIP, in Serve), and repeated failed
+// authentications per address (429; Options.AuthFailBurst); see limits.go
+// and authlimit.go.
 // Non-streaming responses are written only after the engine finished the
 // request cleanly; streaming responses send their header only with the
 // first text, so an admission or early failure gets a proper 4xx/5xx, and a
@@ -76,6 +82,29 @@ type Options struct {
 	// CORSOrigins are the origins browsers may call the API from ("*":
 	// any). Empty: no CORS headers, so browsers refuse cross-origin calls.
 	CORSOrigins []string
+	// AdminKeys are the operator keys: /metrics (unless PublicMetrics)
+	// and admin endpoints need one, and tenant keys get 403 there. With
+	// Keys but no AdminKeys nobody reads them; with neither (an open
+	// server) they are open. See admin.go.
+	AdminKeys *Keys
+	// BodyTimeout is how long a client may take to send a request body
+	// after its headers (0: DefaultBodyTimeout; negative: no limit).
+	// Responses are not limited: a stream runs as long as it generates.
+	// It applies wherever the Server is mounted (a read deadline set
+	// through http.ResponseController).
+	BodyTimeout time.Duration
+	// MaxConns and MaxConnsPerIP cap the connections Serve keeps open, in
+	// all and per client address (an IPv6 client: its /64); one over a
+	// cap gets a bare 503 and is closed (0: DefaultMaxConns,
+	// DefaultMaxConnsPerIP; negative: no cap). They apply to Serve only:
+	// an application mounting the Server limits its own listener.
+	MaxConns, MaxConnsPerIP int
+	// AuthFailBurst failed authentications (401) in a row from one client
+	// address make its later requests get 429 with Retry-After, until one
+	// more is allowed every AuthFailEvery (0: DefaultAuthFailBurst,
+	// DefaultAuthFailEvery; a negative burst: no limit).
+	AuthFailBurst int
+	AuthFailEvery time.Duration
 }
 
 // Server serves the HTTP API over one engine.
@@ -83,6 +112,7 @@ type Server struct {
 	eng      *engine.Engine
 	model    string
 	keys     *Keys
+	admin    *Keys
 	pubMet   bool
 	maxBody  int64
 	log      *slog.Logger
@@ -91,6 +121,12 @@ type Server struct {
 	draining atomic.Bool
 	mux      *http.ServeMux
 	cors     map[string]bool
+	// limits (limits.go, authlimit.go)
+	bodyTimeout   time.Duration
+	maxConns      int
+	maxConnsPerIP int
+	authLim       *authLimiter
+	conns         atomic.Pointer[connLimiter] // set by Serve
 	// fingerprint is the system_fingerprint of every response: a digest
 	// of what determines outputs besides the request (build, model shape,
 	// device), so clients can tell when that changed.
@@ -100,8 +136,10 @@ type Server struct {
 // New builds a Server over o.Engine, which must not be nil. The caller
 // keeps ownership of the engine and closes it after the server stopped.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, pubMet: o.PublicMetrics, maxBody: o.MaxBodyBytes,
-		log: o.Logger, created: time.Now().Unix()}
+	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, admin: o.AdminKeys, pubMet: o.PublicMetrics, maxBody: o.MaxBodyBytes,
+		log: o.Logger, created: time.Now().Unix(), bodyTimeout: o.bodyTimeout(),
+		authLim: newAuthLimiter(o.AuthFailBurst, o.AuthFailEvery)}
+	s.maxConns, s.maxConnsPerIP = o.maxConns()
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -137,6 +175,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.allowCORS(w, r) {
 		return // a preflight, answered
 	}
+	r, finish := s.guardBody(w, r)
+	defer finish()
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -198,11 +238,17 @@ func fingerprint(eng *engine.Engine) string {
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	base, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	cl := newConnLimiter(ln, s.maxConns, s.maxConnsPerIP, s.log, func(why string) {
+		s.met.Rejections.WithLabelValues(why).Inc()
+	})
+	s.conns.Store(cl)
+	ln = cl
 	hs := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: DefaultHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnState:         cl.connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -233,21 +279,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	}
 	s.log.Info("server stopped")
 	return err
-}
-
-// metricsHandler requires an API key for h when keys are configured,
-// unless PublicMetrics is set.
-func (s *Server) metricsHandler(h http.Handler) http.Handler {
-	if s.keys == nil || s.pubMet {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, e := s.tenantOf(r); e != nil {
-			s.reject(w, "metrics", e)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // responseID is a response's id: the endpoint's prefix and 26 random
@@ -330,18 +361,16 @@ func (s *Server) tenantOf(r *http.Request) (string, *apiError) {
 	if s.keys == nil {
 		return "default", nil
 	}
-	// The scheme is case-insensitive (RFC 9110 11.1): "bearer" works too.
-	scheme, key, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
-		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
-			Reason: "unauthorized", Message: "missing API key: send Authorization: Bearer <key>"}
-	}
-	t, ok := s.keys.Tenant(strings.TrimSpace(key))
-	if !ok {
-		return "", &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: strp("invalid_api_key"),
-			Reason: "unauthorized", Message: "Incorrect API key provided"}
-	}
-	return t, nil
+	var tenant string
+	e := s.authenticate(r, func(key string) *apiError {
+		t, ok := s.keys.Tenant(key)
+		if !ok {
+			return wrongKey()
+		}
+		tenant = t
+		return nil
+	})
+	return tenant, e
 }
 
 // reject answers a request refused before generation and counts it.

@@ -37,6 +37,9 @@ func (r slowRunner) Forward(b *model.Batch) error {
 	return r.Runner.Forward(b)
 }
 
+// testAdminKey is the operator key start configures with keys.
+const testAdminKey = "operator-key-0123456789"
+
 type testServer struct {
 	eng    *engine.Engine
 	srv    *Server
@@ -57,6 +60,8 @@ type setup struct {
 	body  int64
 	// publicMetrics sets Options.PublicMetrics
 	publicMetrics bool
+	// opts, when set, adjusts the Options before New
+	opts func(*Options)
 	// fail makes the engine's forward pass fail with this error
 	fail error
 	// logTo receives the server's log
@@ -127,8 +132,17 @@ func start(t *testing.T, s setup) *testServer {
 	if s.logTo != nil {
 		log = slog.New(slog.NewTextHandler(s.logTo, nil))
 	}
-	srv := New(Options{Engine: eng, ModelID: "test-model", Keys: keys, Logger: log, MaxBodyBytes: s.body,
-		PublicMetrics: s.publicMetrics})
+	o := Options{Engine: eng, ModelID: "test-model", Keys: keys, Logger: log, MaxBodyBytes: s.body,
+		PublicMetrics: s.publicMetrics}
+	if s.keys != "" && !s.publicMetrics {
+		// Scraping needs an operator key.
+		o.AdminKeys, err = ParseAdminKeys(strings.NewReader(testAdminKey+"\n"), "admin")
+		require.NoError(t, err)
+	}
+	if s.opts != nil {
+		s.opts(&o)
+	}
+	srv := New(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,8 +152,8 @@ func start(t *testing.T, s setup) *testServer {
 	}
 	ts := &testServer{eng: eng, srv: srv, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}}
-	if s.keys != "" && !s.publicMetrics {
-		ts.metricsKey = strings.Fields(strings.TrimSpace(strings.Split(strings.TrimPrefix(s.keys, "# keys\n"), "\n")[0]))[0]
+	if o.AdminKeys != nil && !s.publicMetrics {
+		ts.metricsKey = testAdminKey
 	}
 	go func() { ts.done <- srv.Serve(ctx, ln, drain) }()
 	t.Cleanup(func() {
@@ -606,7 +620,7 @@ func TestAuth(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &models))
 	require.Equal(t, "test-model", models.Data[0].ID)
 	// Health needs no key; metrics, which aggregate every tenant's
-	// traffic, need one (any valid key).
+	// traffic, need an operator key: a tenant key gets 403.
 	resp, err = ts.client.Get(ts.url + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -623,7 +637,15 @@ func TestAuth(t *testing.T) {
 		requireAPIError(t, resp, raw, 401, "invalid_api_key")
 		require.NotContains(t, string(raw), "kvwarden_kv_pages")
 	}
-	require.Equal(t, "secret-aaaa", ts.metricsKey)
+	req, _ = http.NewRequest(http.MethodGet, ts.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer secret-aaaa")
+	resp, err = ts.client.Do(req)
+	require.NoError(t, err)
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	requireAPIError(t, resp, raw, 403, "forbidden")
+	require.NotContains(t, string(raw), "kvwarden_kv_pages")
+	require.Equal(t, testAdminKey, ts.metricsKey)
 	require.Contains(t, scrape(t, ts), `kvwarden_rejections_total{reason="unauthorized"} 5`)
 
 	// An explicit option opens them.

@@ -192,6 +192,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--log-level", "loud"}, "log-level"},
 		{[]string{"serve", "--chat-template-file", "/nonexistent/t.jinja"}, "chat-template-file"},
 		{[]string{"serve", "--cors-origin", "app.example"}, "cors-origin"},
+		{[]string{"serve", "--admin-keys", "/nonexistent/admin"}, "admin-keys"},
+		{[]string{"serve", "--body-timeout", "-1s"}, "body-timeout"},
+		{[]string{"serve", "--max-conns", "-1"}, "max-conns"},
+		{[]string{"serve", "--max-conns-per-ip", "-2"}, "max-conns-per-ip"},
 		{[]string{"audit", "--tenants", "1"}, "tenants"},
 		{[]string{"audit", "--inject-fault", "gremlins"}, "inject-fault"},
 		{[]string{"frobnicate"}, "frobnicate"},
@@ -220,6 +224,8 @@ func TestServeInProcess(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	require.NoError(t, os.WriteFile(keys, []byte("sk-alice-0001 alice\n"), 0o600))
+	admin := filepath.Join(dir, "admin")
+	require.NoError(t, os.WriteFile(admin, []byte("op-key-0123456789abcdef\n"), 0o600))
 	tmpl := filepath.Join(dir, "chat.jinja")
 	require.NoError(t, os.WriteFile(tmpl, []byte("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -228,7 +234,7 @@ func TestServeInProcess(t *testing.T) {
 	var errb syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append(stories(t, "serve"), "--addr", "127.0.0.1:0", "--api-keys", keys, "--kv-pages", "64", "--chat-template-file", tmpl),
+		done <- run(ctx, append(stories(t, "serve"), "--addr", "127.0.0.1:0", "--api-keys", keys, "--admin-keys", admin, "--kv-pages", "64", "--chat-template-file", tmpl),
 			&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errb, ready: func(a string) { addr <- a }})
 	}()
 	var base string
@@ -251,8 +257,8 @@ func TestServeInProcess(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"text":", there was a little girl named Lily. She"`)
-	// with --api-keys, /metrics needs a key too
-	for key, want := range map[string]int{"": http.StatusUnauthorized, "sk-alice-0001": http.StatusOK} {
+	// /metrics needs an operator key; a tenant key is refused
+	for key, want := range map[string]int{"": http.StatusUnauthorized, "sk-alice-0001": http.StatusForbidden, "op-key-0123456789abcdef": http.StatusOK} {
 		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
@@ -283,9 +289,11 @@ func TestServeInProcess(t *testing.T) {
 		t.Fatal("serve did not shut down")
 	}
 	log := errb.String()
-	for _, want := range []string{"loading model", "model loaded", "kv pool", "listening", "shutting down", "engine closed"} {
+	for _, want := range []string{"loading model", "model loaded", "kv pool", "listening", "shutting down", "engine closed",
+		`metrics="1 operator keys (--admin-keys)"`, `level=WARN msg="--api-keys: keys shorter than 16 characters can be guessed`} {
 		require.Contains(t, log, want)
 	}
+	require.NotContains(t, log, "non-loopback", "127.0.0.1 is loopback")
 }
 
 // serve with --kv-checksum off says loudly that pages go unverified, and
@@ -328,7 +336,7 @@ func TestServeChecksumOffWarnsAndPublicMetrics(t *testing.T) {
 		t.Fatal("serve did not shut down")
 	}
 	require.Regexp(t, `level=WARN msg="--kv-checksum off: KV pages are not verified`, errb.String())
-	require.Contains(t, errb.String(), "/metrics is public")
+	require.Contains(t, errb.String(), `metrics="public (--public-metrics)"`)
 }
 
 func TestAuditCleanAndFaultDetected(t *testing.T) {

@@ -16,6 +16,7 @@ func runPull(ctx context.Context, args []string, e *env) error {
 	fs := newFlagSet("pull")
 	cacheDir := fs.String("cache-dir", "", "cache `directory` (default $KVWARDEN_CACHE_DIR, else $XDG_CACHE_HOME/kvwarden)")
 	quiet := fs.Bool("quiet", false, "no progress output")
+	unverified := fs.Bool("allow-unverified", false, "download a file the hub gives no size or no SHA-256/git digest for (refused otherwise: it cannot be checked)")
 	pos, err := parseFlags(fs, args, "pull [flags] OWNER/REPO[:QUANT|:FILE.gguf][@REVISION] | hf://OWNER/REPO/FILE.gguf", e.stderr)
 	if err != nil {
 		return err
@@ -31,6 +32,7 @@ func runPull(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	c.AllowUnverified = *unverified
 	if !*quiet {
 		c.Progress = cli.HubProgress(e.stderr)
 	}

@@ -32,6 +32,7 @@ type serveFlags struct {
 	logLevel    string
 	chatTmpl    string
 	corsOrigins cli.StringList
+	limits      limitFlags
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -48,6 +49,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
+	f.limits.register(fs)
 	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
@@ -104,6 +106,10 @@ func runServe(ctx context.Context, args []string, e *env) error {
 			return cli.Usagef("--api-keys: %v", err)
 		}
 	}
+	opts := server.Options{Keys: keys, PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins}
+	if err := f.limits.options(&opts); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	if f.common.KVChecksum == "off" {
 		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
@@ -127,8 +133,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if model == "" {
 		model = f.common.ModelName()
 	}
-	srv := server.New(server.Options{Engine: eng, ModelID: model, Keys: keys, MaxBodyBytes: f.maxBody.N, Logger: log,
-		PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins})
+	opts.Engine, opts.ModelID, opts.MaxBodyBytes, opts.Logger = eng, model, f.maxBody.N, log
+	srv := server.New(opts)
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", f.addr, err)
@@ -136,12 +142,10 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
 	if keys != nil {
 		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
-		if f.pubMetrics {
-			auth += "; /metrics is public (--public-metrics)"
-		}
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"chat_template", chatTemplate)
+		"metrics", metricsAccess(opts), "chat_template", chatTemplate)
+	warnExposure(log, ln.Addr(), opts, f.apiKeys, f.limits.adminKeys)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())
 	}

@@ -48,6 +48,10 @@ type Client struct {
 	// ProgressEvery, and once at the end).
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// AllowUnverified downloads a file the hub gives no size or no digest
+	// for (ErrUnverifiable otherwise): its length is then unbounded, or
+	// its content unchecked.
+	AllowUnverified bool
 }
 
 // Progress reports a download.
@@ -128,10 +132,6 @@ func (c *Client) modelPath(repo, file string) string {
 	return filepath.Join(c.CacheDir, "models", filepath.FromSlash(repo), filepath.FromSlash(file))
 }
 
-func (c *Client) partialPath(repo, file string) string {
-	return filepath.Join(c.CacheDir, "downloads", filepath.FromSlash(repo), filepath.FromSlash(file)) + ".partial"
-}
-
 // Cached finds ref in the cache without the network. A tag reference
 // matches the cached files of its repository as Resolve would match the
 // repository's files.
@@ -154,6 +154,9 @@ func (c *Client) Cached(ref Ref) (Model, error) {
 			return Model{}, fmt.Errorf("%w: %s", ErrNotCached, ref)
 		}
 		return byName[f], nil
+	}
+	if err := checkRef(ref); err != nil {
+		return Model{}, err
 	}
 	p := c.modelPath(ref.Repo, ref.File)
 	m, err := readMeta(p)
@@ -276,6 +279,10 @@ func (c *Client) Resolve(ctx context.Context, ref Ref) (Ref, error) {
 	f, err := pickFile(ref, names)
 	if err != nil {
 		return ref, err
+	}
+	// The name comes from the hub: it must stay inside the cache.
+	if err := checkName("file", f); err != nil {
+		return ref, fmt.Errorf("%w (listed by %s)", err, redact(u))
 	}
 	ref.File, ref.Tag = f, ""
 	return ref, nil
@@ -492,54 +499,82 @@ type partialMeta struct {
 
 // Pull downloads ref into the cache (resolving a tag first) and returns
 // the cached model. A file already in the cache at the hub's current
-// digest is not downloaded again. An interrupted download stays in
-// downloads/ and the next Pull resumes it; a download that fails
-// verification is deleted.
+// digest is not downloaded again, once its bytes on disk still hash to
+// that digest (a file that changed is downloaded again). An interrupted
+// download stays in downloads/ and the next Pull resumes it; a download
+// that fails verification, or that runs past the size the hub declared,
+// is deleted. Every write goes through an os.Root of CacheDir, and names
+// that would leave it are refused with ErrUnsafeName.
 func (c *Client) Pull(ctx context.Context, ref Ref) (Model, error) {
 	ref, err := c.Resolve(ctx, ref)
 	if err != nil {
+		return Model{}, err
+	}
+	if err := checkRef(ref); err != nil {
 		return Model{}, err
 	}
 	rem, err := c.head(ctx, ref)
 	if err != nil {
 		return Model{}, err
 	}
-	final := c.modelPath(ref.Repo, ref.File)
-	if m, err := readMeta(final); err == nil && sameContent(m, rem) {
-		return m, nil
+	if (rem.size == 0 || (rem.sha256 == "" && rem.gitSHA1 == "")) && !c.AllowUnverified {
+		return Model{}, fmt.Errorf("%w: %s: size %d, digest %q; pass --allow-unverified to download it anyway",
+			ErrUnverifiable, ref.File, rem.size, rem.etag)
 	}
-	part := c.partialPath(ref.Repo, ref.File)
-	if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
+	root, err := c.openCache()
+	if err != nil {
+		return Model{}, err
+	}
+	defer root.Close()
+	final, part := modelRel(ref.Repo, ref.File), partialRel(ref.Repo, ref.File)
+	if m, err := readMetaIn(root, final); err == nil && sameContent(m, rem) {
+		// The record says it matches; make sure the bytes still do.
+		sum, err := fileSHA256(root, final)
+		if err != nil {
+			return Model{}, err
+		}
+		if sum == m.SHA256 {
+			return m, nil
+		}
+		// Changed on disk since it was verified: fetch it again.
+		if err := root.Remove(final); err != nil {
+			return Model{}, err
+		}
+		_ = root.Remove(final + metaSuffix)
+	}
+	if err := root.MkdirAll(filepath.Dir(part), 0o755); err != nil {
 		return Model{}, err
 	}
 	// A partial of another version (or with no record) starts over.
 	want := partialMeta{ETag: rem.etag, Size: rem.size}
 	var have partialMeta
-	if b, err := os.ReadFile(part + ".json"); err != nil || json.Unmarshal(b, &have) != nil || have != want || rem.etag == "" {
-		_ = os.Remove(part)
+	if b, err := root.ReadFile(part + ".json"); err != nil || json.Unmarshal(b, &have) != nil || have != want || rem.etag == "" {
+		_ = root.Remove(part)
 	}
-	if err := writeFileAtomic(part+".json", mustJSON(want)); err != nil {
+	if err := writeFileAtomicIn(root, part+".json", mustJSON(want)); err != nil {
 		return Model{}, err
 	}
 	h256, h1 := sha256.New(), sha1.New()
 	if rem.gitSHA1 != "" {
 		fmt.Fprintf(h1, "blob %d\x00", rem.size)
 	}
-	n, err := c.download(ctx, ref, rem, part, h256, h1)
+	drop := func() {
+		_ = root.Remove(part)
+		_ = root.Remove(part + ".json")
+	}
+	n, err := c.download(ctx, root, ref, rem, part, h256, h1)
 	if err != nil {
 		// Keep the bytes of an interrupted transfer for the next pull;
 		// anything else (a refusal, nothing received) leaves no trace.
 		if n == 0 || !(errors.Is(err, ErrNetwork) || ctx.Err() != nil) {
-			_ = os.Remove(part)
-			_ = os.Remove(part + ".json")
+			drop()
 		}
 		return Model{}, err
 	}
 	// Verify before anything reaches models/.
 	sum := hex.EncodeToString(h256.Sum(nil))
 	fail := func(format string, args ...any) (Model, error) {
-		_ = os.Remove(part)
-		_ = os.Remove(part + ".json")
+		drop()
 		return Model{}, fmt.Errorf("%w: %s: "+format+"; the download was deleted, pull again", append([]any{ErrVerify, ref.File}, args...)...)
 	}
 	switch {
@@ -550,16 +585,16 @@ func (c *Client) Pull(ctx context.Context, ref Ref) (Model, error) {
 	case rem.gitSHA1 != "" && hex.EncodeToString(h1.Sum(nil)) != rem.gitSHA1:
 		return fail("git blob id %x, the hub says %s", h1.Sum(nil), rem.gitSHA1)
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+	if err := root.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return Model{}, err
 	}
-	if err := os.Rename(part, final); err != nil {
+	if err := root.Rename(part, final); err != nil {
 		return Model{}, err
 	}
-	_ = os.Remove(part + ".json")
+	_ = root.Remove(part + ".json")
 	m := Model{Repo: ref.Repo, Revision: ref.Revision, File: ref.File, Commit: rem.commit, Size: n,
-		SHA256: sum, GitSHA1: rem.gitSHA1, Pulled: time.Now().UTC().Truncate(time.Second), Path: final}
-	if err := writeFileAtomic(final+metaSuffix, mustJSON(m)); err != nil {
+		SHA256: sum, GitSHA1: rem.gitSHA1, Pulled: time.Now().UTC().Truncate(time.Second), Path: filepath.Join(c.CacheDir, final)}
+	if err := writeFileAtomicIn(root, final+metaSuffix, mustJSON(m)); err != nil {
 		return Model{}, err
 	}
 	return m, nil
@@ -577,10 +612,11 @@ func sameContent(m Model, rem remote) bool {
 	return false // nothing to compare: fetch again
 }
 
-// download appends the rest of the file to part, hashing everything in it,
-// and returns its final length.
-func (c *Client) download(ctx context.Context, ref Ref, rem remote, part string, hs ...hash.Hash) (int64, error) {
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+// download appends the rest of the file to part (inside root), hashing
+// everything in it, and returns its final length. It never writes past
+// the size the hub declared: a server that sends more is an ErrVerify.
+func (c *Client) download(ctx context.Context, root *os.Root, ref Ref, rem remote, part string, hs ...hash.Hash) (int64, error) {
+	f, err := root.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return 0, err
 	}
@@ -607,7 +643,7 @@ func (c *Client) download(ctx context.Context, ref Ref, rem remote, part string,
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return have, c.interrupted(networkError(err, rem.url), part, have)
+		return have, c.interrupted(networkError(err, rem.url), filepath.Join(c.CacheDir, part), have)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -635,10 +671,23 @@ func (c *Client) download(ctx context.Context, ref Ref, rem remote, part string,
 	}
 	pw := &progressWriter{c: c, p: Progress{File: ref.File, Done: have, Total: rem.size, Resumed: have, Started: time.Now()}}
 	pw.report(true)
-	n, err := io.Copy(io.MultiWriter(f, w, pw), ctxReader{ctx, resp.Body})
+	var body io.Reader = ctxReader{ctx, resp.Body}
+	if rem.size > 0 {
+		// One byte more than declared tells an oversized file from an
+		// exact one without writing past the declared size.
+		body = io.LimitReader(body, rem.size-have+1)
+	}
+	dst := io.MultiWriter(f, w, pw)
+	if rem.size > 0 {
+		dst = &cappedWriter{w: dst, left: rem.size - have}
+	}
+	n, err := io.Copy(dst, body)
 	have += n
+	if errors.Is(err, errPastSize) {
+		return have, fmt.Errorf("%w: %s: the server sent more than the %d bytes the hub declared; the download was deleted", ErrVerify, ref.File, rem.size)
+	}
 	if err != nil {
-		return have, c.interrupted(networkError(err, rem.url), part, have)
+		return have, c.interrupted(networkError(err, rem.url), filepath.Join(c.CacheDir, part), have)
 	}
 	if err := f.Sync(); err != nil {
 		return have, err
@@ -646,6 +695,28 @@ func (c *Client) download(ctx context.Context, ref Ref, rem remote, part string,
 	pw.p.Final = true
 	pw.report(true)
 	return have, nil
+}
+
+var errPastSize = errors.New("past the declared size")
+
+// cappedWriter passes at most left bytes to w and fails on any more.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > c.left {
+		n, err := c.w.Write(b[:c.left])
+		c.left -= int64(n)
+		if err == nil {
+			err = errPastSize
+		}
+		return n, err
+	}
+	n, err := c.w.Write(b)
+	c.left -= int64(n)
+	return n, err
 }
 
 func (c *Client) interrupted(err error, part string, have int64) error {
@@ -730,30 +801,4 @@ func mustJSON(v any) []byte {
 		panic(err) // only plain structs are marshalled
 	}
 	return append(b, '\n')
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it into place.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }

@@ -11,7 +11,9 @@
 //	models/<owner>/<repo>/<file>.kvwarden.json what was verified (sha256, size, revision)
 //	downloads/<owner>/<repo>/<file>.partial    an interrupted download, resumed by the next pull
 //
-// Nothing under models/ is ever half-written.
+// Nothing under models/ is ever half-written, and nothing is written
+// outside the cache: every write goes through an os.Root of it, and names
+// from the hub that would leave it are refused (ErrUnsafeName).
 package hub
 
 import (
