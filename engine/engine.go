@@ -55,6 +55,7 @@ type Engine struct {
 	eos     []int // end-of-generation ids
 	chat    *chatTemplates
 	backend string
+	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
