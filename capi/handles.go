@@ -48,6 +48,8 @@ type request struct {
 	st     *engine.Stream
 	cancel context.CancelFunc // ends the stream's delivery goroutine on free
 	events <-chan engine.Event
+	// What the request asked to record (kvw_request_logprobs, _logits).
+	logprobs, keepLogits bool
 
 	// sem serializes readers (kvw_next); its holder owns the fields below.
 	sem       chan struct{}
