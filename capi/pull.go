@@ -1,6 +1,7 @@
 package main
 
 /*
+#include <stdlib.h>
 #include "bridge.h"
 */
 import "C"
@@ -9,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"unsafe"
 
 	"github.com/kvwarden/kvwarden/internal/hub"
 )
@@ -45,9 +48,23 @@ func kvwgo_pull(refC, fileC, cacheC *C.char, cb C.kvw_progress_callback, ud C.ui
 		}
 		ref.File = file
 	}
+	// The environment as the process has it now: Go's os.Getenv sees only
+	// the copy taken when the library was loaded, not a later setenv (or
+	// Python's os.environ) of the host.
+	if cacheDir == "" {
+		cacheDir = cEnv("KVWARDEN_CACHE_DIR")
+	}
 	c, err := hub.New(cacheDir)
 	if err != nil {
 		return fail(stIO, "%s: %v", fn, err)
+	}
+	if ep := strings.TrimRight(cEnv("HF_ENDPOINT"), "/"); ep != "" {
+		c.Endpoint = ep
+	}
+	if tok := cEnv("HF_TOKEN"); tok != "" {
+		c.Token = tok
+	} else if tok := cEnv("HUGGING_FACE_HUB_TOKEN"); tok != "" {
+		c.Token = tok
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -74,4 +91,14 @@ func kvwgo_pull(refC, fileC, cacheC *C.char, cb C.kvw_progress_callback, ud C.ui
 		return fail(stInvalid, "%s: %v", fn, err)
 	}
 	return fail(stIO, "%s: %v", fn, fmt.Errorf("pulling %s: %w", ref, err))
+}
+
+// cEnv reads the process environment through libc.
+func cEnv(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	if v := C.getenv(cs); v != nil {
+		return C.GoString(v)
+	}
+	return ""
 }
