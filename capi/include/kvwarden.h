@@ -660,7 +660,9 @@ typedef struct kvw_token_logprob {
 
 /* Copies the log-probability of each generated token of an ended request
  * (one entry per token of KVW_TOKENS_GENERATED, in order) into out. Needs
- * kvw_request_params.logprobs or top_logprobs at submission. Size-query
+ * kvw_request_params.logprobs or top_logprobs at submission; read them
+ * before kvw_request_free (kvw_generate frees its request: submit with
+ * kvw_submit or kvw_submit_tokens to read these). Size-query
  * pattern as in kvw_tokenize (out NULL and capacity 0 asks for the count).
  * Errors: KVW_ERR_INVALID_ARGUMENT while the request still runs, or when it
  * did not ask for logprobs; KVW_ERR_NOT_FOUND for an unknown or freed ID. */
