@@ -113,18 +113,21 @@ class ClosedError(KvwardenError):
     """The engine was closed."""
 
 
-class ModelLoadError(KvwardenError, OSError):
-    """The model or tokenizer could not be read."""
+class ModelLoadError(KvwardenError, OSError, ValueError):
+    """The model or tokenizer could not be read. An OSError, and a
+    ValueError as llama-cpp-python raises for a model it cannot load."""
 
 
-class UnsupportedModelError(KvwardenError):
+class UnsupportedModelError(KvwardenError, ValueError):
     """The model file is readable but describes something kvwarden cannot
     run: its architecture, a tensor type, its RoPE scaling type, or a tensor
-    missing or unexpected for its architecture (the message names it)."""
+    missing or unexpected for its architecture (the message names it). A
+    ValueError, as llama-cpp-python raises for a model it cannot load."""
 
 
 class ModelNotFoundError(ModelLoadError, FileNotFoundError):
-    """The model or tokenizer file does not exist (a FileNotFoundError)."""
+    """The model or tokenizer file does not exist (a FileNotFoundError, and
+    a ValueError as llama-cpp-python raises for a missing model path)."""
 
     def __init__(self, what: str, path: str):
         KvwardenError.__init__(self, f"{what} not found: {path}", _lib.ERR_IO)

@@ -96,6 +96,18 @@ class TestConstructor(unittest.TestCase):
         self.assertIn("Llama()", str(cm.exception))
         self.assertNotIn("Engine()", str(cm.exception))
 
+    def test_load_failures_are_value_errors(self):
+        # llama-cpp-python raises ValueError for a missing or unloadable model.
+        with self.assertRaises(ValueError) as cm:
+            kvwarden.Llama("/nonexistent/model.gguf", verbose=False)
+        self.assertIsInstance(cm.exception, FileNotFoundError)
+        with tempfile.NamedTemporaryFile(suffix=".gguf") as f:
+            f.write(b"GGUF" + b"\0" * 64)
+            f.flush()
+            with self.assertRaises(ValueError) as cm:
+                kvwarden.Llama(f.name, verbose=False)
+            self.assertIsInstance(cm.exception, kvwarden.KvwardenError)
+
     def test_kv_type_and_batch(self):
         with stories(type_k=0, type_v=0, n_batch=64) as llm:
             self.assertEqual(llm(PROMPT, max_tokens=4, temperature=0)["choices"][0]["text"], ", there was a")
