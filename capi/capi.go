@@ -297,8 +297,7 @@ func submit(h *engineHandle, req engine.Request, out *C.uint64_t, fn string) C.i
 		e.msg = fn + ": " + e.msg
 		return e.set()
 	}
-	r := h.add(s, cancel)
-	r.logprobs, r.keepLogits = req.Logprobs || req.TopLogprobs > 0, req.LastLogits
+	r := h.add(s, cancel, req)
 	*out = C.uint64_t(r.id)
 	return stOK
 }
