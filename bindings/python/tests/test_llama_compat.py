@@ -141,6 +141,15 @@ class TestTokensAndFacts(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.llm([])
 
+    def test_repeat_penalty_applies_over_last_n_tokens_size(self):
+        # llama-cpp-python penalizes the last last_n_tokens_size (64) tokens.
+        plain = self.llm(PROMPT, max_tokens=48, temperature=0)["choices"][0]["text"]
+        penal = self.llm(PROMPT, max_tokens=48, temperature=0, repeat_penalty=1.5)["choices"][0]["text"]
+        self.assertNotEqual(plain, penal)
+        with stories(last_n_tokens_size=0) as off:
+            same = off(PROMPT, max_tokens=48, temperature=0, repeat_penalty=1.5)["choices"][0]["text"]
+        self.assertEqual(plain, same)
+
     def test_unbounded_max_tokens_runs_to_the_context(self):
         out = self.llm(PROMPT, max_tokens=-1, temperature=0)
         self.assertEqual(out["usage"]["total_tokens"], self.llm.n_ctx())
