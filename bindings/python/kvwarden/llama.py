@@ -413,9 +413,6 @@ class Llama:
         if n_gpu_layers is not None and "device" not in params:
             if not _is_int(n_gpu_layers):
                 raise TypeError(f"n_gpu_layers must be an int, not {type(n_gpu_layers).__name__}")
-            if n_gpu_layers not in (0, -1) and n_gpu_layers < 0x7FFFFFFF:
-                _warn_once("n_gpu_layers", "kvwarden runs the whole model on one device; "
-                                           "any non-zero value asks for the GPU")
             params["device"] = "cpu" if n_gpu_layers == 0 else "auto"
         if type_k is not None or type_v is not None:
             kt, vt = (_KV_TYPES.get(t, t) if t is not None else None for t in (type_k, type_v))
@@ -454,6 +451,10 @@ class Llama:
                               log_level=_lib.LOG_INFO, **params)
         self._input_ids: List[int] = []
         self._metadata: Optional[Dict[str, str]] = None
+        if _is_int(n_gpu_layers) and 0 < n_gpu_layers < self._engine.model_info["n_layer"]:
+            _warn_once("n_gpu_layers", f"kvwarden runs the whole model on one device, so "
+                                       f"{n_gpu_layers} of {self._engine.model_info['n_layer']} layers "
+                                       "means all of them (on the GPU when there is one)")
 
     @classmethod
     def from_pretrained(cls, repo_id: str, filename: Optional[str] = None,

@@ -76,8 +76,12 @@ class TestConstructor(unittest.TestCase):
             warnings.simplefilter("always")
             stories(use_mlock=True, flash_attn=True, n_ubatch=64, logits_all=True).close()
             stories(use_mlock=True).close()
+            stories(n_gpu_layers=99).close()  # "all layers": nothing to say
+            stories(n_gpu_layers=-1).close()
+            stories(n_gpu_layers=2).close()   # a partial offload: all of it is on one device
         got = [str(x.message) for x in w if issubclass(x.category, llama_mod.KvwardenWarning)]
-        self.assertEqual(len(got), 4, got)
+        self.assertEqual(len(got), 5, got)
+        self.assertIn("2 of 5 layers", got[-1])
         self.assertTrue(any("use_mlock" in m for m in got))
         self.assertTrue(all(m.startswith("Llama(): ") for m in got))
 
