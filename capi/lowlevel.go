@@ -153,6 +153,16 @@ func kvwgo_submit_tokens(hv C.uintptr_t, tokens *C.int32_t, n C.size_t, p *C.kvw
 	if st := buildParams(h, p, fn, &req); st != stOK {
 		return st
 	}
+	if limit := h.eng.MaxContext(); len(ids) >= limit {
+		// What admission would say, without copying a huge array first.
+		maxTok := req.MaxTokens
+		if maxTok == 0 {
+			maxTok = engine.DefaultMaxTokens
+		}
+		e := classify(&engine.PromptTooLongError{Requested: len(ids) + maxTok, Limit: limit, Prompt: len(ids)}, false)
+		e.msg = fn + ": " + e.msg
+		return e.set()
+	}
 	req.Tokens = make([]int, len(ids))
 	for i, id := range ids {
 		req.Tokens[i] = int(id) // the engine checks the vocabulary

@@ -69,6 +69,18 @@ static void test_token_requests(kvw_engine* eng) {
     CHECK_ST(kvw_submit_tokens(eng, bad, 2, NULL, &id), KVW_ERR_INVALID_ARGUMENT);
     rp.struct_size = 12;
     CHECK_ST(kvw_submit_tokens(eng, prompt, n, &rp, &id), KVW_ERR_INVALID_ARGUMENT);
+    /* Too long for max_context: rejected with the numbers, as text prompts are. */
+    int32_t max_ctx = 0;
+    REQUIRE_OK(kvw_engine_max_context(eng, &max_ctx));
+    int32_t* longp = calloc((size_t)max_ctx, sizeof *longp);
+    CHECK_ST(kvw_submit_tokens(eng, longp, (size_t)max_ctx, NULL, &id), KVW_ERR_REJECTED);
+    kvw_last_error_info(&info);
+    CHECK(info.reason == KVW_REJECT_TOO_LONG && info.limit == max_ctx && info.prompt_tokens == max_ctx);
+    CHECK(info.requested == max_ctx + KVW_DEFAULT_MAX_TOKENS);
+    CHECK_ST(kvw_submit_tokens(eng, longp, (size_t)max_ctx - 1, NULL, &id), KVW_OK);
+    CHECK_ST(run_to_end(eng, id), KVW_OK);
+    kvw_request_free(eng, id);
+    free(longp);
     CHECK_ST(kvw_submit_tokens(NULL, prompt, n, NULL, &id), KVW_ERR_INVALID_ARGUMENT);
     CHECK_ST(kvw_submit_tokens((kvw_engine*)(uintptr_t)0x1234, prompt, n, NULL, &id), KVW_ERR_NOT_FOUND);
 
