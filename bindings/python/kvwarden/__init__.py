@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import operator
 import os
 import re
 import threading
@@ -376,8 +377,11 @@ def _tokens_array(tokens: Sequence[int], what: str = "tokens"):
         raise TypeError(f"{what} must be a list of token IDs, not {type(tokens).__name__}")
     ids = list(tokens)
     for i, t in enumerate(ids):
-        if isinstance(t, bool) or not isinstance(t, int):
+        # Any integer type (numpy's included, as llama-cpp-python's
+        # input_ids are numpy arrays), not bool.
+        if isinstance(t, bool) or not hasattr(t, "__index__"):
             raise TypeError(f"{what}[{i}] must be an int token ID, not {type(t).__name__}")
+        t = ids[i] = operator.index(t)
         if not -(1 << 31) <= t < (1 << 31):
             raise InvalidArgumentError(f"{what}[{i}] = {t} is not a token ID")
     return (c_int32 * max(len(ids), 1))(*ids), len(ids)

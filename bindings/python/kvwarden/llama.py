@@ -626,7 +626,7 @@ class Llama:
                stop: Union[None, str, Sequence[str]], parse_special: bool = False,
                top_logprobs: Optional[int] = None) -> Stream:
         if not isinstance(prompt, str):
-            if isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, (list, tuple)):
+            if isinstance(prompt, (bytes, bytearray, dict)) or not hasattr(prompt, "__iter__"):
                 raise TypeError(f"prompt must be str or a list of token IDs, not {type(prompt).__name__}")
             prompt = list(prompt)
         if max_tokens is None or (_is_int(max_tokens) and max_tokens <= 0):

@@ -137,6 +137,17 @@ class TestTokensAndFacts(unittest.TestCase):
         called = self.llm(ids, max_tokens=8, temperature=0, echo=True)
         self.assertEqual(called["choices"][0]["text"], PROMPT + text["choices"][0]["text"])
         chunks = list(self.llm(tuple(ids), max_tokens=8, temperature=0, stream=True))
+        # Integer types beside int (numpy's, as llama-cpp-python's input_ids).
+        class Tok:
+            def __init__(self, v):
+                self.v = v
+
+            def __index__(self):
+                return self.v
+        wrapped = self.llm([Tok(t) for t in ids], max_tokens=8, temperature=0)
+        self.assertEqual(wrapped["choices"][0]["text"], text["choices"][0]["text"])
+        with self.assertRaises(TypeError):
+            self.llm([True, 2])
         self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), text["choices"][0]["text"])
         with self.assertRaises(ValueError):
             self.llm([1, 10 ** 6])
