@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -133,4 +135,24 @@ func TestMetadataWithoutGGUF(t *testing.T) {
 	require.Equal(t, "64", v)
 	_, ok = e.MetadataValue("no.such.key")
 	require.False(t, ok)
+}
+
+// A sequence saved after one request and continued by another.
+func ExampleEngine_SaveState() {
+	e, err := New(Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	r, _ := e.Generate(ctx, Request{Prompt: "Hello", MaxTokens: 4})
+	state, _ := e.SaveState(append(slices.Clone(r.PromptTokens), r.Tokens...)) // bytes to keep anywhere
+
+	tokens, err := e.LoadState(state) // ErrStateModel for another model's state
+	if err != nil {
+		panic(err)
+	}
+	cont, _ := e.Generate(ctx, Request{Tokens: tokens, MaxTokens: 4})
+	fmt.Println(len(tokens), "tokens restored,", len(cont.Tokens), "more generated")
+	// Output: 10 tokens restored, 4 more generated
 }
