@@ -17,5 +17,6 @@ void kvw_i_set_error(int32_t status, const char* msg, size_t len, int32_t reason
 // never sit in a Go pointer variable (the runtime checks those).
 void kvw_i_call_log(kvw_log_callback cb, int32_t level, const char* msg, uintptr_t user_data);
 int32_t kvw_i_call_piece(kvw_piece_callback cb, const char* piece, size_t len, uintptr_t user_data);
+int32_t kvw_i_call_progress(kvw_progress_callback cb, int64_t done, int64_t total, uintptr_t user_data);
 
 #endif

@@ -24,7 +24,6 @@ import (
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine"
-	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
 
 func main() {}
@@ -183,73 +182,18 @@ func kvwgo_engine_max_context(hv C.uintptr_t, out *C.int32_t) (st C.int32_t) {
 func kvwgo_tokenize(hv C.uintptr_t, text *C.char, addBOS C.int32_t, tokens *C.int32_t, capacity C.size_t, outN *C.size_t) (st C.int32_t) {
 	const fn = "kvw_tokenize"
 	defer guard(&st, fn)
-	h, st := lookup(hv, fn)
-	if st != stOK {
-		return st
+	var flags C.uint32_t
+	if addBOS != 0 {
+		flags = C.KVW_TOKENIZE_ADD_BOS
 	}
-	if outN == nil {
-		return fail(stInvalid, "%s: out_n is NULL", fn)
-	}
-	if tokens == nil && capacity != 0 {
-		return fail(stInvalid, "%s: tokens is NULL but capacity is %d", fn, uint64(capacity))
-	}
-	s, st := goText(text, fn, "text")
-	if st != stOK {
-		return st
-	}
-	ids, err := h.tok.Encode(s, tokenizer.Options{BOS: addBOS != 0})
-	if err != nil {
-		return fail(stInvalid, "%s: %v", fn, err)
-	}
-	return putTokens(fn, ids, tokens, capacity, outN)
+	return tokenize(hv, text, flags, tokens, capacity, outN, fn)
 }
 
 //export kvwgo_detokenize
 func kvwgo_detokenize(hv C.uintptr_t, tokens *C.int32_t, n C.size_t, buf *C.char, bufSize C.size_t, outLen *C.size_t) (st C.int32_t) {
 	const fn = "kvw_detokenize"
 	defer guard(&st, fn)
-	h, st := lookup(hv, fn)
-	if st != stOK {
-		return st
-	}
-	if outLen == nil {
-		return fail(stInvalid, "%s: out_len is NULL", fn)
-	}
-	if tokens == nil && n != 0 {
-		return fail(stInvalid, "%s: tokens is NULL but n is %d", fn, uint64(n))
-	}
-	if buf == nil && bufSize != 0 {
-		return fail(stInvalid, "%s: buf is NULL but buf_size is %d", fn, uint64(bufSize))
-	}
-	if uint64(n) > 1<<28 {
-		return fail(stInvalid, "%s: n %d is implausibly large", fn, uint64(n))
-	}
-	var ids []int32
-	if n > 0 {
-		ids = unsafe.Slice((*int32)(unsafe.Pointer(tokens)), int(n))
-	}
-	vocab := h.tok.VocabSize()
-	var text []byte
-	prev := -1
-	for i, id := range ids {
-		if id < 0 || int(id) >= vocab {
-			return fail(stInvalid, "%s: token %d at index %d is outside the vocabulary of %d", fn, id, i, vocab)
-		}
-		text = append(text, h.tok.Decode(prev, int(id))...)
-		prev = int(id)
-	}
-	if !utf8.Valid(text) {
-		text = []byte(strings.ToValidUTF8(string(text), "\uFFFD"))
-	}
-	*outLen = C.size_t(len(text))
-	if buf == nil {
-		return stOK // size query
-	}
-	if uint64(bufSize) < uint64(len(text))+1 {
-		return fail(stTooSmall, "%s: %d bytes plus NUL do not fit in buf_size %d", fn, len(text), uint64(bufSize))
-	}
-	writeStr(buf, text)
-	return stOK
+	return detokenize(hv, tokens, n, 0, buf, bufSize, outLen, fn)
 }
 
 //export kvwgo_vocab_info
@@ -275,38 +219,54 @@ func kvwgo_vocab_info(hv C.uintptr_t, nVocab, bos, eos *C.int32_t) (st C.int32_t
 // ---- requests ----------------------------------------------------------
 
 // buildRequest turns a prompt and normalized params into an engine.Request.
-func buildRequest(prompt *C.char, p *C.kvw_request_params, fn string) (engine.Request, C.int32_t) {
+func buildRequest(h *engineHandle, prompt *C.char, p *C.kvw_request_params, fn string) (engine.Request, C.int32_t) {
 	var req engine.Request
 	var st C.int32_t
 	if req.Prompt, st = goText(prompt, fn, "prompt"); st != stOK {
 		return req, st
 	}
+	st = buildParams(h, p, fn, &req)
+	return req, st
+}
+
+// buildParams fills in what normalized params say about a request.
+func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engine.Request) C.int32_t {
+	var st C.int32_t
 	if req.Tenant, st = optText(p.tenant, fn, "params.tenant"); st != stOK {
-		return req, st
+		return st
 	}
-	if p.max_tokens < 0 {
-		return req, errInfo{status: stInvalid, reason: reasonParams, msg: fmt.Sprintf("%s: params.max_tokens %d is negative", fn, int32(p.max_tokens))}.set()
+	switch {
+	case p.max_tokens == C.KVW_MAX_TOKENS_UNLIMITED:
+		// Until end of generation or context: admission clamps it to the
+		// room the prompt leaves.
+		req.MaxTokens = h.eng.MaxContext()
+	case p.max_tokens < 0:
+		return errInfo{status: stInvalid, reason: reasonParams, msg: fmt.Sprintf("%s: params.max_tokens %d is negative (-1, KVW_MAX_TOKENS_UNLIMITED, means until end of generation or context)", fn, int32(p.max_tokens))}.set()
+	default:
+		req.MaxTokens = int(p.max_tokens)
 	}
-	req.MaxTokens = int(p.max_tokens)
 	req.NoBOS = p.no_bos != 0
 	req.ParseSpecial = p.parse_special != 0
+	req.Logprobs = p.logprobs != 0
+	req.TopLogprobs = int(p.top_logprobs)
+	req.LastLogits = p.keep_logits != 0
 	if p.n_stop > 0 {
 		if p.stop == nil {
-			return req, fail(stInvalid, "%s: params.stop is NULL but n_stop is %d", fn, uint32(p.n_stop))
+			return fail(stInvalid, "%s: params.stop is NULL but n_stop is %d", fn, uint32(p.n_stop))
 		}
 		if p.n_stop > maxStopStrings {
-			return req, errInfo{status: stInvalid, reason: reasonParams, msg: fmt.Sprintf("%s: params.n_stop %d exceeds %d", fn, uint32(p.n_stop), maxStopStrings)}.set()
+			return errInfo{status: stInvalid, reason: reasonParams, msg: fmt.Sprintf("%s: params.n_stop %d exceeds %d", fn, uint32(p.n_stop), maxStopStrings)}.set()
 		}
 		for i, s := range unsafe.Slice(p.stop, int(p.n_stop)) {
 			t, st := goText(s, fn, fmt.Sprintf("params.stop[%d]", i))
 			if st != stOK {
-				return req, st
+				return st
 			}
 			req.Stop = append(req.Stop, t)
 		}
 	}
 	req.Sampling = sampling(p)
-	return req, stOK
+	return stOK
 }
 
 //export kvwgo_submit
@@ -320,10 +280,15 @@ func kvwgo_submit(hv C.uintptr_t, prompt *C.char, p *C.kvw_request_params, out *
 	if out == nil {
 		return fail(stInvalid, "%s: out_id is NULL", fn)
 	}
-	req, st := buildRequest(prompt, p, fn)
+	req, st := buildRequest(h, prompt, p, fn)
 	if st != stOK {
 		return st
 	}
+	return submit(h, req, out, fn)
+}
+
+// submit submits req and registers it for kvw_next; *out gets its ID.
+func submit(h *engineHandle, req engine.Request, out *C.uint64_t, fn string) C.int32_t {
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := h.eng.Submit(ctx, req)
 	if err != nil {
@@ -332,7 +297,7 @@ func kvwgo_submit(hv C.uintptr_t, prompt *C.char, p *C.kvw_request_params, out *
 		e.msg = fn + ": " + e.msg
 		return e.set()
 	}
-	r := h.add(s, cancel)
+	r := h.add(s, cancel, req)
 	*out = C.uint64_t(r.id)
 	return stOK
 }
@@ -612,7 +577,7 @@ func kvwgo_generate(hv C.uintptr_t, prompt *C.char, p *C.kvw_request_params, cb 
 	if buf == nil && bufSize != 0 {
 		return fail(stInvalid, "%s: buf is NULL but buf_size is %d", fn, uint64(bufSize))
 	}
-	req, st := buildRequest(prompt, p, fn)
+	req, st := buildRequest(h, prompt, p, fn)
 	if st != stOK {
 		return st
 	}

@@ -48,6 +48,8 @@ type request struct {
 	st     *engine.Stream
 	cancel context.CancelFunc // ends the stream's delivery goroutine on free
 	events <-chan engine.Event
+	// What the request asked to record (kvw_request_logprobs, _logits).
+	logprobs, keepLogits bool
 
 	// sem serializes readers (kvw_next); its holder owns the fields below.
 	sem       chan struct{}
@@ -114,10 +116,11 @@ func (h *engineHandle) request(id C.uint64_t, fn string) (*request, C.int32_t) {
 	return r, stOK
 }
 
-func (h *engineHandle) add(st *engine.Stream, cancel context.CancelFunc) *request {
+func (h *engineHandle) add(st *engine.Stream, cancel context.CancelFunc, req engine.Request) *request {
 	r := &request{
 		id: lastReq.Add(1), st: st, cancel: cancel, events: st.Events(),
 		sem: make(chan struct{}, 1), freed: make(chan struct{}),
+		logprobs: req.Logprobs || req.TopLogprobs > 0, keepLogits: req.LastLogits,
 	}
 	h.mu.Lock()
 	h.reqs[r.id] = r

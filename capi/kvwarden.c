@@ -32,7 +32,10 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
 _Static_assert(sizeof(kvw_engine_params) == 136, "kvw_engine_params v4 (v1: 112, v2: 120, v3: 128)");
-_Static_assert(sizeof(kvw_request_params) == 72, "kvw_request_params v2 (v1: 64)");
+_Static_assert(sizeof(kvw_request_params) == 88, "kvw_request_params v3 (v1: 64, v2: 72)");
+_Static_assert(sizeof(kvw_token_logprob) == 8, "kvw_token_logprob is fixed");
+_Static_assert(sizeof(kvw_model_info) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_model_info) == 32, "kvw_model_info v1");
 _Static_assert(sizeof(kvw_chat_message) == 16, "kvw_chat_message is fixed");
 _Static_assert(sizeof(kvw_result) == 104, "kvw_result v1");
 
@@ -172,6 +175,10 @@ int32_t kvw_i_call_piece(kvw_piece_callback cb, const char* piece, size_t len, u
     return cb(piece, len, (void*)user_data);
 }
 
+int32_t kvw_i_call_progress(kvw_progress_callback cb, int64_t done, int64_t total, uintptr_t user_data) {
+    return cb(done, total, (void*)user_data);
+}
+
 // ---- defaults and versioned input structs ---------------------------------
 
 kvw_engine_params kvw_engine_default_params(void) {
@@ -199,6 +206,12 @@ kvw_request_params kvw_request_default_params(void) {
 }
 
 void kvw_result_init(kvw_result* out) {
+    if (out == NULL) return;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+}
+
+void kvw_model_info_init(kvw_model_info* out) {
     if (out == NULL) return;
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
@@ -354,4 +367,102 @@ int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out) {
     int32_t st = kvwgo_engine_stats((uintptr_t)engine, &s);
     if (st == KVW_OK) copy_out(out, &s, sizeof s);
     return st;
+}
+
+int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, size_t n_tokens,
+                          const kvw_request_params* params, uint64_t* out_id) {
+    NOT_IN_CHILD("kvw_submit_tokens");
+    kvw_request_params p;
+    LOAD_PARAMS(kvw_request_params, "kvw_request_params", params, p);
+    return kvwgo_submit_tokens((uintptr_t)engine, (int32_t*)tokens, n_tokens, &p, out_id);
+}
+
+int32_t kvw_request_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out,
+                             size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_request_logprobs");
+    return kvwgo_request_logprobs((uintptr_t)engine, id, out, capacity, out_n);
+}
+
+int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
+                                 kvw_token_logprob* out, size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_request_top_logprobs");
+    return kvwgo_request_top_logprobs((uintptr_t)engine, id, index, out, capacity, out_n);
+}
+
+int32_t kvw_request_logits(kvw_engine* engine, uint64_t id, float* out, size_t capacity,
+                           size_t* out_n) {
+    NOT_IN_CHILD("kvw_request_logits");
+    return kvwgo_request_logits((uintptr_t)engine, id, out, capacity, out_n);
+}
+
+int32_t kvw_state_save(kvw_engine* engine, const int32_t* tokens, size_t n, uint8_t* buf,
+                       size_t buf_size, size_t* out_size) {
+    NOT_IN_CHILD("kvw_state_save");
+    return kvwgo_state_save((uintptr_t)engine, (int32_t*)tokens, n, buf, buf_size, out_size);
+}
+
+int32_t kvw_request_state_save(kvw_engine* engine, uint64_t id, uint8_t* buf, size_t buf_size,
+                               size_t* out_size) {
+    NOT_IN_CHILD("kvw_request_state_save");
+    return kvwgo_request_state_save((uintptr_t)engine, id, buf, buf_size, out_size);
+}
+
+int32_t kvw_state_load(kvw_engine* engine, const uint8_t* state, size_t size, int32_t* tokens,
+                       size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_state_load");
+    return kvwgo_state_load((uintptr_t)engine, (uint8_t*)state, size, tokens, capacity, out_n);
+}
+
+int32_t kvw_tokenize_ex(kvw_engine* engine, const char* text, uint32_t flags, int32_t* tokens,
+                        size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_tokenize_ex");
+    return kvwgo_tokenize_ex((uintptr_t)engine, (char*)text, flags, tokens, capacity, out_n);
+}
+
+int32_t kvw_detokenize_ex(kvw_engine* engine, const int32_t* tokens, size_t n, uint32_t flags,
+                          char* buf, size_t buf_size, size_t* out_len) {
+    NOT_IN_CHILD("kvw_detokenize_ex");
+    return kvwgo_detokenize_ex((uintptr_t)engine, (int32_t*)tokens, n, flags, buf, buf_size, out_len);
+}
+
+int32_t kvw_model_info_get(kvw_engine* engine, kvw_model_info* out) {
+    NOT_IN_CHILD("kvw_model_info_get");
+    if (out == NULL) return fail(KVW_ERR_INVALID_ARGUMENT, "kvw_model_info_get: out is NULL");
+    OUT_STRUCT("kvw_model_info", out);
+    kvw_model_info m;
+    kvw_model_info_init(&m);
+    int32_t st = kvwgo_model_info((uintptr_t)engine, &m);
+    if (st == KVW_OK) copy_out(out, &m, sizeof m);
+    return st;
+}
+
+int32_t kvw_model_meta_count(kvw_engine* engine, int32_t* out) {
+    NOT_IN_CHILD("kvw_model_meta_count");
+    return kvwgo_model_meta_count((uintptr_t)engine, out);
+}
+
+int32_t kvw_model_meta_key_by_index(kvw_engine* engine, int32_t i, char* buf, size_t buf_size,
+                                    size_t* out_len) {
+    NOT_IN_CHILD("kvw_model_meta_key_by_index");
+    return kvwgo_model_meta_by_index((uintptr_t)engine, i, 0, buf, buf_size, out_len);
+}
+
+int32_t kvw_model_meta_val_by_index(kvw_engine* engine, int32_t i, char* buf, size_t buf_size,
+                                    size_t* out_len) {
+    NOT_IN_CHILD("kvw_model_meta_val_by_index");
+    return kvwgo_model_meta_by_index((uintptr_t)engine, i, 1, buf, buf_size, out_len);
+}
+
+int32_t kvw_model_meta_val_str(kvw_engine* engine, const char* key, char* buf, size_t buf_size,
+                               size_t* out_len) {
+    NOT_IN_CHILD("kvw_model_meta_val_str");
+    return kvwgo_model_meta_val_str((uintptr_t)engine, (char*)key, buf, buf_size, out_len);
+}
+
+int32_t kvw_pull(const char* ref, const char* filename, const char* cache_dir,
+                 kvw_progress_callback progress, void* user_data, char* path_buf, size_t path_size,
+                 size_t* out_len) {
+    NOT_IN_CHILD("kvw_pull");
+    return kvwgo_pull((char*)ref, (char*)filename, (char*)cache_dir, progress, (uintptr_t)user_data,
+                      path_buf, path_size, out_len);
 }

@@ -243,6 +243,15 @@ type Request struct {
 	// added only when the vocabulary wants it (tokenizer.ggml.add_bos_token)
 	// and the prompt does not already start with it.
 	ParseSpecial bool
+
+	// Logprobs records the log-probability of each generated token
+	// (Event.Logprob, Result.Logprobs); TopLogprobs (at most
+	// MaxTopLogprobs, implies Logprobs) also the most likely tokens of each
+	// step. They are the model's: see TokenLogprobs.
+	Logprobs    bool
+	TopLogprobs int
+	// LastLogits keeps the raw logits of the last step (Result.Logits).
+	LastLogits bool
 }
 
 // Event is one item of a stream: a token with the text it completes, or,
@@ -252,6 +261,10 @@ type Event struct {
 	Text   string // complete UTF-8; may be empty while a multibyte character is pending
 	Done   bool
 	Result *Result
+
+	// Logprob and TopLogprobs: with Request.Logprobs / TopLogprobs.
+	Logprob     float32
+	TopLogprobs []TokenLogprob
 }
 
 // Timings of one request.
@@ -286,6 +299,11 @@ type Result struct {
 	Err          error
 	Timings      Timings
 	CachedTokens int // prompt tokens served from the prefix cache
+	// Logprobs has one entry per generated token with Request.Logprobs.
+	Logprobs []TokenLogprobs
+	// Logits are the raw logits of the last step with Request.LastLogits
+	// (that step's sampled token may be the EOS that ended the request).
+	Logits []float32
 }
 
 // CapacityTokens is how many tokens the KV pool holds: KVPages x PageSize

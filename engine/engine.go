@@ -55,6 +55,7 @@ type Engine struct {
 	eos     []int // end-of-generation ids
 	chat    *chatTemplates
 	backend string
+	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
@@ -150,10 +151,15 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		ctx = context.Background()
 	}
 	e.met.submit()
+	if err := checkLogprobs(req); err != nil {
+		e.met.reject(RejectInvalidParams)
+		return nil, err
+	}
 	s, err := e.admit(req)
 	if err != nil {
 		return nil, err
 	}
+	s.lp = logprobOptsOf(req)
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))

@@ -214,7 +214,8 @@ func (sc *scheduler) end(s *seq) {
 	sc.run = remove(sc.run, s)
 	delete(sc.byID, s.id)
 	sc.dropPages(s)
-	r := Result{ID: s.id, PromptTokens: s.prompt, Tokens: slices.Clone(s.generatedTokens()), CachedTokens: s.cached}
+	r := Result{ID: s.id, PromptTokens: s.prompt, Tokens: slices.Clone(s.generatedTokens()), CachedTokens: s.cached,
+		Logprobs: s.logprobs, Logits: s.lastLogits}
 	var tail string
 	switch {
 	case s.err != nil:
@@ -921,7 +922,7 @@ func (sc *scheduler) forward() {
 			sc.fail(s, fmt.Errorf("engine: forward step returned no logits for request %d", s.id))
 			continue
 		}
-		sc.emit(s, s.sampler.Sample(logits, s.tokens), now)
+		sc.emit(s, sc.sample(s, logits), now)
 	}
 }
 
@@ -1004,7 +1005,7 @@ func (sc *scheduler) emit(s *seq, tok int, now time.Time) {
 	s.tokens = append(s.tokens, tok)
 	s.generated++
 	text, stopped := s.text.push(tok)
-	s.stream.push(Event{Token: tok, Text: text})
+	s.stream.push(s.event(tok, text))
 	switch {
 	case stopped:
 		sc.finish(s, "stop")

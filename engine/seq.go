@@ -45,6 +45,15 @@ type seq struct {
 	text    *textStream
 	stream  *Stream
 
+	// Log-probabilities and logits (logprobs.go): what the request asked
+	// for, the raw logits of the step being sampled, the record of the
+	// token sampled last until emit takes it, and what the Result reports.
+	lp         logprobOpts
+	lpRaw      []float32
+	lpPending  TokenLogprobs
+	logprobs   []TokenLogprobs
+	lastLogits []float32
+
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission

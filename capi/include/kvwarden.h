@@ -173,7 +173,8 @@ typedef enum kvw_reject_reason {
     KVW_REJECT_EMPTY_PROMPT = 1,
     /* The prompt alone fills max_context (no room for one new token).
      * limit = max_context, prompt_tokens = the prompt's tokens (BOS
-     * included), requested = prompt_tokens + max_tokens (128 when 0). */
+     * included), requested = prompt_tokens + max_tokens (128 when 0,
+     * max_context when KVW_MAX_TOKENS_UNLIMITED). */
     KVW_REJECT_TOO_LONG = 2,
     KVW_REJECT_INVALID_PARAMS = 3,
     KVW_REJECT_QUOTA = 4,
@@ -330,8 +331,107 @@ KVW_API int32_t kvw_tokenize(kvw_engine* engine, const char* text, int32_t add_b
 KVW_API int32_t kvw_detokenize(kvw_engine* engine, const int32_t* tokens, size_t n,
                                char* buf, size_t buf_size, size_t* out_len);
 
+/* kvw_tokenize with flags: KVW_TOKENIZE_ADD_BOS prepends BOS;
+ * KVW_TOKENIZE_SPECIAL turns special-token text ("<|im_start|>") into the
+ * special token (as kvw_request_params.parse_special; leave it off for
+ * untrusted text). Unknown flag bits are KVW_ERR_INVALID_ARGUMENT. */
+#define KVW_TOKENIZE_ADD_BOS 1
+#define KVW_TOKENIZE_SPECIAL 2
+KVW_API int32_t kvw_tokenize_ex(kvw_engine* engine, const char* text, uint32_t flags,
+                                int32_t* tokens, size_t capacity, size_t* out_n);
+
+/* kvw_detokenize with flags: KVW_DETOKENIZE_SPECIAL renders control tokens
+ * (BOS, EOS, "<|im_start|>", ...) as their text instead of nothing, as
+ * llama_detokenize does with unparse_special. Unknown flag bits are
+ * KVW_ERR_INVALID_ARGUMENT. */
+#define KVW_DETOKENIZE_SPECIAL 1
+KVW_API int32_t kvw_detokenize_ex(kvw_engine* engine, const int32_t* tokens, size_t n,
+                                  uint32_t flags, char* buf, size_t buf_size, size_t* out_len);
+
 /* Vocabulary size, BOS and EOS IDs (-1 when absent). Any out may be NULL. */
 KVW_API int32_t kvw_vocab_info(kvw_engine* engine, int32_t* n_vocab, int32_t* bos, int32_t* eos);
+
+/* ---------------------------------------------------------------------- */
+/* Model                                                                   */
+/* ---------------------------------------------------------------------- */
+
+/* Shape of the model (output struct: set struct_size, e.g. with
+ * kvw_model_info_init). */
+typedef struct kvw_model_info {
+    uint32_t struct_size; /* in: sizeof(kvw_model_info); out: bytes written */
+    int32_t n_embd;       /* model width */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t n_ctx_train;  /* context length the model was trained for */
+    int32_t n_vocab;
+    int32_t n_ff;         /* feed-forward width */
+} kvw_model_info;
+
+/* Sets out->struct_size and zeroes the rest. */
+KVW_API void kvw_model_info_init(kvw_model_info* out);
+
+/* Writes the model's shape into *out. */
+KVW_API int32_t kvw_model_info_get(kvw_engine* engine, kvw_model_info* out);
+
+/* The model's metadata, as llama.h's llama_model_meta_* functions give it:
+ * every GGUF key whose value is not an array, its value as text (integers
+ * in decimal, floats with six decimals, booleans true/false), ordered by
+ * key. A model that is not a GGUF file (llama2.c checkpoint, built-in) has
+ * the general.* and <arch>.* keys of its configuration. Read on first use
+ * (the file is read again). */
+
+/* The number of metadata entries, written to *out. */
+KVW_API int32_t kvw_model_meta_count(kvw_engine* engine, int32_t* out);
+
+/* Copies the key (or value) of entry i (0 <= i < count) into buf,
+ * NUL-terminated, with the size-query pattern of kvw_detokenize. Errors:
+ * KVW_ERR_INVALID_ARGUMENT for an index out of range. */
+KVW_API int32_t kvw_model_meta_key_by_index(kvw_engine* engine, int32_t i, char* buf,
+                                            size_t buf_size, size_t* out_len);
+KVW_API int32_t kvw_model_meta_val_by_index(kvw_engine* engine, int32_t i, char* buf,
+                                            size_t buf_size, size_t* out_len);
+
+/* Copies the value of key into buf (size-query pattern as above).
+ * KVW_ERR_INVALID_ARGUMENT when the model has no such key (the message
+ * says so). */
+KVW_API int32_t kvw_model_meta_val_str(kvw_engine* engine, const char* key, char* buf,
+                                       size_t buf_size, size_t* out_len);
+
+/* ---------------------------------------------------------------------- */
+/* Model downloads                                                         */
+/* ---------------------------------------------------------------------- */
+
+/* Progress of kvw_pull: bytes on disk (resumed ones included) and the
+ * expected total (0 when unknown). Called on the calling thread. Return 0
+ * to continue, non-zero to stop the download (kept for resuming). */
+typedef int32_t (*kvw_progress_callback)(int64_t done, int64_t total, void* user_data);
+
+/* Downloads a GGUF file from a Hugging Face hub into the cache, as
+ * `kvwarden pull` does (the same cache, resume of an interrupted download,
+ * size and SHA-256 verification; HF_ENDPOINT and HF_TOKEN from the
+ * environment), and writes the cached file's path into path_buf.
+ *   ref: a reference as `kvwarden pull` reads it ("owner/repo",
+ *     "owner/repo:Q4_K_M", "owner/repo:file.gguf@rev", "hf://...") when
+ *     filename is NULL; with filename, just the repository ("owner/repo").
+ *   filename: NULL, a file name in the repository, or a glob pattern
+ *     ("*Q4_K_M.gguf") that must match exactly one file (as
+ *     llama-cpp-python's Llama.from_pretrained takes it).
+ *   cache_dir: NULL for the default ($KVWARDEN_CACHE_DIR, else
+ *     ~/.cache/kvwarden); else the cache's root.
+ *   progress/user_data: optional; see kvw_progress_callback.
+ *   path_buf/path_size/out_len: the path, NUL-terminated; *out_len gets its
+ *     length. If it does not fit, KVW_ERR_BUFFER_TOO_SMALL with *out_len
+ *     set: the file is in the cache by then, so calling again with a larger
+ *     buffer does not download it again.
+ * Errors: KVW_ERR_INVALID_ARGUMENT for a bad reference or a filename that
+ * matches no file, or several; KVW_ERR_IO for network, HTTP (401, 403,
+ * 404, ...) and verification failures (the message says which);
+ * KVW_ERR_ABORTED when progress asked to stop. Blocks for the download;
+ * thread-safe; needs no engine. */
+KVW_API int32_t kvw_pull(const char* ref, const char* filename, const char* cache_dir,
+                         kvw_progress_callback progress, void* user_data, char* path_buf,
+                         size_t path_size, size_t* out_len);
 
 /* ---------------------------------------------------------------------- */
 /* Chat templates                                                          */
@@ -379,9 +479,17 @@ KVW_API int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_messa
 
 typedef struct kvw_request_params {
     uint32_t struct_size;     /* sizeof(kvw_request_params) */
-    int32_t max_tokens;       /* new tokens to generate; 0 = 128. Requests
-                               * whose prompt leaves less room end with
-                               * KVW_FINISH_LENGTH at max_context. */
+    int32_t max_tokens;       /* new tokens to generate:
+                               *   > 0: at most that many;
+                               *   0 (the default): KVW_DEFAULT_MAX_TOKENS (128);
+                               *   KVW_MAX_TOKENS_UNLIMITED (-1): until the model
+                               *     ends its generation (EOS/EOT) or the context
+                               *     (max_context) is full;
+                               *   any other negative value: KVW_ERR_INVALID_ARGUMENT.
+                               * A request whose prompt leaves less room ends
+                               * with KVW_FINISH_LENGTH at max_context. For a
+                               * rejection as too long, kvw_error_info.requested
+                               * counts max_tokens as given (max_context for -1). */
     float temperature;        /* 0 = greedy (default); finite, >= 0 */
     int32_t top_k;            /* 0 = off (default) */
     float top_p;              /* [0, 1]; 0 or 1 = off (default 1) */
@@ -409,13 +517,34 @@ typedef struct kvw_request_params {
                                * (tokenizer.ggml.add_bos_token) and the
                                * prompt does not already start with it. */
     int32_t reserved1;        /* 0 */
+    /* v3 (struct_size 88): */
+    int32_t logprobs;         /* bool: record the log-probability of each generated
+                               * token (kvw_request_logprobs). They are the model's:
+                               * the log-softmax of the raw logits of each step,
+                               * before the repetition penalty, temperature and
+                               * the top-k/top-p/min-p filters (as OpenAI and
+                               * llama-cpp-python report them). */
+    int32_t top_logprobs;     /* 0 to KVW_MAX_TOP_LOGPROBS: also record that many
+                               * most likely tokens of each step
+                               * (kvw_request_top_logprobs); implies logprobs. */
+    int32_t keep_logits;      /* bool: keep the raw logits (n_vocab floats) of the
+                               * last step (kvw_request_logits). With max_tokens 1
+                               * these are the logits after the prompt, as
+                               * llama_get_logits gives them after a decode. */
+    int32_t reserved2;        /* 0 */
 } kvw_request_params;
 
 /* kvw_request_params.seed: no fixed seed. */
 #define KVW_SEED_RANDOM UINT64_MAX
+/* kvw_request_params.max_tokens: the default (0) and "until end of
+ * generation or context" (-1). */
+#define KVW_DEFAULT_MAX_TOKENS 128
+#define KVW_MAX_TOKENS_UNLIMITED (-1)
+/* The most alternatives kvw_request_params.top_logprobs may ask for. */
+#define KVW_MAX_TOP_LOGPROBS 20
 
-/* Defaults for kvw_request_params (struct_size set): greedy, 128 tokens,
- * seed KVW_SEED_RANDOM. */
+/* Defaults for kvw_request_params (struct_size set): greedy, max_tokens 0
+ * (KVW_DEFAULT_MAX_TOKENS), seed KVW_SEED_RANDOM, no logprobs. */
 KVW_API kvw_request_params kvw_request_default_params(void);
 
 /* Submits a request; generation starts in the background.
@@ -430,6 +559,17 @@ KVW_API kvw_request_params kvw_request_default_params(void);
  * kvw_submit with kvw_request_free. */
 KVW_API int32_t kvw_submit(kvw_engine* engine, const char* prompt,
                            const kvw_request_params* params, uint64_t* out_id);
+
+/* Submits a request whose prompt is token IDs, as llama_decode takes them:
+ * used exactly as given (no BOS is added; params.no_bos and
+ * params.parse_special do not apply). Otherwise as kvw_submit.
+ *   tokens/n_tokens: at least one ID, each in [0, n_vocab); read during the
+ *     call only. An ID outside the vocabulary is KVW_ERR_INVALID_ARGUMENT
+ *     (reason KVW_REJECT_INVALID_PARAMS); n_tokens 0 is
+ *     KVW_ERR_INVALID_ARGUMENT (reason KVW_REJECT_EMPTY_PROMPT).
+ * Pair every successful call with kvw_request_free. Thread-safe. */
+KVW_API int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, size_t n_tokens,
+                                  const kvw_request_params* params, uint64_t* out_id);
 
 /* Streams the next text of request id into buf (caller-owned).
  *   timeout_ms: < 0 waits without limit, 0 polls.
@@ -510,6 +650,79 @@ KVW_API int32_t kvw_request_result(kvw_engine* engine, uint64_t id, kvw_result* 
 #define KVW_TOKENS_GENERATED 1
 KVW_API int32_t kvw_request_tokens(kvw_engine* engine, uint64_t id, int32_t which,
                                    int32_t* tokens, size_t capacity, size_t* out_n);
+
+/* A token and its log-probability (natural log). Fixed layout (no
+ * struct_size): it will never grow, so arrays of it stay compatible. */
+typedef struct kvw_token_logprob {
+    int32_t token;
+    float logprob; /* -INFINITY for a token the model gives no probability */
+} kvw_token_logprob;
+
+/* Copies the log-probability of each generated token of an ended request
+ * (one entry per token of KVW_TOKENS_GENERATED, in order) into out. Needs
+ * kvw_request_params.logprobs or top_logprobs at submission; read them
+ * before kvw_request_free (kvw_generate frees its request: submit with
+ * kvw_submit or kvw_submit_tokens to read these). Size-query
+ * pattern as in kvw_tokenize (out NULL and capacity 0 asks for the count).
+ * Errors: KVW_ERR_INVALID_ARGUMENT while the request still runs, or when it
+ * did not ask for logprobs; KVW_ERR_NOT_FOUND for an unknown or freed ID. */
+KVW_API int32_t kvw_request_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out,
+                                     size_t capacity, size_t* out_n);
+
+/* Copies the most likely tokens of the step that generated token `index`
+ * (0-based, as in kvw_request_logprobs) of an ended request into out, best
+ * first (ties: lower ID first); at most top_logprobs of them. Size-query
+ * pattern as above. Errors as kvw_request_logprobs, and
+ * KVW_ERR_INVALID_ARGUMENT for an index past the generated tokens. */
+KVW_API int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
+                                         kvw_token_logprob* out, size_t capacity, size_t* out_n);
+
+/* Copies the raw logits (n_vocab floats) of the last step of an ended
+ * request into out: the step that produced its last token, or the
+ * end-of-generation token that stopped it. Needs
+ * kvw_request_params.keep_logits. Size-query pattern as above; *out_n is
+ * 0 when the request ended before any step (e.g. aborted while waiting).
+ * Errors as kvw_request_logprobs. */
+KVW_API int32_t kvw_request_logits(kvw_engine* engine, uint64_t id, float* out, size_t capacity,
+                                   size_t* out_n);
+
+/* ---------------------------------------------------------------------- */
+/* Saved state                                                             */
+/* ---------------------------------------------------------------------- */
+
+/* A saved state is a sequence's tokens (its prompt and generated tokens)
+ * sealed to the engine's model: the bytes carry a fingerprint of the model
+ * (its configuration, metadata, vocabulary and samples of its weights) and
+ * a MAC over everything, so a state is only ever loaded by an engine that
+ * runs the same model, and a damaged or altered one is refused. The bytes
+ * are opaque, portable between processes and machines, and safe to store.
+ * A state holds no KV: continue a sequence by submitting the loaded tokens
+ * (kvw_submit_tokens) followed by the new ones; the KV of the loaded part
+ * comes from the tenant's prefix cache when its pages are still cached
+ * (same engine and tenant), and is computed again otherwise. The output is
+ * the same either way. */
+
+/* Seals n tokens (each in [0, n_vocab), n >= 1) into buf. Size-query
+ * pattern: buf NULL and buf_size 0 writes the size to *out_size and returns
+ * KVW_OK; a smaller buf_size returns KVW_ERR_BUFFER_TOO_SMALL with the size
+ * in *out_size and buf untouched. Thread-safe. */
+KVW_API int32_t kvw_state_save(kvw_engine* engine, const int32_t* tokens, size_t n,
+                               uint8_t* buf, size_t buf_size, size_t* out_size);
+
+/* kvw_state_save of an ended request's sequence: its prompt tokens (BOS
+ * included) followed by its generated tokens. KVW_ERR_INVALID_ARGUMENT
+ * while it still runs. */
+KVW_API int32_t kvw_request_state_save(kvw_engine* engine, uint64_t id, uint8_t* buf,
+                                       size_t buf_size, size_t* out_size);
+
+/* Checks a saved state and copies its tokens into tokens. Size-query
+ * pattern as in kvw_tokenize (the state is checked by every call).
+ * Errors: KVW_ERR_INVALID_ARGUMENT, with the message saying which, for a
+ * state saved with another model ("saved state is from another model"),
+ * and for bytes that are not a state, are cut short, or were altered
+ * ("invalid saved state"). Thread-safe. */
+KVW_API int32_t kvw_state_load(kvw_engine* engine, const uint8_t* state, size_t size,
+                               int32_t* tokens, size_t capacity, size_t* out_n);
 
 /* Called by kvw_generate on the calling thread for each piece of text as it
  * is generated. piece is NUL-terminated (len bytes) and valid only during

@@ -250,31 +250,9 @@ func (c *Client) Resolve(ctx context.Context, ref Ref) (Ref, error) {
 	if ref.File != "" {
 		return ref, nil
 	}
-	u := fmt.Sprintf("%s/api/models/%s/revision/%s", c.Endpoint, ref.Repo, url.PathEscape(ref.Revision))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	names, err := c.Files(ctx, ref)
 	if err != nil {
 		return ref, err
-	}
-	c.authorize(req)
-	resp, err := c.http().Do(req)
-	if err != nil {
-		return ref, networkError(err, u)
-	}
-	defer resp.Body.Close()
-	if err := statusError(resp, ref, ""); err != nil {
-		return ref, err
-	}
-	var info struct {
-		Siblings []struct {
-			Name string `json:"rfilename"`
-		} `json:"siblings"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
-		return ref, fmt.Errorf("%w: %s: reading the file list: %v", ErrHTTP, u, err)
-	}
-	names := make([]string, 0, len(info.Siblings))
-	for _, s := range info.Siblings {
-		names = append(names, s.Name)
 	}
 	f, err := pickFile(ref, names)
 	if err != nil {
@@ -286,6 +264,37 @@ func (c *Client) Resolve(ctx context.Context, ref Ref) (Ref, error) {
 	}
 	ref.File, ref.Tag = f, ""
 	return ref, nil
+}
+
+// Files lists the files of ref's repository at ref.Revision.
+func (c *Client) Files(ctx context.Context, ref Ref) ([]string, error) {
+	u := fmt.Sprintf("%s/api/models/%s/revision/%s", c.Endpoint, ref.Repo, url.PathEscape(ref.Revision))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.authorize(req)
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, networkError(err, u)
+	}
+	defer resp.Body.Close()
+	if err := statusError(resp, ref, ""); err != nil {
+		return nil, err
+	}
+	var info struct {
+		Siblings []struct {
+			Name string `json:"rfilename"`
+		} `json:"siblings"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
+		return nil, fmt.Errorf("%w: %s: reading the file list: %v", ErrHTTP, u, err)
+	}
+	names := make([]string, 0, len(info.Siblings))
+	for _, s := range info.Siblings {
+		names = append(names, s.Name)
+	}
+	return names, nil
 }
 
 // pickFile chooses the GGUF of ref.Tag among names: the one whose name

@@ -23,6 +23,12 @@ int main(void) {
         SYM(kvw_abort),         SYM(kvw_request_free),   SYM(kvw_result_init),
         SYM(kvw_request_result), SYM(kvw_request_tokens), SYM(kvw_generate),
         SYM(kvw_stats_init),    SYM(kvw_engine_stats),   SYM(kvw_chat_apply_template),
+        SYM(kvw_submit_tokens), SYM(kvw_request_logprobs), SYM(kvw_request_top_logprobs),
+        SYM(kvw_request_logits), SYM(kvw_state_save),    SYM(kvw_request_state_save),
+        SYM(kvw_state_load),    SYM(kvw_tokenize_ex),    SYM(kvw_detokenize_ex),
+        SYM(kvw_model_info_init), SYM(kvw_model_info_get), SYM(kvw_model_meta_count),
+        SYM(kvw_model_meta_key_by_index), SYM(kvw_model_meta_val_by_index),
+        SYM(kvw_model_meta_val_str), SYM(kvw_pull),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 
@@ -38,6 +44,11 @@ int main(void) {
     CHECK(rp.struct_size == sizeof rp);
     CHECK(rp.temperature == 0.0f && rp.top_p == 1.0f && rp.repeat_penalty == 1.0f);
     CHECK(rp.parse_special == 0 && ep.chat_template == NULL);
+    CHECK(rp.max_tokens == 0 && rp.logprobs == 0 && rp.top_logprobs == 0 && rp.keep_logits == 0);
+    CHECK(sizeof(kvw_token_logprob) == 8);
+    kvw_model_info mi;
+    kvw_model_info_init(&mi);
+    CHECK(mi.struct_size == sizeof mi && mi.n_embd == 0);
     CHECK(sizeof(kvw_chat_message) == 2 * sizeof(const char*));
 
     /* Every versioned struct is explicitly padded to a multiple of 8. */
@@ -46,6 +57,7 @@ int main(void) {
     CHECK(sizeof(kvw_result) % 8 == 0);
     CHECK(sizeof(kvw_stats) % 8 == 0);
     CHECK(sizeof(kvw_error_info) % 8 == 0);
+    CHECK(sizeof(kvw_model_info) % 8 == 0);
     CHECK(offsetof(kvw_engine_params, struct_size) == 0);
     CHECK(offsetof(kvw_request_params, struct_size) == 0);
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import operator
 import os
 import re
 import threading
@@ -40,9 +41,9 @@ from ._lib import lib
 __all__ = [
     "Llama", "Engine", "Stream", "KvwardenError", "InvalidArgumentError", "RejectedError",
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
-    "UnsupportedModelError",
+    "UnsupportedModelError", "PromptTooLongError",
     "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
-    "BUILTIN_SYNTHETIC",
+    "BUILTIN_SYNTHETIC", "pull", "LlamaState",
 ]
 
 #: The story model compiled into the library (Karpathy's TinyStories 260K,
@@ -91,6 +92,12 @@ class RejectedError(KvwardenError):
         self.prompt_tokens = prompt_tokens
 
 
+class PromptTooLongError(RejectedError, ValueError):
+    """The prompt does not fit in the context (reason "too_long"). A
+    ValueError, as llama-cpp-python raises for a prompt longer than the
+    context window."""
+
+
 class AbortedError(KvwardenError):
     """The request was aborted (abort(), an early close, or engine close)."""
 
@@ -107,18 +114,21 @@ class ClosedError(KvwardenError):
     """The engine was closed."""
 
 
-class ModelLoadError(KvwardenError, OSError):
-    """The model or tokenizer could not be read."""
+class ModelLoadError(KvwardenError, OSError, ValueError):
+    """The model or tokenizer could not be read. An OSError, and a
+    ValueError as llama-cpp-python raises for a model it cannot load."""
 
 
-class UnsupportedModelError(KvwardenError):
+class UnsupportedModelError(KvwardenError, ValueError):
     """The model file is readable but describes something kvwarden cannot
     run: its architecture, a tensor type, its RoPE scaling type, or a tensor
-    missing or unexpected for its architecture (the message names it)."""
+    missing or unexpected for its architecture (the message names it). A
+    ValueError, as llama-cpp-python raises for a model it cannot load."""
 
 
 class ModelNotFoundError(ModelLoadError, FileNotFoundError):
-    """The model or tokenizer file does not exist (a FileNotFoundError)."""
+    """The model or tokenizer file does not exist (a FileNotFoundError, and
+    a ValueError as llama-cpp-python raises for a missing model path)."""
 
     def __init__(self, what: str, path: str):
         KvwardenError.__init__(self, f"{what} not found: {path}", _lib.ERR_IO)
@@ -189,7 +199,8 @@ def _error(status: int) -> KvwardenError:
     lib.kvw_last_error_info(byref(info))
     reason = _lib.REJECT_REASONS.get(info.reason) if info.status == status else None
     if status == _lib.ERR_REJECTED:
-        return RejectedError(msg, status, reason, info.limit, info.requested, info.prompt_tokens)
+        cls = PromptTooLongError if reason == "too_long" else RejectedError
+        return cls(msg, status, reason, info.limit, info.requested, info.prompt_tokens)
     if status == _lib.ERR_INVALID_ARGUMENT:
         return InvalidArgumentError(msg, status, reason)
     return _ERRORS.get(status, KvwardenError)(msg, status)
@@ -243,6 +254,13 @@ class Stream:
         self.result: Optional[dict] = None
         self.tokens: list[int] = []
         self.prompt_tokens: list[int] = []
+        #: With logprobs=True: (token, logprob) per generated token; with
+        #: top_logprobs=N, the N most likely (token, logprob) of each step.
+        self.logprobs: Optional[List[tuple]] = None
+        self.top_logprobs: Optional[List[List[tuple]]] = None
+        #: With keep_logits=True: the raw logits of the last step.
+        self.logits: Optional[List[float]] = None
+        self._want = (False, 0, False)
 
     def __iter__(self) -> "Stream":
         return self
@@ -289,7 +307,23 @@ class Stream:
             if res.done:
                 self.tokens = _request_tokens(self._h, self.id, _lib.TOKENS_GENERATED)
                 self.prompt_tokens = _request_tokens(self._h, self.id, _lib.TOKENS_PROMPT)
+                self._collect()
         lib.kvw_request_free(self._h, self.id)
+
+    def _collect(self) -> None:
+        want_lp, top, logits = self._want
+        if want_lp or top:
+            self.logprobs = _logprob_list(lambda out, cap, n: lib.kvw_request_logprobs(
+                self._h, self.id, out, cap, n))
+            if top:
+                self.top_logprobs = [_logprob_list(lambda out, cap, n, i=i: lib.kvw_request_top_logprobs(
+                    self._h, self.id, i, out, cap, n)) for i in range(len(self.logprobs))]
+        if logits:
+            n = c_size_t()
+            if lib.kvw_request_logits(self._h, self.id, None, 0, byref(n)) == _lib.OK:
+                arr = (ctypes.c_float * max(n.value, 1))()
+                if lib.kvw_request_logits(self._h, self.id, arr, n.value, byref(n)) == _lib.OK:
+                    self.logits = list(arr[: n.value])
 
     def abort(self) -> None:
         """Aborts the request; iteration then ends with AbortedError."""
@@ -324,6 +358,95 @@ def _request_tokens(h, rid: int, which: int) -> list[int]:
     if lib.kvw_request_tokens(h, rid, which, arr, n.value, byref(n)) != _lib.OK:
         return []
     return list(arr[: n.value])
+
+
+def _logprob_list(call) -> List[tuple]:
+    n = c_size_t()
+    if call(None, 0, byref(n)) != _lib.OK:
+        return []
+    arr = (_lib.kvw_token_logprob * max(n.value, 1))()
+    if call(arr, n.value, byref(n)) != _lib.OK:
+        return []
+    return [(e.token, e.logprob) for e in arr[: n.value]]
+
+
+def _tokens_array(tokens: Sequence[int], what: str = "tokens"):
+    """A C int32 array of token IDs; non-ints raise TypeError and values
+    outside int32 ValueError (the library checks the vocabulary)."""
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError(f"{what} must be a list of token IDs, not {type(tokens).__name__}")
+    ids = list(tokens)
+    for i, t in enumerate(ids):
+        # Any integer type (numpy's included, as llama-cpp-python's
+        # input_ids are numpy arrays), not bool.
+        if isinstance(t, bool) or not hasattr(t, "__index__"):
+            raise TypeError(f"{what}[{i}] must be an int token ID, not {type(t).__name__}")
+        t = ids[i] = operator.index(t)
+        if not -(1 << 31) <= t < (1 << 31):
+            raise InvalidArgumentError(f"{what}[{i}] = {t} is not a token ID")
+    return (c_int32 * max(len(ids), 1))(*ids), len(ids)
+
+
+def _read_text(call) -> str:
+    """A string from a size-query call(buf, size, out_len)."""
+    n = c_size_t()
+    _check(call(None, 0, byref(n)))
+    buf = (c_char * (n.value + 1))()
+    _check(call(buf, n.value + 1, byref(n)))
+    return buf.raw[: n.value].decode("utf-8", "replace")
+
+
+class LlamaState:
+    """A saved sequence (Llama.save_state / Engine.save_state), as
+    llama-cpp-python's LlamaState: input_ids (the tokens), n_tokens,
+    llama_state (the sealed bytes: tokens, model fingerprint and MAC) and
+    llama_state_size, seed. scores is always None (kvwarden keeps no
+    per-token logits). Picklable; load it only into the same model."""
+
+    def __init__(self, input_ids: List[int], scores: Any, n_tokens: int, llama_state: bytes,
+                 llama_state_size: int, seed: Optional[int]):
+        self.input_ids = input_ids
+        self.scores = scores
+        self.n_tokens = n_tokens
+        self.llama_state = llama_state
+        self.llama_state_size = llama_state_size
+        self.seed = seed
+
+
+def pull(ref: str, filename: Optional[str] = None, cache_dir: Optional[str] = None,
+         progress: Optional[Callable[[int, int], Any]] = None) -> str:
+    """Downloads a GGUF from a Hugging Face hub into kvwarden's cache (as
+    `kvwarden pull`: resume, size and SHA-256 checks, HF_ENDPOINT/HF_TOKEN)
+    and returns the cached file's path. ref is "owner/repo[:tag-or-file]"
+    (or with filename, just "owner/repo"); filename may be a glob pattern
+    ("*Q4_K_M.gguf") that must match one file. progress(done, total) is
+    called as bytes arrive; returning True from it stops the download
+    (AbortedError; it resumes next time). Bad references and patterns that
+    match no file (or several) raise InvalidArgumentError (a ValueError);
+    network and verification failures ModelLoadError (an OSError)."""
+    cb = None
+    if progress is not None:
+        def trampoline(done, total, _ud, _p=progress):
+            try:
+                return 1 if _p(int(done), int(total)) is True else 0
+            except Exception:  # never let an exception cross into C
+                return 1
+        cb = _lib.PROGRESS_CALLBACK(trampoline)
+    else:
+        cb = ctypes.cast(None, _lib.PROGRESS_CALLBACK)
+    r = _text(ref, "ref")
+    f = None if filename is None else _text(filename, "filename")
+    c = None if cache_dir is None else _text(os.fspath(cache_dir), "cache_dir")
+    size = 4096
+    while True:
+        buf = (c_char * size)()
+        n = c_size_t()
+        st = lib.kvw_pull(r, f, c, cb, None, buf, size, byref(n))
+        if st == _lib.ERR_BUFFER_TOO_SMALL:  # the file is cached now; ask again
+            size = n.value + 1
+            continue
+        _check(st)
+        return buf.raw[: n.value].decode("utf-8", "surrogateescape")
 
 
 def _result_dict(r: "_lib.kvw_result") -> dict:
@@ -424,8 +547,11 @@ class Engine:
     @staticmethod
     def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
-                add_bos=True, parse_special=False):
+                add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
+                keep_logits=False):
         p = lib.kvw_request_default_params()
+        if max_tokens is None:
+            max_tokens = _lib.MAX_TOKENS_UNLIMITED
         for name, value in (("max_tokens", max_tokens), ("temperature", temperature),
                             ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
                             ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n)):
@@ -435,6 +561,9 @@ class Engine:
         # Special-token text ("<|im_start|>") becomes the token only when
         # asked: prompts are untrusted text by default.
         p.parse_special = 1 if parse_special else 0
+        p.logprobs = 1 if logprobs else 0
+        _assign(p, "top_logprobs", top_logprobs or 0)
+        p.keep_logits = 1 if keep_logits else 0
         keep = []
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
@@ -469,19 +598,33 @@ class Engine:
                          top_p=top_p, seed=seed, stop=stop, tenant=tenant, **sampling) as s:
             return "".join(s)
 
-    def stream(self, prompt: str, *, max_tokens: int = 128, temperature: float = 0.0,
-               top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = None,
-               stop: Optional[Sequence[str]] = None, tenant: Optional[str] = None,
-               **sampling: Any) -> Stream:
+    def stream(self, prompt: Union[str, Sequence[int]], *, max_tokens: Optional[int] = 128,
+               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+               seed: Optional[int] = None, stop: Optional[Sequence[str]] = None,
+               tenant: Optional[str] = None, **sampling: Any) -> Stream:
         """Submits prompt and returns a Stream: an iterator of text pieces.
-        Closing the iterator early aborts the request."""
+        Closing the iterator early aborts the request.
+
+        prompt is text, or a list of token IDs used exactly as given (no BOS
+        added). max_tokens: 0 means the default (128), None or -1 runs
+        until the model ends its generation or the context is full.
+        sampling also takes logprobs=True (Stream.logprobs), top_logprobs=N
+        (Stream.top_logprobs, at most 20) and keep_logits=True
+        (Stream.logits, the raw logits of the last step), all read after
+        the stream ended."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
                                tenant=tenant, **sampling)
         rid = c_uint64()
-        st = lib.kvw_submit(self._h, _text(prompt, "prompt"), byref(p), byref(rid))
+        if isinstance(prompt, str):
+            st = lib.kvw_submit(self._h, _text(prompt, "prompt"), byref(p), byref(rid))
+        else:
+            arr, n = _tokens_array(prompt, "prompt")
+            st = lib.kvw_submit_tokens(self._h, arr, n, byref(p), byref(rid))
         del keep
         _check(st)
-        return Stream(self, rid.value)
+        s = Stream(self, rid.value)
+        s._want = (bool(p.logprobs), int(p.top_logprobs), bool(p.keep_logits))
+        return s
 
     # -- chat --
 
@@ -521,24 +664,76 @@ class Engine:
 
     # -- tokens --
 
-    def tokenize(self, text: str, add_bos: bool = True) -> List[int]:
-        """Token IDs of text, with BOS first unless add_bos is False."""
+    def tokenize(self, text: str, add_bos: bool = True, special: bool = False) -> List[int]:
+        """Token IDs of text, with BOS first unless add_bos is False.
+        special=True turns special-token text ("<|im_start|>") into the
+        special token; leave it off for untrusted text."""
         b = _text(text, "text")
+        flags = (_lib.TOKENIZE_ADD_BOS if add_bos else 0) | (_lib.TOKENIZE_SPECIAL if special else 0)
         n = c_size_t()
-        _check(lib.kvw_tokenize(self._h, b, int(add_bos), None, 0, byref(n)))
+        _check(lib.kvw_tokenize_ex(self._h, b, flags, None, 0, byref(n)))
         arr = (c_int32 * max(n.value, 1))()
-        _check(lib.kvw_tokenize(self._h, b, int(add_bos), arr, n.value, byref(n)))
+        _check(lib.kvw_tokenize_ex(self._h, b, flags, arr, n.value, byref(n)))
         return list(arr[: n.value])
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
+    def detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
         """The text of tokens (out-of-vocabulary IDs raise
-        InvalidArgumentError)."""
-        arr = (c_int32 * max(len(tokens), 1))(*tokens)
+        InvalidArgumentError). Control tokens (BOS, "<|im_end|>") produce
+        nothing unless special is True."""
+        arr, n_tok = _tokens_array(tokens)
+        flags = _lib.DETOKENIZE_SPECIAL if special else 0
+        return _read_text(lambda buf, size, n: lib.kvw_detokenize_ex(self._h, arr, n_tok, flags, buf, size, n))
+
+    @property
+    def model_info(self) -> Dict[str, int]:
+        """The model's shape: n_embd, n_layer, n_head, n_head_kv,
+        n_ctx_train, n_vocab, n_ff."""
+        mi = _lib.kvw_model_info()
+        lib.kvw_model_info_init(byref(mi))
+        _check(lib.kvw_model_info_get(self._h, byref(mi)))
+        return {name: getattr(mi, name) for name, _ in mi._fields_ if name != "struct_size"}
+
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """The model's metadata: GGUF key to value as text, every key that
+        is not an array (as llama.cpp's llama_model_meta_* and
+        llama-cpp-python's Llama.metadata give them)."""
+        count = c_int32()
+        _check(lib.kvw_model_meta_count(self._h, byref(count)))
+        out = {}
+        for i in range(count.value):
+            k = _read_text(lambda buf, size, n: lib.kvw_model_meta_key_by_index(self._h, i, buf, size, n))
+            out[k] = _read_text(lambda buf, size, n: lib.kvw_model_meta_val_by_index(self._h, i, buf, size, n))
+        return out
+
+    # -- saved state --
+
+    def save_state(self, tokens: Sequence[int]) -> bytes:
+        """Seals tokens (a sequence: prompt and generated tokens) to this
+        engine's model. The bytes hold no KV; see load_state."""
+        arr, n_tok = _tokens_array(tokens)
+        size = c_size_t()
+        _check(lib.kvw_state_save(self._h, arr, n_tok, None, 0, byref(size)))
+        buf = (ctypes.c_uint8 * max(size.value, 1))()
+        _check(lib.kvw_state_save(self._h, arr, n_tok, buf, size.value, byref(size)))
+        return bytes(buf[: size.value])
+
+    def load_state(self, state: bytes) -> List[int]:
+        """Checks a state save_state made and returns its tokens. Submit
+        them (followed by new ones) to continue the sequence: their KV comes
+        from the tenant's prefix cache while it holds them, and is computed
+        again otherwise. A state of another model, or one that was altered
+        or cut short, raises InvalidArgumentError (a ValueError) saying
+        which."""
+        if not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError(f"state must be bytes, not {type(state).__name__}")
+        data = bytes(state)
+        src = (ctypes.c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0")
         n = c_size_t()
-        _check(lib.kvw_detokenize(self._h, arr, len(tokens), None, 0, byref(n)))
-        buf = (c_char * (n.value + 1))()
-        _check(lib.kvw_detokenize(self._h, arr, len(tokens), buf, n.value + 1, byref(n)))
-        return buf.raw[: n.value].decode("utf-8")
+        _check(lib.kvw_state_load(self._h, src, len(data), None, 0, byref(n)))
+        arr = (c_int32 * max(n.value, 1))()
+        _check(lib.kvw_state_load(self._h, src, len(data), arr, n.value, byref(n)))
+        return list(arr[: n.value])
 
     @property
     def max_context(self) -> int:

@@ -52,6 +52,14 @@ REJECT_REASONS = {0: None, 1: "empty_prompt", 2: "too_long", 3: "invalid_params"
 TOKENS_PROMPT = 0
 TOKENS_GENERATED = 1
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = 0, 1, 2, 3
+# kvw_request_params.max_tokens
+DEFAULT_MAX_TOKENS = 128
+MAX_TOKENS_UNLIMITED = -1
+MAX_TOP_LOGPROBS = 20
+# kvw_tokenize_ex / kvw_detokenize_ex flags
+TOKENIZE_ADD_BOS = 1
+TOKENIZE_SPECIAL = 2
+DETOKENIZE_SPECIAL = 1
 
 
 class kvw_error_info(Structure):
@@ -71,6 +79,8 @@ LOG_CALLBACK = CFUNCTYPE(None, c_int32, c_char_p, c_void_p)
 # typedef int32_t (*kvw_piece_callback)(const char* piece, size_t len, void* user_data);
 # (piece as void* so that ctypes does not stop at the NUL: use string_at(piece, len))
 PIECE_CALLBACK = CFUNCTYPE(c_int32, c_void_p, c_size_t, c_void_p)
+# typedef int32_t (*kvw_progress_callback)(int64_t done, int64_t total, void* user_data);
+PROGRESS_CALLBACK = CFUNCTYPE(c_int32, c_int64, c_int64, c_void_p)
 
 
 class kvw_engine_params(Structure):
@@ -119,6 +129,31 @@ class kvw_request_params(Structure):
         ("no_bos", c_int32),
         ("parse_special", c_int32),  # v2
         ("reserved1", c_int32),
+        ("logprobs", c_int32),  # v3
+        ("top_logprobs", c_int32),
+        ("keep_logits", c_int32),
+        ("reserved2", c_int32),
+    ]
+
+
+class kvw_token_logprob(Structure):
+    """Fixed (no struct_size): {token, logprob}."""
+    _fields_ = [
+        ("token", c_int32),
+        ("logprob", c_float),
+    ]
+
+
+class kvw_model_info(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("n_embd", c_int32),
+        ("n_layer", c_int32),
+        ("n_head", c_int32),
+        ("n_head_kv", c_int32),
+        ("n_ctx_train", c_int32),
+        ("n_vocab", c_int32),
+        ("n_ff", c_int32),
     ]
 
 
@@ -276,3 +311,46 @@ _decl("kvw_generate", c_int32, [c_void_p, c_char_p, POINTER(kvw_request_params),
 _decl("kvw_stats_init", None, [POINTER(kvw_stats)])
 # int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
 _decl("kvw_engine_stats", c_int32, [c_void_p, POINTER(kvw_stats)])
+
+_u8p = POINTER(ctypes.c_uint8)
+# int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, size_t n_tokens,
+#                           const kvw_request_params* params, uint64_t* out_id);
+_decl("kvw_submit_tokens", c_int32, [c_void_p, _i32p, c_size_t, POINTER(kvw_request_params), _u64p])
+# int32_t kvw_request_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
+_decl("kvw_request_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
+# int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+#                                  size_t capacity, size_t* out_n);
+_decl("kvw_request_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
+                                            _szp])
+# int32_t kvw_request_logits(kvw_engine* engine, uint64_t id, float* out, size_t capacity, size_t* out_n);
+_decl("kvw_request_logits", c_int32, [c_void_p, c_uint64, POINTER(c_float), c_size_t, _szp])
+# int32_t kvw_state_save(kvw_engine* engine, const int32_t* tokens, size_t n, uint8_t* buf, size_t buf_size,
+#                        size_t* out_size);
+_decl("kvw_state_save", c_int32, [c_void_p, _i32p, c_size_t, _u8p, c_size_t, _szp])
+# int32_t kvw_request_state_save(kvw_engine* engine, uint64_t id, uint8_t* buf, size_t buf_size, size_t* out_size);
+_decl("kvw_request_state_save", c_int32, [c_void_p, c_uint64, _u8p, c_size_t, _szp])
+# int32_t kvw_state_load(kvw_engine* engine, const uint8_t* state, size_t size, int32_t* tokens, size_t capacity,
+#                        size_t* out_n);
+_decl("kvw_state_load", c_int32, [c_void_p, _u8p, c_size_t, _i32p, c_size_t, _szp])
+# int32_t kvw_tokenize_ex(kvw_engine* engine, const char* text, uint32_t flags, int32_t* tokens, size_t capacity,
+#                         size_t* out_n);
+_decl("kvw_tokenize_ex", c_int32, [c_void_p, c_char_p, c_uint32, _i32p, c_size_t, _szp])
+# int32_t kvw_detokenize_ex(kvw_engine* engine, const int32_t* tokens, size_t n, uint32_t flags, char* buf,
+#                           size_t buf_size, size_t* out_len);
+_decl("kvw_detokenize_ex", c_int32, [c_void_p, _i32p, c_size_t, c_uint32, POINTER(c_char), c_size_t, _szp])
+# void kvw_model_info_init(kvw_model_info* out);
+_decl("kvw_model_info_init", None, [POINTER(kvw_model_info)])
+# int32_t kvw_model_info_get(kvw_engine* engine, kvw_model_info* out);
+_decl("kvw_model_info_get", c_int32, [c_void_p, POINTER(kvw_model_info)])
+# int32_t kvw_model_meta_count(kvw_engine* engine, int32_t* out);
+_decl("kvw_model_meta_count", c_int32, [c_void_p, _i32p])
+# int32_t kvw_model_meta_key_by_index(kvw_engine* engine, int32_t i, char* buf, size_t buf_size, size_t* out_len);
+_decl("kvw_model_meta_key_by_index", c_int32, [c_void_p, c_int32, POINTER(c_char), c_size_t, _szp])
+# int32_t kvw_model_meta_val_by_index(kvw_engine* engine, int32_t i, char* buf, size_t buf_size, size_t* out_len);
+_decl("kvw_model_meta_val_by_index", c_int32, [c_void_p, c_int32, POINTER(c_char), c_size_t, _szp])
+# int32_t kvw_model_meta_val_str(kvw_engine* engine, const char* key, char* buf, size_t buf_size, size_t* out_len);
+_decl("kvw_model_meta_val_str", c_int32, [c_void_p, c_char_p, POINTER(c_char), c_size_t, _szp])
+# int32_t kvw_pull(const char* ref, const char* filename, const char* cache_dir, kvw_progress_callback progress,
+#                  void* user_data, char* path_buf, size_t path_size, size_t* out_len);
+_decl("kvw_pull", c_int32, [c_char_p, c_char_p, c_char_p, PROGRESS_CALLBACK, c_void_p, POINTER(c_char), c_size_t,
+                            _szp])

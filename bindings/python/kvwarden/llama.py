@@ -16,10 +16,13 @@
 Method names, parameters, defaults and result shapes follow
 llama-cpp-python (``create_completion``, ``create_chat_completion``,
 ``__call__``, ``tokenize``, ``detokenize``, ``n_ctx``), so code written for
-it runs with only the import and the constructor changed. Parameters that
-kvwarden does not implement (logprobs, grammars, mirostat, ...) are accepted
-at their neutral default and raise ``NotImplementedError`` when set, rather
-than being ignored.
+it runs with only the import changed: the constructor takes
+llama-cpp-python's arguments, prompts may be text or token lists, and
+``metadata``, ``n_embd``, ``save_state``/``load_state``, ``reset``,
+``from_pretrained``, ``chat_format`` and ``logprobs`` work as there.
+Sampling parameters kvwarden does not implement (grammars, mirostat,
+frequency/presence penalties, ...) are accepted at their neutral default
+and raise ``NotImplementedError`` when set, rather than being ignored.
 
 Unlike llama-cpp-python, one ``Llama`` may be used from many threads at
 once: the engine batches concurrent requests.
@@ -29,20 +32,40 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sys
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, TypedDict, Union
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Sequence, TypedDict, Union
 
 from . import _lib
-from . import Engine, Stream
+from . import chat_formats as _chat_formats
+from . import Engine, LlamaState, Stream, pull
+
+# Fields of kvw_engine_params a Llama passes through to its Engine.
+_ENGINE_FIELDS = frozenset(name for name, _ in _lib.kvw_engine_params._fields_
+                           if name not in ("struct_size", "log_callback", "log_user_data",
+                                           "reserved0", "log_level", "tokenizer_path"))
+
+
+def _progress_printer() -> Callable[[int, int], None]:
+    last = [-1]
+
+    def show(done: int, total: int) -> None:
+        pct = int(done * 100 / total) if total else -1
+        if pct != last[0]:
+            last[0] = pct
+            what = f"{pct}%" if total else f"{done >> 20} MiB"
+            print(f"\rdownloading: {what}", end="" if pct != 100 else "\n", file=sys.stderr, flush=True)
+    return show
 
 __all__ = [
     "Llama",
     "CompletionChoice", "CompletionUsage", "Completion", "CompletionChunk",
     "ChatCompletionMessage", "ChatCompletionChoice", "ChatCompletion",
     "ChatCompletionChunkDelta", "ChatCompletionChunkChoice", "ChatCompletionChunk",
-    "CHAT_STOP",
+    "CHAT_STOP", "LlamaState", "KvwardenWarning",
 ]
 
 FinishReason = Optional[Literal["stop", "length"]]
@@ -154,8 +177,6 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 # with the value that means "off". Any other value raises NotImplementedError.
 _NEUTRAL = {
     "suffix": None,
-    "logprobs": None,
-    "top_logprobs": None,
     "typical_p": 1.0,
     "frequency_penalty": 0.0,
     "presence_penalty": 0.0,
@@ -181,8 +202,6 @@ def _unsupported(given: Dict[str, Any]) -> None:
             raise TypeError(f"unexpected keyword argument {name!r}")
         neutral = _NEUTRAL[name]
         if value is None or value == neutral:
-            continue
-        if name == "logprobs" and value is False:
             continue
         raise NotImplementedError(f"{name}={value!r} is not supported by kvwarden "
                                   f"(leave it at {neutral!r})")
@@ -224,8 +243,99 @@ def format_chat(messages: Sequence[Message]) -> str:
     return "".join(out)
 
 
+_warned: set = set()
+
+
+class KvwardenWarning(UserWarning):
+    """A llama-cpp-python argument that means nothing to kvwarden was
+    given; it is ignored (said once per argument and process)."""
+
+
+def _warn_once(name: str, why: str) -> None:
+    if name in _warned:
+        return
+    _warned.add(name)
+    warnings.warn(f"Llama(): {name} is ignored by kvwarden: {why}", KvwardenWarning, stacklevel=3)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# llama-cpp-python's constructor arguments with no meaning for kvwarden:
+# name -> (the default, why it is ignored). Another value warns once.
+_IGNORED = {
+    "n_ubatch": (512, "the engine sizes its own steps (max_batch_tokens, see n_batch)"),
+    "split_mode": (1, "kvwarden runs the model on one device"),
+    "tensor_split": (None, "kvwarden runs the model on one device"),
+    "use_mmap": (True, "kvwarden always maps the model file"),
+    "use_mlock": (False, "kvwarden does not lock the model in RAM"),
+    "offload_kqv": (True, "the KV cache lives on the model's device"),
+    "flash_attn": (False, "kvwarden's attention kernels are its own"),
+    "op_offload": (None, "kvwarden runs every operation on the model's device"),
+    "swa_full": (None, "kvwarden keeps the full KV of every layer"),
+    "no_perf": (False, "timings are always measured (Stream.result)"),
+    "logits_all": (False, "logprobs need no extra setting in kvwarden"),
+    "numa": (False, "kvwarden does not set a NUMA policy"),
+    "spm_infill": (False, "kvwarden has no infill mode"),
+    "lora_scale": (1.0, "LoRA adapters are not supported"),
+    "local_dir_use_symlinks": ("auto", ""),
+}
+
+# Arguments that change what the model computes and kvwarden cannot do:
+# name -> the value that means "off". Another value raises
+# NotImplementedError naming it.
+_REFUSED = {
+    "vocab_only": False,
+    "kv_overrides": None,
+    "rope_scaling_type": -1,
+    "pooling_type": -1,
+    "attention_type": -1,
+    "rope_freq_base": 0.0,
+    "rope_freq_scale": 0.0,
+    "yarn_ext_factor": -1.0,
+    "yarn_attn_factor": 1.0,
+    "yarn_beta_fast": 32.0,
+    "yarn_beta_slow": 1.0,
+    "yarn_orig_ctx": 0,
+    "embedding": False,
+    "lora_base": None,
+    "lora_path": None,
+    "chat_handler": None,
+    "draft_model": None,
+    "tokenizer": None,
+}
+
+_REFUSED_WHY = {
+    "rope_freq_base": "the engine uses the model's RoPE base",
+    "rope_freq_scale": "the engine uses the model's RoPE scaling",
+    "rope_scaling_type": "the engine uses the model's RoPE scaling",
+    "embedding": "embeddings are not implemented yet",
+    "pooling_type": "embeddings are not implemented yet",
+    "lora_path": "LoRA adapters are not supported",
+    "lora_base": "LoRA adapters are not supported",
+    "vocab_only": "the engine always loads the weights",
+    "kv_overrides": "model metadata cannot be overridden",
+    "chat_handler": "use chat_format, or the model's own template",
+    "draft_model": "speculative decoding is not implemented",
+    "tokenizer": "the engine uses the model's own tokenizer",
+}
+
+# GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has.
+_KV_TYPES = {0: "f32", 1: "f16"}
+
+
 class Llama:
     """A model loaded into a kvwarden engine, with llama-cpp-python's API.
+
+    Takes llama-cpp-python's constructor arguments. Those that mean nothing
+    to kvwarden (n_ubatch, use_mmap, use_mlock, flash_attn, offload_kqv,
+    numa, logits_all, tensor_split, ...) are accepted and, when set to
+    something else than their default, ignored with one KvwardenWarning
+    each. Those that change what the model computes and kvwarden cannot
+    do (lora_path, embedding, rope_freq_base, rope_freq_scale, kv_overrides,
+    vocab_only, a quantized type_k/type_v, ...) raise NotImplementedError
+    naming them. An unknown argument raises TypeError naming Llama().
 
     Args:
         model_path: a ``.gguf`` file, a llama2.c ``.bin`` checkpoint (give
@@ -233,59 +343,158 @@ class Llama:
             story model compiled into the library). A missing file raises
             ``FileNotFoundError``.
         n_ctx: most tokens (prompt + completion) one request may hold;
-            0 = the model's context, bounded by the KV pool.
+            0 (default) = the model's context, bounded by the KV pool.
+        n_batch: tokens the engine processes in one step (its
+            max_batch_tokens); None = the engine's default (512).
         n_threads: CPU threads for the forward pass (None = the library's
-            default, the number of physical cores).
-        n_gpu_layers: None (default) uses a GPU when one is present; 0 runs
-            on the CPU; any other value asks for the GPU ("auto" device).
-            kvwarden runs the whole model on one device, so partial offload
-            is not available.
+            default, the number of physical cores). n_threads_batch is
+            used when n_threads is not given: kvwarden has one setting.
+        n_gpu_layers: None uses a GPU when one is present; 0 runs on the
+            CPU; -1 (all) or any other value asks for the GPU ("auto"
+            device). kvwarden runs the whole model on one device, so a
+            partial count warns once. main_gpu must be 0.
         seed: base seed for sampling; None (or -1, or llama.cpp's
             0xFFFFFFFF) draws a fresh seed per request. With a seed, the
             sequence of outputs is reproducible run to run.
+        type_k, type_v: the KV cache type as a GGML type (0 f32, 1 f16).
+        last_n_tokens_size: the repetition penalty's window (default 64).
+        chat_format: None uses the model's own chat template (ChatML when
+            the file has none); a name ("chatml", "llama-2", "llama-3",
+            "mistral-instruct", "gemma", "phi-3", "zephyr", "vicuna",
+            "alpaca", "qwen") uses that format instead.
         verbose: print the engine's log lines (info and above) to stderr.
         tokenizer_path: tokenizer of a llama2.c checkpoint.
-        chat_format: only None (the fixed format, see ``format_chat``) is
-            supported.
         **engine_params: fields of the C ``kvw_engine_params``
             (kv_memory_bytes, page_size, tenant_quota, ...).
     """
 
-    def __init__(self, model_path: str, *, n_ctx: int = 0, n_threads: Optional[int] = None,
-                 n_gpu_layers: Optional[int] = None, seed: Optional[int] = None,
-                 verbose: bool = True, tokenizer_path: Optional[str] = None,
-                 chat_format: Optional[str] = None, **engine_params: Any) -> None:
+    def __init__(self, model_path: str, *, n_gpu_layers: Optional[int] = None,
+                 main_gpu: int = 0, seed: Optional[int] = None, n_ctx: int = 0,
+                 n_batch: Optional[int] = None, n_threads: Optional[int] = None,
+                 n_threads_batch: Optional[int] = None, type_k: Optional[int] = None,
+                 type_v: Optional[int] = None, last_n_tokens_size: int = 64,
+                 chat_format: Optional[str] = None, verbose: bool = True,
+                 tokenizer_path: Optional[str] = None, **kwargs: Any) -> None:
         if not isinstance(model_path, (str, os.PathLike)):
             raise TypeError("model_path must be a path (str), e.g. 'model.gguf' or 'builtin:stories260K'")
-        if chat_format is not None:
-            raise NotImplementedError(f"chat_format={chat_format!r} is not supported: kvwarden "
-                                      "uses the model's own template or its fixed format")
-        for name in ("n_ctx",):
-            if not isinstance(n_ctx, int) or isinstance(n_ctx, bool) or n_ctx < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {n_ctx!r}")
-        params: Dict[str, Any] = dict(engine_params)
+        params: Dict[str, Any] = {}
+        for name, value in kwargs.items():
+            if name in _IGNORED:
+                default, why = _IGNORED[name]
+                if value != default and why:
+                    _warn_once(name, why)
+            elif name in _REFUSED:
+                off = _REFUSED[name]
+                if value is not None and value != off:
+                    why = _REFUSED_WHY.get(name, "not supported")
+                    raise NotImplementedError(f"Llama(): {name}={value!r} is not supported by kvwarden "
+                                              f"({why}); leave it at {off!r}")
+            elif name in _ENGINE_FIELDS:
+                params[name] = value
+            else:
+                raise TypeError(f"Llama() got an unexpected keyword argument {name!r}")
+        for name, v in (("n_ctx", n_ctx), ("last_n_tokens_size", last_n_tokens_size)):
+            if not _is_int(v) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        if main_gpu not in (0, None):
+            raise NotImplementedError(f"Llama(): main_gpu={main_gpu!r} is not supported by kvwarden "
+                                      "(it uses the first GPU; set CUDA_VISIBLE_DEVICES to pick one)")
         if n_ctx:
             params["max_context"] = n_ctx
-        if n_threads is not None:
-            if not hasattr(_lib.kvw_engine_params, "n_threads"):
-                raise NotImplementedError("n_threads is not supported by this libkvwarden")
-            params["n_threads"] = n_threads
+        if n_batch is not None:
+            if not _is_int(n_batch) or n_batch <= 0:
+                raise ValueError(f"n_batch must be an int > 0, got {n_batch!r}")
+            params["max_batch_tokens"] = n_batch
+        threads = n_threads if n_threads is not None else n_threads_batch
+        if n_threads is not None and n_threads_batch is not None and n_threads_batch != n_threads:
+            _warn_once("n_threads_batch", "kvwarden has one thread count; n_threads is used")
+        if threads is not None:
+            params["n_threads"] = threads
         if n_gpu_layers is not None and "device" not in params:
+            if not _is_int(n_gpu_layers):
+                raise TypeError(f"n_gpu_layers must be an int, not {type(n_gpu_layers).__name__}")
             params["device"] = "cpu" if n_gpu_layers == 0 else "auto"
+        if type_k is not None or type_v is not None:
+            kt, vt = (_KV_TYPES.get(t, t) if t is not None else None for t in (type_k, type_v))
+            for name, t in (("type_k", kt), ("type_v", vt)):
+                if t is not None and t not in ("f16", "f32"):
+                    raise NotImplementedError(f"Llama(): {name}={t!r} is not supported by kvwarden "
+                                              "(KV cache types: 0 = f32, 1 = f16)")
+            if kt is not None and vt is not None and kt != vt:
+                raise NotImplementedError("Llama(): type_k and type_v must be the same KV cache type in kvwarden")
+            params["kv_type"] = kt or vt
+        self.chat_format = chat_format
+        self._chat_stop: List[str] = []
+        if chat_format is not None:
+            if chat_format in _chat_formats.UNSUPPORTED:
+                raise NotImplementedError(f"Llama(): chat_format={chat_format!r} is not supported by kvwarden "
+                                          "(it needs more than a chat template)")
+            if chat_format not in _chat_formats.FORMATS:
+                raise ValueError(f"Llama(): unknown chat_format {chat_format!r}; kvwarden knows "
+                                 + ", ".join(sorted(_chat_formats.FORMATS)))
+            params["chat_template"], self._chat_stop = _chat_formats.FORMATS[chat_format]
         log = None
         if verbose:
             def log(level: int, msg: str) -> None:
                 print(msg, file=sys.stderr, flush=True)
         self.model_path = os.fspath(model_path)
         self.verbose = verbose
-        self._engine = Engine(self.model_path, tokenizer_path=tokenizer_path, log=log,
-                              log_level=_lib.LOG_INFO, **params)
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        self.last_n_tokens_size = last_n_tokens_size
+        if seed is not None and not _is_int(seed):
             raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+        self._seed_arg = seed
         if seed in (None, -1, 0xFFFFFFFF):
             self._rng = random.Random()
         else:
             self._rng = random.Random(seed)
+        self._engine = Engine(self.model_path, tokenizer_path=tokenizer_path, log=log,
+                              log_level=_lib.LOG_INFO, **params)
+        self._input_ids: List[int] = []
+        self._metadata: Optional[Dict[str, str]] = None
+        if _is_int(n_gpu_layers) and 0 < n_gpu_layers < self._engine.model_info["n_layer"]:
+            _warn_once("n_gpu_layers", f"kvwarden runs the whole model on one device, so "
+                                       f"{n_gpu_layers} of {self._engine.model_info['n_layer']} layers "
+                                       "means all of them (on the GPU when there is one)")
+
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: Optional[str] = None,
+                        additional_files: Optional[List[str]] = None,
+                        local_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+                        local_dir_use_symlinks: Union[bool, str] = "auto",
+                        cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+                        **kwargs: Any) -> "Llama":
+        """Downloads a GGUF from a Hugging Face hub (as ``kvwarden pull``
+        does: kvwarden's cache, resume, size and SHA-256 checks,
+        HF_ENDPOINT/HF_TOKEN) and loads it. filename is a name or a glob
+        pattern ("*Q4_K_M.gguf") that must match exactly one file of the
+        repository (else ValueError, as llama-cpp-python); None picks the
+        Q4_K_M file (else the first GGUF). cache_dir is kvwarden's cache root
+        (default $KVWARDEN_CACHE_DIR, else ~/.cache/kvwarden); with
+        local_dir the file is also linked (or, with
+        local_dir_use_symlinks=False, copied) there. additional_files are
+        downloaded beside it. Progress goes to stderr when verbose (the
+        default). kwargs go to Llama()."""
+        verbose = kwargs.get("verbose", True)
+        progress = _progress_printer() if verbose else None
+        paths = []
+        for f in [filename] + list(additional_files or []):
+            paths.append(pull(repo_id, filename=f, cache_dir=cache_dir, progress=progress))
+        path = paths[0]
+        if local_dir is not None:
+            os.makedirs(local_dir, exist_ok=True)
+            for i, src in enumerate(paths):
+                dst = os.path.join(os.fspath(local_dir), os.path.basename(src))
+                if not os.path.exists(dst):
+                    if local_dir_use_symlinks is False:
+                        shutil.copyfile(src, dst)
+                    else:
+                        try:
+                            os.symlink(src, dst)
+                        except OSError:
+                            shutil.copyfile(src, dst)
+                if i == 0:
+                    path = dst
+        return cls(model_path=path, **kwargs)
 
     # -- lifecycle --
 
@@ -310,6 +519,10 @@ class Llama:
         """The most tokens one request may hold."""
         return self._engine.max_context
 
+    def n_embd(self) -> int:
+        """The model's width (embedding length)."""
+        return int(self._engine.model_info["n_embd"])
+
     def n_vocab(self) -> int:
         """The vocabulary size."""
         return int(self._engine.vocab["size"])
@@ -322,46 +535,121 @@ class Llama:
         """The end-of-sequence token."""
         return int(self._engine.vocab["eos"])
 
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """The model's GGUF metadata, key to value as text (arrays left
+        out), as llama-cpp-python's Llama.metadata (e.g.
+        metadata["tokenizer.chat_template"]). Read once, on first use."""
+        if self._metadata is None:
+            self._metadata = self._engine.metadata
+        return self._metadata
+
     def tokenize(self, text: Union[bytes, str], add_bos: bool = True,
                  special: bool = False) -> List[int]:
         """Token IDs of text (UTF-8 bytes, as llama-cpp-python takes, or
-        str). ``special`` is accepted for compatibility."""
+        str). special=True turns special-token text ("<|im_start|>") into
+        the special token."""
         if isinstance(text, bytes):
             text = text.decode("utf-8", "surrogateescape")
-        return self._engine.tokenize(text, add_bos=add_bos)
+        return self._engine.tokenize(text, add_bos=add_bos, special=special)
 
-    def detokenize(self, tokens: Sequence[int]) -> bytes:
-        """The UTF-8 bytes of tokens (as llama-cpp-python returns them)."""
-        return self._engine.detokenize(list(tokens)).encode("utf-8")
+    def detokenize(self, tokens: Sequence[int], prev_tokens: Optional[Sequence[int]] = None,
+                   special: bool = False) -> bytes:
+        """The UTF-8 bytes of tokens (as llama-cpp-python returns them).
+        special=True renders control tokens (BOS, "<|im_end|>") as their
+        text. prev_tokens, when given, is the context tokens follow (the
+        bytes of tokens only are returned)."""
+        if prev_tokens:
+            prev = list(prev_tokens)
+            whole = self._engine.detokenize(prev + list(tokens), special=special).encode("utf-8")
+            head = self._engine.detokenize(prev, special=special).encode("utf-8")
+            return whole[len(head):] if whole.startswith(head) else whole
+        return self._engine.detokenize(list(tokens), special=special).encode("utf-8")
+
+    # -- state --
+
+    @property
+    def input_ids(self) -> List[int]:
+        """The tokens of the last completion (prompt and generated), as
+        llama-cpp-python's input_ids after an eval."""
+        return list(self._input_ids)
+
+    @property
+    def n_tokens(self) -> int:
+        """len(input_ids)."""
+        return len(self._input_ids)
+
+    def reset(self) -> None:
+        """Forgets the last completion's tokens (input_ids). The engine's
+        prefix cache keeps what it holds; it never changes an output."""
+        self._input_ids = []
+
+    def save_state(self) -> LlamaState:
+        """The last completion's sequence (input_ids) as a LlamaState,
+        sealed to this model (llama_state: its tokens, the model's
+        fingerprint and a MAC; no KV). load_state takes it back, in this
+        or another process with the same model."""
+        ids = list(self._input_ids)
+        data = self._engine.save_state(ids) if ids else b""
+        return LlamaState(input_ids=ids, scores=None, n_tokens=len(ids), llama_state=data,
+                          llama_state_size=len(data), seed=self._seed_arg)
+
+    def load_state(self, state: LlamaState) -> None:
+        """Restores a save_state: input_ids and the seed. The sealed tokens
+        are checked first: a state of another model, or an altered one,
+        raises InvalidArgumentError (a ValueError) and changes nothing. As
+        in llama-cpp-python, a later completion whose prompt starts with
+        input_ids continues from them: the engine's prefix cache supplies
+        their KV while it holds it (computed again otherwise; the output is
+        the same either way). To continue the text, pass
+        state.input_ids + new tokens as the prompt."""
+        if not isinstance(state, LlamaState):
+            raise TypeError(f"state must be a LlamaState, not {type(state).__name__}")
+        ids = self._engine.load_state(state.llama_state) if state.n_tokens else []
+        self._input_ids = ids
+        if state.seed is not None and state.seed != self._seed_arg:
+            self._seed_arg = state.seed
+            self._rng = random.Random(state.seed) if state.seed not in (-1, 0xFFFFFFFF) else random.Random()
 
     # -- completions --
 
     def _seed(self, seed: Optional[int]) -> int:
         if seed is not None and seed not in (-1, 0xFFFFFFFF):
-            if not isinstance(seed, int) or isinstance(seed, bool):
+            if not _is_int(seed):
                 raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
             return seed
         # Fixed seeds drawn from the Llama's own generator.
         return self._rng.getrandbits(63) | 1
 
-    def _start(self, prompt: str, max_tokens: Optional[int], temperature: float, top_p: float,
-               min_p: float, top_k: int, repeat_penalty: float, seed: Optional[int],
-               stop: Union[None, str, Sequence[str]], parse_special: bool = False) -> Stream:
+    def _start(self, prompt: Union[str, Sequence[int]], max_tokens: Optional[int], temperature: float,
+               top_p: float, min_p: float, top_k: int, repeat_penalty: float, seed: Optional[int],
+               stop: Union[None, str, Sequence[str]], parse_special: bool = False,
+               top_logprobs: Optional[int] = None) -> Stream:
         if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be str, not {type(prompt).__name__}")
-        if max_tokens is None or (isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
-                                  and max_tokens <= 0):
+            if isinstance(prompt, (bytes, bytearray, dict)) or not hasattr(prompt, "__iter__"):
+                raise TypeError(f"prompt must be str or a list of token IDs, not {type(prompt).__name__}")
+            prompt = list(prompt)
+        if max_tokens is None or (_is_int(max_tokens) and max_tokens <= 0):
             # llama-cpp-python: None or <= 0 means "up to the context".
-            max_tokens = max(1, self.n_ctx() - len(self._engine.tokenize(prompt)))
+            max_tokens = _lib.MAX_TOKENS_UNLIMITED
         if stop is None:
             stop = []
         elif isinstance(stop, str):
             stop = [stop]
+        extra: Dict[str, Any] = {}
+        if top_logprobs is not None:
+            extra = {"logprobs": True, "top_logprobs": top_logprobs}
         return self._engine.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=repeat_penalty, seed=self._seed(seed),
+                                   repeat_penalty=repeat_penalty,
+                                   repeat_last_n=self.last_n_tokens_size, seed=self._seed(seed),
                                    stop=[s for s in stop if s] or None,
-                                   parse_special=parse_special)
+                                   parse_special=parse_special, **extra)
+
+    def _ended(self, s: Stream) -> None:
+        # What llama-cpp-python's input_ids hold after a completion.
+        if s.prompt_tokens:
+            self._input_ids = list(s.prompt_tokens) + list(s.tokens)
 
     @staticmethod
     def _usage(s: Stream) -> CompletionUsage:
@@ -374,7 +662,50 @@ class Llama:
         reason = (s.result or {}).get("finish_reason")
         return "length" if reason == "length" else "stop"
 
-    def create_completion(self, prompt: str, suffix: Optional[str] = None,
+    def _pieces(self, s: Stream) -> List[str]:
+        """The text each generated token adds (in context)."""
+        prev = s.prompt_tokens[-1:] if s.prompt_tokens else []
+        out, done = [], b""
+        ids = list(prev)
+        for t in s.tokens:
+            ids.append(t)
+            whole = self.detokenize(ids[len(prev):], prev_tokens=prev)
+            out.append(whole[len(done):].decode("utf-8", "replace"))
+            done = whole
+        return out
+
+    def _completion_logprobs(self, s: Stream, offset: int) -> Dict[str, Any]:
+        """llama-cpp-python's completion logprobs: tokens, text_offset,
+        token_logprobs and top_logprobs (a dict of piece to logprob per
+        token, the chosen one included)."""
+        pieces = self._pieces(s)
+        offsets, pos = [], offset
+        for p in pieces:
+            offsets.append(pos)
+            pos += len(p)
+        top = []
+        for i, alts in enumerate(s.top_logprobs or [[] for _ in pieces]):
+            d = {self.detokenize([t], special=True).decode("utf-8", "replace"): lp for t, lp in alts}
+            d[pieces[i]] = s.logprobs[i][1] if s.logprobs else 0.0
+            top.append(d)
+        return {"tokens": pieces, "text_offset": offsets,
+                "token_logprobs": [lp for _, lp in (s.logprobs or [])], "top_logprobs": top}
+
+    def _chat_logprobs(self, s: Stream) -> Dict[str, Any]:
+        """OpenAI's chat logprobs: {"content": [{token, logprob, bytes,
+        top_logprobs: [{token, logprob, bytes}]}]}."""
+        pieces = self._pieces(s)
+        content = []
+        for i, piece in enumerate(pieces):
+            alts = []
+            for t, lp in (s.top_logprobs[i] if s.top_logprobs else []):
+                text = self.detokenize([t], special=True).decode("utf-8", "replace")
+                alts.append({"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))})
+            content.append({"token": piece, "logprob": s.logprobs[i][1] if s.logprobs else 0.0,
+                            "bytes": list(piece.encode("utf-8")), "top_logprobs": alts})
+        return {"content": content}
+
+    def create_completion(self, prompt: Union[str, List[int]], suffix: Optional[str] = None,
                           max_tokens: Optional[int] = 16, temperature: float = 0.8,
                           top_p: float = 0.95, min_p: float = 0.05, typical_p: float = 1.0,
                           logprobs: Optional[int] = None, echo: bool = False,
@@ -383,32 +714,43 @@ class Llama:
                           repeat_penalty: float = 1.0, top_k: int = 40, stream: bool = False,
                           seed: Optional[int] = None, model: Optional[str] = None,
                           **unsupported: Any) -> Union[Completion, Iterator[CompletionChunk]]:
-        """Completes prompt; returns an OpenAI ``text_completion`` dict, or
-        with ``stream=True`` an iterator of chunks (the last one has the
-        finish reason and ``usage``). Defaults are llama-cpp-python's.
+        """Completes prompt (text, or a list of token IDs used as given);
+        returns an OpenAI ``text_completion`` dict, or with ``stream=True``
+        an iterator of chunks (the last one has the finish reason and
+        ``usage``). Defaults are llama-cpp-python's. ``logprobs=N`` (0 to
+        20) fills choices[0]["logprobs"] as llama-cpp-python does (tokens,
+        text_offset, token_logprobs, top_logprobs) with the model's own
+        log-probabilities, for the generated tokens (with stream=True, in
+        the last chunk).
 
-        Raises ``kvwarden.RejectedError`` when the prompt does not fit,
-        ``ValueError`` for bad parameters, ``NotImplementedError`` for
-        parameters kvwarden does not implement (suffix, logprobs, ...)."""
-        _unsupported({"suffix": suffix, "logprobs": logprobs, "typical_p": typical_p,
+        Raises ``kvwarden.PromptTooLongError`` (a ``ValueError``) when the
+        prompt does not fit, ``ValueError`` for bad parameters,
+        ``NotImplementedError`` for parameters kvwarden does not implement
+        (suffix, grammar, ...)."""
+        _unsupported({"suffix": suffix, "typical_p": typical_p,
                       "frequency_penalty": frequency_penalty,
                       "presence_penalty": presence_penalty, **unsupported})
+        if logprobs is not None and (not _is_int(logprobs) or not 0 <= logprobs <= _lib.MAX_TOP_LOGPROBS):
+            raise ValueError(f"logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, got {logprobs!r}")
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, stop)
+                        seed, stop, top_logprobs=logprobs)
         meta = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion",
                 "created": int(time.time()), "model": model or self.model_path}
+        echo_text = ""
+        if echo:
+            echo_text = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
         if stream:
-            return self._completion_chunks(s, meta, prompt if echo else "")
+            return self._completion_chunks(s, meta, echo_text, logprobs is not None)
         with s:
             text = "".join(s)
-        if echo:
-            text = prompt + text
-        return {**meta, "choices": [{"text": text, "index": 0, "logprobs": None,  # type: ignore[typeddict-item]
+        self._ended(s)
+        lp = self._completion_logprobs(s, len(echo_text)) if logprobs is not None else None
+        return {**meta, "choices": [{"text": echo_text + text, "index": 0, "logprobs": lp,  # type: ignore[typeddict-item]
                                      "finish_reason": self._finish(s)}],
                 "usage": self._usage(s)}
 
-    def _completion_chunks(self, s: Stream, meta: Dict[str, Any],
-                           echo: str) -> Iterator[CompletionChunk]:
+    def _completion_chunks(self, s: Stream, meta: Dict[str, Any], echo: str,
+                           want_lp: bool) -> Iterator[CompletionChunk]:
         with s:
             if echo:
                 yield {**meta, "choices": [{"text": echo, "index": 0, "logprobs": None,  # type: ignore[misc]
@@ -416,23 +758,26 @@ class Llama:
             for piece in s:
                 yield {**meta, "choices": [{"text": piece, "index": 0, "logprobs": None,  # type: ignore[misc]
                                             "finish_reason": None}]}
-        yield {**meta, "choices": [{"text": "", "index": 0, "logprobs": None,  # type: ignore[misc]
+        self._ended(s)
+        lp = self._completion_logprobs(s, len(echo)) if want_lp else None
+        yield {**meta, "choices": [{"text": "", "index": 0, "logprobs": lp,  # type: ignore[misc]
                                     "finish_reason": self._finish(s)}],
                "usage": self._usage(s)}
 
-    def __call__(self, prompt: str, *args: Any, **kwargs: Any
+    def __call__(self, prompt: Union[str, List[int]], *args: Any, **kwargs: Any
                  ) -> Union[Completion, Iterator[CompletionChunk]]:
         """Same as ``create_completion``."""
         return self.create_completion(prompt, *args, **kwargs)
 
     def _chat_prompt(self, messages: Sequence[Message]) -> "tuple[str, List[str], bool]":
-        # The model's own chat template when the library can render it
-        # (Engine.apply_chat_template); kvwarden's fixed format otherwise.
-        # A render holds special-token text that must become tokens.
+        # The chat format's template, else the model's own chat template
+        # when the library can render it (Engine.apply_chat_template);
+        # kvwarden's fixed format otherwise. A render holds special-token
+        # text that must become tokens.
         apply = getattr(self._engine, "apply_chat_template", None)
         if apply is not None:
             format_chat(messages)  # the same checks of roles and content
-            return apply(list(messages), add_generation_prompt=True), [], True
+            return apply(list(messages), add_generation_prompt=True), list(self._chat_stop), True
         return format_chat(messages), [CHAT_STOP], False
 
     def create_chat_completion(self, messages: List[Message], temperature: float = 0.2,
@@ -440,6 +785,7 @@ class Llama:
                                stream: bool = False, stop: Union[None, str, List[str]] = [],
                                seed: Optional[int] = None, max_tokens: Optional[int] = None,
                                repeat_penalty: float = 1.0, model: Optional[str] = None,
+                               logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
                                **unsupported: Any
                                ) -> Union[ChatCompletion, Iterator[ChatCompletionChunk]]:
         """Answers a conversation; returns an OpenAI ``chat.completion``
@@ -448,29 +794,40 @@ class Llama:
         with the finish reason and ``usage``). messages are
         ``{"role": ..., "content": ...}`` dicts (system, developer, user,
         assistant, tool). ``max_tokens=None`` runs up to the context.
+        ``logprobs=True`` (with ``top_logprobs=N``, 0 to 20) fills
+        choices[0]["logprobs"] in OpenAI's shape ({"content": [...]}; with
+        stream=True, in the last chunk).
 
         Raises as ``create_completion``; tools, functions and
         response_format raise ``NotImplementedError``."""
         _unsupported(unsupported)
+        if top_logprobs is not None and (not _is_int(top_logprobs)
+                                         or not 0 <= top_logprobs <= _lib.MAX_TOP_LOGPROBS):
+            raise ValueError(f"top_logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, "
+                             f"got {top_logprobs!r}")
+        want_lp = bool(logprobs) or bool(top_logprobs)
         prompt, extra_stop, special = self._chat_prompt(messages)
         if stop is None:
             stop = []
         elif isinstance(stop, str):
             stop = [stop]
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, list(stop) + extra_stop, parse_special=special)
+                        seed, list(stop) + extra_stop, parse_special=special,
+                        top_logprobs=(top_logprobs or 0) if want_lp else None)
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "object": "chat.completion",
                 "created": int(time.time()), "model": model or self.model_path}
         if stream:
-            return self._chat_chunks(s, {**meta, "object": "chat.completion.chunk"})
+            return self._chat_chunks(s, {**meta, "object": "chat.completion.chunk"}, want_lp)
         with s:
             text = "".join(s)
+        self._ended(s)
         return {**meta, "choices": [{"index": 0,  # type: ignore[typeddict-item]
                                      "message": {"role": "assistant", "content": text.lstrip(" ")},
-                                     "logprobs": None, "finish_reason": self._finish(s)}],
+                                     "logprobs": self._chat_logprobs(s) if want_lp else None,
+                                     "finish_reason": self._finish(s)}],
                 "usage": self._usage(s)}
 
-    def _chat_chunks(self, s: Stream, meta: Dict[str, Any]) -> Iterator[ChatCompletionChunk]:
+    def _chat_chunks(self, s: Stream, meta: Dict[str, Any], want_lp: bool) -> Iterator[ChatCompletionChunk]:
         with s:
             yield {**meta, "choices": [{"index": 0, "delta": {"role": "assistant"},  # type: ignore[misc]
                                         "logprobs": None, "finish_reason": None}]}
@@ -486,6 +843,8 @@ class Llama:
                     first = False
                 yield {**meta, "choices": [{"index": 0, "delta": {"content": piece},  # type: ignore[misc]
                                             "logprobs": None, "finish_reason": None}]}
-        yield {**meta, "choices": [{"index": 0, "delta": {}, "logprobs": None,  # type: ignore[misc]
+        self._ended(s)
+        yield {**meta, "choices": [{"index": 0, "delta": {},  # type: ignore[misc]
+                                    "logprobs": self._chat_logprobs(s) if want_lp else None,
                                     "finish_reason": self._finish(s)}],
                "usage": self._usage(s)}

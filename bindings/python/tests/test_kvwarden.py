@@ -179,7 +179,7 @@ class TestBuiltin(unittest.TestCase):
         with self.assertRaises(kvwarden.InvalidArgumentError):
             self.eng.generate("hi", temperature=-1.0)
         with self.assertRaises(kvwarden.InvalidArgumentError):
-            self.eng.generate("hi", max_tokens=-1)
+            self.eng.generate("hi", max_tokens=-2)  # -1 means "until the end" (test_llama_compat)
         with self.assertRaises(kvwarden.InvalidArgumentError):
             self.eng.generate("hi", stop=["x"] * 100)
         with self.assertRaises(kvwarden.InvalidArgumentError):

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// MaxTopLogprobs bounds Request.TopLogprobs (OpenAI's limit).
+const MaxTopLogprobs = 20
+
+// TokenLogprob is a token with its log-probability.
+type TokenLogprob struct {
+	Token   int
+	Logprob float32
+}
+
+// TokenLogprobs is what a request with Logprobs records for one generated
+// token: the token, its log-probability and, with TopLogprobs, the most
+// likely tokens of that step (best first, ties by lower ID).
+type TokenLogprobs struct {
+	Token   int
+	Logprob float32
+	Top     []TokenLogprob
+}
+
+// Log-probabilities are those of the model's own distribution: the
+// log-softmax of the raw logits of the step, before the repetition penalty,
+// temperature and the top-k/top-p/min-p filters, as OpenAI and
+// llama-cpp-python report them. So they do not depend on the sampling
+// settings, and a token the filters removed still has its model
+// probability.
+
+// checkLogprobs validates the logprob options of req (before admission).
+func checkLogprobs(req Request) error {
+	if req.TopLogprobs < 0 || req.TopLogprobs > MaxTopLogprobs {
+		return fmt.Errorf("%w: top logprobs %d, want 0 to %d", ErrInvalidParams, req.TopLogprobs, MaxTopLogprobs)
+	}
+	return nil
+}
+
+// logprobOpts is what a seq records beside its tokens.
+type logprobOpts struct {
+	on         bool // per-token log-probabilities
+	top        int  // how many alternatives per token
+	lastLogits bool // keep the raw logits of the last step
+}
+
+func logprobOptsOf(req Request) logprobOpts {
+	return logprobOpts{on: req.Logprobs || req.TopLogprobs > 0, top: req.TopLogprobs, lastLogits: req.LastLogits}
+}
+
+// sample draws s's next token from logits, recording what s asked for
+// from the raw logits first (the sampler penalizes them in place).
+func (sc *scheduler) sample(s *seq, logits []float32) int {
+	if s.lp.lastLogits {
+		s.lastLogits = append(s.lastLogits[:0], logits...)
+	}
+	if !s.lp.on {
+		return s.sampler.Sample(logits, s.tokens)
+	}
+	s.lpRaw = append(s.lpRaw[:0], logits...)
+	tok := s.sampler.Sample(logits, s.tokens)
+	lse := logSumExp(s.lpRaw)
+	s.lpPending = TokenLogprobs{Token: tok, Logprob: logprobOf(s.lpRaw, tok, lse), Top: topLogprobs(s.lpRaw, s.lp.top, lse)}
+	return tok
+}
+
+// event builds the Event of a generated token, with its log-probabilities
+// when s records them (and keeps them for the Result).
+func (s *seq) event(tok int, text string) Event {
+	ev := Event{Token: tok, Text: text}
+	if s.lp.on && s.lpPending.Token == tok {
+		ev.Logprob, ev.TopLogprobs = s.lpPending.Logprob, s.lpPending.Top
+		s.logprobs = append(s.logprobs, s.lpPending)
+	}
+	return ev
+}
+
+// logSumExp is log(sum(exp(x))) over the finite-or-infinite values of x,
+// NaN counting as -Inf (as the sampler counts it).
+func logSumExp(x []float32) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		if f := float64(v); f > m {
+			m = f
+		}
+	}
+	if math.IsInf(m, 0) {
+		return m
+	}
+	var sum float64
+	for _, v := range x {
+		if f := float64(v); f == f {
+			sum += math.Exp(f - m)
+		}
+	}
+	return m + math.Log(sum)
+}
+
+func logprobOf(x []float32, tok int, lse float64) float32 {
+	if tok < 0 || tok >= len(x) || x[tok] != x[tok] {
+		return float32(math.Inf(-1))
+	}
+	return float32(float64(x[tok]) - lse)
+}
+
+// topLogprobs returns the k most likely tokens of x, best first, ties by
+// lower ID; NaN logits are never among them.
+func topLogprobs(x []float32, k int, lse float64) []TokenLogprob {
+	if k <= 0 {
+		return nil
+	}
+	k = min(k, len(x))
+	// A small sorted insertion list: k is at most MaxTopLogprobs.
+	top := make([]TokenLogprob, 0, k+1)
+	for id, v := range x {
+		if v != v {
+			continue
+		}
+		if len(top) == k && v <= top[k-1].Logprob {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(top, v, func(t TokenLogprob, v float32) int {
+			if t.Logprob >= v { // equal values keep the earlier (lower) ID first
+				return -1
+			}
+			return 1
+		})
+		top = slices.Insert(top, i, TokenLogprob{Token: id, Logprob: v})
+		if len(top) > k {
+			top = top[:k]
+		}
+	}
+	for i := range top {
+		top[i].Logprob = float32(float64(top[i].Logprob) - lse)
+	}
+	return top
+}
