@@ -260,7 +260,7 @@ func (c *Client) Resolve(ctx context.Context, ref Ref) (Ref, error) {
 	}
 	// The name comes from the hub: it must stay inside the cache.
 	if err := checkName("file", f); err != nil {
-		return ref, fmt.Errorf("%w (listed by %s)", err, redact(u))
+		return ref, fmt.Errorf("%w (listed by %s)", err, redact(c.filesURL(ref)))
 	}
 	ref.File, ref.Tag = f, ""
 	return ref, nil
@@ -268,7 +268,7 @@ func (c *Client) Resolve(ctx context.Context, ref Ref) (Ref, error) {
 
 // Files lists the files of ref's repository at ref.Revision.
 func (c *Client) Files(ctx context.Context, ref Ref) ([]string, error) {
-	u := fmt.Sprintf("%s/api/models/%s/revision/%s", c.Endpoint, ref.Repo, url.PathEscape(ref.Revision))
+	u := c.filesURL(ref)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -295,6 +295,10 @@ func (c *Client) Files(ctx context.Context, ref Ref) ([]string, error) {
 		names = append(names, s.Name)
 	}
 	return names, nil
+}
+
+func (c *Client) filesURL(ref Ref) string {
+	return fmt.Sprintf("%s/api/models/%s/revision/%s", c.Endpoint, ref.Repo, url.PathEscape(ref.Revision))
 }
 
 // pickFile chooses the GGUF of ref.Tag among names: the one whose name
