@@ -6,6 +6,11 @@
 // first, the end-of-generation set, and add_bos/add_eos policy.
 package tokenizer
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Options controls Encode.
 type Options struct {
 	BOS bool // prepend the BOS token when the vocabulary has one
@@ -63,3 +68,62 @@ const (
 	TypeUnused      int32 = 5
 	TypeByte        int32 = 6
 )
+
+// ErrTooManyTokens: EncodeLimit stopped because the text encodes to more
+// tokens than the limit. The error is a *LimitError.
+var ErrTooManyTokens = errors.New("tokenizer: too many tokens")
+
+// LimitError says that a text encodes to at least AtLeast tokens, more
+// than Limit; encoding stopped there.
+type LimitError struct {
+	AtLeast int
+	Limit   int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("tokenizer: text encodes to at least %d tokens, more than the limit of %d", e.AtLeast, e.Limit)
+}
+
+func (e *LimitError) Unwrap() error { return ErrTooManyTokens }
+
+// LimitEncoder is implemented by tokenizers that can stop encoding early
+// (every tokenizer of this package).
+type LimitEncoder interface {
+	// EncodeLimit is Encode, except that once the encoding is known to hold
+	// more than limit tokens it stops and returns a *LimitError. It never
+	// stops for a text whose encoding fits: then it returns exactly what
+	// Encode returns.
+	EncodeLimit(text string, opt Options, limit int) ([]int, error)
+	// MinTokens is a lower bound on the length of Encode(text, opt), for
+	// any opt, computed in one pass over text's bytes without allocating:
+	// a text that cannot fit is refused without being tokenized.
+	MinTokens(text string) int
+}
+
+// EncodeLimit encodes text with t, stopping with a *LimitError (wrapping
+// ErrTooManyTokens) once the encoding is known to hold more than limit
+// tokens, so that the cost of refusing a long text is bounded by the limit
+// rather than the text. A text that fits gets exactly t.Encode's result. A
+// Tokenizer that is not a LimitEncoder encodes the whole text.
+func EncodeLimit(t Tokenizer, text string, opt Options, limit int) ([]int, error) {
+	if le, ok := t.(LimitEncoder); ok {
+		return le.EncodeLimit(text, opt, limit)
+	}
+	ids, err := t.Encode(text, opt)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > limit {
+		return nil, &LimitError{AtLeast: len(ids), Limit: limit}
+	}
+	return ids, nil
+}
+
+// MinTokens is a lower bound on the tokens of text under t, from one pass
+// over its bytes (0 when t is not a LimitEncoder).
+func MinTokens(t Tokenizer, text string) int {
+	if le, ok := t.(LimitEncoder); ok {
+		return le.MinTokens(text)
+	}
+	return 0
+}
