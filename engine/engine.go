@@ -59,6 +59,8 @@ type Engine struct {
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
 	met    *metrics
+	// tokGate bounds the prompt bytes being tokenized at once (admit).
+	tokGate *byteGate
 
 	mu       sync.Mutex
 	closed   bool
@@ -96,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		cfg: r.cfg, hooks: o.hooks, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
 		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,
-		met: newMetrics(), live: map[uint64]*seq{}, tenants: map[string]int{},
+		met: newMetrics(), tokGate: newByteGate(tokenizeBytes), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
 	// Generation ends on every end-of-generation token of the vocabulary
@@ -150,7 +152,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		ctx = context.Background()
 	}
 	e.met.submit()
-	s, err := e.admit(req)
+	s, err := e.admit(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func (Bytes) Encode(text string, opt Options) ([]int, error) {
 }
 
 // EncodeLimit is Encode that refuses, without encoding, a text of more than
-// limit tokens (each byte is one token).
+// limit tokens (each byte is one token; see LimitEncoder).
 func (b Bytes) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
 	n := len(text)
 	if opt.BOS {

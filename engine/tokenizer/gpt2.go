@@ -216,8 +216,8 @@ func (t *GPT2) Encode(text string, opt Options) ([]int, error) {
 	return t.encode(text, opt, -1)
 }
 
-// EncodeLimit is Encode that stops once the result is known to hold more
-// than limit tokens (see LimitEncoder): pre-tokens are merged
+// EncodeLimit is Encode that may stop once the result is known to hold
+// more than limit tokens (see LimitEncoder): pre-tokens are merged
 // independently, so it stops after the first pre-token that goes past
 // limit.
 func (t *GPT2) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
@@ -237,30 +237,25 @@ func (t *GPT2) encode(text string, opt Options, limit int) ([]int, error) {
 	if opt.BOS && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	over := func() error {
-		if limit >= 0 && len(out) > limit {
-			return &LimitError{AtLeast: len(out), Limit: limit}
-		}
-		return nil
-	}
-	for _, f := range t.special.split(text, opt.Special) {
+	frags := t.special.split(text, opt.Special)
+	for i, f := range frags {
 		if f.id >= 0 {
 			out = append(out, f.id)
 		} else {
 			if n := len(out) + t.bound.atLeast(f.text); limit >= 0 && n > limit {
 				return nil, &LimitError{AtLeast: n, Limit: limit}
 			}
-			out = t.encodeRaw(out, f.text, limit)
+			var stopped bool
+			if out, stopped = t.encodeRaw(out, f.text, limit); stopped {
+				return nil, &LimitError{AtLeast: len(out), Limit: limit}
+			}
 		}
-		if err := over(); err != nil {
-			return nil, err
+		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
+			return nil, &LimitError{AtLeast: len(out), Limit: limit}
 		}
 	}
 	if opt.EOS && t.eos >= 0 {
 		out = append(out, t.eos)
-	}
-	if err := over(); err != nil {
-		return nil, err
 	}
 	return out, nil
 }
@@ -330,10 +325,11 @@ func (q *gpQueue) pop() gpPair {
 
 // encodeRaw appends the tokens of plain text: pre-tokens, then BPE merges
 // inside each, as llama.cpp's llm_tokenizer_bpe_session. With limit >= 0
-// it returns as soon as out holds more than limit tokens.
-func (t *GPT2) encodeRaw(out []int, text string, limit int) []int {
+// it stops as soon as out holds more than limit tokens with pre-tokens
+// left, and says so.
+func (t *GPT2) encodeRaw(out []int, text string, limit int) ([]int, bool) {
 	if text == "" {
-		return out
+		return out, false
 	}
 	ends := t.split.split(text, make([]int, 0, len(text)/4+1))
 	var (
@@ -344,7 +340,7 @@ func (t *GPT2) encodeRaw(out []int, text string, limit int) []int {
 	start := 0
 	for _, end := range ends {
 		if limit >= 0 && len(out) > limit {
-			return out
+			return out, true
 		}
 		chunk := text[start:end]
 		start = end
@@ -403,7 +399,7 @@ func (t *GPT2) encodeRaw(out []int, text string, limit int) []int {
 			out = append(out, int(syms[i].id))
 		}
 	}
-	return out
+	return out, false
 }
 
 var (

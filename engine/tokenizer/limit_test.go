@@ -54,13 +54,15 @@ func limitTexts(t *testing.T) []string {
 
 // TestEncodeLimitAgreesWithEncode is the property EncodeLimit keeps: for
 // any limit, a text whose full encoding fits gets exactly Encode's result,
-// and a text refused encodes to more than the limit, at least as many
-// tokens as the error says. MinTokens never exceeds the real count.
+// and one that stops early encodes to more than the limit, at least as
+// many tokens as the error says; one that does not stop gets Encode's
+// result. MinTokens never exceeds the real count.
 func TestEncodeLimitAgreesWithEncode(t *testing.T) {
 	texts := limitTexts(t)
 	for name, tok := range limitTokenizers(t) {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(5, 6))
+			stopped := 0
 			for _, text := range texts {
 				for _, opt := range []Options{{}, {Special: true}, {BOS: true, EOS: true, Special: true}} {
 					full, err := tok.Encode(text, opt)
@@ -73,7 +75,7 @@ func TestEncodeLimitAgreesWithEncode(t *testing.T) {
 							continue
 						}
 						ids, err := EncodeLimit(tok, text, opt, limit)
-						if n <= limit {
+						if n <= limit || err == nil {
 							require.NoError(t, err, "%q fits %d tokens (encodes to %d)", text, limit, n)
 							require.Equal(t, full, ids, "%q", text)
 							continue
@@ -85,9 +87,11 @@ func TestEncodeLimitAgreesWithEncode(t *testing.T) {
 						require.Equal(t, limit, le.Limit)
 						require.Greater(t, le.AtLeast, limit)
 						require.LessOrEqual(t, le.AtLeast, n, "%q: at least %d, but it encodes to %d", text, le.AtLeast, n)
+						stopped++
 					}
 				}
 			}
+			require.Positive(t, stopped, "no text stopped early")
 		})
 	}
 }

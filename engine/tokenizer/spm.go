@@ -266,10 +266,10 @@ func (t *SentencePiece) Encode(text string, opt Options) ([]int, error) {
 	return t.encode(text, opt, -1)
 }
 
-// EncodeLimit is Encode that stops once the result is known to hold more
-// than limit tokens (see LimitEncoder). The merges of a fragment (text
-// between special tokens) depend on all of it, so a fragment is either
-// skipped by its length bound or encoded whole.
+// EncodeLimit is Encode that may stop once the result is known to hold
+// more than limit tokens (see LimitEncoder). The merges of a fragment
+// (text between special tokens) depend on all of it, so a fragment is
+// either refused by its length bound or encoded whole.
 func (t *SentencePiece) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
 	return t.encode(text, opt, max(limit, 0))
 }
@@ -287,7 +287,8 @@ func (t *SentencePiece) encode(text string, opt Options, limit int) ([]int, erro
 	if opt.BOS && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	for _, f := range t.special.split(text, opt.Special) {
+	frags := t.special.split(text, opt.Special)
+	for i, f := range frags {
 		if f.id >= 0 {
 			out = append(out, f.id)
 		} else {
@@ -296,15 +297,12 @@ func (t *SentencePiece) encode(text string, opt Options, limit int) ([]int, erro
 			}
 			out = t.encodeRaw(out, f.text)
 		}
-		if limit >= 0 && len(out) > limit {
+		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
 			return nil, &LimitError{AtLeast: len(out), Limit: limit}
 		}
 	}
 	if opt.EOS && t.eos >= 0 {
 		out = append(out, t.eos)
-	}
-	if limit >= 0 && len(out) > limit {
-		return nil, &LimitError{AtLeast: len(out), Limit: limit}
 	}
 	return out, nil
 }

@@ -89,10 +89,10 @@ func (e *LimitError) Unwrap() error { return ErrTooManyTokens }
 // LimitEncoder is implemented by tokenizers that can stop encoding early
 // (every tokenizer of this package).
 type LimitEncoder interface {
-	// EncodeLimit is Encode, except that once the encoding is known to hold
-	// more than limit tokens it stops and returns a *LimitError. It never
-	// stops for a text whose encoding fits: then it returns exactly what
-	// Encode returns.
+	// EncodeLimit returns what Encode returns, except that once the
+	// encoding is known to hold more than limit tokens it may stop and
+	// return a *LimitError instead. It never stops for a text whose
+	// encoding fits.
 	EncodeLimit(text string, opt Options, limit int) ([]int, error)
 	// MinTokens is a lower bound on the length of Encode(text, opt), for
 	// any opt, computed in one pass over text's bytes without allocating:
@@ -100,23 +100,18 @@ type LimitEncoder interface {
 	MinTokens(text string) int
 }
 
-// EncodeLimit encodes text with t, stopping with a *LimitError (wrapping
-// ErrTooManyTokens) once the encoding is known to hold more than limit
-// tokens, so that the cost of refusing a long text is bounded by the limit
-// rather than the text. A text that fits gets exactly t.Encode's result. A
+// EncodeLimit encodes text with t, but may stop with a *LimitError
+// (wrapping ErrTooManyTokens) once the encoding is known to hold more than
+// limit tokens, so that the cost of refusing a long text is bounded by the
+// limit rather than the text. Otherwise it returns t.Encode's result,
+// which the caller compares with the limit: a text that fits always gets
+// it, and so does one that did not fit only once it was encoded whole. A
 // Tokenizer that is not a LimitEncoder encodes the whole text.
 func EncodeLimit(t Tokenizer, text string, opt Options, limit int) ([]int, error) {
 	if le, ok := t.(LimitEncoder); ok {
 		return le.EncodeLimit(text, opt, limit)
 	}
-	ids, err := t.Encode(text, opt)
-	if err != nil {
-		return nil, err
-	}
-	if len(ids) > limit {
-		return nil, &LimitError{AtLeast: len(ids), Limit: limit}
-	}
-	return ids, nil
+	return t.Encode(text, opt)
 }
 
 // MinTokens is a lower bound on the tokens of text under t, from one pass
