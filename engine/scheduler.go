@@ -76,9 +76,9 @@ type scheduler struct {
 	// swap-out frees go to the sequence that preempted it rather than
 	// straight back to the one swapped out (which would swap again).
 	starved bool
-	// served is, per tenant, when its latest new request was placed (a
-	// count of placements, placements the clock): head's round-robin.
-	// Tenants with nothing queued are dropped now and then (pruneServed).
+	// served is, per tenant, the value of placements when its latest new
+	// request was placed: the clock of head's round-robin. Tenants with
+	// nothing queued are dropped now and then (pruneServed).
 	served     map[string]uint64
 	placements uint64
 }
