@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -82,4 +83,52 @@ func TestTenantFairness(t *testing.T) {
 		}
 	}
 	require.Equal(t, aIDs, aOrder, "FCFS within a tenant")
+}
+
+// TestTenantRoundRobin: new requests are placed round-robin over the
+// tenants with requests waiting, the tenant served longest ago (or never)
+// first, FCFS within a tenant.
+func TestTenantRoundRobin(t *testing.T) {
+	cfg := echoConfig(t, 32, 16)
+	cfg.MaxSeqs = 1
+	var (
+		mu    sync.Mutex
+		order []string
+		gate  = make(chan struct{})
+		once  sync.Once
+	)
+	tenantOf := map[uint64]string{}
+	cfg.th().Faults = &Faults{AbortAt: func(id uint64, st State) bool {
+		<-gate
+		if st == StatePrefilling {
+			mu.Lock()
+			order = append(order, tenantOf[id])
+			mu.Unlock()
+		}
+		return false
+	}}
+	e := newEcho(t, cfg)
+	release := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	var streams []*Stream
+	for _, r := range []struct {
+		tenant string
+		n      int
+	}{{"A", 4}, {"B", 4}, {"C", 1}} {
+		for i := range r.n {
+			st, err := e.Submit(t.Context(), Request{Prompt: "xy", Tenant: r.tenant, MaxTokens: 1})
+			require.NoError(t, err)
+			mu.Lock()
+			tenantOf[st.ID()] = fmt.Sprintf("%s%d", r.tenant, i+1)
+			mu.Unlock()
+			streams = append(streams, st)
+		}
+	}
+	release()
+	for _, st := range streams {
+		require.NoError(t, st.Wait().Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"A1", "B1", "C1", "A2", "B2", "A3", "B3", "A4", "B4"}, order)
 }
