@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -22,9 +23,10 @@ import (
 // and is bounded three ways: quota and queue refuse a flood before any of
 // it is tokenized; a prompt whose bytes alone prove it cannot fit
 // (tokenizer.MinTokens) is refused without tokenizing; the rest is
-// tokenized under tokGate (a bound on the prompt bytes being tokenized at
+// tokenized under a gate (a bound on the prompt bytes being tokenized at
 // once) and only until it is known not to fit (tokenizer.EncodeLimit).
-// Only the submitting goroutine waits at the gate, never the scheduler.
+// Only the submitting goroutine waits at a gate, never the scheduler, and
+// a short prompt never waits behind long ones (tokGates).
 //
 // Sizing decision: a request is rejected only when its prompt alone does
 // not leave room for one generated token (prompt >= MaxContext). MaxTokens
@@ -154,7 +156,7 @@ func (e *Engine) build(ctx context.Context, req Request) (*seq, string, error) {
 		if n := tokenizer.MinTokens(e.tok, req.Prompt); n >= limit {
 			return tooLong(n, true)
 		}
-		release, err := e.tokGate.acquire(ctx, int64(len(req.Prompt)))
+		release, err := e.tokGateFor(len(req.Prompt)).acquire(ctx, int64(len(req.Prompt)))
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: while waiting to tokenize the prompt: %w", ErrAborted, err)
 		}
@@ -190,16 +192,38 @@ func (e *Engine) build(ctx context.Context, req Request) (*seq, string, error) {
 	return s, "", nil
 }
 
-// tokenizeBytes bounds the prompt bytes being tokenized at once, across
-// all requests: tokenizing takes some 30-60 bytes of memory per prompt
-// byte, so this keeps a burst of long prompts to a few hundred MB. A
-// prompt longer than the bound is tokenized alone.
-const tokenizeBytes = 4 << 20
+// The prompt bytes being tokenized at once, across all requests, are
+// bounded: tokenizing takes some 30-60 bytes of memory per prompt byte, so
+// a burst of long prompts stays within a few hundred MB. Prompts up to
+// shortPrompt bytes have a lane (gate) of their own, so that a short
+// prompt never waits behind long ones; each lane is first come, first
+// served, and a prompt longer than its lane is tokenized alone in it.
+const (
+	shortPrompt    = 64 << 10
+	shortLaneBytes = 1 << 20
+	longLaneBytes  = 4 << 20
+)
 
-// byteGate is a FIFO weighted semaphore over bytes.
+func newTokGates() []*byteGate {
+	return []*byteGate{newByteGate(shortLaneBytes, shortPrompt), newByteGate(longLaneBytes, math.MaxInt64)}
+}
+
+// tokGateFor is the gate of a prompt of n bytes: the first lane it fits.
+func (e *Engine) tokGateFor(n int) *byteGate {
+	for _, g := range e.tokGates {
+		if int64(n) <= g.upTo {
+			return g
+		}
+	}
+	return e.tokGates[len(e.tokGates)-1]
+}
+
+// byteGate is a FIFO weighted semaphore over bytes, the lane of prompts
+// up to upTo bytes.
 type byteGate struct {
 	mu      sync.Mutex
 	size    int64
+	upTo    int64
 	used    int64
 	waiters list.List // of *gateWaiter, first come first served
 }
@@ -209,7 +233,7 @@ type gateWaiter struct {
 	ready chan struct{} // closed when granted
 }
 
-func newByteGate(size int64) *byteGate { return &byteGate{size: size} }
+func newByteGate(size, upTo int64) *byteGate { return &byteGate{size: size, upTo: upTo} }
 
 // acquire waits until n bytes (at most the gate's size) are free, or ctx
 // ends. It returns the function that gives them back.

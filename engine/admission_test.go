@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -18,14 +19,14 @@ import (
 // countingTok counts what admission gives the tokenizer: calls and bytes.
 // With bound false it gives no MinTokens bound (a tokenizer that drops
 // bytes, or one from outside this module), so every prompt is tokenized,
-// though only up to the limit. With block set, each call waits on it.
+// though only up to the limit.
 type countingTok struct {
 	tokenizer.Tokenizer
 	bound        bool
 	calls, bytes atomic.Int64
-	block        chan struct{}
-	inside       atomic.Int64 // bytes being tokenized now
-	entered      chan int     // the size of each call, as it starts (when set)
+	block        map[int]chan struct{} // a call on a text of n bytes waits on block[n]
+	inside       atomic.Int64          // bytes being tokenized now
+	entered      chan int              // the size of each call, as it starts (when set)
 }
 
 func (c *countingTok) note(text string) func() {
@@ -35,8 +36,8 @@ func (c *countingTok) note(text string) func() {
 	if c.entered != nil {
 		c.entered <- len(text)
 	}
-	if c.block != nil {
-		<-c.block
+	if ch := c.block[len(text)]; ch != nil {
+		<-ch
 	}
 	return func() { c.inside.Add(-int64(len(text))) }
 }
@@ -148,51 +149,63 @@ func TestQuotaAndQueueRefuseBeforeTokenizing(t *testing.T) {
 
 // TestTokenizingBytesBounded: the prompt bytes being tokenized at once are
 // bounded across requests; the others wait their turn (in their own
-// goroutines) and a cancelled wait gives up cleanly.
+// goroutines), a short prompt does not wait behind long ones, and a
+// cancelled wait gives up cleanly.
 func TestTokenizingBytesBounded(t *testing.T) {
 	cfg := echoConfig(t, 64, 16) // MaxContext 1024
-	tok := &countingTok{Tokenizer: tokenizer.NewBytes(), bound: true, block: make(chan struct{}), entered: make(chan int, 8)}
+	tok := &countingTok{Tokenizer: tokenizer.NewBytes(), bound: true, entered: make(chan int, 8),
+		block: map[int]chan struct{}{600: make(chan struct{}), 90: make(chan struct{})}}
 	cfg.Tokenizer = tok
 	e := newEcho(t, cfg)
-	e.tokGate = newByteGate(1000)
+	// Lanes scaled down: prompts up to 100 bytes share 150, longer ones 1000.
+	short, long := newByteGate(150, 100), newByteGate(1000, math.MaxInt64)
+	e.tokGates = []*byteGate{short, long}
 
-	const n = 3
-	errs := make(chan error, n+1)
-	for range n {
+	errs := make(chan error, 8)
+	submit := func(ctx context.Context, n int) {
 		go func() {
-			_, err := e.Generate(context.Background(), Request{Prompt: strings.Repeat("p", 600), MaxTokens: 1})
+			_, err := e.Generate(ctx, Request{Prompt: strings.Repeat("p", n), MaxTokens: 1})
 			errs <- err
 		}()
 	}
+	const n = 3
+	for range n {
+		submit(context.Background(), 600)
+	}
 	require.Equal(t, 600, <-tok.entered)
-	waitGate(t, e.tokGate, n-1)
-	require.Equal(t, int64(600), tok.inside.Load(), "600 + 600 bytes exceed the gate's 1000")
+	waitGate(t, long, n-1)
+	require.Equal(t, int64(600), tok.inside.Load(), "600 + 600 bytes exceed the lane's 1000")
 
-	// A waiter whose context ends leaves the line.
+	// A short prompt goes ahead in its own lane, and one more waits there.
+	submit(context.Background(), 90)
+	require.Equal(t, 90, <-tok.entered)
+	require.Equal(t, int64(690), tok.inside.Load())
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		_, err := e.Submit(ctx, Request{Prompt: "q", MaxTokens: 1})
-		errs <- err
-	}()
-	waitGate(t, e.tokGate, n)
+	submit(ctx, 80)
+	waitGate(t, short, 1)
+	// A waiter whose context ends leaves the line.
 	cancel()
 	require.ErrorIs(t, <-errs, ErrAborted)
+	waitGate(t, short, 0)
+	tok.block[90] <- struct{}{}
+	require.NoError(t, <-errs)
 
 	for i := range n {
 		if i > 0 {
 			require.Equal(t, 600, <-tok.entered)
 		}
 		require.Equal(t, int64(600), tok.inside.Load())
-		tok.block <- struct{}{}
+		tok.block[600] <- struct{}{}
 	}
 	for range n {
 		require.NoError(t, <-errs)
 	}
-	g := e.tokGate
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	require.Zero(t, g.used)
-	require.Zero(t, g.waiters.Len())
+	for _, g := range e.tokGates {
+		g.mu.Lock()
+		require.Zero(t, g.used)
+		require.Zero(t, g.waiters.Len())
+		g.mu.Unlock()
+	}
 }
 
 // waitGate waits until n requests wait at g (a state, not a duration).
@@ -205,7 +218,6 @@ func waitGate(t *testing.T, g *byteGate, n int) {
 		if w == n {
 			return
 		}
-		require.Less(t, w, n)
 		time.Sleep(time.Millisecond)
 	}
 }

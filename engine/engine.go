@@ -59,8 +59,9 @@ type Engine struct {
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
 	met    *metrics
-	// tokGate bounds the prompt bytes being tokenized at once (admit).
-	tokGate *byteGate
+	// tokGates bound the prompt bytes being tokenized at once (admit):
+	// one lane for short prompts, one for long ones.
+	tokGates []*byteGate
 
 	mu       sync.Mutex
 	closed   bool
@@ -98,7 +99,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		cfg: r.cfg, hooks: o.hooks, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
 		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,
-		met: newMetrics(), tokGate: newByteGate(tokenizeBytes), live: map[uint64]*seq{}, tenants: map[string]int{},
+		met: newMetrics(), tokGates: newTokGates(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
 	// Generation ends on every end-of-generation token of the vocabulary
