@@ -147,7 +147,9 @@ func (e *Engine) MaxContext() int { return e.cfg.MaxContext }
 // page is allocated or any compute is queued; a rejected request returns an
 // error wrapping ErrEmptyPrompt, ErrPromptTooLong (a *PromptTooLongError),
 // ErrInvalidParams, ErrQuotaExceeded, ErrOverloaded or ErrClosed, and never
-// reaches the scheduler. Cancelling ctx aborts the request.
+// reaches the scheduler. Submit may wait for its turn to tokenize while
+// other long prompts are (the bytes tokenized at once are bounded).
+// Cancelling ctx aborts the request, or ends that wait with ErrAborted.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if ctx == nil {
 		ctx = context.Background()
