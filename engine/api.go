@@ -43,10 +43,18 @@ type PromptTooLongError struct {
 	Requested int // prompt tokens plus max new tokens (the default when the request set none)
 	Limit     int // MaxContext
 	Prompt    int // prompt tokens
+	// AtLeast: Prompt (and so Requested) is a lower bound. A prompt is
+	// tokenized only until it is known not to fit, or not at all when its
+	// length in bytes proves it, so a very long prompt's count is partial.
+	AtLeast bool
 }
 
 func (e *PromptTooLongError) Error() string {
-	return fmt.Sprintf("prompt too long: %d tokens requested (prompt %d), limit is MaxContext %d", e.Requested, e.Prompt, e.Limit)
+	at := ""
+	if e.AtLeast {
+		at = "at least "
+	}
+	return fmt.Sprintf("prompt too long: %s%d tokens requested (prompt %s%d), limit is MaxContext %d", at, e.Requested, at, e.Prompt, e.Limit)
 }
 
 func (e *PromptTooLongError) Unwrap() error { return ErrPromptTooLong }

@@ -60,6 +60,9 @@ type Engine struct {
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
 	met    *metrics
+	// tokGates bound the prompt bytes being tokenized at once (admit):
+	// one lane for short prompts, one for long ones.
+	tokGates []*byteGate
 
 	mu       sync.Mutex
 	closed   bool
@@ -97,7 +100,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		cfg: r.cfg, hooks: o.hooks, log: r.cfg.Logger, tok: r.tok, weights: r.weights, ownW: r.ownWeights,
 		mcfg: r.weights.Config, chat: r.chat, pool: r.pool, runner: r.runner, backend: r.backend,
-		met: newMetrics(), live: map[uint64]*seq{}, tenants: map[string]int{},
+		met: newMetrics(), tokGates: newTokGates(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
 	// Generation ends on every end-of-generation token of the vocabulary
@@ -145,7 +148,9 @@ func (e *Engine) MaxContext() int { return e.cfg.MaxContext }
 // page is allocated or any compute is queued; a rejected request returns an
 // error wrapping ErrEmptyPrompt, ErrPromptTooLong (a *PromptTooLongError),
 // ErrInvalidParams, ErrQuotaExceeded, ErrOverloaded or ErrClosed, and never
-// reaches the scheduler. Cancelling ctx aborts the request.
+// reaches the scheduler. Submit may wait for its turn to tokenize while
+// other long prompts are (the bytes tokenized at once are bounded).
+// Cancelling ctx aborts the request, or ends that wait with ErrAborted.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -155,7 +160,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		e.met.reject(RejectInvalidParams)
 		return nil, err
 	}
-	s, err := e.admit(req)
+	s, err := e.admit(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -150,9 +150,14 @@ func TestAdmissionRejections(t *testing.T) {
 	require.Equal(t, 64, tooLong.Prompt)
 	require.Equal(t, 64, tooLong.Limit)
 	require.Equal(t, 64+DefaultMaxTokens, tooLong.Requested, "requested is prompt + max tokens (the default here)")
+	require.False(t, tooLong.AtLeast, "a prompt tokenized in full has an exact count")
 	_, err = e.Submit(ctx, Request{Prompt: strings.Repeat("x", 70), MaxTokens: 5})
 	require.ErrorAs(t, err, &tooLong)
-	require.Equal(t, 71+5, tooLong.Requested)
+	// Refused by its length alone: 70 bytes are at least 70 tokens.
+	require.True(t, tooLong.AtLeast)
+	require.Equal(t, 70, tooLong.Prompt)
+	require.Equal(t, 70+5, tooLong.Requested)
+	require.Contains(t, err.Error(), "at least 70")
 
 	// Quota: one request in flight per tenant. The fault hook holds the
 	// scheduler while the first request is in flight, so the second Submit

@@ -15,10 +15,19 @@ import (
 // the engine's inbox, abort list and wake channel.
 //
 // Policy:
-//   - FCFS by request ID (IDs are monotonic). queue holds waiting and
-//     swapped sequences in ID order; running holds those with pages, in ID
-//     order. Admission from queue is head-of-line: a newer request never
-//     jumps an older one that is waiting for pages, so nobody starves.
+//   - queue holds waiting and swapped sequences in ID order (IDs are
+//     monotonic); running holds those with pages, in ID order. Which queued
+//     sequence runs next is head: first the oldest preempted one (swapped,
+//     or waiting to be recomputed), which had pages and goes back before
+//     anything new; else a new request, fair across tenants: round-robin
+//     over the tenants with new requests waiting, the one whose last new
+//     request was placed longest ago first (one never placed before
+//     first), its oldest request (FCFS within a tenant). So one tenant's
+//     flood does not starve another: a tenant's request waits for at most
+//     one placement per other waiting tenant, not for the whole flood.
+//   - Admission from queue is head-of-line: nothing jumps the head while
+//     it waits for pages, so a large request is not starved by smaller
+//     ones either.
 //   - Each step fills MaxBatchTokens: one decode token per decoding
 //     sequence first, then prefill chunks of running prefills, then the
 //     first chunk of queue heads (chunked prefill, colocated with decode).
@@ -67,13 +76,18 @@ type scheduler struct {
 	// swap-out frees go to the sequence that preempted it rather than
 	// straight back to the one swapped out (which would swap again).
 	starved bool
+	// served is, per tenant, the value of placements when its latest new
+	// request was placed: the clock of head's round-robin. Tenants with
+	// nothing queued are dropped now and then (pruneServed).
+	served     map[string]uint64
+	placements uint64
 }
 
 func newScheduler(e *Engine) *scheduler {
 	sc := &scheduler{
 		e: e, pool: e.pool, ps: e.pool.Geometry().PageSize,
 		byID: map[uint64]*seq{}, inStep: map[*seq]int{},
-		prefix: noPrefixCache{},
+		prefix: noPrefixCache{}, served: map[string]uint64{},
 	}
 	if !e.cfg.DisablePrefixCache {
 		sc.prefix = newPrefixCache(e.pool, e.met, e.log, e.cfg.HostTierBytes > 0)
@@ -180,6 +194,49 @@ func insertByID(list []*seq, s *seq) []*seq {
 }
 
 func (sc *scheduler) enqueue(s *seq) { sc.queue = insertByID(sc.queue, s) }
+
+// head is the queued sequence to run next (see the policy), or nil. It
+// may be one that is no longer runnable, for the caller to end.
+func (sc *scheduler) head() *seq {
+	var next *seq
+	var stamp uint64
+	prev := ""
+	for i, s := range sc.queue {
+		if s.everScheduled {
+			return s // the oldest preempted sequence
+		}
+		if i > 0 && s.tenant == prev {
+			continue // a flood of one tenant: only its oldest counts
+		}
+		prev = s.tenant
+		if st := sc.served[s.tenant]; next == nil || st < stamp {
+			next, stamp = s, st
+		}
+	}
+	return next
+}
+
+// placed records that tenant's new request was placed, for head's
+// round-robin.
+func (sc *scheduler) placed(tenant string) {
+	sc.placements++
+	sc.served[tenant] = sc.placements
+	if len(sc.served) > 64+2*len(sc.queue) {
+		sc.pruneServed()
+	}
+}
+
+// pruneServed forgets the tenants with nothing queued: one that comes
+// back is served as one never seen, which is its turn anyway.
+func (sc *scheduler) pruneServed() {
+	keep := make(map[string]uint64, len(sc.queue))
+	for _, s := range sc.queue {
+		if st, ok := sc.served[s.tenant]; ok {
+			keep[s.tenant] = st
+		}
+	}
+	sc.served = keep
+}
 
 func remove(list []*seq, s *seq) []*seq {
 	if i := slices.Index(list, s); i >= 0 {
@@ -358,7 +415,7 @@ func (sc *scheduler) step() bool {
 	}
 	// Then place queue heads, in order, while pages, budget and slots last.
 	for budget > 0 && len(sc.run) < e.cfg.MaxSeqs && len(sc.queue) > 0 {
-		s := sc.queue[0]
+		s := sc.head()
 		if !s.runnable() {
 			sc.end(s)
 			continue
@@ -614,7 +671,7 @@ func (sc *scheduler) forget(s *seq) {
 func (sc *scheduler) restore(start bool) bool {
 	did := false
 	for len(sc.queue) > 0 && len(sc.run) < sc.e.cfg.MaxSeqs {
-		s := sc.queue[0]
+		s := sc.head()
 		if !s.runnable() {
 			sc.end(s)
 			continue
@@ -658,7 +715,7 @@ func (sc *scheduler) restore(start bool) bool {
 		}
 		s.swapped = nil
 		s.table = t
-		sc.queue = sc.queue[1:]
+		sc.queue = remove(sc.queue, s)
 		sc.run = insertByID(sc.run, s)
 		sc.e.met.swapIn()
 		did = true
@@ -764,9 +821,10 @@ func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 		return 0, false
 	}
 	s.table, s.fed = t, start
-	sc.queue = sc.queue[1:]
+	sc.queue = remove(sc.queue, s)
 	sc.run = insertByID(sc.run, s)
 	if !s.everScheduled {
+		sc.placed(s.tenant)
 		sc.firstScheduled(s, cached)
 	}
 	sc.setState(s, StatePrefilling)
@@ -1033,8 +1091,8 @@ func (sc *scheduler) unstick() {
 	if len(sc.run) > 0 {
 		s = sc.run[0]
 	}
-	if len(sc.queue) > 0 && (s == nil || sc.queue[0].id < s.id) {
-		s = sc.queue[0]
+	if h := sc.head(); h != nil && (s == nil || h.id < s.id) {
+		s = h
 	}
 	if s == nil {
 		return

@@ -109,7 +109,22 @@ func (e *Engine) piece(id int) string {
 // when the vocabulary wants one (add_bos_token) and the text did not
 // already produce it (a chat render that starts with "<|begin_of_text|>").
 func (e *Engine) encodePrompt(text string, bos, special bool) ([]int, error) {
-	ids, err := e.tok.Encode(text, tokenizer.Options{Special: special})
+	return e.encodePromptLimit(text, bos, special, -1)
+}
+
+// encodePromptLimit is encodePrompt that stops, with a
+// *tokenizer.LimitError, once the tokenizer's result is known to exceed
+// limit tokens (limit < 0: no limit). BOS may add one token to a result
+// within limit.
+func (e *Engine) encodePromptLimit(text string, bos, special bool, limit int) ([]int, error) {
+	opt := tokenizer.Options{Special: special}
+	var ids []int
+	var err error
+	if limit < 0 {
+		ids, err = e.tok.Encode(text, opt)
+	} else {
+		ids, err = tokenizer.EncodeLimit(e.tok, text, opt, limit)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -391,9 +391,13 @@ func engineError(err error, promptParam string) *apiError {
 	var tl *engine.PromptTooLongError
 	switch {
 	case errors.As(err, &tl):
+		at := "" // a long prompt is tokenized only until it cannot fit
+		if tl.AtLeast {
+			at = "at least "
+		}
 		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: strp(promptParam),
 			Code: strp("context_length_exceeded"), Reason: engine.RejectPromptTooLong,
-			Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt). Please reduce the length of the prompt.", tl.Limit, tl.Requested, tl.Prompt)}
+			Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %s%d tokens (%s%d in the prompt). Please reduce the length of the prompt.", tl.Limit, at, tl.Requested, at, tl.Prompt)}
 	case errors.Is(err, engine.ErrPromptTooLong):
 		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: strp(promptParam),
 			Code: strp("context_length_exceeded"), Reason: engine.RejectPromptTooLong, Message: err.Error()}

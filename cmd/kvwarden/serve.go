@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ type serveFlags struct {
 	chatTmpl    string
 	corsOrigins cli.StringList
 	limits      limitFlags
+	memLimit    cli.SizeValue
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -44,7 +46,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.BoolVar(&f.pubMetrics, "public-metrics", false, "serve /metrics without an API key even with --api-keys (the metrics aggregate every tenant's traffic)")
 	fs.StringVar(&f.modelName, "model-name", "", "model `id` clients send and /v1/models reports (default: the model file's base name)")
 	fs.IntVar(&f.maxQueue, "max-queue", 0, "waiting requests before new ones get 429 (default 1024)")
-	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429 (default 0: unlimited)")
+	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429; 0: unlimited (default: a quarter of --max-queue with --api-keys, else 0)")
+	fs.Var(&f.memLimit, "memory-limit", "Go memory `size` limit, e.g. 2GiB; 0: none (default: what the loaded engine holds + the host tier + 512MiB; GOMEMLIMIT wins)")
 	fs.Var(&f.maxBody, "max-body", "request body limit, e.g. 1MiB (default 1MiB)")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -91,6 +94,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		return cli.Usagef("--shutdown-timeout %v: must not be negative", f.drain)
 	case f.maxBody.Given && f.maxBody.N < 1024:
 		return cli.Usagef("--max-body %s: want at least 1KiB", cli.FormatSize(f.maxBody.N))
+	case f.memLimit.Given && f.memLimit.N != 0 && f.memLimit.N < 64<<20:
+		return cli.Usagef("--memory-limit %s: want 0 (none) or at least 64MiB", cli.FormatSize(f.memLimit.N))
 	}
 	for _, o := range f.corsOrigins {
 		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
@@ -110,6 +115,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if err := f.limits.options(&opts); err != nil {
 		return err
 	}
+	cfg.TenantQuota = tenantQuota(fs, f.tenantQuota, f.maxQueue, keys != nil)
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	if f.common.KVChecksum == "off" {
 		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
@@ -125,6 +131,10 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	defer eng.Close()
+	memLimit, memSource, setLimit := memoryLimit(os.Getenv("GOMEMLIMIT"), f.memLimit, goMemory(), eng.Config().HostTierBytes)
+	if setLimit {
+		debug.SetMemoryLimit(memLimit)
+	}
 	if eng.ChatTemplateFallback() {
 		chatTemplate = "ChatML (the model file has none)"
 	}
@@ -141,10 +151,11 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	}
 	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
 	if keys != nil {
-		auth = fmt.Sprintf("%d API keys from %s", keys.Len(), f.apiKeys)
+		auth = fmt.Sprintf("%d API keys from %s; tenant quota %d", keys.Len(), f.apiKeys, eng.Config().TenantQuota)
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"metrics", metricsAccess(opts), "chat_template", chatTemplate)
+		"metrics", metricsAccess(opts), "chat_template", chatTemplate,
+		"memory_limit", limitText(memLimit), "memory_limit_from", memSource)
 	warnExposure(log, ln.Addr(), opts, f.apiKeys, f.limits.adminKeys)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())

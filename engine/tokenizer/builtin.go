@@ -32,6 +32,25 @@ func (Bytes) Encode(text string, opt Options) ([]int, error) {
 	return ids, nil
 }
 
+// EncodeLimit is Encode that refuses, without encoding, a text of more than
+// limit tokens (each byte is one token; see LimitEncoder).
+func (b Bytes) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
+	n := len(text)
+	if opt.BOS {
+		n++
+	}
+	if opt.EOS {
+		n++
+	}
+	if n > limit {
+		return nil, &LimitError{AtLeast: n, Limit: limit}
+	}
+	return b.Encode(text, opt)
+}
+
+// MinTokens is len(text): every byte is a token.
+func (Bytes) MinTokens(text string) int { return len(text) }
+
 func (Bytes) Decode(prev, id int) []byte {
 	if id < bytesOffset || id >= bytesVocab {
 		return nil
@@ -81,4 +100,7 @@ func (b Bytes) Lookup(piece string) (int, bool) {
 	return 0, false
 }
 
-var _ Tokenizer = Bytes{}
+var (
+	_ Tokenizer    = Bytes{}
+	_ LimitEncoder = Bytes{}
+)

@@ -27,6 +27,7 @@ type GPT2 struct {
 	ignoreMerges bool
 	decoded      [][]byte
 	special      specialMatcher
+	bound        tokenBound
 }
 
 type gpt2Merge struct {
@@ -141,6 +142,11 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 		}
 		t.byteTok[b] = id
 	}
+	longest := 0
+	for _, tok := range tokens {
+		longest = max(longest, len(tok))
+	}
+	t.bound = newTokenBound(longest, t.special.toks, func(b byte) bool { return t.byteTok[b] < 0 })
 	for rank, m := range merges {
 		sp := -1
 		if len(m) > 1 {
@@ -207,16 +213,46 @@ func (t *GPT2) Decode(prev, id int) []byte {
 // lstrip/rstrip attributes apply), as llama.cpp does. A byte whose
 // character has no token is left out and counted (DroppedBytes).
 func (t *GPT2) Encode(text string, opt Options) ([]int, error) {
-	out := make([]int, 0, len(text)/3+3)
+	return t.encode(text, opt, -1)
+}
+
+// EncodeLimit is Encode that may stop once the result is known to hold
+// more than limit tokens (see LimitEncoder): pre-tokens are merged
+// independently, so it stops after the first pre-token that goes past
+// limit.
+func (t *GPT2) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
+	return t.encode(text, opt, max(limit, 0))
+}
+
+// MinTokens is a lower bound on the tokens of text (see LimitEncoder).
+func (t *GPT2) MinTokens(text string) int { return t.bound.minTokens(text) }
+
+// encode is Encode, stopping past limit tokens unless limit < 0.
+func (t *GPT2) encode(text string, opt Options, limit int) ([]int, error) {
+	size := len(text)/3 + 3
+	if limit >= 0 {
+		size = min(size, limit+2)
+	}
+	out := make([]int, 0, size)
 	if opt.BOS && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	for _, f := range t.special.split(text, opt.Special) {
+	frags := t.special.split(text, opt.Special)
+	for i, f := range frags {
 		if f.id >= 0 {
 			out = append(out, f.id)
-			continue
+		} else {
+			if n := len(out) + t.bound.atLeast(f.text); limit >= 0 && n > limit {
+				return nil, &LimitError{AtLeast: n, Limit: limit}
+			}
+			var stopped bool
+			if out, stopped = t.encodeRaw(out, f.text, limit); stopped {
+				return nil, &LimitError{AtLeast: len(out), Limit: limit}
+			}
 		}
-		out = t.encodeRaw(out, f.text)
+		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
+			return nil, &LimitError{AtLeast: len(out), Limit: limit}
+		}
 	}
 	if opt.EOS && t.eos >= 0 {
 		out = append(out, t.eos)
@@ -288,10 +324,12 @@ func (q *gpQueue) pop() gpPair {
 }
 
 // encodeRaw appends the tokens of plain text: pre-tokens, then BPE merges
-// inside each, as llama.cpp's llm_tokenizer_bpe_session.
-func (t *GPT2) encodeRaw(out []int, text string) []int {
+// inside each, as llama.cpp's llm_tokenizer_bpe_session. With limit >= 0
+// it stops as soon as out holds more than limit tokens with pre-tokens
+// left, and says so.
+func (t *GPT2) encodeRaw(out []int, text string, limit int) ([]int, bool) {
 	if text == "" {
-		return out
+		return out, false
 	}
 	ends := t.split.split(text, make([]int, 0, len(text)/4+1))
 	var (
@@ -301,6 +339,9 @@ func (t *GPT2) encodeRaw(out []int, text string) []int {
 	)
 	start := 0
 	for _, end := range ends {
+		if limit >= 0 && len(out) > limit {
+			return out, true
+		}
 		chunk := text[start:end]
 		start = end
 		if t.ignoreMerges {
@@ -358,7 +399,10 @@ func (t *GPT2) encodeRaw(out []int, text string) []int {
 			out = append(out, int(syms[i].id))
 		}
 	}
-	return out
+	return out, false
 }
 
-var _ Tokenizer = (*GPT2)(nil)
+var (
+	_ Tokenizer    = (*GPT2)(nil)
+	_ LimitEncoder = (*GPT2)(nil)
+)

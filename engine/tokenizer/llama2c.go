@@ -97,5 +97,6 @@ func ReadLlama2C(r io.Reader, vocabSize int) (*SentencePiece, error) {
 			t.byteID[b] = int32(b + 3)
 		}
 	}
+	t.setBound()
 	return t, nil
 }

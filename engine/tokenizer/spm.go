@@ -45,6 +45,7 @@ type SentencePiece struct {
 	decoded [][]byte
 	lead    []bool // decoded piece starts with a space that follows-BOS decoding strips
 	special specialMatcher
+	bound   tokenBound
 }
 
 // NewSentencePiece builds a SentencePiece tokenizer from plain vocabulary
@@ -150,6 +151,7 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 	stripAttrs(cfg.modelName, specials)
 	t.meta = metaCount > spaceCount
 	t.special = newSpecialMatcher(specials)
+	t.setBound()
 	for i, p := range pieces {
 		switch t.types[i] {
 		case TypeControl:
@@ -167,6 +169,16 @@ func NewSentencePiece(pieces []string, scores []float32, types []int32, bos, eos
 		}
 	}
 	return t, nil
+}
+
+// setBound computes the token bound from the vocabulary and the byte
+// fallback (again when ReadLlama2C replaces it).
+func (t *SentencePiece) setBound() {
+	longest := 0
+	for p := range t.lookup {
+		longest = max(longest, len(p))
+	}
+	t.bound = newTokenBound(longest, t.special.toks, func(b byte) bool { return t.unk < 0 && t.byteID[b] < 0 })
 }
 
 // parseBytePiece parses "<0xNN>" (two hex digits, either case).
@@ -251,16 +263,43 @@ func (t *SentencePiece) Decode(prev, id int) []byte {
 // each text fragment that follows one, as llama.cpp does. Without
 // opt.Special, user text never produces control tokens.
 func (t *SentencePiece) Encode(text string, opt Options) ([]int, error) {
-	out := make([]int, 0, len(text)/2+3)
+	return t.encode(text, opt, -1)
+}
+
+// EncodeLimit is Encode that may stop once the result is known to hold
+// more than limit tokens (see LimitEncoder). The merges of a fragment
+// (text between special tokens) depend on all of it, so a fragment is
+// either refused by its length bound or encoded whole.
+func (t *SentencePiece) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
+	return t.encode(text, opt, max(limit, 0))
+}
+
+// MinTokens is a lower bound on the tokens of text (see LimitEncoder).
+func (t *SentencePiece) MinTokens(text string) int { return t.bound.minTokens(text) }
+
+// encode is Encode, stopping past limit tokens unless limit < 0.
+func (t *SentencePiece) encode(text string, opt Options, limit int) ([]int, error) {
+	size := len(text)/2 + 3
+	if limit >= 0 {
+		size = min(size, limit+2)
+	}
+	out := make([]int, 0, size)
 	if opt.BOS && t.bos >= 0 {
 		out = append(out, t.bos)
 	}
-	for _, f := range t.special.split(text, opt.Special) {
+	frags := t.special.split(text, opt.Special)
+	for i, f := range frags {
 		if f.id >= 0 {
 			out = append(out, f.id)
-			continue
+		} else {
+			if n := len(out) + t.bound.atLeast(f.text); limit >= 0 && n > limit {
+				return nil, &LimitError{AtLeast: n, Limit: limit}
+			}
+			out = t.encodeRaw(out, f.text)
 		}
-		out = t.encodeRaw(out, f.text)
+		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
+			return nil, &LimitError{AtLeast: len(out), Limit: limit}
+		}
 	}
 	if opt.EOS && t.eos >= 0 {
 		out = append(out, t.eos)
@@ -457,4 +496,7 @@ func (t *SentencePiece) encodeRaw(out []int, text string) []int {
 	return out
 }
 
-var _ Tokenizer = (*SentencePiece)(nil)
+var (
+	_ Tokenizer    = (*SentencePiece)(nil)
+	_ LimitEncoder = (*SentencePiece)(nil)
+)

@@ -6,6 +6,11 @@
 // first, the end-of-generation set, and add_bos/add_eos policy.
 package tokenizer
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Options controls Encode.
 type Options struct {
 	BOS bool // prepend the BOS token when the vocabulary has one
@@ -63,3 +68,57 @@ const (
 	TypeUnused      int32 = 5
 	TypeByte        int32 = 6
 )
+
+// ErrTooManyTokens: EncodeLimit stopped because the text encodes to more
+// tokens than the limit. The error is a *LimitError.
+var ErrTooManyTokens = errors.New("tokenizer: too many tokens")
+
+// LimitError says that a text encodes to at least AtLeast tokens, more
+// than Limit; encoding stopped there.
+type LimitError struct {
+	AtLeast int
+	Limit   int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("tokenizer: text encodes to at least %d tokens, more than the limit of %d", e.AtLeast, e.Limit)
+}
+
+func (e *LimitError) Unwrap() error { return ErrTooManyTokens }
+
+// LimitEncoder is implemented by tokenizers that can stop encoding early
+// (every tokenizer of this package).
+type LimitEncoder interface {
+	// EncodeLimit returns what Encode returns, except that once the
+	// encoding is known to hold more than limit tokens it may stop and
+	// return a *LimitError instead. It never stops for a text whose
+	// encoding fits.
+	EncodeLimit(text string, opt Options, limit int) ([]int, error)
+	// MinTokens is a lower bound on the length of Encode(text, opt), for
+	// any opt, computed in one pass over text's bytes without allocating:
+	// a text that cannot fit is refused without being tokenized.
+	MinTokens(text string) int
+}
+
+// EncodeLimit encodes text with t, but may stop with a *LimitError
+// (wrapping ErrTooManyTokens) once the encoding is known to hold more than
+// limit tokens, so that the cost of refusing a long text is bounded by the
+// limit rather than the text. Otherwise it returns t.Encode's result,
+// which the caller compares with the limit: a text that fits always gets
+// it, and so does one that did not fit only once it was encoded whole. A
+// Tokenizer that is not a LimitEncoder encodes the whole text.
+func EncodeLimit(t Tokenizer, text string, opt Options, limit int) ([]int, error) {
+	if le, ok := t.(LimitEncoder); ok {
+		return le.EncodeLimit(text, opt, limit)
+	}
+	return t.Encode(text, opt)
+}
+
+// MinTokens is a lower bound on the tokens of text under t, from one pass
+// over its bytes (0 when t is not a LimitEncoder).
+func MinTokens(t Tokenizer, text string) int {
+	if le, ok := t.(LimitEncoder); ok {
+		return le.MinTokens(text)
+	}
+	return 0
+}

@@ -223,3 +223,56 @@ func (v *vocab) Lookup(piece string) (int, bool) {
 // DroppedBytes returns how many input bytes had no token and were left out
 // since the tokenizer was built.
 func (v *vocab) DroppedBytes() uint64 { return v.dropped.Load() }
+
+// tokenBound bounds how many input bytes one token can stand for, which
+// gives a lower bound on the tokens of a text from its bytes alone: the way
+// a prompt that cannot fit a context is refused without tokenizing it.
+type tokenBound struct {
+	// longest is the most input bytes one token of a text fragment covers:
+	// the longest piece or special-token text (a piece is never shorter
+	// than the input it covers: U+2581 stands for one space, a byte-mapped
+	// character for one byte, and every other symbol covers one byte).
+	longest int
+	// drop marks the bytes that may produce no token (no byte piece and no
+	// unknown token; DroppedBytes); lossy says whether there is any.
+	drop  [256]bool
+	lossy bool
+	// strips: a special token removes the ASCII whitespace beside it
+	// (lstrip or rstrip), so whitespace may produce no token either.
+	strips bool
+}
+
+// newTokenBound: longest is the longest piece a merge or lookup can give;
+// drop(b) says whether byte b may produce no token.
+func newTokenBound(longest int, specials []specialText, drop func(b byte) bool) tokenBound {
+	b := tokenBound{longest: max(longest, 1)}
+	for c := range 256 {
+		b.drop[c] = drop(byte(c))
+		b.lossy = b.lossy || b.drop[c]
+	}
+	for _, s := range specials {
+		b.longest = max(b.longest, len(s.text))
+		b.strips = b.strips || s.lstrip || s.rstrip
+	}
+	return b
+}
+
+// minTokens is a lower bound on the tokens of text, whatever the options:
+// a pass over its bytes, without allocating.
+func (b *tokenBound) minTokens(text string) int { return b.count(text, b.strips) }
+
+// atLeast is a lower bound on the tokens of a raw text fragment (between
+// special tokens, where nothing is stripped).
+func (b *tokenBound) atLeast(frag string) int { return b.count(frag, false) }
+
+func (b *tokenBound) count(text string, strip bool) int {
+	n := len(text)
+	if b.lossy || strip {
+		for i := 0; i < len(text); i++ {
+			if c := text[i]; b.drop[c] || (strip && isCSpace(c)) {
+				n--
+			}
+		}
+	}
+	return (n + b.longest - 1) / b.longest
+}
