@@ -118,14 +118,12 @@ func JSONSchemaGBNF(schema []byte) (string, error) {
 		return "", &SchemaError{Msg: "not JSON: " + err.Error(), Err: ErrInvalidSchema}
 	}
 	c := &converter{doc: doc, rules: map[string]string{}, refs: map[string]string{}}
-	root, err := c.visit(doc, "", "root")
+	top, err := c.visit(doc, "", "schema")
 	if err != nil {
 		return "", err
 	}
-	if root != "root" {
-		c.rules["root"] = root
-		c.order = append(c.order, "root")
-	}
+	c.rules["root"] = top
+	c.order = append(c.order, "root")
 	return c.text(), nil
 }
 
@@ -311,7 +309,11 @@ func (c *converter) visit(s any, path, name string) (string, error) {
 	}
 	var alts []string
 	for _, t := range types {
-		e, err := c.typed(t, o, path, name)
+		hint := name
+		if len(types) > 1 {
+			hint += "-" + t
+		}
+		e, err := c.typed(t, o, path, hint)
 		if err != nil {
 			return "", err
 		}
@@ -510,6 +512,12 @@ type prop struct {
 }
 
 func (c *converter) object(o *object, path, name string) (string, error) {
+	_, hasProps := o.m["properties"]
+	_, hasAdditional := o.m["additionalProperties"]
+	_, hasRequired := o.m["required"]
+	if !hasProps && !hasAdditional && !hasRequired {
+		return c.use("object"), nil // {"type":"object"}: any object
+	}
 	var props []prop
 	if p, ok := o.m["properties"]; ok {
 		po, ok := p.(*object)
@@ -708,7 +716,6 @@ func (c *converter) allOf(o *object, path, name string) (string, error) {
 	}
 	var props []prop
 	required := map[string]bool{}
-	var additional any
 	merge := func(s *object, at string, outer bool) error {
 		for _, k := range s.keys {
 			if annotations[k] {
@@ -743,10 +750,9 @@ func (c *converter) allOf(o *object, path, name string) (string, error) {
 					required[str] = true
 				}
 			case "additionalProperties":
-				if !outer {
-					return unsupported(at, "additionalProperties", "inside allOf branches is not supported (put it beside allOf)")
-				}
-				additional = s.m[k]
+				// JSON Schema applies it to the properties beside it only,
+				// which is rarely what was meant.
+				return unsupported(at, "additionalProperties", "together with allOf is not supported")
 			case "allOf":
 				if !outer {
 					return unsupported(at, "allOf", "nested allOf is not supported")
@@ -790,7 +796,7 @@ func (c *converter) allOf(o *object, path, name string) (string, error) {
 			props = append(props, prop{r, true})
 		}
 	}
-	return c.objectRule(props, required, additional, path, name)
+	return c.objectRule(props, required, nil, path, name)
 }
 
 func (c *converter) array(o *object, path, name string) (string, error) {
