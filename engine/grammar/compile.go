@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -45,6 +46,32 @@ type Grammar struct {
 	sets  []byteSet
 	root  int32
 	src   string
+
+	// Masks computed for this grammar, per vocabulary, shared by all its
+	// matchers: a server that keeps compiled grammars pays for a state once.
+	cacheMu sync.Mutex
+	caches  map[*Vocab]*maskCache
+}
+
+func (g *Grammar) cacheFor(v *Vocab) *maskCache {
+	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
+	c, ok := g.caches[v]
+	if !ok {
+		if g.caches == nil {
+			g.caches = map[*Vocab]*maskCache{}
+		}
+		c = &maskCache{masks: map[string][]uint64{}}
+		g.caches[v] = c
+	}
+	return c
+}
+
+// resetCache forgets every computed mask (for benchmarks).
+func (g *Grammar) resetCache() {
+	g.cacheMu.Lock()
+	g.caches = nil
+	g.cacheMu.Unlock()
 }
 
 // String returns the GBNF text the grammar was parsed from.

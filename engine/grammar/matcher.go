@@ -41,14 +41,31 @@ type Matcher struct {
 
 	cache *maskCache
 
-	// Scratch for Allowed's trie walk.
-	depthTops [][]int32
-	marks     []int32
-	key       []byte
-	remap     []int32
+	key   []byte
+	remap []int32
+	w     walker
 }
 
-// maskCache maps a matcher state to the tokens it allows. Clones share it.
+// walker is the scratch of Allowed's trie walk: while it runs, stack
+// frames are interned (structurally equal stacks share one index), so a
+// set of stacks is a comparable state and the walk builds, lazily, the
+// deterministic automaton of the grammar from the current state: each
+// (state, byte) transition is computed once per walk, however many
+// tokens share it.
+type walker struct {
+	interning bool
+	intern    map[snode]int32
+	ids       map[string]int32 // sorted tops -> state
+	tops      [][]int32        // per state
+	acc       []bool           // per state
+	trans     []int32          // 256 per state: 0 unknown, -1 dead, else state+1
+	depth     []int32          // state at each trie depth
+	buf       []int32
+	kb        []byte
+}
+
+// maskCache maps a matcher state to the tokens it allows, for one grammar
+// and vocabulary.
 type maskCache struct {
 	mu    sync.Mutex
 	masks map[string][]uint64
@@ -61,7 +78,7 @@ const maxCacheBytes = 64 << 20
 // NewMatcher returns a Matcher at the start of g's root rule, for tokens
 // of v.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
-	m := &Matcher{g: g, v: v, cache: &maskCache{masks: map[string][]uint64{}}}
+	m := &Matcher{g: g, v: v, cache: g.cacheFor(v)}
 	acc := false
 	m.tops = m.expand(g.rules[g.root].alts, -1, m.tops, &acc)
 	m.accept = acc
@@ -85,8 +102,17 @@ func (m *Matcher) CanEnd() bool { return m.accept && !m.done }
 func (m *Matcher) Done() bool { return m.done }
 
 func (m *Matcher) push(pos, next int32) int32 {
+	if m.w.interning {
+		if i, ok := m.w.intern[snode{pos, next}]; ok {
+			return i
+		}
+	}
 	m.nodes = append(m.nodes, snode{pos, next})
-	return int32(len(m.nodes) - 1)
+	i := int32(len(m.nodes) - 1)
+	if m.w.interning {
+		m.w.intern[snode{pos, next}] = i
+	}
+	return i
 }
 
 // same reports whether two stacks hold the same frames.
@@ -127,6 +153,14 @@ func (m *Matcher) expandAt(pos, rest int32, tops []int32, acc *bool) []int32 {
 			n := m.nodes[rest]
 			pos, rest = n.pos, n.next
 		case eByte:
+			if m.w.interning {
+				// Interned: equal stacks are equal indexes.
+				t := m.push(pos, rest)
+				if slices.Contains(tops, t) {
+					return tops
+				}
+				return append(tops, t)
+			}
 			for _, t := range tops {
 				if n := m.nodes[t]; n.pos == pos && m.same(n.next, rest) {
 					return tops
@@ -327,32 +361,98 @@ func (m *Matcher) Allowed(mask []uint64) error {
 // stack takes.
 func (m *Matcher) walk(mask []uint64) {
 	v := m.v
-	if len(m.depthTops) < v.maxDepth+1 {
-		m.depthTops = make([][]int32, v.maxDepth+1)
-		m.marks = make([]int32, v.maxDepth+2)
-	}
-	tops := m.depthTops
-	tops[0] = append(tops[0][:0], m.tops...)
+	w := &m.w
 	base := int32(len(m.nodes))
-	m.marks[1] = base
+	w.interning = true
+	if w.intern == nil {
+		w.intern = map[snode]int32{}
+		w.ids = map[string]int32{}
+	}
+	var root []int32
+	for _, t := range m.tops {
+		root = append(root, m.internChain(t))
+	}
+	w.tops, w.acc, w.trans = w.tops[:0], w.acc[:0], w.trans[:0]
+	if cap(w.depth) < v.maxDepth+1 {
+		w.depth = make([]int32, v.maxDepth+1)
+	}
+	w.depth = w.depth[:v.maxDepth+1]
+	w.depth[0] = m.state(root, false)
+	trans := w.trans
 	for i := int32(1); i < int32(len(v.tb)); {
 		d := v.tdepth[i]
-		m.nodes = m.nodes[:m.marks[d]]
-		acc := false
-		tops[d] = m.advance(tops[d-1], v.tb[i], tops[d][:0], &acc)
-		if len(tops[d]) == 0 && !acc {
+		from := w.depth[d-1]
+		c := v.tb[i]
+		next := trans[int(from)<<8|int(c)]
+		if next == 0 {
+			next = m.step(from, c)
+			trans = w.trans
+		}
+		if next < 0 {
 			i = v.tend[i]
 			continue
 		}
 		for _, id := range v.nodeToks(i) {
 			mask[id>>6] |= 1 << (id & 63)
 		}
-		if len(tops[d]) == 0 {
+		if len(w.tops[next-1]) == 0 {
 			i = v.tend[i]
 			continue
 		}
-		m.marks[d+1] = int32(len(m.nodes))
+		w.depth[d] = next - 1
 		i++
 	}
+	w.interning = false
+	clear(w.intern)
+	clear(w.ids)
 	m.nodes = m.nodes[:base]
+}
+
+// internChain returns the interned copy of stack t.
+func (m *Matcher) internChain(t int32) int32 {
+	if t < 0 {
+		return -1
+	}
+	n := m.nodes[t]
+	return m.push(n.pos, m.internChain(n.next))
+}
+
+// state returns the walk state of a set of interned stacks.
+func (m *Matcher) state(tops []int32, acc bool) int32 {
+	w := &m.w
+	slices.Sort(tops)
+	w.kb = w.kb[:0]
+	if acc {
+		w.kb = append(w.kb, 1)
+	} else {
+		w.kb = append(w.kb, 0)
+	}
+	for _, t := range tops {
+		w.kb = binary.LittleEndian.AppendUint32(w.kb, uint32(t))
+	}
+	if id, ok := w.ids[string(w.kb)]; ok {
+		return id
+	}
+	id := int32(len(w.tops))
+	w.ids[string(w.kb)] = id
+	w.tops = append(w.tops, slices.Clone(tops))
+	w.acc = append(w.acc, acc)
+	for range 256 {
+		w.trans = append(w.trans, 0)
+	}
+	return id
+}
+
+// step computes and records the transition of state from on byte c:
+// -1 when no stack takes c, else the next state + 1.
+func (m *Matcher) step(from int32, c byte) int32 {
+	w := &m.w
+	acc := false
+	w.buf = m.advance(w.tops[from], c, w.buf[:0], &acc)
+	next := int32(-1)
+	if len(w.buf) > 0 || acc {
+		next = m.state(w.buf, acc) + 1
+	}
+	w.trans[int(from)<<8|int(c)] = next
+	return next
 }
