@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 var benchSchemas = []struct{ name, schema string }{
@@ -19,10 +21,7 @@ var benchSchemas = []struct{ name, schema string }{
 // tokens past its size), else synthetic.
 func benchVocab(b *testing.B, size int) (*Vocab, string) {
 	b.Helper()
-	root := os.Getenv("KVWARDEN_TEST_MODELS")
-	if root == "" {
-		root = filepath.Join("..", "..", "..", "shared", "models")
-	}
+	root := testmodels.Dir(b)
 	file := "llama-spm"
 	if size > 40000 {
 		file = "deepseek-llm"

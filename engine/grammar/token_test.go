@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -251,17 +252,18 @@ func TestBuiltinVocab(t *testing.T) {
 	generateWith(t, tokenizer.NewBytes(), realVocabSchema, 10)
 }
 
-func sharedDir(t *testing.T, sub string) string {
+// vocabPath is llama.cpp's test vocabulary ggml-vocab-NAME.gguf in
+// ../shared/vocab, skipping (failing under CI) when absent.
+func vocabPath(t testing.TB, name string) string {
 	t.Helper()
-	root := os.Getenv("KVWARDEN_TEST_MODELS")
-	if root == "" {
-		root = filepath.Join("..", "..", "..", "shared", "models")
+	p := filepath.Join(testmodels.Dir(t), "..", "vocab", "ggml-vocab-"+name+".gguf")
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("vocabulary %s not found: %v", p, err)
+		}
+		t.Skipf("vocabulary %s not found: %v", p, err)
 	}
-	d := filepath.Join(root, "..", sub)
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("%s missing: %v", d, err)
-	}
-	return d
+	return p
 }
 
 func loadVocabFile(t testing.TB, path string) tokenizer.Tokenizer {
@@ -275,14 +277,9 @@ func loadVocabFile(t testing.TB, path string) tokenizer.Tokenizer {
 }
 
 func TestRealVocabs(t *testing.T) {
-	dir := sharedDir(t, "vocab")
 	for _, name := range []string{"llama-spm", "gpt-2", "phi-3"} {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(dir, "ggml-vocab-"+name+".gguf")
-			if _, err := os.Stat(path); err != nil {
-				t.Skip(err)
-			}
-			generateWith(t, loadVocabFile(t, path), realVocabSchema, 5)
+			generateWith(t, loadVocabFile(t, vocabPath(t, name)), realVocabSchema, 5)
 		})
 	}
 }
