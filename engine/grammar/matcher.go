@@ -73,7 +73,7 @@ type maskCache struct {
 }
 
 // maxCacheBytes bounds a cache: past it the cache starts over.
-const maxCacheBytes = 64 << 20
+const maxCacheBytes = 32 << 20
 
 // NewMatcher returns a Matcher at the start of g's root rule, for tokens
 // of v.
@@ -309,7 +309,7 @@ func compareBytes(a, b []byte) int {
 // Allowed sets in mask (MaskWords long; bit id%64 of word id/64) exactly
 // the tokens that may come next: the tokens whose whole byte string keeps
 // the grammar alive, and the end-of-generation tokens where CanEnd. It
-// returns ErrDeadEnd when it allows none. Masks are cached by state, so a
+// returns ErrDeadEnd when it allows none and the grammar cannot end. Masks are cached by state, so a
 // state seen before costs a copy.
 func (m *Matcher) Allowed(mask []uint64) error {
 	if len(mask) < m.v.MaskWords() {
@@ -350,7 +350,7 @@ func (m *Matcher) Allowed(mask []uint64) error {
 			any = true
 		}
 	}
-	if !any {
+	if !any && !m.accept {
 		return ErrDeadEnd
 	}
 	return nil

@@ -541,6 +541,9 @@ func (c *converter) object(o *object, path, name string) (string, error) {
 			}
 			required[s] = true
 			if !slices.ContainsFunc(props, func(p prop) bool { return p.name == s }) {
+				if o.m["additionalProperties"] == false {
+					return "", invalid(path, "required", "property %q is required but additionalProperties is false and it is not in properties", s)
+				}
 				props = append(props, prop{s, true})
 			}
 		}

@@ -246,6 +246,7 @@ func TestJSONSchemaErrors(t *testing.T) {
 		{`{"type":"string","pattern":"a","maxLength":3}`, "", ErrUnsupportedSchema},
 		{`{"if":{},"then":{}}`, `grammar: JSON Schema at /: if: keyword is not supported`, ErrUnsupportedSchema},
 		{`{"type":`, "", ErrInvalidSchema},
+		{`{"properties":{"a":{}},"required":["b"],"additionalProperties":false}`, `grammar: JSON Schema at /: required: property "b" is required but additionalProperties is false and it is not in properties`, ErrInvalidSchema},
 		{`[1]`, "", ErrInvalidSchema},
 	}
 	for _, c := range cases {

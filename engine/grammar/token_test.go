@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
@@ -281,5 +282,35 @@ func TestRealVocabs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			generateWith(t, loadVocabFile(t, vocabPath(t, name)), realVocabSchema, 5)
 		})
+	}
+}
+
+// TestConcurrentMatchers runs matchers of one Grammar and Vocab on several
+// goroutines: they share the mask cache (run with -race).
+func TestConcurrentMatchers(t *testing.T) {
+	v := testVocab(t)
+	g, err := FromJSONSchema([]byte(schemaCases[6].schema))
+	require.NoError(t, err)
+	validator := compileSchema(t, schemaCases[6].schema)
+	outs := make([][][]byte, 4)
+	var wg sync.WaitGroup
+	for w := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 5 {
+				outs[w] = append(outs[w], randomWalk(t, g, v, rng))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, o := range outs {
+		require.Len(t, o, 5)
+		for _, doc := range o {
+			inst, err := jsonUnmarshal(doc)
+			require.NoError(t, err)
+			require.NoError(t, validator.Validate(inst), "%q", doc)
+		}
 	}
 }
