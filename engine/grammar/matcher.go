@@ -62,7 +62,16 @@ type walker struct {
 	depth     []int32          // state at each trie depth
 	buf       []int32
 	kb        []byte
+	// Per state: how many trie nodes it reached, and once that passes
+	// loopAfter, the bytes on which it goes back to itself (loopKnown).
+	visits    []int32
+	loop      []byteSet
+	loopKnown []bool
 }
+
+// loopAfter is how many trie nodes a state must reach before the walk
+// works out its self-loop bytes (256 transitions) to skip whole subtrees.
+const loopAfter = 64
 
 // maskCache maps a matcher state to the tokens it allows, for one grammar
 // and vocabulary.
@@ -373,6 +382,7 @@ func (m *Matcher) walk(mask []uint64) {
 		root = append(root, m.internChain(t))
 	}
 	w.tops, w.acc, w.trans = w.tops[:0], w.acc[:0], w.trans[:0]
+	w.visits, w.loop, w.loopKnown = w.visits[:0], w.loop[:0], w.loopKnown[:0]
 	if cap(w.depth) < v.maxDepth+1 {
 		w.depth = make([]int32, v.maxDepth+1)
 	}
@@ -392,14 +402,31 @@ func (m *Matcher) walk(mask []uint64) {
 			i = v.tend[i]
 			continue
 		}
+		st := next - 1
+		if sub := v.sub[i]; sub != 0 {
+			if !w.loopKnown[st] {
+				if w.visits[st]++; w.visits[st] == loopAfter {
+					m.computeLoop(st)
+					trans = w.trans
+				}
+			}
+			if w.loopKnown[st] && subsetOf(&v.subSets[sub], &w.loop[st]) {
+				// Every descendant stays in this state: all allowed.
+				for _, id := range v.toks[v.tlo[i]:v.tlo[v.tend[i]]] {
+					mask[id>>6] |= 1 << (id & 63)
+				}
+				i = v.tend[i]
+				continue
+			}
+		}
 		for _, id := range v.nodeToks(i) {
 			mask[id>>6] |= 1 << (id & 63)
 		}
-		if len(w.tops[next-1]) == 0 {
+		if len(w.tops[st]) == 0 {
 			i = v.tend[i]
 			continue
 		}
-		w.depth[d] = next - 1
+		w.depth[d] = st
 		i++
 	}
 	w.interning = false
@@ -440,7 +467,31 @@ func (m *Matcher) state(tops []int32, acc bool) int32 {
 	for range 256 {
 		w.trans = append(w.trans, 0)
 	}
+	w.visits = append(w.visits, 0)
+	w.loop = append(w.loop, byteSet{})
+	w.loopKnown = append(w.loopKnown, false)
 	return id
+}
+
+// computeLoop finds the bytes on which state st goes back to itself.
+func (m *Matcher) computeLoop(st int32) {
+	w := &m.w
+	var loop byteSet
+	for c := range 256 {
+		next := w.trans[int(st)<<8|c]
+		if next == 0 {
+			next = m.step(st, byte(c))
+		}
+		if next == st+1 {
+			loop.add(byte(c), byte(c))
+		}
+	}
+	w.loop[st] = loop
+	w.loopKnown[st] = true
+}
+
+func subsetOf(a, b *byteSet) bool {
+	return a[0]&^b[0] == 0 && a[1]&^b[1] == 0 && a[2]&^b[2] == 0 && a[3]&^b[3] == 0
 }
 
 // step computes and records the transition of state from on byte c:

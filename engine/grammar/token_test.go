@@ -314,3 +314,52 @@ func TestConcurrentMatchers(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskAgreesWithAcceptLargeVocab is TestMaskAgreesWithAccept over a
+// vocabulary big enough for the walk to skip whole subtrees of states
+// that loop on themselves.
+func TestMaskAgreesWithAcceptLargeVocab(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	alphabet := []string{"a", "b", "c", " ", `"`, `\`, "{", "}", ":", ",", "1", "é", "\xe6", "\x97", "\xa5", "n", "u", "[", "]"}
+	pieces := [][]byte{[]byte("</s>")}
+	for b := range 256 {
+		pieces = append(pieces, []byte{byte(b)})
+	}
+	for range 4000 {
+		var p []byte
+		for range 1 + rng.IntN(7) {
+			p = append(p, alphabet[rng.IntN(len(alphabet))]...)
+		}
+		pieces = append(pieces, p)
+	}
+	special := make([]bool, len(pieces))
+	special[0] = true
+	v, err := NewVocab(pieces, special, 0)
+	require.NoError(t, err)
+	for _, schema := range []string{
+		`{"type":"object","properties":{"s":{"type":"string"},"t":{"type":"array","items":{"type":"string","maxLength":3}}},"required":["s","t"]}`,
+		`{"type":"string","pattern":"^[a-c ]*\"?$"}`,
+	} {
+		g, err := FromJSONSchema([]byte(schema))
+		require.NoError(t, err)
+		m := NewMatcher(g, v)
+		for step := 0; step < 25 && !m.Done(); step++ {
+			allowed := allowedSet(t, m, v)
+			for id := range v.Size() {
+				err := m.Clone().Accept(id)
+				require.Equal(t, allowed[id], err == nil, "token %q", v.pieces[id])
+			}
+			// Prefer single bytes, so that the walk stays inside strings.
+			ids := make([]int, 0, len(allowed))
+			for id := range allowed {
+				if len(v.pieces[id]) == 1 || rng.IntN(4) == 0 {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) == 0 {
+				break
+			}
+			require.NoError(t, m.Accept(ids[rng.IntN(len(ids))]))
+		}
+	}
+}

@@ -26,6 +26,11 @@ type Vocab struct {
 	tlo      []int32
 	toks     []int32
 	maxDepth int
+	// sub[i] indexes subSets: the bytes of node i's descendants (subSets[0]
+	// is empty: leaves). A state that loops to itself on all of them
+	// allows the whole subtree at once.
+	sub     []int32
+	subSets []byteSet
 }
 
 // NewVocab builds the vocabulary of len(pieces) tokens: pieces[id] is the
@@ -90,7 +95,33 @@ func NewVocab(pieces [][]byte, special []bool, eog ...int) (*Vocab, error) {
 	closeTo(0)
 	v.tend[0] = int32(len(v.tb))
 	v.tlo = append(v.tlo, int32(len(v.toks)))
+	v.subtreeBytes()
 	return v, nil
+}
+
+// subtreeBytes fills sub and subSets, children before parents.
+func (v *Vocab) subtreeBytes() {
+	n := len(v.tb)
+	v.sub = make([]int32, n)
+	v.subSets = []byteSet{{}}
+	idx := map[byteSet]int32{{}: 0}
+	for i := n - 1; i >= 0; i-- {
+		var s byteSet
+		for c := i + 1; c < int(v.tend[i]); c = int(v.tend[c]) {
+			cs := v.subSets[v.sub[c]]
+			for w := range s {
+				s[w] |= cs[w]
+			}
+			s.add(v.tb[c], v.tb[c])
+		}
+		k, ok := idx[s]
+		if !ok {
+			k = int32(len(v.subSets))
+			v.subSets = append(v.subSets, s)
+			idx[s] = k
+		}
+		v.sub[i] = k
+	}
 }
 
 // Size is the number of tokens.
