@@ -263,20 +263,39 @@ func (c *converter) visit(s any, path, name string) (string, error) {
 			return "", err
 		}
 		return c.ref(o.m["$ref"], path)
-	case has("const"):
-		return c.literal(o.m["const"], path+"/const")
-	case has("enum"):
+	case has("const") || has("enum"):
+		kw := "enum"
 		vals, ok := o.m["enum"].([]any)
+		if has("const") {
+			kw, vals, ok = "const", []any{o.m["const"]}, true
+		}
+		// The values fix the output; "type" may narrow them, other
+		// constraints beside them are not checked, so not accepted.
+		if err := others(kw, "type"); err != nil {
+			return "", err
+		}
 		if !ok || len(vals) == 0 {
 			return "", invalid(path, "enum", "must be a non-empty array")
 		}
 		var alts []string
 		for i, v := range vals {
-			l, err := c.literal(v, fmt.Sprintf("%s/enum/%d", path, i))
+			if _, typed := o.m["type"]; typed {
+				types, err := schemaTypes(o, path)
+				if err != nil {
+					return "", err
+				}
+				if !slices.ContainsFunc(types, func(t string) bool { return hasType(v, t) }) {
+					continue
+				}
+			}
+			l, err := c.literal(v, fmt.Sprintf("%s/%s/%d", path, kw, i))
 			if err != nil {
 				return "", err
 			}
 			alts = append(alts, l)
+		}
+		if len(alts) == 0 {
+			return "", invalid(path, kw, "no value has the schema's type")
 		}
 		return c.add(name, strings.Join(alts, " | ")), nil
 	case has("anyOf") || has("oneOf"):
@@ -301,6 +320,10 @@ func (c *converter) visit(s any, path, name string) (string, error) {
 		}
 		return c.add(name, strings.Join(alts, " | ")), nil
 	case has("allOf"):
+		// A single branch (as older pydantic wraps a $ref) is that branch.
+		if subs, ok := o.m["allOf"].([]any); ok && len(subs) == 1 && len(kws) == 1 {
+			return c.visit(subs[0], path+"/allOf/0", name)
+		}
 		return c.allOf(o, path, name)
 	}
 	types, err := schemaTypes(o, path)
@@ -323,6 +346,31 @@ func (c *converter) visit(s any, path, name string) (string, error) {
 		return alts[0], nil
 	}
 	return c.add(name, strings.Join(alts, " | ")), nil
+}
+
+// hasType reports whether JSON value v is of JSON Schema type t.
+func hasType(v any, t string) bool {
+	switch v := v.(type) {
+	case nil:
+		return t == "null"
+	case bool:
+		return t == "boolean"
+	case string:
+		return t == "string"
+	case []any:
+		return t == "array"
+	case *object:
+		return t == "object"
+	case json.Number:
+		if t == "number" {
+			return true
+		}
+		if t == "integer" {
+			f, err := v.Float64()
+			return err == nil && f == math.Trunc(f)
+		}
+	}
+	return false
 }
 
 func k2err(path, k string, with []string) error {

@@ -143,6 +143,8 @@ var schemaCases = []struct {
 	{"type array", `{"type":["string","integer","null"]}`, []string{`"a"`, `1`, `null`}, []string{`1.5`, `true`}},
 	{"empty schema", `{}`, []string{`{"a":[true]}`, `1.5`, `"s"`}, []string{`tru`}},
 	{"unicode const", `{"const":{"名前":"é","n":[1,null]}}`, []string{`{"名前":"é","n":[1,null]}`}, []string{`{"n":[1,null],"名前":"é"}`}},
+	{"enum with type", `{"type":"string","enum":["a",1,"b",null]}`, []string{`"a"`, `"b"`}, []string{`1`, `null`}},
+	{"allOf single ref", `{"$defs":{"c":{"enum":["x","y"]}},"properties":{"c":{"allOf":[{"$ref":"#/$defs/c"}],"description":"d"}},"required":["c"]}`, []string{`{"c":"x"}`}, []string{`{"c":"z"}`}},
 	{"annotations", `{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x","title":"t","description":"d","examples":[1],"default":1,"$comment":"c","type":"integer"}`, []string{`1`}, []string{`"1"`}},
 }
 
@@ -239,13 +241,15 @@ func TestJSONSchemaErrors(t *testing.T) {
 		{`{"type":"strin"}`, `grammar: JSON Schema at /: type: unknown type "strin"`, ErrInvalidSchema},
 		{`{"anyOf":[]}`, `grammar: JSON Schema at /: anyOf: must be a non-empty array`, ErrInvalidSchema},
 		{`{"type":"object","anyOf":[{"required":["a"]}]}`, `grammar: JSON Schema at /: type: keyword together with anyOf is not supported`, ErrUnsupportedSchema},
-		{`{"allOf":[{"type":"string"}]}`, "", ErrUnsupportedSchema},
+		{`{"allOf":[{"type":"string"},{"maxLength":3}]}`, "", ErrUnsupportedSchema},
 		{`false`, `grammar: JSON Schema at /: the false schema matches nothing`, ErrInvalidSchema},
 		{`{"type":"array","items":[{"type":"string"}]}`, "", ErrUnsupportedSchema},
 		{`{"type":"array","minItems":3,"maxItems":2}`, "", ErrInvalidSchema},
 		{`{"type":"string","pattern":"a","maxLength":3}`, "", ErrUnsupportedSchema},
 		{`{"if":{},"then":{}}`, `grammar: JSON Schema at /: if: keyword is not supported`, ErrUnsupportedSchema},
 		{`{"type":`, "", ErrInvalidSchema},
+		{`{"enum":["a","bb"],"minLength":2}`, `grammar: JSON Schema at /: minLength: keyword together with enum, type is not supported`, ErrUnsupportedSchema},
+		{`{"type":"integer","const":"x"}`, `grammar: JSON Schema at /: const: no value has the schema's type`, ErrInvalidSchema},
 		{`{"properties":{"a":{}},"required":["b"],"additionalProperties":false}`, `grammar: JSON Schema at /: required: property "b" is required but additionalProperties is false and it is not in properties`, ErrInvalidSchema},
 		{`[1]`, "", ErrInvalidSchema},
 	}
