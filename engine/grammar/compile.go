@@ -112,6 +112,9 @@ func Parse(src string) (*Grammar, error) {
 		if err := b.ruleBody(int32(i), r.body); err != nil {
 			return nil, err
 		}
+		if b.err != nil {
+			return nil, b.err
+		}
 	}
 	if err := b.g.checkLeftRecursion(); err != nil {
 		return nil, err
@@ -119,7 +122,14 @@ func Parse(src string) (*Grammar, error) {
 	return b.g, nil
 }
 
+// maxElems bounds a compiled grammar (16 MiB of elements): counted
+// repetitions multiply, and a grammar is user input.
+const maxElems = 1 << 21
+
+var errTooBig = &SyntaxError{Msg: fmt.Sprintf("grammar too large (more than %d elements after expanding repetitions)", maxElems)}
+
 type builder struct {
+	err    error // errTooBig once the limit is passed
 	g      *Grammar
 	byName map[string]int32
 	setIdx map[byteSet]int32
@@ -146,6 +156,10 @@ func (b *builder) newRule(owner int32, n *node) int32 {
 
 // addAlt appends one alternative (its elements and an end) to rule r.
 func (b *builder) addAlt(r int32, seq []elem) {
+	if len(b.g.elems)+len(seq) >= maxElems {
+		b.err = errTooBig
+		seq = nil
+	}
 	b.g.rules[r].alts = append(b.g.rules[r].alts, int32(len(b.g.elems)))
 	b.g.elems = append(b.g.elems, seq...)
 	b.g.elems = append(b.g.elems, elem{kind: eEnd})
@@ -233,6 +247,9 @@ func (b *builder) repeat(owner int32, n *node) (elem, error) {
 	x, err := b.unit(owner, n.kids[0])
 	if err != nil {
 		return elem{}, err
+	}
+	if len(b.g.elems)+n.min+2*max(n.max-n.min, 0) >= maxElems {
+		return elem{}, errTooBig
 	}
 	var pre []elem
 	for range n.min {

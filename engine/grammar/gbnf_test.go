@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,6 +86,7 @@ func TestParseErrors(t *testing.T) {
 		{"root ::= (\"a\"?)*", `grammar: line 1, column 10: rule "root" is left-recursive (it can reach itself without consuming input)`},
 		{"root ::= <[1000]>", "grammar: line 1, column 10: token references (<...>) are not supported"},
 		{"root ::= \"a\" @", `grammar: line 1, column 14: unexpected "@"`},
+		{"root ::= " + strings.Repeat(`"a"{10000} `, 300), "grammar: grammar too large (more than 2097152 elements after expanding repetitions)"},
 		{"root ::= \"a\"\n ::= \"b\"", `grammar: line 2, column 2: expected a rule name, found ":"`},
 	}
 	for _, c := range cases {

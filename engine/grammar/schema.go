@@ -136,7 +136,9 @@ func FromJSONSchema(schema []byte) (*Grammar, error) {
 	}
 	g, err := Parse(src)
 	if err != nil {
-		return nil, fmt.Errorf("grammar: JSON Schema produced a grammar that does not compile (a bug): %w", err)
+		// A reference cycle that consumes nothing ({"$ref": "#"} inside
+		// anyOf, say) is left recursion in the grammar.
+		return nil, &SchemaError{Msg: fmt.Sprintf("cannot be generated: %v", err), Err: ErrInvalidSchema}
 	}
 	return g, nil
 }
