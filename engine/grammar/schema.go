@@ -701,6 +701,9 @@ func (c *converter) notNames(names []string, hint string) string {
 	}
 	root := &tnode{kids: map[rune]*tnode{}}
 	for _, n := range names {
+		if strings.ContainsFunc(n, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 || r == 0x7F }) {
+			continue // needs an escape: an additional key (no escapes) never spells it
+		}
 		t := root
 		for _, r := range n {
 			k, ok := t.kids[r]

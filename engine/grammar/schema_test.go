@@ -145,6 +145,8 @@ var schemaCases = []struct {
 	{"unicode const", `{"const":{"名前":"é","n":[1,null]}}`, []string{`{"名前":"é","n":[1,null]}`}, []string{`{"n":[1,null],"名前":"é"}`}},
 	{"enum with type", `{"type":"string","enum":["a",1,"b",null]}`, []string{`"a"`, `"b"`}, []string{`1`, `null`}},
 	{"allOf single ref", `{"$defs":{"c":{"enum":["x","y"]}},"properties":{"c":{"allOf":[{"$ref":"#/$defs/c"}],"description":"d"}},"required":["c"]}`, []string{`{"c":"x"}`}, []string{`{"c":"z"}`}},
+	{"odd property names", `{"type":"object","properties":{"q\"k\\":{"type":"integer"},"日本":{"type":"null"}},"required":["q\"k\\"],"additionalProperties":{"type":"boolean"}}`,
+		[]string{`{"q\"k\\":1}`, `{"q\"k\\":1,"日本":null,"x":true}`, `{"q\"k\\":1,"q":false}`}, []string{`{"q\"k\\":1,"日本":true}`, `{}`, `{"q\"k\\":1,"q"":true}`}},
 	{"annotations", `{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x","title":"t","description":"d","examples":[1],"default":1,"$comment":"c","type":"integer"}`, []string{`1`}, []string{`"1"`}},
 }
 
