@@ -114,3 +114,13 @@ func TestMatcherCloneIndependent(t *testing.T) {
 	require.ErrorIs(t, c.AcceptBytes([]byte("x")), ErrTokenRejected)
 	require.True(t, c.CanEnd())
 }
+
+func TestMatcherWithoutVocab(t *testing.T) {
+	g, err := Parse(`root ::= "a"`)
+	require.NoError(t, err)
+	m := NewMatcher(g, nil)
+	require.Error(t, m.Accept(0))
+	require.Error(t, m.Allowed(make([]uint64, 1)))
+	require.NoError(t, m.AcceptBytes([]byte("a")))
+	require.True(t, m.CanEnd())
+}

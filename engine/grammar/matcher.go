@@ -18,6 +18,8 @@ var (
 	ErrDeadEnd = errors.New("grammar: no token can continue the output and the grammar cannot end here")
 	// ErrFinished is returned by Accept after an end-of-generation token.
 	ErrFinished = errors.New("grammar: generation already ended")
+
+	errNoVocab = errors.New("grammar: matcher has no vocabulary")
 )
 
 // snode is one frame of a parse stack: the element to match next (pos)
@@ -85,7 +87,7 @@ type maskCache struct {
 const maxCacheBytes = 32 << 20
 
 // NewMatcher returns a Matcher at the start of g's root rule, for tokens
-// of v.
+// of v. With a nil v only AcceptBytes and CanEnd work (matching text).
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
 	m := &Matcher{g: g, v: v, cache: g.cacheFor(v)}
 	acc := false
@@ -230,6 +232,9 @@ func (m *Matcher) Accept(id int) error {
 		return ErrFinished
 	}
 	v := m.v
+	if v == nil {
+		return errNoVocab
+	}
 	if id < 0 || id >= v.n {
 		return fmt.Errorf("%w: token %d outside vocabulary of %d", ErrTokenRejected, id, v.n)
 	}
@@ -321,6 +326,9 @@ func compareBytes(a, b []byte) int {
 // returns ErrDeadEnd when it allows none and the grammar cannot end. Masks are cached by state, so a
 // state seen before costs a copy.
 func (m *Matcher) Allowed(mask []uint64) error {
+	if m.v == nil {
+		return errNoVocab
+	}
 	if len(mask) < m.v.MaskWords() {
 		return fmt.Errorf("grammar: mask of %d words for a vocabulary of %d tokens", len(mask), m.v.n)
 	}
