@@ -124,3 +124,45 @@ func TestMatcherWithoutVocab(t *testing.T) {
 	require.NoError(t, m.AcceptBytes([]byte("a")))
 	require.True(t, m.CanEnd())
 }
+
+// A hand-written JSON grammar in the style of llama.cpp's grammar files:
+// multi-line rules, nested groups over several lines, comments, classes
+// with escapes, bounded whitespace.
+const jsonGBNF = `
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+
+# Optional space: bounded, so that generation ends.
+ws ::= | " " | "\n" [ \t]{0,20}
+`
+
+func TestJSONGBNF(t *testing.T) {
+	g, err := Parse(jsonGBNF)
+	require.NoError(t, err)
+	for _, s := range []string{`{}`, `{"a": [1, -2.5e+3, "x\u00e9\n", true, null, {"b": []}]}`, "{\n  \"k\": \"日本\"\n}"} {
+		require.True(t, matches(g, s), s)
+	}
+	for _, s := range []string{`[]`, `{"a" 1}`, `{"a": tru}`, `{"a": "\q"}`, "{\"a\": \"\x01\"}"} {
+		require.False(t, matches(g, s), s)
+	}
+}
