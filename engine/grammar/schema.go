@@ -290,16 +290,16 @@ func (c *converter) visit(s any, path, name string) (string, error) {
 					continue
 				}
 			}
-			l, err := c.literal(v, fmt.Sprintf("%s/%s/%d", path, kw, i))
-			if err != nil {
-				return "", err
+			var buf bytes.Buffer
+			if err := encodeCompact(&buf, v); err != nil {
+				return "", invalid(fmt.Sprintf("%s/%s/%d", path, kw, i), "", "%v", err)
 			}
-			alts = append(alts, l)
+			alts = append(alts, buf.String())
 		}
 		if len(alts) == 0 {
 			return "", invalid(path, kw, "no value has the schema's type")
 		}
-		return c.add(name, strings.Join(alts, " | ")), nil
+		return c.add(name, "("+literalsExpr(alts)+") "+c.use("space")), nil
 	case has("anyOf") || has("oneOf"):
 		kw := "anyOf"
 		if !has(kw) {
@@ -554,6 +554,56 @@ func (c *converter) literal(v any, path string) (string, error) {
 		return "", invalid(path, "", "%v", err)
 	}
 	return gbnfLiteral(buf.String()) + " " + c.use("space"), nil
+}
+
+// literalsExpr is a GBNF expression matching exactly the strings lits,
+// factored by common prefix so that a long enum keeps few parse stacks.
+func literalsExpr(lits []string) string {
+	type tnode struct {
+		kids []rune
+		next map[rune]*tnode
+		end  bool
+	}
+	root := &tnode{next: map[rune]*tnode{}}
+	for _, l := range lits {
+		t := root
+		for _, r := range l {
+			k, ok := t.next[r]
+			if !ok {
+				k = &tnode{next: map[rune]*tnode{}}
+				t.next[r] = k
+				t.kids = append(t.kids, r)
+			}
+			t = k
+		}
+		t.end = true
+	}
+	var emit func(t *tnode) string
+	emit = func(t *tnode) string {
+		var alts []string
+		if t.end {
+			alts = append(alts, `""`)
+		}
+		for _, r := range t.kids {
+			// Follow a chain of single children into one literal.
+			run := []rune{r}
+			k := t.next[r]
+			for !k.end && len(k.kids) == 1 {
+				run = append(run, k.kids[0])
+				k = k.next[k.kids[0]]
+			}
+			rest := ""
+			if len(k.kids) > 0 {
+				rest = " " + emit(k)
+			}
+			alts = append(alts, gbnfLiteral(string(run))+rest)
+		}
+		if len(alts) == 1 {
+			return alts[0]
+		}
+		return "(" + strings.Join(alts, " | ") + ")"
+	}
+	return emit(root)
 }
 
 type prop struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -288,3 +289,34 @@ func TestIntRangeExact(t *testing.T) {
 func jsonNumber(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func jsonUnmarshal(b []byte) (any, error) { return jsonschema.UnmarshalJSON(bytes.NewReader(b)) }
+
+// TestLargeEnum: the values are factored by prefix, exactly.
+func TestLargeEnum(t *testing.T) {
+	var vals []string
+	for i := range 2000 {
+		vals = append(vals, fmt.Sprintf(`"v_%d"`, i*7919%100000))
+	}
+	vals = append(vals, `"v_"`, `"é"`, `"éa"`, `12`, `null`)
+	schema := `{"enum":[` + strings.Join(vals, ",") + `]}`
+	g, err := FromJSONSchema([]byte(schema))
+	require.NoError(t, err)
+	for _, v := range vals {
+		require.True(t, matches(g, v), v)
+	}
+	for _, v := range []string{`"v_1"`, `"v_79"`, `"v_79190x"`, `"v"`, `"éb"`, `1`, `"null"`} {
+		require.False(t, matches(g, v), v)
+	}
+	// Few parse stacks where the values part.
+	m := NewMatcher(g, nil)
+	require.NoError(t, m.AcceptBytes([]byte(`"v_`)))
+	require.Less(t, len(m.tops), 20)
+	validator := compileSchema(t, schema)
+	v := testVocab(t)
+	rng := rand.New(rand.NewPCG(8, 8))
+	for range 20 {
+		out := randomWalk(t, g, v, rng)
+		inst, err := jsonUnmarshal(out)
+		require.NoError(t, err, "%q", out)
+		require.NoError(t, validator.Validate(inst), "%q", out)
+	}
+}
