@@ -96,6 +96,7 @@ var primitiveDeps = map[string][]string{
 var annotations = map[string]bool{
 	"title": true, "description": true, "examples": true, "$schema": true, "$id": true,
 	"default": true, "$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true,
+	"contentEncoding": true, "contentMediaType": true, "contentSchema": true, "$anchor": true,
 	"$defs": true, "definitions": true, // read through $ref
 }
 
