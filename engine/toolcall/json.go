@@ -146,11 +146,11 @@ func scanContainer(s string, i, depth int, closer byte, object bool) (int, statu
 // callObject is what an object-shaped call ({"name": ..., "arguments": ...})
 // holds so far.
 type callObject struct {
-	name    string
-	hasName bool
-	id      string
-	args    string // raw JSON text of the arguments (a prefix while argsDone is false)
-	hasArgs bool
+	name     string
+	hasName  bool
+	id       string
+	args     string // raw JSON text of the arguments (a prefix while argsDone is false)
+	hasArgs  bool
 	argsDone bool
 	// wrap is a nested call ("function": {...}, "tool_call": {...}) or a
 	// list of calls ("tool_calls": [...]) found instead of name/arguments.

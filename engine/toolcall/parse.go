@@ -476,7 +476,7 @@ func validName(s string) bool {
 func (p *parser) pythonCall(i int) region {
 	s := p.text
 	j := i
-	for j < len(s) && (validName(s[j:j+1])) {
+	for j < len(s) && (validName(s[j : j+1])) {
 		j++
 	}
 	name := s[i:j]
