@@ -109,8 +109,6 @@ func callRule(f Family, name, args string) string {
 		return lit(`{"name": "`+name+`", "arguments": `) + " " + args + " " + lit(`, "id": "`) + ` [a-zA-Z0-9]{9} ` + lit(`"}`)
 	case Mistral:
 		return lit("[TOOL_CALLS]"+name+"[ARGS]") + " " + args
-	case Phi4:
-		return lit("<|tool_call|>") + " " + obj("arguments") + " " + lit("<|/tool_call|>")
 	case DeepSeekR1:
 		return lit(dsCallBegin+"function"+dsSep+name+"\n```json\n") + " " + args + " " + lit("\n```"+dsCallEnd)
 	}
@@ -134,8 +132,10 @@ func callsRule(f Family, parallel bool) string {
 		return many("; ")
 	case MistralNemo:
 		return lit("[TOOL_CALLS][") + " " + many(", ") + " " + lit("]")
-	case Mistral, Phi4:
+	case Mistral:
 		return many("")
+	case Phi4:
+		return lit("<|tool_call|>[") + " " + many(", ") + " " + lit("]<|/tool_call|>")
 	case Granite:
 		return lit("<|tool_call|>[") + " " + many(", ") + " " + lit("]")
 	case DeepSeekR1:

@@ -372,7 +372,20 @@ func (p *parser) markup(marker string, i int) region {
 			}
 			r = region{calls: calls, end: end, st: st}
 		} else {
+			// Objects, several separated by commas without brackets
+			// (Phi-4-mini writes parallel calls so at times).
 			r = p.jsonCall(j)
+			for r.st == complete {
+				k := skipSpace(s, r.end)
+				if k >= len(s) || s[k] != ',' {
+					break
+				}
+				next := p.jsonCall(skipSpace(s, k+1))
+				if next.st == invalid {
+					break
+				}
+				r = region{calls: append(r.calls, next.calls...), end: next.end, st: next.st}
+			}
 		}
 		return p.closeWith(r, "<|/tool_call|>", false)
 	case DeepSeekR1:
@@ -602,6 +615,10 @@ func (p *parser) deepseek(i int) region {
 		switch {
 		case strings.HasPrefix(rest, dsCallsEnd):
 			return region{calls: calls, end: k + len(dsCallsEnd), st: complete}
+		case p.final && rest == "" && len(calls) > 0:
+			// The output ended after a whole call without the closing
+			// marker, as R1's own template writes a single call.
+			return region{calls: calls, end: k, st: complete}
 		case !p.final && strings.HasPrefix(dsCallsEnd, rest) || !p.final && strings.HasPrefix(dsCallBegin, rest):
 			return partial()
 		}

@@ -211,3 +211,10 @@ func TestStreamSplitsUTF8(t *testing.T) {
 	require.Equal(t, `{"s": "日本"}`, got.Calls[0].Arguments)
 	require.True(t, strings.HasPrefix(got.Calls[0].ID, "call_"))
 }
+
+func TestParsePhi4CommaSeparated(t *testing.T) {
+	out := `<|tool_call|>{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}`
+	got := Parse(out, Options{Format: Format{Family: Phi4}, Tools: true})
+	require.Equal(t, []Call{call("f", `{"a": 1}`), call("g", `{}`)}, stripPartial(got).Calls)
+	require.Empty(t, got.Content)
+}
