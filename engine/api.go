@@ -251,6 +251,10 @@ type Request struct {
 	// added only when the vocabulary wants it (tokenizer.ggml.add_bos_token)
 	// and the prompt does not already start with it.
 	ParseSpecial bool
+	// KeepTokens names control tokens (by their text, e.g. "<|python_tag|>",
+	// "[TOOL_CALLS]") that the output spells out instead of dropping, so
+	// that tool-call markup made of them can be parsed.
+	KeepTokens []string
 
 	// Logprobs records the log-probability of each generated token
 	// (Event.Logprob, Result.Logprobs); TopLogprobs (at most

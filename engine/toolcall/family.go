@@ -96,3 +96,23 @@ func Detect(src string) Format {
 	}
 	return f
 }
+
+// KeepTokens are the markup texts of the family that may be control
+// tokens of its vocabulary, which an output must spell out to be parsed
+// (engine.Request.KeepTokens).
+func (f Format) KeepTokens() []string {
+	keep := []string{thinkOpen, thinkClose}
+	switch f.Family {
+	case Hermes:
+		keep = append(keep, "<tool_call>", "</tool_call>")
+	case Llama3:
+		keep = append(keep, "<|python_tag|>")
+	case MistralNemo, Mistral:
+		keep = append(keep, "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]")
+	case Phi4, Granite:
+		keep = append(keep, "<|tool_call|>", "<|/tool_call|>")
+	case DeepSeekR1:
+		keep = append(keep, dsCallsBegin, dsCallBegin, dsSep, dsCallEnd, dsCallsEnd)
+	}
+	return keep
+}
