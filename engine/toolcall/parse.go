@@ -68,12 +68,20 @@ type parser struct {
 	reasoning strings.Builder
 	content   strings.Builder
 	calls     []Call
+	// trim: the output had a reasoning block or is read for tool calls,
+	// so content and reasoning are trimmed; plain text stays as it is.
+	trim bool
+	// settled: the reasoning block (if any) is over, or never started.
+	settled bool
 }
 
 func (p *parser) msg() Message {
 	// Whitespace at either end is trimmed, as llama-server does; during a
 	// partial parse that holds trailing whitespace back until text
 	// follows it, so a stream never sends what the end result trims.
+	if !p.trim {
+		return Message{Content: p.content.String()}
+	}
 	return Message{
 		Reasoning: strings.TrimSpace(p.reasoning.String()),
 		Content:   strings.TrimSpace(p.content.String()),
@@ -98,12 +106,16 @@ func holdBack(s string, markers []string) int {
 
 func (p *parser) run() {
 	pos := 0
+	p.trim = p.opt.Tools
 	if !p.opt.KeepReasoning {
 		pos = p.reason()
 		if pos < 0 {
+			p.trim = true
 			return
 		}
+		p.trim = p.trim || pos > 0
 	}
+	p.settled = true
 	if !p.opt.Tools {
 		p.addContent(p.text[pos:], nil)
 		return

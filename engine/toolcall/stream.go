@@ -32,6 +32,14 @@ type Stream struct {
 
 	reasoning, content string
 	calls              []Call // as sent: IDs assigned, Arguments sent so far
+
+	// pass: no tools and the reasoning block is over (or there was none):
+	// the rest of the output is content, sent as it comes (trim: with
+	// whitespace held back at the end, as Parse trims it), without
+	// parsing the whole text again for every piece.
+	pass, passTrim bool
+	passWS         string
+	passContent    strings.Builder
 }
 
 // NewStream starts a stream. newID gives the ID of each call the model
@@ -50,9 +58,40 @@ func (s *Stream) Feed(text string) []Delta {
 		return nil
 	}
 	s.text.WriteString(text)
+	if s.pass {
+		return s.passThrough(text)
+	}
 	p := parser{text: s.text.String(), opt: s.opt}
 	p.run()
-	return s.diff(p.msg())
+	d := s.diff(p.msg())
+	if !s.opt.Tools && p.settled {
+		s.pass, s.passTrim = true, p.trim
+		s.passContent.WriteString(s.content)
+		if p.trim {
+			// What the parse held back: the content's trailing whitespace.
+			raw := p.content.String()
+			s.passWS = raw[len(strings.TrimRight(raw, " \t\r\n")):]
+		}
+	}
+	return d
+}
+
+func (s *Stream) passThrough(text string) []Delta {
+	if !s.passTrim {
+		s.passContent.WriteString(text)
+		return []Delta{{Content: text}}
+	}
+	t := s.passWS + text
+	body := strings.TrimRight(t, " \t\r\n")
+	s.passWS = t[len(body):]
+	if s.passContent.Len() == 0 {
+		body = strings.TrimLeft(body, " \t\r\n")
+	}
+	if body == "" {
+		return nil
+	}
+	s.passContent.WriteString(body)
+	return []Delta{{Content: body}}
 }
 
 // Finish parses the whole output and returns the last deltas and the
@@ -60,6 +99,9 @@ func (s *Stream) Feed(text string) []Delta {
 // stream sent but the end of the output turned into text (markup that
 // never closed) stays in the message: it was sent.
 func (s *Stream) Finish() ([]Delta, Message) {
+	if s.pass {
+		return nil, Message{Reasoning: s.reasoning, Content: s.passContent.String()}
+	}
 	final := Parse(s.text.String(), s.opt)
 	d := s.diff(final)
 	msg := Message{Reasoning: s.reasoning, Content: s.content, Calls: s.calls}
