@@ -19,14 +19,14 @@ import (
 // grammar or schema the engine cannot use is a 400 naming the problem
 // (line and column, or the schema path and keyword).
 
-// constraintFields are the request fields that ask for constrained output.
+// constraintFields are llama-server's request fields that ask for
+// constrained output; with sampling.ResponseFormat, all of them.
 type constraintFields struct {
-	ResponseFormat json.RawMessage `json:"response_format"`
-	Grammar        json.RawMessage `json:"grammar"`     // llama-server: GBNF text
-	JSONSchema     json.RawMessage `json:"json_schema"` // llama-server: a schema object
+	Grammar    json.RawMessage `json:"grammar"`     // GBNF text
+	JSONSchema json.RawMessage `json:"json_schema"` // a schema object
 }
 
-func (c *constraintFields) constraint() *constraintFields { return c }
+func (s *sampling) constraint() *sampling { return s }
 
 // responseFormat is OpenAI's response_format object.
 type responseFormat struct {
@@ -60,7 +60,7 @@ type constraintSpec struct {
 }
 
 // spec reads the constraint fields; nil when the request asks for none.
-func (c *constraintFields) spec() (*constraintSpec, *apiError) {
+func (c *sampling) spec() (*constraintSpec, *apiError) {
 	var specs []*constraintSpec
 	if !isNull(c.ResponseFormat) {
 		sp, e := parseResponseFormat(c.ResponseFormat)
@@ -130,7 +130,7 @@ func parseResponseFormat(raw json.RawMessage) (*constraintSpec, *apiError) {
 }
 
 // constrain compiles the constraint of body (if any) into req.Grammar.
-func (s *Server) constrain(req *engine.Request, c *constraintFields) *apiError {
+func (s *Server) constrain(req *engine.Request, c *sampling) *apiError {
 	sp, e := c.spec()
 	if e != nil || sp == nil {
 		return e

@@ -224,9 +224,10 @@ type sampling struct {
 	ToolChoice     json.RawMessage `json:"tool_choice"`
 	Functions      json.RawMessage `json:"functions"`
 	FunctionCall   json.RawMessage `json:"function_call"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 	TopLogprobs    json.RawMessage `json:"top_logprobs"`
 
-	// Structured output: response_format, grammar, json_schema (grammar.go).
+	// llama-server's grammar and json_schema (grammar.go).
 	constraintFields
 }
 

@@ -511,7 +511,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 type requestBody[B any] interface {
 	*B
 	requestedModel() string
-	constraint() *constraintFields
+	constraint() *sampling
 }
 
 // parse runs the checks every completion request goes through, in order:
