@@ -141,7 +141,13 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, error) {
 		switch Mode(s) {
 		case ModeNone:
 			return Choice{Mode: ModeNone}, nil
-		case ModeAuto, ModeRequired:
+		case ModeAuto:
+			if len(tools) == 0 {
+				// Nothing to call: clients send "auto" with an empty list.
+				return Choice{Mode: ModeNone}, nil
+			}
+			return Choice{Mode: ModeAuto}, nil
+		case ModeRequired:
 			if len(tools) == 0 {
 				return Choice{}, reqErr("tool_choice", "%q needs tools, and the request has none", s)
 			}
