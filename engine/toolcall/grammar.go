@@ -8,9 +8,15 @@ import (
 	"github.com/kvwarden/kvwarden/engine/grammar"
 )
 
+// MaxParallelCalls bounds the calls of a forced output, so that a weak
+// model that never stops calling still ends.
+const MaxParallelCalls = 8
+
 // GrammarOptions shape a forcing grammar.
 type GrammarOptions struct {
-	// Parallel allows more than one call (parallel_tool_calls).
+	// Parallel allows more than one call (parallel_tool_calls), up to
+	// MaxParallelCalls. A named tool_choice is always one call, as OpenAI
+	// has it.
 	Parallel bool
 	// Think allows a <think>…</think> block before the calls (a thinking
 	// model); ThinkingOpen says the prompt already opened it, so the
@@ -52,7 +58,7 @@ func Grammar(f Format, tools []Tool, choice Choice, o GrammarOptions) (string, e
 		return "", reqErr("tool_choice", "names the function %q, which is not among the request's tools", choice.Name)
 	}
 	fmt.Fprintf(&b, "call ::= %s\n", strings.Join(alts, " | "))
-	calls := callsRule(f.Family, o.Parallel)
+	calls := callsRule(f.Family, o.Parallel && choice.Mode != ModeFunction)
 	switch {
 	case o.ThinkingOpen:
 		calls = `think-body "</think>" think-space ` + calls
@@ -119,11 +125,12 @@ func callRule(f Family, name, args string) string {
 // callsRule is the whole output: one call, or with parallel one or more,
 // in the family's list form.
 func callsRule(f Family, parallel bool) string {
+	more := fmt.Sprintf("{0,%d}", MaxParallelCalls-1)
 	many := func(sep string) string {
 		if !parallel {
 			return "call"
 		}
-		return "call (" + lit(sep) + " call)*"
+		return "call (" + lit(sep) + " call)" + more
 	}
 	switch f {
 	case Hermes:
@@ -142,7 +149,7 @@ func callsRule(f Family, parallel bool) string {
 		return lit(dsCallsBegin) + " " + many("") + " " + lit(dsCallsEnd)
 	}
 	if parallel {
-		return lit(`{"tool_calls": [`) + " call (" + lit(", ") + " call)* " + lit("]}")
+		return lit(`{"tool_calls": [`) + " call (" + lit(", ") + " call)" + more + " " + lit("]}")
 	}
 	return "call"
 }

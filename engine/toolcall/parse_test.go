@@ -227,3 +227,18 @@ func TestParsePhi4CommaSeparated(t *testing.T) {
 	require.Equal(t, []Call{call("f", `{"a": 1}`), call("g", `{}`)}, stripPartial(got).Calls)
 	require.Empty(t, got.Content)
 }
+
+// TestStreamCutInsideCall: an output cut inside a call the stream already
+// sent ends without the call's markup coming out as content.
+func TestStreamCutInsideCall(t *testing.T) {
+	out := "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2"
+	s := NewStream(Options{Format: Format{Family: Hermes}, Tools: true}, nil)
+	var got Message
+	collect(t, s.Feed(out), &got)
+	ds, final := s.Finish()
+	collect(t, ds, &got)
+	require.Empty(t, got.Content)
+	require.Len(t, got.Calls, 1)
+	require.Equal(t, `{"a": [1, 2`, got.Calls[0].Arguments)
+	require.Equal(t, got.Calls[0].Name, final.Calls[0].Name)
+}

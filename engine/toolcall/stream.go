@@ -103,6 +103,13 @@ func (s *Stream) Finish() ([]Delta, Message) {
 		return nil, Message{Reasoning: s.reasoning, Content: s.passContent.String()}
 	}
 	final := Parse(s.text.String(), s.opt)
+	if len(final.Calls) < len(s.calls) {
+		// The output ended inside a call that was sent already (cut by
+		// max_tokens): its markup must not come out as content now.
+		p := parser{text: s.text.String(), opt: s.opt}
+		p.run()
+		final = p.msg()
+	}
 	d := s.diff(final)
 	msg := Message{Reasoning: s.reasoning, Content: s.content, Calls: s.calls}
 	return d, msg
