@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Seque
 
 from . import _lib
 from . import chat_formats as _chat_formats
-from . import Engine, LlamaState, Stream, pull
+from . import Engine, LlamaState, Stream, chat_parse, pull
 from .grammar import LlamaGrammar, grammar_for_response_format
 
 # Fields of kvw_engine_params a Llama passes through to its Engine.
@@ -188,8 +188,6 @@ _NEUTRAL = {
     "stopping_criteria": None,
     "logits_processor": None,
     "logit_bias": None,
-    "tools": None,
-    "tool_choice": None,
     "functions": None,
     "function_call": None,
 }
@@ -796,6 +794,9 @@ class Llama:
                                logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
                                response_format: Optional[Dict[str, Any]] = None,
                                grammar: Optional[LlamaGrammar] = None,
+                               tools: Optional[List[Dict[str, Any]]] = None,
+                               tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
+                               parallel_tool_calls: Optional[bool] = None,
                                **unsupported: Any
                                ) -> Union[ChatCompletion, Iterator[ChatCompletionChunk]]:
         """Answers a conversation; returns an OpenAI ``chat.completion``
@@ -812,9 +813,21 @@ class Llama:
         {"name": ..., "schema": ..., "strict": ...}}``, or ``grammar=`` (a
         ``LlamaGrammar``), constrain the reply.
 
-        Raises as ``create_completion``; tools and functions raise
-        ``NotImplementedError``."""
+        ``tools`` (OpenAI function tools), ``tool_choice`` ("none", "auto",
+        "required" or {"type": "function", "function": {"name": ...}}; the
+        last two are enforced with a grammar) and ``parallel_tool_calls``
+        render the tools into the model's own chat template and read the
+        reply's tool calls into ``message["tool_calls"]`` (finish_reason
+        "tool_calls"), as the server does (docs/TOOLS.md); with stream=True
+        the chunks come once the reply is complete.
+
+        Raises as ``create_completion``; the legacy functions and
+        function_call raise ``NotImplementedError``."""
         _unsupported(unsupported)
+        if tools is not None or tool_choice is not None:
+            return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
+                                         response_format, stream, stop, max_tokens, temperature, top_p,
+                                         min_p, top_k, repeat_penalty, seed, model)
         rf_grammar = grammar_for_response_format(response_format)
         if rf_grammar is not None and grammar is not None:
             raise ValueError("response_format and grammar both constrain the output; give one")
@@ -844,6 +857,65 @@ class Llama:
                                      "logprobs": self._chat_logprobs(s) if want_lp else None,
                                      "finish_reason": self._finish(s)}],
                 "usage": self._usage(s)}
+
+    def _chat_with_tools(self, messages: List[Message], tools: Optional[List[Dict[str, Any]]],
+                         tool_choice: Any, parallel_tool_calls: Optional[bool],
+                         grammar: Optional[LlamaGrammar], response_format: Optional[Dict[str, Any]],
+                         stream: bool, stop: Union[None, str, List[str]], max_tokens: Optional[int],
+                         temperature: float, top_p: float, min_p: float, top_k: int,
+                         repeat_penalty: float, seed: Optional[int], model: Optional[str]) -> Any:
+        request: Dict[str, Any] = {"messages": list(messages)}
+        if tools is not None:
+            request["tools"] = tools
+        if tool_choice is not None:
+            request["tool_choice"] = tool_choice
+        if parallel_tool_calls is not None:
+            request["parallel_tool_calls"] = bool(parallel_tool_calls)
+        prep = self._engine.chat_prepare(request)
+        if prep.get("grammar") is not None:
+            if grammar is not None or grammar_for_response_format(response_format) is not None:
+                raise ValueError("a tool_choice that forces a call constrains the output; "
+                                 "grammar and response_format cannot be given with it")
+            grammar = LlamaGrammar.from_string(prep["grammar"])
+        else:
+            grammar = grammar or grammar_for_response_format(response_format)
+        if stop is None:
+            stop = []
+        elif isinstance(stop, str):
+            stop = [stop]
+        s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
+                        seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar)
+        with s:
+            text = "".join(s)
+        self._ended(s)
+        message = chat_parse(prep["parser"], text)
+        finish = self._finish(s)
+        if message.get("tool_calls") and finish == "stop":
+            finish = "tool_calls"
+        meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
+                "model": model or self.model_path}
+        if not stream:
+            return {**meta, "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                    "usage": self._usage(s)}
+        return self._tool_chunks({**meta, "object": "chat.completion.chunk"}, message, finish, self._usage(s))
+
+    @staticmethod
+    def _tool_chunks(meta: Dict[str, Any], message: Dict[str, Any], finish: Optional[str],
+                     usage: Any) -> Iterator[Dict[str, Any]]:
+        def chunk(delta: Dict[str, Any], finish_reason: Optional[str] = None) -> Dict[str, Any]:
+            return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                         "finish_reason": finish_reason}]}
+        yield chunk({"role": "assistant"})
+        if message.get("reasoning_content"):
+            yield chunk({"reasoning_content": message["reasoning_content"]})
+        if message.get("content"):
+            yield chunk({"content": message["content"]})
+        for i, call in enumerate(message.get("tool_calls") or []):
+            yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                         "function": {"name": call["function"]["name"],
+                                                      "arguments": call["function"]["arguments"]}}]})
+        yield {**chunk({}, finish), "usage": usage}
 
     def _chat_chunks(self, s: Stream, meta: Dict[str, Any], want_lp: bool) -> Iterator[ChatCompletionChunk]:
         with s:
