@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvwarden/kvwarden/engine/chat/internal/jinja"
 )
 
 // A template from a model file is untrusted input, and the Jinja engine has
