@@ -90,7 +90,7 @@ func builtinRange(m *meter, args []Value, kwargs map[string]Value) (Value, error
 	} else if step < 0 && start > stop {
 		n = (uint64(start)-uint64(stop)-1)/(uint64(-step)) + 1
 	}
-	if n > math.MaxInt32 || !m.chargeValues(int(n)) {
+	if n > math.MaxInt32 || !m.chargeNew(int(n)) {
 		m.charge(-1)
 		return Undefined(), m.err
 	}
@@ -428,7 +428,7 @@ func filterItems(m *meter, args []Value, kwargs map[string]Value) (Value, error)
 	}
 
 	d := args[0].AsDict()
-	if !m.chargeValues(3*d.Len()) || !m.chargeMul(int64(d.Len()), 8) {
+	if !m.chargeMul(int64(d.Len()), pairSize) {
 		return Undefined(), m.err
 	}
 	items := make([]Value, 0, d.Len())
@@ -721,7 +721,7 @@ func filterList(m *meter, args []Value, kwargs map[string]Value) (Value, error) 
 		return v, nil
 	}
 	if v.IsString() {
-		if !m.runes(v.AsString()) || !m.chargeValues(utf8.RuneCountInString(v.AsString())) {
+		if !m.runes(v.AsString()) || !m.chargeNew(utf8.RuneCountInString(v.AsString())) {
 			return Undefined(), m.err
 		}
 		runes := []rune(v.AsString())

@@ -154,7 +154,7 @@ func (e *evaluator) execFor(n *forNode) error {
 		items = iterVal.AsList().Items
 	case iterVal.IsDict():
 		d := iterVal.AsDict()
-		if !e.m.chargeValues(len(d.Keys)) {
+		if !e.m.chargeNew(len(d.Keys)) {
 			return e.m.err
 		}
 		items = make([]Value, 0, len(d.Keys))
@@ -164,7 +164,7 @@ func (e *evaluator) execFor(n *forNode) error {
 	case iterVal.IsString():
 		s := iterVal.AsString()
 		n := utf8.RuneCountInString(s)
-		if !e.m.chargeValues(n) || !e.m.chargeMul(int64(n), 4) {
+		if !e.m.chargeNew(n) || !e.m.chargeMul(int64(n), 4) {
 			return e.m.err
 		}
 		items = make([]Value, 0, n)
@@ -514,6 +514,9 @@ func (e *evaluator) evalExpr0(ex expr) (Value, error) {
 		return NewList(items), nil
 
 	case *dictExpr:
+		if !e.m.charge(dictSize) {
+			return Undefined(), e.m.err
+		}
 		d := NewDict()
 		dict := d.AsDict()
 		for _, pair := range n.pairs {
@@ -834,6 +837,14 @@ func resolveSlice(n *sliceExpr, e *evaluator, length int) (int, int, int, error)
 		}
 	}
 
+	// Clamp to the sequence, so that the callers' loops (which skip
+	// indices outside it) do not walk ten billion of them for
+	// l[0:10000000000:3]. The result is the same.
+	if step > 0 {
+		start, stop = max(start, 0), min(stop, length)
+	} else {
+		start, stop = min(start, length-1), max(stop, -1)
+	}
 	return start, stop, step, nil
 }
 
@@ -1123,7 +1134,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 				for range strings.FieldsSeq(s) {
 					n++
 				}
-				if !m.chargeValues(n) {
+				if !m.chargeNew(n) {
 					return Undefined(), m.err
 				}
 				items := make([]Value, 0, n)
@@ -1139,7 +1150,7 @@ func (e *evaluator) stringMethod(obj Value, method string) (Value, error) {
 			} else {
 				n += strings.Count(s, sep)
 			}
-			if !m.chargeValues(n) {
+			if !m.chargeNew(n) {
 				return Undefined(), m.err
 			}
 			items := make([]Value, 0, n)
@@ -1333,7 +1344,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 	switch method {
 	case "items":
 		return NewCallable("dict.items", func(args []Value, kwargs map[string]Value) (Value, error) {
-			if !m.chargeValues(3*d.Len()) || !m.chargeMul(int64(d.Len()), 8) {
+			if !m.chargeMul(int64(d.Len()), pairSize) {
 				return Undefined(), m.err
 			}
 			items := make([]Value, 0, d.Len())
@@ -1346,7 +1357,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 
 	case "keys":
 		return NewCallable("dict.keys", func(args []Value, kwargs map[string]Value) (Value, error) {
-			if !m.chargeValues(d.Len()) {
+			if !m.chargeNew(d.Len()) {
 				return Undefined(), m.err
 			}
 			items := make([]Value, 0, d.Len())

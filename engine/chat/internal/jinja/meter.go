@@ -68,7 +68,10 @@ const valueSize = int64(unsafe.Sizeof(Value{}))
 
 // entrySize approximates what one dict entry costs: the key in Keys, the
 // map slot (key and value) and the map's overhead.
-const entrySize = 2*int64(unsafe.Sizeof("")) + valueSize + 16
+const entrySize = 256
+
+// dictSize is an empty dict: the Dict and the map's first group.
+const dictSize = 512
 
 // meter is the state of one render. Its error is sticky: an operation that
 // is refused returns an empty value, and the evaluator reports m.err at
@@ -117,6 +120,17 @@ func (m *meter) chargeMul(a, b int64) bool {
 
 // chargeValues charges a slice of n Values.
 func (m *meter) chargeValues(n int) bool { return m.chargeMul(int64(n), valueSize) }
+
+// boxedSize is a Value made from a new string or number: the slot plus
+// the interface's boxed copy (a string header, or an int64 or float64).
+const boxedSize = valueSize + 16
+
+// chargeNew charges a slice of n Values, each made new.
+func (m *meter) chargeNew(n int) bool { return m.chargeMul(int64(n), boxedSize) }
+
+// pairSize is one [key, value] list of dict.items(): the slot, the List,
+// its two-item backing array and the boxed key.
+const pairSize = valueSize + 24 + 2*valueSize + 16
 
 func (m *meter) deep(depth int) bool {
 	if depth > m.lim.MaxDepth {
