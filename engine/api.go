@@ -241,7 +241,12 @@ type Request struct {
 	// Tenant scopes the prefix cache and quotas. The embedding application
 	// or the server's authenticated key sets it, never a request body.
 	Tenant    string
-	MaxTokens int // new tokens to generate (default 128)
+	// MaxTokens is the most new tokens to generate: 0 (the zero value)
+	// means DefaultMaxTokens (128), MaxTokensUntilEnd (-1) means until the
+	// model ends generation or the request reaches MaxContext; other
+	// negative values are refused. A value beyond what the context has
+	// left is clamped: the request then ends with "length" at MaxContext.
+	MaxTokens int
 	Sampling  sample.Params
 	Stop      []string
 	NoBOS     bool // do not prepend BOS to Prompt
