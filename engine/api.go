@@ -240,7 +240,7 @@ type Request struct {
 	Tokens []int  // token IDs (used as given, no BOS added)
 	// Tenant scopes the prefix cache and quotas. The embedding application
 	// or the server's authenticated key sets it, never a request body.
-	Tenant    string
+	Tenant string
 	// MaxTokens is the most new tokens to generate: 0 (the zero value)
 	// means DefaultMaxTokens (128), MaxTokensUntilEnd (-1) means until the
 	// model ends generation or the request reaches MaxContext; other
