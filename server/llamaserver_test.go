@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -363,5 +364,29 @@ func TestBatchCompletionsErrors(t *testing.T) {
 				require.Equal(t, c.param, *e.Error.Param)
 			}
 		})
+	}
+}
+
+// A batch is all or none: one prompt refused at admission (here by the
+// tenant quota) refuses the request, and the prompts already admitted are
+// aborted (start's cleanup checks that no page stays held).
+func TestBatchAllOrNone(t *testing.T) {
+	ts := start(t, setup{echo: true, cfg: engine.Config{TenantQuota: 2}})
+	prompts := [][]int{tokPrompt("a"), tokPrompt("b"), tokPrompt("c")}
+	resp, raw := ts.post(t, "/v1/completions", "", map[string]any{"prompt": prompts, "max_tokens": 3})
+	requireAPIError(t, resp, raw, http.StatusTooManyRequests, "tenant_quota_exceeded")
+	// Within the quota it is served.
+	resp, raw = ts.post(t, "/v1/completions", "", map[string]any{"prompt": prompts[:2], "max_tokens": 3})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+}
+
+// A forward pass that fails fails the whole batch with the generic
+// internal error, streamed or not.
+func TestBatchFailure(t *testing.T) {
+	ts := start(t, setup{echo: true, fail: errors.New("device on fire")})
+	for _, stream := range []bool{false, true} {
+		resp, raw := ts.post(t, "/v1/completions", "", map[string]any{"prompt": [][]int{tokPrompt("a"), tokPrompt("b")}, "max_tokens": 3, "stream": stream})
+		e := requireAPIError(t, resp, raw, http.StatusInternalServerError, "internal_error")
+		require.NotContains(t, e.Error.Message, "fire")
 	}
 }
