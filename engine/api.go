@@ -33,6 +33,9 @@ var (
 	// the engine cannot run (architecture, tensor type, RoPE scaling type,
 	// a missing or unexpected tensor). It is model.ErrUnsupported.
 	ErrUnsupported = model.ErrUnsupported
+	// ErrNotModelFile: ModelPath is neither a GGUF file nor a llama2.c
+	// checkpoint. It is model.ErrNotModelFile.
+	ErrNotModelFile = model.ErrNotModelFile
 	// ErrStepFailed ends the requests of a forward step that failed as a
 	// whole (e.g. a device error); the details are in the engine's log.
 	ErrStepFailed = errors.New("forward step failed")

@@ -126,9 +126,8 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stderr io.Writ
 	pos, err := cli.Parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "usage: kvwarden %s\n\nflags:\n", synopsis)
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		cli.PrintFlags(stderr, fs)
+		fmt.Fprintf(stderr, "\n%s", cli.EnvHelp)
 	}
 	return pos, err
 }
