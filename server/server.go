@@ -74,13 +74,7 @@ type Options struct {
 	// listen while the model loads (see health.go).
 	Engine  *engine.Engine
 	ModelID string // the model name /v1/models reports
-	// StrictModelID answers 404 model_not_found to a request whose model
-	// is not ModelID. Off by default: the one model served answers any
-	// id ("gpt-3.5-turbo" hard-coded in an app), as llama-server does.
-	StrictModelID bool
-	// ModelPath is the model file /props reports as model_path.
-	ModelPath string
-	Keys      *Keys // nil: no authentication, every request is tenant "default"
+	Keys    *Keys  // nil: no authentication, every request is tenant "default"
 	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
 	MaxBodyBytes int64
 	Logger       *slog.Logger // nil: discard
@@ -114,6 +108,12 @@ type Options struct {
 	// DefaultAuthFailEvery; a negative burst: no limit).
 	AuthFailBurst int
 	AuthFailEvery time.Duration
+	// StrictModelID answers 404 model_not_found to a request whose model
+	// is not ModelID. Off by default: the one model served answers any
+	// id ("gpt-3.5-turbo" hard-coded in an app), as llama-server does.
+	StrictModelID bool
+	// ModelPath is the model file /props reports as model_path.
+	ModelPath string
 }
 
 // Server serves the HTTP API over one engine.
