@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // requirePagesFree checks, right after a request's Wait, that it holds no
@@ -20,10 +23,25 @@ func requirePagesFree(t *testing.T, e *Engine) {
 	require.Equal(t, p.Pages, p.Free, "pages not back on the free list: %+v", p)
 }
 
-func TestStreamBreakOutOfAllAborts(t *testing.T) {
-	cfg := noEOS(echoConfig(t, 64, 4))
+// gatedEcho is an echo engine (no EOS, no prefix cache) whose forward
+// pass holds at the end of step at until release is closed.
+func gatedEcho(t *testing.T, at int) (*Engine, chan struct{}) {
+	release := make(chan struct{})
+	cfg := echoConfig(t, 64, 4)
 	cfg.DisablePrefixCache = true
-	e := newEcho(t, cfg)
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, false)
+		r.afterStep = func(*model.Batch) {
+			if r.steps == at {
+				<-release
+			}
+		}
+		return r, err
+	}
+	return newEcho(t, cfg), release
+}
+
+func TestStreamBreakOutOfAllAborts(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		after int // tokens read before the break
@@ -32,6 +50,10 @@ func TestStreamBreakOutOfAllAborts(t *testing.T) {
 		{"after a few", 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The forward pass holds at the step after the one that made
+			// the token the loop breaks at, until the loop has broken out:
+			// the request cannot run to its end first.
+			e, release := gatedEcho(t, tc.after+1)
 			st, err := e.Submit(context.Background(), Request{Tokens: tenantPrompt(1, tc.after, 9), MaxTokens: MaxTokensUntilEnd})
 			require.NoError(t, err)
 			n := 0
@@ -42,10 +64,11 @@ func TestStreamBreakOutOfAllAborts(t *testing.T) {
 					break
 				}
 			}
+			close(release)
 			r := st.Wait()
 			require.ErrorIs(t, r.Err, ErrAborted)
 			require.Equal(t, "abort", r.FinishReason)
-			require.Less(t, len(r.Tokens), e.MaxContext()-9, "the request ran to the end of the context")
+			require.LessOrEqual(t, len(r.Tokens), tc.after+2)
 			requirePagesFree(t, e)
 			require.ErrorIs(t, e.Abort(st.ID()), ErrNotFound)
 		})
@@ -53,9 +76,7 @@ func TestStreamBreakOutOfAllAborts(t *testing.T) {
 }
 
 func TestStreamCloseWithoutReading(t *testing.T) {
-	cfg := noEOS(echoConfig(t, 64, 4))
-	cfg.DisablePrefixCache = true
-	e := newEcho(t, cfg)
+	e, release := gatedEcho(t, 1)
 	// The submitting context is cancelled and nobody reads the events:
 	// Close ends delivery at once instead of after the 5 s grace.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,6 +85,7 @@ func TestStreamCloseWithoutReading(t *testing.T) {
 	ch := st.Events()
 	cancel()
 	st.Close()
+	close(release)
 	for range ch { // closed by Close, not by the grace timer
 	}
 	r := st.Wait()
