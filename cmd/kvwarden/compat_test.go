@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -206,4 +207,74 @@ func TestChatCtrlCStopsTheReplyNotTheChat(t *testing.T) {
 	require.NotEmpty(t, got)
 	require.True(t, strings.HasPrefix(full, got), "the stopped reply is a prefix of the full one")
 	require.Less(t, len(got), len(full), "the reply was stopped early")
+}
+
+// serve answers llama-server's probe with 503 while the model loads, then
+// its endpoints; any model id unless --strict-model-id (here from the
+// environment).
+func TestServeLlamaServerHabits(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "any model id", true: "strict from the environment"}[strict], func(t *testing.T) {
+			if strict {
+				t.Setenv("KVWARDEN_STRICT_MODEL_ID", "true")
+			}
+			client := &http.Client{Transport: &http.Transport{}}
+			defer client.CloseIdleConnections()
+			get := func(url string) (int, string) {
+				resp, err := client.Get(url)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				return resp.StatusCode, string(b)
+			}
+			var whileLoading struct {
+				code int
+				body string
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			addr := make(chan string, 1)
+			done := make(chan int, 1)
+			var errb syncBuf
+			go func() {
+				done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--kv-pages", "64"}, // device auto: one INFO line without a GPU
+					&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errb,
+						// The model loads only once this returns.
+						listening: func(a string) { whileLoading.code, whileLoading.body = get("http://" + a + "/health") },
+						ready:     func(a string) { addr <- a }})
+			}()
+			var base string
+			select {
+			case a := <-addr:
+				base = "http://" + a
+			case code := <-done:
+				t.Fatalf("serve exited with %d: %s", code, errb.String())
+			}
+			require.Equal(t, http.StatusServiceUnavailable, whileLoading.code)
+			require.JSONEq(t, `{"error":{"message":"Loading model","type":"unavailable_error","code":503}}`, whileLoading.body)
+			code, body := get(base + "/health")
+			require.Equal(t, http.StatusOK, code)
+			require.JSONEq(t, `{"status":"ok"}`, body)
+			code, body = get(base + "/props")
+			require.Equal(t, http.StatusOK, code, body)
+			require.Contains(t, body, `"model_path":"builtin:stories260K"`)
+
+			resp, err := client.Post(base+"/v1/completions", "application/json",
+				strings.NewReader(`{"model":"gpt-3.5-turbo","prompt":["Once upon a time","The cat"],"max_tokens":4,"temperature":0}`))
+			require.NoError(t, err)
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strict {
+				require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", raw)
+				require.Contains(t, string(raw), "model_not_found")
+			} else {
+				require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+				require.Contains(t, string(raw), `"index":1`)
+			}
+			cancel()
+			require.Equal(t, 0, <-done, errb.String())
+			require.NotContains(t, errb.String(), "searched", "no CUDA search at INFO")
+		})
+	}
 }

@@ -45,7 +45,8 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	// ready, when set, is called by serve with the address it listens on
-	// once the model is loaded; listening as soon as the address is bound.
+	// once the model is loaded; listening when it serves, before the
+	// model starts loading (which waits for listening to return).
 	ready, listening func(addr string)
 	// interrupts, when set, replaces chat's Ctrl-C (os.Interrupt) signals.
 	interrupts <-chan os.Signal

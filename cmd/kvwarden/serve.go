@@ -147,13 +147,13 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	}
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth, "metrics", metricsAccess(opts))
 	warnExposure(log, ln.Addr(), opts, f.apiKeys, f.limits.adminKeys)
-	if e.listening != nil {
-		e.listening(ln.Addr().String())
-	}
 	sctx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, ln, f.drain) }()
+	if e.listening != nil {
+		e.listening(ln.Addr().String()) // serving, the model not yet loading
+	}
 
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
