@@ -33,6 +33,9 @@ var (
 	// the engine cannot run (architecture, tensor type, RoPE scaling type,
 	// a missing or unexpected tensor). It is model.ErrUnsupported.
 	ErrUnsupported = model.ErrUnsupported
+	// ErrNotModelFile: ModelPath is neither a GGUF file nor a llama2.c
+	// checkpoint. It is model.ErrNotModelFile.
+	ErrNotModelFile = model.ErrNotModelFile
 	// ErrStepFailed ends the requests of a forward step that failed as a
 	// whole (e.g. a device error); the details are in the engine's log.
 	ErrStepFailed = errors.New("forward step failed")
@@ -240,8 +243,13 @@ type Request struct {
 	Tokens []int  // token IDs (used as given, no BOS added)
 	// Tenant scopes the prefix cache and quotas. The embedding application
 	// or the server's authenticated key sets it, never a request body.
-	Tenant    string
-	MaxTokens int // new tokens to generate (default 128)
+	Tenant string
+	// MaxTokens is the most new tokens to generate: 0 (the zero value)
+	// means DefaultMaxTokens (128), MaxTokensUntilEnd (-1) means until the
+	// model ends generation or the request reaches MaxContext; other
+	// negative values are refused. A value beyond what the context has
+	// left is clamped: the request then ends with "length" at MaxContext.
+	MaxTokens int
 	Sampling  sample.Params
 	Stop      []string
 	NoBOS     bool // do not prepend BOS to Prompt

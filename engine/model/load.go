@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,7 +17,8 @@ import (
 )
 
 // Load opens a model file, telling the format from its first bytes: GGUF
-// files (magic "GGUF") go to LoadGGUF, anything else to LoadLlama2C. The
+// files (magic "GGUF") go to LoadGGUF, anything else to LoadLlama2C; a
+// file that is not a llama2.c checkpoint either is ErrNotModelFile. The
 // *gguf.File is nil for llama2.c checkpoints; for GGUF files it carries
 // the tokenizer metadata. Weights.Close releases the file mapping (and
 // closes the gguf.File); the File's metadata stays usable after that.
@@ -35,6 +37,9 @@ func Load(path string) (*Weights, *gguf.File, error) {
 		return LoadGGUF(path)
 	}
 	w, err := LoadLlama2C(path)
+	if fe := (*llama2cFormatError)(nil); errors.As(err, &fe) {
+		return nil, nil, notModelFile(path, fe)
+	}
 	return w, nil, err
 }
 

@@ -113,7 +113,9 @@ func TestLoadSniffsFormat(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	_, _, err = Load(filepath.Join(dir, "tok512.bin"))
-	require.ErrorContains(t, err, "tok512.bin: llama2c: header")
+	require.ErrorIs(t, err, ErrNotModelFile)
+	require.ErrorContains(t, err, "tok512.bin: it does not start with the GGUF magic")
+	require.ErrorContains(t, err, "llama2c: header")
 
 	_, _, err = Load(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist)
