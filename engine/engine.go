@@ -165,6 +165,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		return nil, err
 	}
 	s.lp = logprobOptsOf(req)
+	s.promptNext = 1 // prompt token 0 has no log-probability
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
