@@ -279,6 +279,10 @@ type Event struct {
 	// Logprob and TopLogprobs: with Request.Logprobs / TopLogprobs.
 	Logprob     float32
 	TopLogprobs []TokenLogprob
+	// PromptLogprobs: with Request.PromptLogprobs, on the first event
+	// only (a token's, or Done when none was generated), as in
+	// Result.PromptLogprobs.
+	PromptLogprobs []TokenLogprobs
 }
 
 // Timings of one request.

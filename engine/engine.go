@@ -172,6 +172,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	}
 
 	st := newStream(ctx, s.id)
+	st.prompt = s.prompt
 	s.stream = st
 
 	e.mu.Lock()

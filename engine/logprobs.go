@@ -140,6 +140,9 @@ func (sc *scheduler) sample(s *seq, logits []float32) int {
 // when s records them (and keeps them for the Result).
 func (s *seq) event(tok int, text string) Event {
 	ev := Event{Token: tok, Text: text}
+	if s.generated == 1 && s.lp.prompt {
+		ev.PromptLogprobs = s.promptLogprobs()
+	}
 	if s.lp.on && s.lpPending.Token == tok {
 		ev.Logprob, ev.TopLogprobs = s.lpPending.Logprob, s.lpPending.Top
 		s.logprobs = append(s.logprobs, s.lpPending)

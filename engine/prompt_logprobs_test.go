@@ -88,3 +88,23 @@ func TestLogitBiasOutsideVocab(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, g.Tokens[0], b.Tokens[0])
 }
+
+func TestPromptLogprobsOnFirstEvent(t *testing.T) {
+	e, err := New(Config{})
+	require.NoError(t, err)
+	defer e.Close()
+	st, err := e.Submit(t.Context(), Request{Prompt: "Hi there", MaxTokens: 3, PromptLogprobs: true})
+	require.NoError(t, err)
+	require.Equal(t, model.SyntheticBOS, st.PromptTokens()[0])
+	var events []Event
+	for ev := range st.Events() {
+		events = append(events, ev)
+	}
+	r := st.Wait()
+	require.Len(t, r.PromptLogprobs, len(st.PromptTokens())-1)
+	require.Equal(t, r.PromptLogprobs, events[0].PromptLogprobs)
+	for _, ev := range events[1:] {
+		require.Nil(t, ev.PromptLogprobs)
+	}
+	require.Nil(t, r.Logprobs, "prompt logprobs alone do not record the generated tokens'")
+}

@@ -15,8 +15,9 @@ import (
 // stream without bound (at most MaxContext of them). Reading Events is
 // optional; Wait works either way.
 type Stream struct {
-	id  uint64
-	ctx context.Context
+	id     uint64
+	ctx    context.Context
+	prompt []int // the prompt's tokens, as admission made them
 
 	mu      sync.Mutex
 	queue   []Event
@@ -40,6 +41,11 @@ func newStream(ctx context.Context, id uint64) *Stream {
 
 // ID is the request ID: unique for the engine's lifetime, usable with Abort.
 func (s *Stream) ID() uint64 { return s.id }
+
+// PromptTokens are the request's prompt tokens (BOS included), known from
+// submission on, e.g. to decode each streamed token in its context. The
+// caller must not modify them.
+func (s *Stream) PromptTokens() []int { return s.prompt }
 
 // Done is closed when the request has ended and Result is final.
 func (s *Stream) Done() <-chan struct{} { return s.done }
