@@ -54,6 +54,7 @@ type request struct {
 	// sem serializes readers (kvw_next); its holder owns the fields below.
 	sem       chan struct{}
 	pending   []byte
+	look      *lookahead // an event read ahead, for the next kvw_next
 	ended     bool
 	res       engine.Result
 	generated atomic.Int64
@@ -172,6 +173,12 @@ func (r *request) take(ev engine.Event, ok bool) {
 			r.res = r.st.Wait()
 		}
 	}
+}
+
+// lookahead is an event kvw_next read but left for the next call.
+type lookahead struct {
+	ev engine.Event
+	ok bool
 }
 
 // utf8Fit returns the longest prefix length of b, at most n, that does not

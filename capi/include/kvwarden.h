@@ -575,8 +575,11 @@ KVW_API int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, siz
 
 /* Streams the next text of request id into buf (caller-owned).
  *   timeout_ms: < 0 waits without limit, 0 polls.
- *   Writes as much of the text generated so far and not yet returned as
- *     fits in buf_size - 1 bytes, cut at a UTF-8 character boundary, plus a
+ *   Writes the text of the next generated token (of the tokens that
+ *     complete one character when a token ends inside a UTF-8 character;
+ *     text an earlier, too short buf could not take comes first): one
+ *     token per call, as llama-server streams. As much of it as fits in
+ *     buf_size - 1 bytes, cut at a UTF-8 character boundary, plus a
  *     NUL; *out_len gets the byte count without the NUL. Any buf_size >= 5
  *     always makes progress. If not even one character fits, returns
  *     KVW_ERR_BUFFER_TOO_SMALL with the pending byte count in *out_len and
