@@ -266,7 +266,7 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 		}
 	}
 	req.Sampling = sampling(p)
-	return stOK
+	return requestGrammar(h, p, fn, req)
 }
 
 //export kvwgo_submit

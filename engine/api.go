@@ -266,6 +266,14 @@ type Request struct {
 	// one forward step per prompt token, and such a prompt is computed,
 	// never taken from the prefix cache.
 	PromptLogprobs bool
+
+	// Grammar, when set, constrains the output to its sentences (GBNF or
+	// a JSON Schema: Engine.CompileGrammar, CompileJSONSchema,
+	// JSONObjectGrammar). The request finishes with "stop" when the
+	// grammar is complete and only end-of-generation may follow, or when
+	// the model ends it where the grammar can end; it fails with
+	// ErrGrammarDeadEnd when no token can go on.
+	Grammar *Grammar
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvwarden/kvwarden/engine/grammar"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
@@ -56,6 +57,11 @@ type Engine struct {
 	chat    *chatTemplates
 	backend string
 	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
+
+	// The vocabulary as grammar matchers see it, on first use (grammar.go).
+	gvOnce sync.Once
+	gv     *grammar.Vocab
+	gvErr  error
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
@@ -160,12 +166,21 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		e.met.reject(RejectInvalidParams)
 		return nil, err
 	}
+	var gs *grammarState
+	if req.Grammar != nil {
+		var err error
+		if gs, err = e.newGrammarState(req.Grammar); err != nil {
+			e.met.reject(RejectInvalidParams)
+			return nil, err
+		}
+	}
 	s, err := e.admit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	s.lp = logprobOptsOf(req)
 	s.promptNext = 1 // prompt token 0 has no log-probability
+	s.grammar = gs
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))

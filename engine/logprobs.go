@@ -127,10 +127,10 @@ func (sc *scheduler) sample(s *seq, logits []float32) int {
 		s.lastLogits = append(s.lastLogits[:0], logits...)
 	}
 	if !s.lp.on {
-		return s.sampler.Sample(logits, s.tokens)
+		return s.draw(logits)
 	}
 	s.lpRaw = append(s.lpRaw[:0], logits...)
-	tok := s.sampler.Sample(logits, s.tokens)
+	tok := s.draw(logits)
 	lse := logSumExp(s.lpRaw)
 	s.lpPending = TokenLogprobs{Token: tok, Logprob: logprobOf(s.lpRaw, tok, lse), Top: topLogprobs(s.lpRaw, s.lp.top, lse)}
 	return tok

@@ -982,6 +982,10 @@ func (sc *scheduler) forward() {
 			sc.fail(s, fmt.Errorf("engine: forward step returned no logits for request %d", s.id))
 			continue
 		}
+		if err := sc.grammarMask(s); err != nil {
+			sc.fail(s, err)
+			continue
+		}
 		sc.emit(s, sc.sample(s, logits), now)
 	}
 }
@@ -1066,8 +1070,11 @@ func (sc *scheduler) emit(s *seq, tok int, now time.Time) {
 	s.generated++
 	text, stopped := s.text.push(tok)
 	s.stream.push(s.event(tok, text))
+	complete, gerr := sc.grammarAccept(s, tok)
 	switch {
-	case stopped:
+	case gerr != nil:
+		sc.fail(s, gerr)
+	case stopped, complete:
 		sc.finish(s, "stop")
 	case s.generated >= s.maxTokens:
 		sc.finish(s, "length")

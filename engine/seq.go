@@ -58,6 +58,9 @@ type seq struct {
 	promptLP   []TokenLogprobs
 	promptNext int
 
+	// grammar constrains the tokens s may generate (Request.Grammar).
+	grammar *grammarState
+
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission

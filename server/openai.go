@@ -226,6 +226,9 @@ type sampling struct {
 	FunctionCall   json.RawMessage `json:"function_call"`
 	ResponseFormat json.RawMessage `json:"response_format"`
 	TopLogprobs    json.RawMessage `json:"top_logprobs"`
+
+	// llama-server's grammar and json_schema (grammar.go).
+	constraintFields
 }
 
 type streamOptions struct {
@@ -317,17 +320,6 @@ func (s *sampling) unsupported() *apiError {
 	} {
 		if set(f.raw, f.off...) {
 			return badRequest(f.name, "unsupported_value", "%s: %s", f.name, f.why)
-		}
-	}
-	if set(s.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(s.ResponseFormat, &rf); err != nil {
-			return badRequest("response_format", "invalid_type", "response_format must be an object with a type")
-		}
-		if rf.Type != "" && rf.Type != "text" {
-			return badRequest("response_format", "unsupported_value", "response_format %q is not supported (only \"text\")", rf.Type)
 		}
 	}
 	return nil

@@ -131,6 +131,7 @@ type Server struct {
 	// of what determines outputs besides the request (build, model shape,
 	// device), so clients can tell when that changed.
 	fingerprint string
+	grammars    grammarCache // compiled response formats and grammars (grammar.go)
 }
 
 // New builds a Server over o.Engine, which must not be nil. The caller
@@ -509,6 +510,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 type requestBody[B any] interface {
 	*B
 	requestedModel() string
+	constraint() *sampling
 }
 
 // parse runs the checks every completion request goes through, in order:
@@ -540,6 +542,9 @@ func parse[B any, PB requestBody[B]](s *Server, w http.ResponseWriter, r *http.R
 	}
 	req.Tenant = tenant
 	req.Sampling = samplingParams(p)
+	if e := s.constrain(&req, PB(&body).constraint()); e != nil {
+		return "", req, p, e
+	}
 	return tenant, req, p, nil
 }
 

@@ -534,6 +534,17 @@ typedef struct kvw_request_params {
                                * these are the logits after the prompt, as
                                * llama_get_logits gives them after a decode. */
     int32_t reserved2;        /* 0 */
+    /* v4 (struct_size 104): constrained output. At most one of the two;
+     * both NULL (the default) for free text. Copied. An invalid grammar
+     * or schema is KVW_ERR_INVALID_ARGUMENT with reason
+     * KVW_REJECT_INVALID_PARAMS and a message naming the line and column,
+     * or the schema path and keyword (a keyword outside docs/GRAMMAR.md's
+     * subset is named, never ignored). The request ends with
+     * KVW_FINISH_STOP once the grammar is complete; when no token can
+     * continue it, it fails with a message saying so. */
+    const char* grammar;      /* GBNF (llama.cpp's format), NUL-terminated UTF-8 */
+    const char* json_schema;  /* a JSON Schema (text): the output is JSON valid
+                               * under it; {"type":"object"} for any object */
 } kvw_request_params;
 
 /* kvw_request_params.seed: no fixed seed. */

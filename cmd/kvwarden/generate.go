@@ -27,6 +27,7 @@ type genFlags struct {
 	seed        uint64
 	stop        cli.StringList
 	json        bool
+	grammar     grammarFlags
 }
 
 // generateJSON is the --json output.
@@ -67,6 +68,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]; 0 or 1 = off")
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
+	f.grammar.register(fs)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
 	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
 	if err != nil {
@@ -91,6 +93,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		if s == "" {
 			return cli.Usagef("--stop: empty stop string")
 		}
+	}
+	if err := f.grammar.load(); err != nil {
+		return err
 	}
 
 	prompt := f.prompt
@@ -136,6 +141,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		MaxTokens: f.maxTokens,
 		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, &seed),
 		Stop:      f.stop,
+	}
+	if req.Grammar, err = f.grammar.compile(eng); err != nil {
+		return err
 	}
 	start := time.Now()
 	st, err := eng.Submit(ctx, req)

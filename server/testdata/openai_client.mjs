@@ -57,6 +57,43 @@ let ctext = '';
 for await (const chunk of cstream) ctext += chunk.choices[0]?.text ?? '';
 out.completion_stream = ctext;
 
+// Structured output: a strict json_schema request returns JSON of the
+// schema's shape (the Go test validates it with a JSON Schema validator).
+const personSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 12 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    pets: { type: 'array', items: { enum: ['cat', 'dog', 'fish'] }, maxItems: 3 },
+  },
+  required: ['name', 'age', 'pets'],
+  additionalProperties: false,
+};
+const structured = await client.chat.completions.create({
+  model,
+  messages: [{ role: 'user', content: 'Describe a person as JSON.' }],
+  max_tokens: 200,
+  temperature: 0.7,
+  seed: 3,
+  response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: personSchema } },
+});
+check(structured.choices[0].finish_reason === 'stop', 'json_schema finish ' + structured.choices[0].finish_reason);
+const person = JSON.parse(structured.choices[0].message.content);
+check(typeof person.name === 'string' && Number.isInteger(person.age) && Array.isArray(person.pets), 'json_schema shape');
+out.json_schema = { schema: personSchema, content: structured.choices[0].message.content };
+
+try {
+  await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'hi' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'x', strict: true, schema: { type: 'integer', multipleOf: 2 } } },
+  });
+  throw new Error('an unsupported schema keyword was accepted');
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && /multipleOf/.test(e.message), 'unsupported keyword is a 400 naming it: ' + e);
+  out.bad_schema = { status: e.status, param: e.param, message: e.message };
+}
+
 try {
   await client.completions.create({ model, prompt: 'word '.repeat(2000), max_tokens: 4 });
   throw new Error('an over-length prompt was accepted');

@@ -43,7 +43,7 @@ __all__ = [
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
     "UnsupportedModelError", "PromptTooLongError",
     "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
-    "BUILTIN_SYNTHETIC", "pull", "LlamaState",
+    "BUILTIN_SYNTHETIC", "pull", "LlamaState", "LlamaGrammar",
 ]
 
 #: The story model compiled into the library (Karpathy's TinyStories 260K,
@@ -548,7 +548,7 @@ class Engine:
     def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
                 add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
-                keep_logits=False):
+                keep_logits=False, grammar=None, json_schema=None):
         p = lib.kvw_request_default_params()
         if max_tokens is None:
             max_tokens = _lib.MAX_TOKENS_UNLIMITED
@@ -564,6 +564,12 @@ class Engine:
         p.logprobs = 1 if logprobs else 0
         _assign(p, "top_logprobs", top_logprobs or 0)
         p.keep_logits = 1 if keep_logits else 0
+        # Constrained output: GBNF or a JSON Schema (text), compiled by the
+        # library at submission.
+        if grammar is not None:
+            p.grammar = _text(grammar, "grammar")
+        if json_schema is not None:
+            p.json_schema = _text(json_schema, "json_schema")
         keep = []
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
@@ -611,7 +617,9 @@ class Engine:
         sampling also takes logprobs=True (Stream.logprobs), top_logprobs=N
         (Stream.top_logprobs, at most 20) and keep_logits=True
         (Stream.logits, the raw logits of the last step), all read after
-        the stream ended."""
+        the stream ended; and grammar= (GBNF text) or json_schema= (JSON
+        Schema text) to constrain the output (an invalid one raises
+        InvalidArgumentError naming the place)."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
                                tenant=tenant, **sampling)
         rid = c_uint64()
@@ -759,3 +767,4 @@ class Engine:
 
 
 from .llama import Llama  # noqa: E402  (needs Engine above)
+from .grammar import LlamaGrammar  # noqa: E402

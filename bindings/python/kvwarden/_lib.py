@@ -133,6 +133,8 @@ class kvw_request_params(Structure):
         ("top_logprobs", c_int32),
         ("keep_logits", c_int32),
         ("reserved2", c_int32),
+        ("grammar", c_char_p),  # v4
+        ("json_schema", c_char_p),
     ]
 
 

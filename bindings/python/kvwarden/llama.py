@@ -20,7 +20,7 @@ it runs with only the import changed: the constructor takes
 llama-cpp-python's arguments, prompts may be text or token lists, and
 ``metadata``, ``n_embd``, ``save_state``/``load_state``, ``reset``,
 ``from_pretrained``, ``chat_format`` and ``logprobs`` work as there.
-Sampling parameters kvwarden does not implement (grammars, mirostat,
+Sampling parameters kvwarden does not implement (mirostat,
 frequency/presence penalties, ...) are accepted at their neutral default
 and raise ``NotImplementedError`` when set, rather than being ignored.
 
@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Seque
 from . import _lib
 from . import chat_formats as _chat_formats
 from . import Engine, LlamaState, Stream, pull
+from .grammar import LlamaGrammar, grammar_for_response_format
 
 # Fields of kvw_engine_params a Llama passes through to its Engine.
 _ENGINE_FIELDS = frozenset(name for name, _ in _lib.kvw_engine_params._fields_
@@ -65,7 +66,7 @@ __all__ = [
     "CompletionChoice", "CompletionUsage", "Completion", "CompletionChunk",
     "ChatCompletionMessage", "ChatCompletionChoice", "ChatCompletion",
     "ChatCompletionChunkDelta", "ChatCompletionChunkChoice", "ChatCompletionChunk",
-    "CHAT_STOP", "LlamaState", "KvwardenWarning",
+    "CHAT_STOP", "LlamaState", "KvwardenWarning", "LlamaGrammar",
 ]
 
 FinishReason = Optional[Literal["stop", "length"]]
@@ -186,9 +187,7 @@ _NEUTRAL = {
     "mirostat_eta": 0.1,
     "stopping_criteria": None,
     "logits_processor": None,
-    "grammar": None,
     "logit_bias": None,
-    "response_format": None,
     "tools": None,
     "tool_choice": None,
     "functions": None,
@@ -624,7 +623,7 @@ class Llama:
     def _start(self, prompt: Union[str, Sequence[int]], max_tokens: Optional[int], temperature: float,
                top_p: float, min_p: float, top_k: int, repeat_penalty: float, seed: Optional[int],
                stop: Union[None, str, Sequence[str]], parse_special: bool = False,
-               top_logprobs: Optional[int] = None) -> Stream:
+               top_logprobs: Optional[int] = None, grammar: Optional[LlamaGrammar] = None) -> Stream:
         if not isinstance(prompt, str):
             if isinstance(prompt, (bytes, bytearray, dict)) or not hasattr(prompt, "__iter__"):
                 raise TypeError(f"prompt must be str or a list of token IDs, not {type(prompt).__name__}")
@@ -639,6 +638,11 @@ class Llama:
         extra: Dict[str, Any] = {}
         if top_logprobs is not None:
             extra = {"logprobs": True, "top_logprobs": top_logprobs}
+        if grammar is not None:
+            if not isinstance(grammar, LlamaGrammar):
+                raise TypeError(f"grammar must be a LlamaGrammar (LlamaGrammar.from_string or "
+                                f"from_json_schema), not {type(grammar).__name__}")
+            extra.update(grammar.request_args())
         return self._engine.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, min_p=min_p,
                                    repeat_penalty=repeat_penalty,
@@ -713,6 +717,7 @@ class Llama:
                           frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
                           repeat_penalty: float = 1.0, top_k: int = 40, stream: bool = False,
                           seed: Optional[int] = None, model: Optional[str] = None,
+                          grammar: Optional[LlamaGrammar] = None,
                           **unsupported: Any) -> Union[Completion, Iterator[CompletionChunk]]:
         """Completes prompt (text, or a list of token IDs used as given);
         returns an OpenAI ``text_completion`` dict, or with ``stream=True``
@@ -721,19 +726,22 @@ class Llama:
         20) fills choices[0]["logprobs"] as llama-cpp-python does (tokens,
         text_offset, token_logprobs, top_logprobs) with the model's own
         log-probabilities, for the generated tokens (with stream=True, in
-        the last chunk).
+        the last chunk). ``grammar=`` (a ``LlamaGrammar``) constrains the
+        output to a GBNF grammar or a JSON Schema; it ends with "stop" once
+        the grammar is complete.
 
         Raises ``kvwarden.PromptTooLongError`` (a ``ValueError``) when the
-        prompt does not fit, ``ValueError`` for bad parameters,
+        prompt does not fit, ``ValueError`` for bad parameters (an invalid
+        grammar or schema: ``InvalidArgumentError`` naming the place),
         ``NotImplementedError`` for parameters kvwarden does not implement
-        (suffix, grammar, ...)."""
+        (suffix, mirostat, ...)."""
         _unsupported({"suffix": suffix, "typical_p": typical_p,
                       "frequency_penalty": frequency_penalty,
                       "presence_penalty": presence_penalty, **unsupported})
         if logprobs is not None and (not _is_int(logprobs) or not 0 <= logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, got {logprobs!r}")
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, stop, top_logprobs=logprobs)
+                        seed, stop, top_logprobs=logprobs, grammar=grammar)
         meta = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion",
                 "created": int(time.time()), "model": model or self.model_path}
         echo_text = ""
@@ -786,6 +794,8 @@ class Llama:
                                seed: Optional[int] = None, max_tokens: Optional[int] = None,
                                repeat_penalty: float = 1.0, model: Optional[str] = None,
                                logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
+                               response_format: Optional[Dict[str, Any]] = None,
+                               grammar: Optional[LlamaGrammar] = None,
                                **unsupported: Any
                                ) -> Union[ChatCompletion, Iterator[ChatCompletionChunk]]:
         """Answers a conversation; returns an OpenAI ``chat.completion``
@@ -796,11 +806,19 @@ class Llama:
         assistant, tool). ``max_tokens=None`` runs up to the context.
         ``logprobs=True`` (with ``top_logprobs=N``, 0 to 20) fills
         choices[0]["logprobs"] in OpenAI's shape ({"content": [...]}; with
-        stream=True, in the last chunk).
+        stream=True, in the last chunk). ``response_format``
+        ``{"type": "json_object"}`` (optionally with ``"schema"``, as
+        llama-cpp-python) or ``{"type": "json_schema", "json_schema":
+        {"name": ..., "schema": ..., "strict": ...}}``, or ``grammar=`` (a
+        ``LlamaGrammar``), constrain the reply.
 
-        Raises as ``create_completion``; tools, functions and
-        response_format raise ``NotImplementedError``."""
+        Raises as ``create_completion``; tools and functions raise
+        ``NotImplementedError``."""
         _unsupported(unsupported)
+        rf_grammar = grammar_for_response_format(response_format)
+        if rf_grammar is not None and grammar is not None:
+            raise ValueError("response_format and grammar both constrain the output; give one")
+        grammar = grammar or rf_grammar
         if top_logprobs is not None and (not _is_int(top_logprobs)
                                          or not 0 <= top_logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"top_logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, "
@@ -813,7 +831,7 @@ class Llama:
             stop = [stop]
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
                         seed, list(stop) + extra_stop, parse_special=special,
-                        top_logprobs=(top_logprobs or 0) if want_lp else None)
+                        top_logprobs=(top_logprobs or 0) if want_lp else None, grammar=grammar)
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "object": "chat.completion",
                 "created": int(time.time()), "model": model or self.model_path}
         if stream:

@@ -1,0 +1,122 @@
+package bench
+
+// Constrained decoding against free decoding through the engine (issue
+// 23): the stories110M-shaped random Q4_K_M model with the llama-spm
+// vocabulary (32000 tokens, ../shared/vocab), batch 1 and 32. Run:
+//
+//	go test ./bench/ -run '^$' -bench GrammarDecode -benchtime 2x -timeout 30m
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model/gguf"
+	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/engine/tokenizer"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
+)
+
+// grammarBenchSchemas are engine/grammar's benchmark shapes: a flat object,
+// nested objects with arrays, and an enum-heavy object.
+var grammarBenchSchemas = []struct{ name, schema string }{
+	{"flat", `{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"},"email":{"type":"string"},"active":{"type":"boolean"},"score":{"type":"number"}},"required":["id","name","email","active","score"],"additionalProperties":false}`},
+	{"nested", `{"type":"object","properties":{"user":{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"type":"string"},"maxItems":4}},"required":["name","tags"]},"orders":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string","pattern":"^[A-Z]{3}-[0-9]{4}$"},"qty":{"type":"integer","minimum":1,"maximum":99}},"required":["sku","qty"]},"maxItems":3}},"required":["user","orders"]}`},
+	{"enum", `{"type":"object","properties":{"status":{"enum":["active","inactive","pending","banned","deleted"]},"level":{"enum":[1,2,3,4,5,null]},"lang":{"enum":["en","fr","de","es","it","pt","ja","zh","ko","ru"]}},"required":["status","level","lang"]}`},
+}
+
+// llamaSPM is the 32000-token llama-spm tokenizer, the stories110M shape's
+// vocabulary size.
+func llamaSPM(b *testing.B) tokenizer.Tokenizer {
+	b.Helper()
+	path := filepath.Join(testmodels.Dir(b), "..", "vocab", "ggml-vocab-llama-spm.gguf")
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") != "" {
+			b.Fatalf("%s: %v", path, err)
+		}
+		b.Skipf("%s not found: the grammar benchmark needs the llama-spm vocabulary", path)
+	}
+	f, err := gguf.Open(path)
+	require.NoError(b, err)
+	defer f.Close()
+	tok, err := tokenizer.FromMetadata(f)
+	require.NoError(b, err)
+	return tok
+}
+
+// BenchmarkGrammarDecode runs, per iteration, batch requests of 32
+// sampled tokens free and then the same requests under a JSON Schema, and
+// reports both decode rates (generated tokens per second of wall time,
+// prompts of 16 tokens included) and their ratio. The schema is compiled
+// once, as the server keeps it, so masks of states seen before come from
+// its cache.
+func BenchmarkGrammarDecode(b *testing.B) {
+	var q quantMix
+	for _, m := range quantMixes {
+		if m.Name == "Q4_K_M" {
+			q = m
+		}
+	}
+	for _, batch := range []int{1, 32} {
+		for _, sc := range grammarBenchSchemas {
+			b.Run(fmt.Sprintf("B=%d/%s", batch, sc.name), func(b *testing.B) {
+				tok := llamaSPM(b)
+				w := mixModel(b, q)
+				require.Equal(b, w.Config.Vocab, tok.VocabSize())
+				e, err := engine.New(engine.Config{Weights: w, Tokenizer: tok, KVMemory: 256 << 20, MaxContext: 256,
+					MaxSeqs: 32, DisablePrefixCache: true})
+				require.NoError(b, err)
+				defer e.Close()
+				g, err := e.CompileJSONSchema([]byte(sc.schema))
+				require.NoError(b, err)
+				run := func(i int, g *engine.Grammar) (int, time.Duration) {
+					start := time.Now()
+					var wg sync.WaitGroup
+					var mu sync.Mutex
+					tokens := 0
+					for s := range batch {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							res, err := e.Generate(context.Background(), engine.Request{
+								Tokens: benchPrompt(i*batch+s, 16, w.Config.Vocab), MaxTokens: 32, Tenant: "bench",
+								Sampling: sample.Params{Temperature: 0.8, TopP: 1, RepeatPenalty: 1, Seed: uint64(s), HasSeed: true},
+								Grammar:  g,
+							})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							mu.Lock()
+							tokens += len(res.Tokens)
+							mu.Unlock()
+						}()
+					}
+					wg.Wait()
+					return tokens, time.Since(start)
+				}
+				var freeN, gramN int
+				var freeT, gramT time.Duration
+				b.ResetTimer()
+				for i := range b.N {
+					n, d := run(i, nil)
+					freeN, freeT = freeN+n, freeT+d
+					n, d = run(i, g)
+					gramN, gramT = gramN+n, gramT+d
+				}
+				free, gram := float64(freeN)/freeT.Seconds(), float64(gramN)/gramT.Seconds()
+				b.ReportMetric(free, "free-tokens/s")
+				b.ReportMetric(gram, "schema-tokens/s")
+				b.ReportMetric(gram/free, "ratio")
+				b.ReportMetric(float64(gramN)/float64(b.N*batch), "schema-tokens/req")
+			})
+		}
+	}
+}
