@@ -266,6 +266,9 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 		}
 	}
 	req.Sampling = sampling(p)
+	if st := requestPenalties(p, fn, req); st != stOK {
+		return st
+	}
 	return requestGrammar(h, p, fn, req)
 }
 
