@@ -146,7 +146,7 @@ class TestLlama(unittest.TestCase):
         self.assertEqual(self.llm.detokenize(ids[1:]), b"Once upon a time")
 
     def test_unsupported_and_bad_parameters(self):
-        for kw in ({"suffix": "x"}, {"frequency_penalty": 0.5}, {"mirostat_mode": 2}):
+        for kw in ({"suffix": "x"}, {"typical_p": 0.5}, {"mirostat_mode": 2}):
             with self.assertRaises(NotImplementedError, msg=kw) as cm:
                 self.llm(PROMPT, **kw)
             self.assertIn(next(iter(kw)), str(cm.exception))
