@@ -3,12 +3,14 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -518,4 +520,27 @@ func TestSlowReaderDoesNotStall(t *testing.T) {
 	text, _ := streamText(t, events, false)
 	require.Equal(t, echoed("slow", 400), text)
 	require.Len(t, events, 400+1, "one chunk per token, then the finish")
+}
+
+// TestChoicesDisconnectAborts: a client that leaves a streamed n > 1
+// request mid-stream aborts every choice and leaves no page held.
+func TestChoicesDisconnectAborts(t *testing.T) {
+	ts := start(t, setup{echo: true, delay: 2 * time.Millisecond})
+	raw, err := json.Marshal(map[string]any{"prompt": tokPrompt("xyz"), "max_tokens": 200, "stream": true, "n": 3, "logprobs": 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions", bytes.NewReader(raw))
+	require.NoError(t, err)
+	resp, err := ts.client.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "data: "))
+	cancel()
+	resp.Body.Close()
+	require.Eventually(t, func() bool { return ts.eng.Stats().Finished["abort"] == 3 }, 5*time.Second, 10*time.Millisecond,
+		"every choice is aborted")
+	requireNoPageLeaks(t, ts.eng)
 }
