@@ -544,3 +544,20 @@ func TestChoicesDisconnectAborts(t *testing.T) {
 		"every choice is aborted")
 	requireNoPageLeaks(t, ts.eng)
 }
+
+// TestChoicesWithResponseFormat: every choice of an n > 1 request keeps
+// the request's constraint (each gets its own grammar state).
+func TestChoicesWithResponseFormat(t *testing.T) {
+	ts := start(t, setup{cfg: engine.Config{MaxContext: 512}})
+	var r chatLPResponse
+	postOK(t, ts, "/v1/chat/completions", map[string]any{"messages": userHi, "max_tokens": 200, "temperature": 1, "seed": 9, "n": 3,
+		"response_format": map[string]any{"type": "json_object"}, "logprobs": true}, &r)
+	require.Len(t, r.Choices, 3)
+	for i, c := range r.Choices {
+		require.Equal(t, i, c.Index)
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(c.Message.Content), &obj), "choice %d: %q", i, c.Message.Content)
+		require.Equal(t, "stop", *c.FinishReason)
+		require.NotEmpty(t, c.Logprobs.Content)
+	}
+}
