@@ -122,6 +122,9 @@ func (e *Engine) validate(req Request) (string, error) {
 		return RejectInvalidParams, fmt.Errorf("%w: tenant name must be at most 256 bytes without NUL", ErrInvalidParams)
 	}
 	vocab := e.mcfg.Vocab
+	if err := checkLogitBias(req.Sampling, vocab); err != nil {
+		return RejectInvalidParams, err
+	}
 	for i, t := range req.Tokens {
 		if t < 0 || t >= vocab {
 			return RejectInvalidParams, fmt.Errorf("%w: token %d at position %d is outside the vocabulary of %d", ErrInvalidParams, t, i, vocab)

@@ -268,6 +268,12 @@ type Request struct {
 	TopLogprobs int
 	// LastLogits keeps the raw logits of the last step (Result.Logits).
 	LastLogits bool
+	// PromptLogprobs also records the log-probability of each prompt
+	// token after the first (Result.PromptLogprobs, with TopLogprobs
+	// alternatives), as OpenAI's echo with logprobs reports them. It costs
+	// one forward step per prompt token, and such a prompt is computed,
+	// never taken from the prefix cache.
+	PromptLogprobs bool
 
 	// Grammar, when set, constrains the output to its sentences (GBNF or
 	// a JSON Schema: Engine.CompileGrammar, CompileJSONSchema,
@@ -289,6 +295,10 @@ type Event struct {
 	// Logprob and TopLogprobs: with Request.Logprobs / TopLogprobs.
 	Logprob     float32
 	TopLogprobs []TokenLogprob
+	// PromptLogprobs: with Request.PromptLogprobs, on the first event
+	// only (a token's, or Done when none was generated), as in
+	// Result.PromptLogprobs.
+	PromptLogprobs []TokenLogprobs
 }
 
 // Timings of one request.
@@ -325,6 +335,10 @@ type Result struct {
 	CachedTokens int // prompt tokens served from the prefix cache
 	// Logprobs has one entry per generated token with Request.Logprobs.
 	Logprobs []TokenLogprobs
+	// PromptLogprobs has one entry per prompt token after the first with
+	// Request.PromptLogprobs (the first token has no context to be
+	// predicted from).
+	PromptLogprobs []TokenLogprobs
 	// Logits are the raw logits of the last step with Request.LastLogits
 	// (that step's sampled token may be the EOS that ended the request).
 	Logits []float32

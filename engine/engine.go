@@ -184,6 +184,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		return nil, err
 	}
 	s.lp = logprobOptsOf(req)
+	s.promptNext = 1 // prompt token 0 has no log-probability
 	s.grammar = gs
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
@@ -192,6 +193,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 
 	st := newStream(ctx, s.id)
 	st.abort = func() { _ = e.abort(s.id, fmt.Errorf("%w: the stream was closed", ErrAborted)) }
+	st.prompt = s.prompt
 	s.stream = st
 
 	e.mu.Lock()

@@ -17,8 +17,9 @@ import (
 // end calls Close, which aborts the request and frees its pages at the
 // next step boundary; breaking out of a range over All does that itself.
 type Stream struct {
-	id  uint64
-	ctx context.Context
+	id     uint64
+	ctx    context.Context
+	prompt []int // the prompt's tokens, as admission made them
 
 	abort     func()        // aborts the request (set by Submit)
 	closeOnce sync.Once     // Close
@@ -65,6 +66,11 @@ func (s *Stream) Close() {
 
 // ID is the request ID: unique for the engine's lifetime, usable with Abort.
 func (s *Stream) ID() uint64 { return s.id }
+
+// PromptTokens are the request's prompt tokens (BOS included), known from
+// submission on, e.g. to decode each streamed token in its context. The
+// caller must not modify them.
+func (s *Stream) PromptTokens() []int { return s.prompt }
 
 // Done is closed when the request has ended and Result is final.
 func (s *Stream) Done() <-chan struct{} { return s.done }

@@ -283,6 +283,8 @@ type params struct {
 	stop          []string
 	stream        bool
 	includeUsage  bool
+	// choices.go, logprobs.go
+	choices
 }
 
 // DefaultRepeatLastN is the window of repeat_penalty when the request sets
@@ -315,7 +317,6 @@ func (s *sampling) unsupported() *apiError {
 		{"tool_choice", s.ToolChoice, []string{`"none"`, `"auto"`}, "tool calling is not supported"},
 		{"functions", s.Functions, []string{"[]"}, "function calling is not supported"},
 		{"function_call", s.FunctionCall, []string{`"none"`, `"auto"`}, "function calling is not supported"},
-		{"top_logprobs", s.TopLogprobs, []string{"0"}, "log probabilities are not supported"},
 	} {
 		if set(f.raw, f.off...) {
 			return badRequest(f.name, "unsupported_value", "%s: %s", f.name, f.why)
@@ -372,16 +373,8 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		v := uint64(*s.Seed)
 		p.seed = &v
 	}
-	if s.N != nil && *s.N != 1 {
-		return p, badRequest("n", "unsupported_value", "n must be 1, got %d", *s.N)
-	}
-	for name, v := range map[string]*float64{"presence_penalty": s.PresencePenalty, "frequency_penalty": s.FrequencyPenalty} {
-		if v != nil && *v != 0 {
-			return p, badRequest(name, "unsupported_value", "%s is not supported (must be 0)", name)
-		}
-	}
-	if len(s.LogitBias) > 0 {
-		return p, badRequest("logit_bias", "unsupported_value", "logit_bias is not supported")
+	if e := s.choiceParams(&p); e != nil {
+		return p, e
 	}
 	stop, err := parseStop(s.Stop)
 	if err != nil {

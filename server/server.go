@@ -468,14 +468,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return engine.Request{}, p, e
 		}
 		switch {
-		case body.Echo:
-			return engine.Request{}, p, badRequest("echo", "unsupported_value", "echo is not supported")
 		case body.BestOf != nil && *body.BestOf != 1:
 			return engine.Request{}, p, badRequest("best_of", "unsupported_value", "best_of must be 1")
 		case body.Suffix != nil && *body.Suffix != "":
 			return engine.Request{}, p, badRequest("suffix", "unsupported_value", "suffix is not supported")
-		case !isNull(body.Logprobs) && string(body.Logprobs) != "0" && string(body.Logprobs) != "false":
-			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+		}
+		if e := body.logprobParams(&p); e != nil {
+			return engine.Request{}, p, e
 		}
 		prompts, e := parsePrompts(body.Prompt)
 		if e != nil {
@@ -509,8 +508,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			}
 			p.maxTokens = int(*body.MaxCompletionTokens)
 		}
-		if body.Logprobs != nil && *body.Logprobs {
-			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+		if e := body.logprobParams(&p); e != nil {
+			return engine.Request{}, p, e
 		}
 		prompt, e := s.renderChat(body)
 		if e != nil {
@@ -644,6 +643,14 @@ func usageOf(res *engine.Result) usage {
 
 // generate submits req and writes the response.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Time, ep, tenant string, req engine.Request, p params, sh shaper) {
+	if e := s.checkBiasVocab(p); e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	if p.multi() {
+		s.generateChoices(w, r, start, ep, tenant, req, p, sh) // choices.go: n > 1, logprobs, echo
+		return
+	}
 	ctx := r.Context()
 	st, err := s.eng.Submit(ctx, req)
 	if err != nil {
@@ -815,6 +822,7 @@ func samplingParams(p params) sample.Params {
 	if p.seed != nil { // absent: the engine picks one; any given seed, 0 included, is fixed
 		sp.Seed, sp.HasSeed = *p.seed, true
 	}
+	sp.PresencePenalty, sp.FrequencyPenalty, sp.LogitBias = p.presence, p.frequency, p.logitBias
 	if sp.RepeatPenalty != 1 {
 		sp.RepeatLastN = p.repeatLastN
 	}

@@ -529,7 +529,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"temperature range", "/v1/completions", `{"prompt":"a","temperature":5}`, 400, "invalid_value", "temperature"},
 		{"top_p range", "/v1/completions", `{"prompt":"a","top_p":0}`, 400, "invalid_value", "top_p"},
 		{"max_tokens zero", "/v1/completions", `{"prompt":"a","max_tokens":0}`, 400, "invalid_value", "max_tokens"},
-		{"n two", "/v1/completions", `{"prompt":"a","n":2}`, 400, "unsupported_value", "n"},
+		{"n too many", "/v1/completions", `{"prompt":"a","n":129}`, 400, "invalid_value", "n"},
 		{"stop type", "/v1/completions", `{"prompt":"a","stop":5}`, 400, "invalid_type", "stop"},
 		{"token out of vocab", "/v1/completions", `{"prompt":[1,99999]}`, 400, "invalid_value", ""},
 		{"messages string", "/v1/chat/completions", `{"messages":"hi"}`, 400, "invalid_type", "messages"},
