@@ -50,14 +50,14 @@ func TestMXFP4MatMulBits(t *testing.T) {
 		data := randBlocks(r, MXFP4, rows*cols/32)
 		switch scales {
 		case "tiny and huge":
-			data[17*(3*cols/32)] = 2         // row 3, first block: 2^-126
-			data[17*(10*cols/32+1)] = 1      // row 10: 2^-127, subnormal
-			data[17*(11*cols/32+1)] = 0      // row 11: 2^-128
-			data[17*(11*cols/32+1)+3] = 0x77 // keeps nonzero values
-			data[17*(10*cols/32+1)+3] = 0xf1
+			data[17*(3*cols/32)] = 2 // row 3, first block: 2^-126
+			for b := 0; b < cols/32; b++ {
+				data[17*(10*cols/32+b)] = 1 // row 10: 2^-127, subnormal
+				data[17*(11*cols/32+b)] = 0 // row 11: 2^-128
+			}
 			data[17*(40*cols/32+5)] = 200    // row 40
 			data[17*(20*cols/32+9)] = 103    // row 20: just below f16's range
-			data[17*(52*cols/32+9)+1] = 0x22 // keeps a nonzero value
+			data[17*(20*cols/32+9)+1] = 0x22 // keeps a nonzero value
 		case "zero blocks":
 			for _, b := range []int{0, 7, 33*cols/32 + 2} {
 				data[17*b] = byte(r.IntN(2) * 255)
