@@ -351,7 +351,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 304 is not a finite number (float32 NaN)"},
 		{"longrope", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "longrope").set("llama.rope.scaling.factor", float32(4))
-		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)`},
+		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 and longrope through the rope_freqs and rope_factors_long/short tensors)`},
 		{"yarn without original context", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "yarn").set("llama.rope.scaling.factor", float32(4))
 		}, "model: gguf metadata llama.rope.scaling.original_context_length is missing"},
