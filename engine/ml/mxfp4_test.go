@@ -104,7 +104,8 @@ func TestMXFP4MatMulBits(t *testing.T) {
 // BenchmarkMXFP4 measures the MXFP4 product against IQ4_NL and Q4_0 (the
 // other 4-bit 32-value types) on gpt-oss-20b's expert shape (2880 x 2880),
 // one thread, for one activation row (decode) and eight, at each SIMD
-// level. Reports weight bytes read per second.
+// level. Reports weight bytes read per second (wall and thread CPU time)
+// and multiply-adds per CPU second.
 func BenchmarkMXFP4(b *testing.B) {
 	SetThreads(1)
 	defer SetThreads(0)
@@ -124,13 +125,18 @@ func BenchmarkMXFP4(b *testing.B) {
 					saved := simdLevel()
 					setSIMDLevel(lvl)
 					defer setSIMDLevel(saved)
+					// CPU time of this thread too: steadier than wall time
+					// on a shared machine.
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
+					cpu0 := threadCPU()
 					for range b.N {
 						MatMul(dst, x, n, w)
 					}
-					b.ReportMetric(float64(b.N)*float64(len(w.Data))/b.Elapsed().Seconds()/1e9, "GB/s")
-					b.ReportMetric(float64(b.N)*rows*cols*float64(n)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+					bytes := float64(b.N) * float64(len(w.Data))
+					b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+					b.ReportMetric(bytes/(threadCPU()-cpu0)/1e9, "cpu-GB/s")
+					b.ReportMetric(float64(b.N)*rows*cols*float64(n)/(threadCPU()-cpu0)/1e9, "cpu-GMAC/s")
 				})
 			}
 		}
