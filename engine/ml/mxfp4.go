@@ -1,6 +1,9 @@
 package ml
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // MXFP4 (OCP microscaling FP4, ggml's block_mxfp4): blocks of 32 values,
 // one E8M0 scale byte e then 16 bytes of 4-bit E2M1 codes, element j in
@@ -47,4 +50,49 @@ func unpackMXFP4(nf *normBlock, blk []byte) {
 		nf.w[j] = kvaluesMXFP4[blk[1+j]&0xf]
 		nf.w[j+16] = kvaluesMXFP4[blk[1+j]>>4]
 	}
+}
+
+// QuantizeMXFP4 encodes src (len a multiple of 32) as MXFP4 blocks, as
+// ggml's quantize_row_mxfp4_ref: per block the largest magnitude amax
+// sets e = floor(log2(amax)) - 2 + 127 (0 for an all-zero block), so the
+// largest code, 12*2^(e-128) = 1.5*2^floor(log2(amax)), is amax or just
+// below it, and every value takes the nearest code (the first in table
+// order on a tie; magnitudes above the largest code clip to it). Blocks
+// whose amax is below 2^-125, where ggml's float-to-uint8 conversion of
+// the negative exponent is undefined, get e = 0 here.
+func QuantizeMXFP4(src []float32) []byte {
+	if len(src)%32 != 0 {
+		panic(fmt.Sprintf("ml: QuantizeMXFP4 of %d values, not a multiple of 32", len(src)))
+	}
+	out := make([]byte, len(src)/32*mxfp4BlockBytes)
+	for b := 0; b < len(src)/32; b++ {
+		x := src[b*32 : b*32+32]
+		o := out[b*mxfp4BlockBytes : (b+1)*mxfp4BlockBytes]
+		var amax float32
+		for _, v := range x {
+			if a := float32(math.Abs(float64(v))); amax < a {
+				amax = a
+			}
+		}
+		var e byte
+		if amax > 0 {
+			l := math.Floor(float64(float32(math.Log2(float64(amax))))) - 2 + 127
+			e = byte(max(0, l))
+		}
+		o[0] = e
+		d := e8m0Half(e)
+		best := func(v float32) byte {
+			bi, be := 0, float32(math.Abs(float64(float32(kvaluesMXFP4[0])*d-v)))
+			for i := 1; i < 16; i++ {
+				if err := float32(math.Abs(float64(float32(kvaluesMXFP4[i])*d - v))); err < be {
+					bi, be = i, err
+				}
+			}
+			return byte(bi)
+		}
+		for j := 0; j < 16; j++ {
+			o[1+j] = best(x[j]) | best(x[j+16])<<4
+		}
+	}
+	return out
 }

@@ -142,3 +142,37 @@ func BenchmarkMXFP4(b *testing.B) {
 		}
 	}
 }
+
+// TestQuantizeMXFP4 pins ggml's rounding on a hand-computed block and
+// bounds the round-trip error of random blocks.
+func TestQuantizeMXFP4(t *testing.T) {
+	x := make([]float32, 32)
+	// amax 6: e = floor(log2 6) - 2 + 127 = 127, codes step 0.5 up to 6.
+	copy(x, []float32{6, 0.25, -1.25, 2.9, -7, 5.5, 1e-9, -0.75})
+	blk := QuantizeMXFP4(x)
+	require.Len(t, blk, 17)
+	require.Equal(t, byte(127), blk[0])
+	got := make([]float32, 32)
+	dequantMXFP4(got, blk)
+	// 0.25 and -1.25 are ties: the first code in table order wins (0, -1);
+	// 2.9 rounds to 3, -7 clips to -6, 5.5 to 6, -0.75 ties to -0.5.
+	require.Equal(t, []float32{6, 0, -1, 3, -6, 6, 0, -0.5}, got[:8])
+	require.Equal(t, make([]byte, 17), QuantizeMXFP4(make([]float32, 32)), "all-zero block")
+
+	r := rand.New(rand.NewPCG(39, 3))
+	src := randF32(r, 32*64)
+	m, err := Quantize(MXFP4, 64, 32, src)
+	require.NoError(t, err)
+	row := make([]float32, 32)
+	for i := 0; i < 64; i++ {
+		Dequantize(row, m, i)
+		var amax float64
+		for _, v := range src[i*32 : i*32+32] {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		step := math.Ldexp(1, int(math.Floor(math.Log2(amax)))-1) // the widest gap between codes
+		for j, v := range row {
+			require.InDelta(t, src[i*32+j], v, step, "row %d value %d", i, j)
+		}
+	}
+}
