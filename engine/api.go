@@ -139,7 +139,9 @@ type Config struct {
 
 	// MaxContext is the most tokens (prompt + generated) one request may
 	// hold. Default: min(model context, pool capacity). New refuses a value
-	// the pool cannot hold.
+	// the pool cannot hold. For LongRoPE models (Phi-3/3.5 128k) it also
+	// picks the RoPE factor set, as llama.cpp's context size does: the long
+	// factors when it exceeds the model's original context length.
 	MaxContext int
 
 	MaxBatchTokens int // token budget of one step (default 512)

@@ -271,9 +271,12 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	if hooks.NewRunner != nil {
 		r.runner, err = hooks.NewRunner(pool)
 	} else if cb, ok := be.(*cuda.Backend); ok {
-		r.runner, err = gpu.New(cb.Device(), r.weights, pool, gpu.DefaultOptions())
+		// The context size picks LongRoPE's factor set, as llama.cpp's n_ctx.
+		opt := gpu.DefaultOptions()
+		opt.MaxContext = c.MaxContext
+		r.runner, err = gpu.New(cb.Device(), r.weights, pool, opt)
 	} else {
-		r.runner, err = model.NewRunner(r.weights, pool)
+		r.runner, err = model.NewRunnerContext(r.weights, pool, c.MaxContext)
 	}
 	if err != nil {
 		return r, fmt.Errorf("engine: runner: %w", err)

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -126,9 +125,14 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	if w.Norm, err = g.norm("output_norm", cfg.Dim); err != nil {
 		return nil, err
 	}
-	if _, ok := g.tensor("rope_freqs"); ok {
-		if w.RopeFreqs, err = g.vector("rope_freqs", cfg.RopeDim/2); err != nil {
-			return nil, err
+	for _, rf := range []struct {
+		dst  *[]float32
+		name string
+	}{{&w.RopeFreqs, "rope_freqs"}, {&w.RopeLong, "rope_factors_long"}, {&w.RopeShort, "rope_factors_short"}} {
+		if _, ok := g.tensor(rf.name); ok {
+			if *rf.dst, err = g.vector(rf.name, cfg.RopeDim/2); err != nil {
+				return nil, err
+			}
 		}
 	}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVDim()
@@ -213,11 +217,8 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		}
 	}
 	// A tensor nothing reads would silently change the results if ignored
-	// (an FFN bias, LongRoPE factors, a fused tensor of another layout).
+	// (an FFN bias, a fused tensor of another layout).
 	for _, t := range f.Tensors {
-		if strings.HasPrefix(t.Name, "rope_factors_") {
-			return nil, fmt.Errorf("%w: rope scaling type longrope (tensor %s, as in 128k Phi-3/3.5 and Phi-4-mini files)", ErrUnsupported, t.Name)
-		}
 		if !g.used[t.Name] {
 			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the %s block this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims, name)
 		}

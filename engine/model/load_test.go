@@ -353,7 +353,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 304 is not a finite number (float32 NaN)"},
 		{"longrope", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "longrope").set("llama.rope.scaling.factor", float32(4))
-		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)`},
+		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 and longrope through the rope_freqs and rope_factors_long/short tensors)`},
 		{"yarn without original context", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "yarn").set("llama.rope.scaling.factor", float32(4))
 		}, "model: gguf metadata llama.rope.scaling.original_context_length is missing"},
@@ -389,7 +389,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
 			q := m.tensor("blk.0.ffn_down.weight")
 			q.typ, q.dims = gguf.TypeIQ2_XXS, []uint64{256, 32}
-		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16): unsupported tensor type"},
+		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4): unsupported tensor type"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
 			"model: unsupported: gguf tensor output_norm.weight has type Q8_0; vectors (norms, biases) must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },
