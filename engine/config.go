@@ -202,6 +202,16 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			_ = r.weights.Close()
 		}
 	}()
+	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil && (cfg.Device == "" || cfg.Device == "auto") {
+		// The CUDA runner refuses some blocks (mixture-of-experts); "auto"
+		// runs them on the CPU rather than failing. An explicit "cuda"
+		// gets gpu.New's refusal.
+		if err := gpu.Supports(r.weights); err != nil {
+			c.Logger.Warn("engine: device auto: the model needs the CPU runner, using the CPU", "reason", err)
+			be = cpu.New()
+			r.backend, c.Device = be.Name(), be.Name()
+		}
+	}
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)

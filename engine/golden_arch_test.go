@@ -35,8 +35,8 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 	for _, m := range testmodels.ArchF32 {
 		names = append(names, m.Name)
 	}
-	for _, q := range testmodels.ArchQuantTypes {
-		names = append(names, "llama32."+q)
+	for _, q := range testmodels.ArchQuantFiles() {
+		names = append(names, q.Name)
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {

@@ -124,6 +124,10 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		}
 	}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVDim()
+	ffnNorm := a.FFNNorm
+	if ffnNorm == "" {
+		ffnNorm = "ffn_norm"
+	}
 	w.Layers = make([]Layer, cfg.Layers)
 	for i := range w.Layers {
 		l := &w.Layers[i]
@@ -149,22 +153,11 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		if l.O, err = g.matrix(p+"attn_output", cfg.Dim, qDim); err != nil {
 			return nil, err
 		}
-		if a.FusedGateUp {
-			gu, err := g.matrix(p+"ffn_up", 2*cfg.Hidden, cfg.Dim)
-			if err != nil {
+		if cfg.Block.MoELayer(i) {
+			if l.MoE, err = g.experts(p, cfg); err != nil {
 				return nil, err
 			}
-			parts := splitRows(gu, cfg.Hidden, cfg.Hidden)
-			l.Gate, l.Up = parts[0], parts[1]
-		} else {
-			if l.Gate, err = g.matrix(p+"ffn_gate", cfg.Hidden, cfg.Dim); err != nil {
-				return nil, err
-			}
-			if l.Up, err = g.matrix(p+"ffn_up", cfg.Hidden, cfg.Dim); err != nil {
-				return nil, err
-			}
-		}
-		if l.Down, err = g.matrix(p+"ffn_down", cfg.Dim, cfg.Hidden); err != nil {
+		} else if err := g.denseFFN(l, p, a, cfg); err != nil {
 			return nil, err
 		}
 		for _, v := range []struct {
@@ -175,7 +168,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 			norm bool
 		}{
 			{&l.AttnNorm, "attn_norm", cfg.Dim, true, true},
-			{&l.FFNNorm, "ffn_norm", cfg.Dim, true, true},
+			{&l.FFNNorm, ffnNorm, cfg.Dim, true, true},
 			{&l.QNorm, "attn_q_norm", cfg.HeadDim, cfg.Block.QKNorm, true},
 			{&l.KNorm, "attn_k_norm", cfg.HeadDim, cfg.Block.QKNorm, true},
 			{&l.PostAttnNorm, "post_attention_norm", cfg.Dim, cfg.Block.PostNorms, true},
@@ -196,6 +189,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		}{
 			{&l.QBias, "attn_q.bias", qDim}, {&l.KBias, "attn_k.bias", kvDim},
 			{&l.VBias, "attn_v.bias", kvDim}, {&l.OBias, "attn_output.bias", cfg.Dim},
+			{&l.Sinks, "attn_sinks.weight", cfg.Heads},
 		} {
 			if t, ok := f.Tensor(p + v.name); ok {
 				if *v.dst, err = g.vector(t.Name, v.n); err != nil {
@@ -218,6 +212,29 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// denseFFN loads layer prefix p's gated FFN (gate and up fused in ffn_up
+// where the architecture says so).
+func (g *ggufLoader) denseFFN(l *Layer, p string, a arch.Arch, cfg Config) error {
+	var err error
+	if a.FusedGateUp {
+		gu, err := g.matrix(p+"ffn_up", 2*cfg.Hidden, cfg.Dim)
+		if err != nil {
+			return err
+		}
+		parts := splitRows(gu, cfg.Hidden, cfg.Hidden)
+		l.Gate, l.Up = parts[0], parts[1]
+	} else {
+		if l.Gate, err = g.matrix(p+"ffn_gate", cfg.Hidden, cfg.Dim); err != nil {
+			return err
+		}
+		if l.Up, err = g.matrix(p+"ffn_up", cfg.Hidden, cfg.Dim); err != nil {
+			return err
+		}
+	}
+	l.Down, err = g.matrix(p+"ffn_down", cfg.Dim, cfg.Hidden)
+	return err
 }
 
 // splitRows views consecutive row ranges of m as matrices, without copying.
@@ -252,6 +269,19 @@ func (g *ggufLoader) Layers() int         { return g.layers }
 func (g *ggufLoader) Dim() int            { return g.dim }
 func (g *ggufLoader) Heads() int          { return g.heads }
 func (g *ggufLoader) HeadDim() int        { return g.headDim }
+
+func (g *ggufLoader) Bool(key string, def bool) (bool, error) {
+	k := g.arch + "." + key
+	kv, ok := g.f.Lookup(k)
+	if !ok {
+		return def, nil
+	}
+	v, ok := g.f.Bool(k)
+	if !ok {
+		return false, fmt.Errorf("model: gguf metadata %s at offset %d has type %v, want a bool", k, kv.Offset, kv.Type)
+	}
+	return v, nil
+}
 
 // uint reads a required (def < 0) or optional non-negative integer key.
 func (g *ggufLoader) uint(suffix string, def int) (int, error) {
@@ -323,9 +353,6 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 	}
 	if vdim != c.HeadDim {
 		return c, fmt.Errorf("%w: gguf %s.attention.value_length %d differs from key_length %d", ErrUnsupported, g.arch, vdim, c.HeadDim)
-	}
-	if n, ok := g.f.Uint(g.arch + ".expert_count"); ok && n > 0 {
-		return c, fmt.Errorf("%w: gguf %s.expert_count = %d: mixture-of-experts models", ErrUnsupported, g.arch, n)
 	}
 
 	eps, err := g.float("attention.layer_norm_rms_epsilon", 0, true)

@@ -87,11 +87,17 @@ const (
 	SwiGLU Activation = iota
 	// GeGLU: gelu_tanh(gate) * up (Gemma).
 	GeGLU
+	// SwiGLUOAI: gpt-oss's clamped SwiGLU, g*sigmoid(1.702*g)*(u+1) with
+	// g = min(gate, 7) and u = clamp(up, -7, 7).
+	SwiGLUOAI
 )
 
 func (a Activation) String() string {
-	if a == GeGLU {
+	switch a {
+	case GeGLU:
 		return "geglu"
+	case SwiGLUOAI:
+		return "swiglu-oai"
 	}
 	return "swiglu"
 }
@@ -131,6 +137,9 @@ type Block struct {
 	LocalTheta    float32
 	LocalUnscaled bool
 	Activation    Activation
+	// MoE describes the mixture-of-experts FFN (zero: dense). Attention
+	// sinks (attn_sinks, gpt-oss) are per-layer weights: present means used.
+	MoE MoE
 }
 
 // Local reports whether layer attends over a sliding window.
@@ -170,7 +179,7 @@ func (b Block) Validate() error {
 	switch {
 	case b.RopeStyle > RopeNeoX:
 		return fmt.Errorf("%w: rope style %d", ErrUnsupported, b.RopeStyle)
-	case b.Activation > GeGLU:
+	case b.Activation > SwiGLUOAI:
 		return fmt.Errorf("%w: activation %d", ErrUnsupported, b.Activation)
 	case b.Scaling.Kind > ScalingYaRN:
 		return fmt.Errorf("%w: rope scaling kind %d", ErrUnsupported, b.Scaling.Kind)
@@ -184,6 +193,9 @@ func (b Block) Validate() error {
 		return fmt.Errorf("model: soft-caps (%g, %g) must not be negative", b.AttnSoftcap, b.FinalSoftcap)
 	case b.EmbedScale < 0 || b.AttnScale < 0 || b.LocalTheta < 0:
 		return fmt.Errorf("model: embed scale %g, attention scale %g, local rope base %g must not be negative", b.EmbedScale, b.AttnScale, b.LocalTheta)
+	}
+	if err := b.MoE.Validate(0); err != nil {
+		return err
 	}
 	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor} {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -200,6 +212,8 @@ type Meta interface {
 	Uint(key string, def int) (int, error)
 	// Float reads a finite number; required makes a missing key an error.
 	Float(key string, def float64, required bool) (float64, error)
+	// Bool reads a boolean key.
+	Bool(key string, def bool) (bool, error)
 	// Has reports whether the key is present.
 	Has(key string) bool
 	// Layers is the block count.
@@ -220,6 +234,9 @@ type Arch struct {
 	// FusedGateUp: ffn_up holds gate then up (2 x FFN width rows) and there
 	// is no ffn_gate. The loader splits both without copying.
 	FusedQKV, FusedGateUp bool
+	// FFNNorm names the pre-FFN RMSNorm tensor (empty: ffn_norm; gpt-oss
+	// and GLM-4.5 call it post_attention_norm).
+	FFNNorm string
 	// Describe fills the Block of the architecture from metadata. b arrives
 	// with Scaling read from the common rope.scaling.* keys.
 	Describe func(m Meta, b *Block) error
