@@ -70,8 +70,13 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 					<-gate
 					return false
 				}}})
+				// The long-context files have 102-token requests (7 pages).
+				maxCtx := 96
+				for _, c := range g.Cases {
+					maxCtx = max(maxCtx, len(c.Prompt)+len(c.Generated))
+				}
 				e := archEngine(t, g.Model, func(c *Config) {
-					c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = 8, 16<<20, budget, 96
+					c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = 8, 16<<20, budget, maxCtx
 				}, hold)
 				var streams []*Stream
 				var idx []int
@@ -86,7 +91,7 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 				for j, st := range streams {
 					r := st.Wait()
 					require.NoError(t, r.Err)
-					require.Equal(t, want[idx[j]], r.Tokens, "request %d (case %d) budget %d", j, idx[j], budget)
+					require.Equal(t, want[idx[j]], r.Tokens, "request %d (case %d) budget %d finish %s", j, idx[j], budget, r.FinishReason)
 				}
 				s := e.Stats()
 				require.NotZero(t, s.SwapIns, "budget %d: %+v", budget, s)

@@ -26,7 +26,7 @@ var ArchF32 = []struct {
 	{"llama32", 1e-3}, {"mistral", 1e-3}, {"qwen2", 1e-3}, {"qwen3", 1e-3}, {"phi3", 1e-3},
 	{"gemma2", 0.03}, {"gemma3", 0.03},
 	// Mixture-of-experts files (llama.cpp d32676d, README's MoE section).
-	{"qwen3moe", 1e-3}, {"mixtral", 1e-3},
+	{"qwen3moe", 1e-3}, {"mixtral", 1e-3}, {"gptoss", 1e-3},
 }
 
 // ArchQuantTypes are the quantized copies llama32.<TYPE>.gguf.
