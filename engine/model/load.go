@@ -99,6 +99,9 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := g.tensor("blk.0.attn_q_norm"); ok && a.QKNormIfPresent {
+		cfg.Block.QKNorm = true
+	}
 	w := &Weights{Config: cfg, Name: "gguf", ChatTemplates: ChatTemplates(f)}
 	if w.Embed, err = g.matrix("token_embd", -1, cfg.Dim); err != nil {
 		return nil, err
@@ -204,7 +207,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		if strings.HasPrefix(t.Name, "rope_factors_") {
 			return nil, fmt.Errorf("%w: rope scaling type longrope (tensor %s, as in 128k Phi-3/3.5 and Phi-4-mini files)", ErrUnsupported, t.Name)
 		}
-		if !g.used[t.Name] {
+		if !g.used[t.Name] && !g.skipped(t.Name) {
 			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the %s block this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims, name)
 		}
 	}
@@ -257,6 +260,22 @@ type ggufLoader struct {
 	// for arch.Meta
 	dim, heads, headDim, layers int
 	normOffset                  float32
+	// nextn is the count of trailing multi-token-prediction layers
+	// (nextn_predict_layers), whose tensors are skipped.
+	nextn int
+}
+
+// skipped reports whether tensor name belongs to a skipped trailing
+// layer (blk.N. with N at or past the decoder's layers).
+func (g *ggufLoader) skipped(name string) bool {
+	if g.nextn == 0 {
+		return false
+	}
+	var n int
+	if _, err := fmt.Sscanf(name, "blk.%d.", &n); err != nil {
+		return false
+	}
+	return n >= g.layers && n < g.layers+g.nextn
 }
 
 // arch.Meta, over the architecture's metadata keys.
@@ -334,11 +353,20 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 	get(&c.Dim, "embedding_length", -1)
 	get(&c.Hidden, "feed_forward_length", -1)
 	get(&c.Layers, "block_count", -1)
+	get(&g.nextn, "nextn_predict_layers", 0)
 	get(&c.Heads, "attention.head_count", -1)
 	get(&c.MaxContext, "context_length", -1)
 	get(&c.KVHeads, "attention.head_count_kv", c.Heads)
 	if err != nil {
 		return c, err
+	}
+	if g.nextn > 0 {
+		// Multi-token-prediction layers trail the decoder's; the forward
+		// pass does not run them (as llama.cpp does not).
+		if g.nextn >= c.Layers {
+			return c, fmt.Errorf("model: gguf %s.nextn_predict_layers %d leaves none of the %d layers", g.arch, g.nextn, c.Layers)
+		}
+		c.Layers -= g.nextn
 	}
 	if c.Heads == 0 || c.Dim%c.Heads != 0 {
 		return c, fmt.Errorf("model: gguf %s.embedding_length %d is not a multiple of attention.head_count %d", g.arch, c.Dim, c.Heads)

@@ -369,6 +369,8 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.set("llama.expert_count", uint32(2))
 			m.set("llama.expert_used_count", uint32(3))
 		}, "model: llama metadata: model: 3 experts used of 2 (want 1 <= used <= experts)"},
+		{"only next-token-prediction layers", func(m *tinyModel) { m.set("llama.nextn_predict_layers", uint32(1)) },
+			"model: gguf llama.nextn_predict_layers 1 leaves none of the 1 layers"},
 		{"experts without a router", func(m *tinyModel) {
 			m.set("llama.expert_count", uint32(4))
 			m.set("llama.expert_used_count", uint32(2))

@@ -237,6 +237,9 @@ type Arch struct {
 	// FFNNorm names the pre-FFN RMSNorm tensor (empty: ffn_norm; gpt-oss
 	// and GLM-4.5 call it post_attention_norm).
 	FFNNorm string
+	// QKNormIfPresent turns Block.QKNorm on when the file has Q/K norm
+	// weights (GLM-4.5 355B has them, GLM-4.5-Air not).
+	QKNormIfPresent bool
 	// Describe fills the Block of the architecture from metadata. b arrives
 	// with Scaling read from the common rope.scaling.* keys.
 	Describe func(m Meta, b *Block) error

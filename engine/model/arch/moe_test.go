@@ -28,6 +28,10 @@ func TestDescribeMoE(t *testing.T) {
 		{"gpt-oss", map[string]float64{"feed_forward_length": 32, "expert_count": 8, "expert_used_count": 4, "expert_feed_forward_length": 32, "attention.sliding_window": 16},
 			Block{RopeStyle: RopeNeoX, Activation: SwiGLUOAI, Window: 16, WindowPattern: 2,
 				MoE: MoE{Experts: 8, Used: 4, Hidden: 32, Gating: GatingSoftmaxSelected}}},
+		// GLM-4.5-Air's metadata (expert_gating_func 2: sigmoid).
+		{"glm4moe", map[string]float64{"feed_forward_length": 10944, "expert_count": 128, "expert_used_count": 8, "expert_feed_forward_length": 1408,
+			"leading_dense_block_count": 1, "expert_weights_scale": 1, "expert_weights_norm": 1, "expert_gating_func": 2},
+			Block{RopeStyle: RopeNeoX, MoE: MoE{Experts: 128, Used: 8, Hidden: 1408, Gating: GatingSigmoid, NormTopK: true, WeightScale: 1, LeadingDense: 1}}},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			a, err := Lookup(tc.arch)
@@ -74,10 +78,22 @@ func TestMoEValidate(t *testing.T) {
 	require.False(t, Block{}.MoELayer(0))
 }
 
-// A mixture-of-experts-only architecture refuses a file without experts.
+// A mixture-of-experts-only architecture refuses a file without experts,
+// and GLM-4.5 what it cannot run, by name.
 func TestMoEOnlyNeedsExperts(t *testing.T) {
-	a, err := Lookup("gpt-oss")
+	for _, name := range []string{"gpt-oss", "qwen3moe", "qwen2moe", "glm4moe"} {
+		a, err := Lookup(name)
+		require.NoError(t, err)
+		var b Block
+		require.ErrorContains(t, a.Describe(meta{kv: map[string]float64{"feed_forward_length": 32}, layers: 2}, &b), "expert_count is missing", name)
+	}
+	glm, err := Lookup("glm4moe")
 	require.NoError(t, err)
-	var b Block
-	require.ErrorContains(t, a.Describe(meta{kv: map[string]float64{"feed_forward_length": 32}, layers: 2}, &b), "expert_count is missing")
+	require.True(t, glm.QKNormIfPresent)
+	for kv, msg := range map[string]string{"expert_gating_func": "expert_gating_func 3", "rope.dimension_sections": "M-RoPE"} {
+		var b Block
+		err := glm.Describe(meta{kv: map[string]float64{kv: 3, "feed_forward_length": 32, "expert_count": 4, "expert_used_count": 2}, layers: 2}, &b)
+		require.ErrorIs(t, err, ErrUnsupported)
+		require.ErrorContains(t, err, msg)
+	}
 }
