@@ -230,19 +230,21 @@ func (g *ggufLoader) expertVectors(name string, n, width int) ([][]float32, erro
 
 // moeScratch holds the buffers of the MoE FFN, reused between steps.
 type moeScratch struct {
-	logits, wts, sel           []float32
-	idx                        []int // per (token, k): expert
-	slot                       []int // per (token, k): row in its expert's group
-	count, start               []int // per expert
-	xe, ge, ue, ye             []float32
-	dsts, xs                   [][]float32
-	ns                         []int
-	mats                       []*ml.Matrix
-	active                     []int
-	sg, su, sgate              []float32
-	sharedDsts                 [][]float32
-	sharedMats                 []*ml.Matrix
-	expertRowsRead, expertRows int64 // statistics for benchmarks
+	logits, wts, sel []float32
+	idx              []int // per (token, k): expert
+	slot             []int // per (token, k): row in its expert's group
+	count, start     []int // per expert
+	xe, ge, ue, ye   []float32
+	dsts, xs         [][]float32
+	ns               []int
+	mats             []*ml.Matrix
+	active           []int
+	sg, su, sgate    []float32
+	sharedDsts       [][]float32
+	sharedMats       []*ml.Matrix
+	// streamed counts the experts whose weights were read (once per
+	// step each, however many tokens chose them), for benchmarks.
+	streamed int64
 }
 
 // route fills s.idx and s.wts (n x Used) from the router logits.
@@ -368,9 +370,8 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 		s.xs = append(s.xs, xin, xin)
 		s.ns = append(s.ns, hi-lo, hi-lo)
 		s.mats = append(s.mats, e.Gate[ex], e.Up[ex])
-		s.expertRows += int64(hi - lo)
 	}
-	s.expertRowsRead += int64(len(s.active))
+	s.streamed += int64(len(s.active))
 	ml.MatMulEach(s.dsts, s.xs, s.ns, s.mats)
 
 	act := func(g, u []float32) {
