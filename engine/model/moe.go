@@ -47,11 +47,11 @@ func checkExperts(p string, l Layer, c Config, mat func(string, *ml.Matrix, int,
 		return fmt.Errorf("model: layer %s has %d/%d/%d gate/up/down experts, want %d", p, len(e.Gate), len(e.Up), len(e.Down), m.Experts)
 	}
 	for x := range m.Experts {
-		q := fmt.Sprintf("%s[expert %d]", p, x)
+		name := func(t string) string { return fmt.Sprintf("%s%s[expert %d]", p, t, x) }
 		for _, err := range []error{
-			mat(q+"ffn_gate_exps", e.Gate[x], m.Hidden, c.Dim),
-			mat(q+"ffn_up_exps", e.Up[x], m.Hidden, c.Dim),
-			mat(q+"ffn_down_exps", e.Down[x], c.Dim, m.Hidden),
+			mat(name("ffn_gate_exps"), e.Gate[x], m.Hidden, c.Dim),
+			mat(name("ffn_up_exps"), e.Up[x], m.Hidden, c.Dim),
+			mat(name("ffn_down_exps"), e.Down[x], c.Dim, m.Hidden),
 		} {
 			if err != nil {
 				return err
@@ -231,6 +231,7 @@ func (g *ggufLoader) expertVectors(name string, n, width int) ([][]float32, erro
 // moeScratch holds the buffers of the MoE FFN, reused between steps.
 type moeScratch struct {
 	logits, wts, sel []float32
+	order            []int // expert indices, sorted per token
 	idx              []int // per (token, k): expert
 	slot             []int // per (token, k): row in its expert's group
 	count, start     []int // per expert
@@ -247,18 +248,17 @@ type moeScratch struct {
 	streamed int64
 }
 
-// route fills s.idx and s.wts (n x Used) from the router logits.
+// routeTokens fills s.idx and s.wts (n x Used): each token's selected
+// experts and their weights, from the router logits of x.
 func routeTokens(s *moeScratch, e *Experts, m arch.MoE, x []float32, n, dim int) {
 	E, k := m.Experts, m.Used
 	s.logits = ml.Grow(s.logits, n*E)
 	s.sel = ml.Grow(s.sel, E)
 	ml.MatMul(s.logits[:n*E], x[:n*dim], n, e.Router)
 	s.wts = ml.Grow(s.wts, n*k)
-	if cap(s.idx) < n*k {
-		s.idx = make([]int, n*k)
-	}
-	s.idx = s.idx[:n*k]
-	order := make([]int, E)
+	s.idx = growInts(s.idx, n*k)
+	s.order = growInts(s.order, E)
+	order := s.order
 	for t := range n {
 		lg := s.logits[t*E : (t+1)*E]
 		if e.RouterBias != nil {
@@ -432,8 +432,7 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 	s.sharedMats = append(s.sharedMats[:0], e.SharedGate, e.SharedUp)
 	ml.MatMulGroup(s.sharedDsts, x[:n*dim], n, s.sharedMats)
 	ml.SiLUMul(s.sg[:n*sh], s.su[:n*sh])
-	s.ye = ml.Grow(s.ye, max(total, n)*dim)
-	y := s.ye[:n*dim]
+	y := s.ye[:n*dim] // the routed outputs are summed already; total >= n
 	ml.MatMul(y, s.sg[:n*sh], n, e.SharedDown)
 	for t := range n {
 		scale := float32(1)
