@@ -202,12 +202,9 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			_ = r.weights.Close()
 		}
 	}()
-	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil && (cfg.Device == "" || cfg.Device == "auto") {
-		// The CUDA runner refuses some blocks (mixture-of-experts); "auto"
-		// runs them on the CPU rather than failing. An explicit "cuda"
-		// gets gpu.New's refusal.
-		if err := gpu.Supports(r.weights); err != nil {
-			c.Logger.Warn("engine: device auto: the model needs the CPU runner, using the CPU", "reason", err)
+	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil {
+		if reason := cpuOnly(cfg.Device, r.weights); reason != nil {
+			c.Logger.Warn("engine: device auto: the model needs the CPU runner, using the CPU", "reason", reason)
 			be = cpu.New()
 			r.backend, c.Device = be.Name(), be.Name()
 		}
