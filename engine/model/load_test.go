@@ -371,6 +371,13 @@ func TestFromGGUFErrors(t *testing.T) {
 		}, "model: llama metadata: model: 3 experts used of 2 (want 1 <= used <= experts)"},
 		{"only next-token-prediction layers", func(m *tinyModel) { m.set("llama.nextn_predict_layers", uint32(1)) },
 			"model: gguf llama.nextn_predict_layers 1 leaves none of the 1 layers"},
+		{"per-expert tensors of an early conversion", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(2))
+			m.set("llama.expert_used_count", uint32(1))
+			m.tensor("blk.0.ffn_up.weight").name = "blk.0.ffn_gate_inp.weight"
+			m.tensor("blk.0.ffn_gate_inp.weight").dims = []uint64{32, 2}
+			m.tensor("blk.0.ffn_gate.weight").name = "blk.0.ffn_gate.0.weight"
+		}, "model: unsupported: per-expert tensors such as blk.0.ffn_gate.0 (an early mixture-of-experts conversion; convert the model again for ffn_*_exps)"},
 		{"experts without a router", func(m *tinyModel) {
 			m.set("llama.expert_count", uint32(4))
 			m.set("llama.expert_used_count", uint32(2))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -185,6 +186,12 @@ func (g *ggufLoader) experts(p string, c Config) (*Experts, error) {
 func (g *ggufLoader) expertMatrices(name string, n, rows, cols int) ([]*ml.Matrix, error) {
 	t, err := g.use(name)
 	if err != nil {
+		// Early Mixtral conversions stored one 2-D tensor per expert
+		// (blk.N.ffn_gate.E.weight); llama.cpp no longer reads them either.
+		legacy := strings.Replace(name, "_exps", ".0", 1)
+		if _, ok := g.tensor(legacy); ok {
+			return nil, fmt.Errorf("%w: per-expert tensors such as %s (an early mixture-of-experts conversion; convert the model again for ffn_*_exps)", ErrUnsupported, legacy)
+		}
 		return nil, err
 	}
 	if len(t.Dims) != 3 || t.Dims[0] != uint64(cols) || t.Dims[1] != uint64(rows) || t.Dims[2] != uint64(n) {

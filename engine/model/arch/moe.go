@@ -94,6 +94,14 @@ func MoEFromMeta(m Meta, b *Block, g Gating, normTopK bool, hiddenDefault int) e
 	if err != nil || n == 0 {
 		return err
 	}
+	// DeepSeek V3-style group-limited routing picks expert groups first;
+	// ignoring it would route differently.
+	if groups, err := m.Uint("expert_group_count", 1); err != nil || groups > 1 {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: expert_group_count %d (group-limited expert routing)", ErrUnsupported, groups)
+	}
 	e := MoE{Experts: n, Gating: g, NormTopK: normTopK}
 	if e.Used, err = m.Uint("expert_used_count", -1); err != nil {
 		return err

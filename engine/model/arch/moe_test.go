@@ -87,6 +87,12 @@ func TestMoEOnlyNeedsExperts(t *testing.T) {
 		var b Block
 		require.ErrorContains(t, a.Describe(meta{kv: map[string]float64{"feed_forward_length": 32}, layers: 2}, &b), "expert_count is missing", name)
 	}
+	q, err := Lookup("qwen3moe")
+	require.NoError(t, err)
+	var qb Block
+	err = q.Describe(meta{kv: map[string]float64{"feed_forward_length": 32, "expert_count": 4, "expert_used_count": 2, "expert_group_count": 2}, layers: 2}, &qb)
+	require.ErrorIs(t, err, ErrUnsupported)
+	require.ErrorContains(t, err, "group-limited")
 	glm, err := Lookup("glm4moe")
 	require.NoError(t, err)
 	require.True(t, glm.QKNormIfPresent)
