@@ -205,6 +205,13 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			_ = r.weights.Close()
 		}
 	}()
+	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil {
+		if reason := cpuOnly(cfg.Device, r.weights); reason != nil {
+			c.Logger.Warn("engine: device auto: the model needs the CPU runner, using the CPU", "reason", reason)
+			be = cpu.New()
+			r.backend, c.Device = be.Name(), be.Name()
+		}
+	}
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)

@@ -365,8 +365,25 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf tensor blk.0.attn_k.bias has dims [32], want [16]"},
 		{"FFN bias", func(m *tinyModel) { m.tensor("blk.0.ffn_down.bias").dims = []uint64{32} },
 			"model: unsupported: tensor blk.0.ffn_down.bias (F32 [32]) is not part of the llama block this engine implements"},
-		{"experts", func(m *tinyModel) { m.set("llama.expert_count", uint32(8)) },
-			"model: unsupported: gguf llama.expert_count = 8: mixture-of-experts models"},
+		{"experts without a used count", func(m *tinyModel) { m.set("llama.expert_count", uint32(8)) },
+			"model: llama metadata: model: gguf metadata llama.expert_used_count is missing"},
+		{"more experts used than there are", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(2))
+			m.set("llama.expert_used_count", uint32(3))
+		}, "model: llama metadata: model: 3 experts used of 2 (want 1 <= used <= experts)"},
+		{"only next-token-prediction layers", func(m *tinyModel) { m.set("llama.nextn_predict_layers", uint32(1)) },
+			"model: gguf llama.nextn_predict_layers 1 leaves none of the 1 layers"},
+		{"per-expert tensors of an early conversion", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(2))
+			m.set("llama.expert_used_count", uint32(1))
+			m.tensor("blk.0.ffn_up.weight").name = "blk.0.ffn_gate_inp.weight"
+			m.tensor("blk.0.ffn_gate_inp.weight").dims = []uint64{32, 2}
+			m.tensor("blk.0.ffn_gate.weight").name = "blk.0.ffn_gate.0.weight"
+		}, "model: unsupported: per-expert tensors such as blk.0.ffn_gate.0 (an early mixture-of-experts conversion; convert the model again for ffn_*_exps)"},
+		{"experts without a router", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(4))
+			m.set("llama.expert_used_count", uint32(2))
+		}, "model: unsupported: gguf tensor blk.0.ffn_gate_inp is missing (architecture llama needs it)"},
 		{"missing tensor", func(m *tinyModel) { m.drop("blk.0.ffn_up.weight") },
 			"model: unsupported: gguf tensor blk.0.ffn_up is missing (architecture llama needs it)"},
 		{"missing norm", func(m *tinyModel) { m.drop("output_norm.weight") },

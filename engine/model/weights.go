@@ -86,6 +86,12 @@ type Layer struct {
 	QNorm, KNorm []float32
 	// PostAttnNorm and PostFFNNorm ([Dim]) when Block.PostNorms.
 	PostAttnNorm, PostFFNNorm []float32
+	// Sinks ([Heads]), when not nil, add one logit per query head to the
+	// attention softmax that has no value (gpt-oss's attn_sinks).
+	Sinks []float32
+	// MoE is the mixture-of-experts FFN of a layer for which
+	// Config.Block.MoELayer holds; Gate, Up and Down are nil there.
+	MoE *Experts
 }
 
 // Weights is a loaded model. Embed is [Vocab][Dim]; Output is [Vocab][Dim]
@@ -230,16 +236,23 @@ func (w *Weights) Check() error {
 	}
 	for i, l := range w.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		for _, e := range []error{
+		ffn := []error{
+			mat(p+"ffn_gate", l.Gate, c.Hidden, c.Dim),
+			mat(p+"ffn_up", l.Up, c.Hidden, c.Dim),
+			mat(p+"ffn_down", l.Down, c.Dim, c.Hidden),
+		}
+		if c.Block.MoELayer(i) {
+			ffn = []error{checkExperts(p, l, c, mat, vec)}
+		} else if l.MoE != nil {
+			ffn = []error{fmt.Errorf("model: layer %d has experts but the block description makes it dense", i)}
+		}
+		for _, e := range append([]error{
 			vec(p+"attn_norm", l.AttnNorm, c.Dim),
 			mat(p+"attn_q", l.Q, qDim, c.Dim),
 			mat(p+"attn_k", l.K, c.KVDim(), c.Dim),
 			mat(p+"attn_v", l.V, c.KVDim(), c.Dim),
 			mat(p+"attn_output", l.O, c.Dim, qDim),
 			vec(p+"ffn_norm", l.FFNNorm, c.Dim),
-			mat(p+"ffn_gate", l.Gate, c.Hidden, c.Dim),
-			mat(p+"ffn_up", l.Up, c.Hidden, c.Dim),
-			mat(p+"ffn_down", l.Down, c.Dim, c.Hidden),
 			opt(p+"attn_q.bias", l.QBias, qDim),
 			opt(p+"attn_k.bias", l.KBias, c.KVDim()),
 			opt(p+"attn_v.bias", l.VBias, c.KVDim()),
@@ -248,7 +261,8 @@ func (w *Weights) Check() error {
 			need(p+"attn_k_norm", l.KNorm, c.HeadDim, c.Block.QKNorm),
 			need(p+"post_attention_norm", l.PostAttnNorm, c.Dim, c.Block.PostNorms),
 			need(p+"post_ffw_norm", l.PostFFNNorm, c.Dim, c.Block.PostNorms),
-		} {
+			opt(p+"attn_sinks", l.Sinks, c.Heads),
+		}, ffn...) {
 			if e != nil {
 				return e
 			}

@@ -98,11 +98,17 @@ const (
 	SwiGLU Activation = iota
 	// GeGLU: gelu_tanh(gate) * up (Gemma).
 	GeGLU
+	// SwiGLUOAI: gpt-oss's clamped SwiGLU, g*sigmoid(1.702*g)*(u+1) with
+	// g = min(gate, 7) and u = clamp(up, -7, 7).
+	SwiGLUOAI
 )
 
 func (a Activation) String() string {
-	if a == GeGLU {
+	switch a {
+	case GeGLU:
 		return "geglu"
+	case SwiGLUOAI:
+		return "swiglu-oai"
 	}
 	return "swiglu"
 }
@@ -142,6 +148,9 @@ type Block struct {
 	LocalTheta    float32
 	LocalUnscaled bool
 	Activation    Activation
+	// MoE describes the mixture-of-experts FFN (zero: dense). Attention
+	// sinks (attn_sinks, gpt-oss) are per-layer weights: present means used.
+	MoE MoE
 }
 
 // Local reports whether layer attends over a sliding window.
@@ -181,7 +190,7 @@ func (b Block) Validate() error {
 	switch {
 	case b.RopeStyle > RopeNeoX:
 		return fmt.Errorf("%w: rope style %d", ErrUnsupported, b.RopeStyle)
-	case b.Activation > GeGLU:
+	case b.Activation > SwiGLUOAI:
 		return fmt.Errorf("%w: activation %d", ErrUnsupported, b.Activation)
 	case b.Scaling.Kind > ScalingYaRN:
 		return fmt.Errorf("%w: rope scaling kind %d", ErrUnsupported, b.Scaling.Kind)
@@ -198,6 +207,9 @@ func (b Block) Validate() error {
 	case b.EmbedScale < 0 || b.AttnScale < 0 || b.LocalTheta < 0:
 		return fmt.Errorf("model: embed scale %g, attention scale %g, local rope base %g must not be negative", b.EmbedScale, b.AttnScale, b.LocalTheta)
 	}
+	if err := b.MoE.Validate(0); err != nil {
+		return err
+	}
 	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor, b.Scaling.Mscale} {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return fmt.Errorf("model: non-finite value in block description %+v", b)
@@ -213,6 +225,8 @@ type Meta interface {
 	Uint(key string, def int) (int, error)
 	// Float reads a finite number; required makes a missing key an error.
 	Float(key string, def float64, required bool) (float64, error)
+	// Bool reads a boolean key.
+	Bool(key string, def bool) (bool, error)
 	// Has reports whether the key is present.
 	Has(key string) bool
 	// Layers is the block count.
@@ -233,6 +247,12 @@ type Arch struct {
 	// FusedGateUp: ffn_up holds gate then up (2 x FFN width rows) and there
 	// is no ffn_gate. The loader splits both without copying.
 	FusedQKV, FusedGateUp bool
+	// FFNNorm names the pre-FFN RMSNorm tensor (empty: ffn_norm; gpt-oss
+	// and GLM-4.5 call it post_attention_norm).
+	FFNNorm string
+	// QKNormIfPresent turns Block.QKNorm on when the file has Q/K norm
+	// weights (GLM-4.5 355B has them, GLM-4.5-Air not).
+	QKNormIfPresent bool
 	// Describe fills the Block of the architecture from metadata. b arrives
 	// with Scaling read from the common rope.scaling.* keys.
 	Describe func(m Meta, b *Block) error

@@ -35,6 +35,12 @@ func (m meta) Float(key string, def float64, required bool) (float64, error) {
 	}
 	return v, nil
 }
+func (m meta) Bool(key string, def bool) (bool, error) {
+	if v, ok := m.kv[key]; ok {
+		return v != 0, nil
+	}
+	return def, nil
+}
 func (m meta) Has(key string) bool { _, ok := m.kv[key]; return ok }
 func (m meta) Layers() int         { return m.layers }
 func (m meta) Dim() int            { return m.dim }
@@ -42,10 +48,10 @@ func (m meta) Heads() int          { return m.heads }
 func (m meta) HeadDim() int        { return m.hd }
 
 func TestRegistry(t *testing.T) {
-	require.Equal(t, []string{"gemma2", "gemma3", "llama", "phi3", "qwen2", "qwen3"}, Names())
+	require.Equal(t, []string{"gemma2", "gemma3", "glm4moe", "gpt-oss", "llama", "phi3", "qwen2", "qwen2moe", "qwen3", "qwen3moe"}, Names())
 	_, err := Lookup("mamba")
 	require.ErrorIs(t, err, ErrUnsupported)
-	require.EqualError(t, err, `model: unsupported: architecture "mamba" (supported: gemma2, gemma3, llama, phi3, qwen2, qwen3)`)
+	require.EqualError(t, err, `model: unsupported: architecture "mamba" (supported: gemma2, gemma3, glm4moe, gpt-oss, llama, phi3, qwen2, qwen2moe, qwen3, qwen3moe)`)
 	_, err = Lookup("")
 	require.ErrorIs(t, err, ErrUnsupported)
 	require.Panics(t, func() { Register(Arch{Name: "llama", Describe: func(Meta, *Block) error { return nil }}) })

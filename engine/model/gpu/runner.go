@@ -91,6 +91,9 @@ func newRunner(dev *cuda.Device, c model.Config, factors []float32, pool *kvcach
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if err := supportsConfig(c); err != nil {
+		return nil, err
+	}
 	if c.RopeDim == 0 {
 		c.RopeDim = c.HeadDim
 	}
@@ -141,6 +144,9 @@ func DefaultOptions() Options { return Options{Weights: device.F16} }
 // returns a runner over pool, whose arena must be on dev.
 func New(dev *cuda.Device, w *model.Weights, pool *kvcache.Pool, opt Options) (*Runner, error) {
 	if err := w.Check(); err != nil {
+		return nil, err
+	}
+	if err := Supports(w); err != nil {
 		return nil, err
 	}
 	ctx := opt.MaxContext
