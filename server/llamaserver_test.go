@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -389,4 +392,25 @@ func TestBatchFailure(t *testing.T) {
 		e := requireAPIError(t, resp, raw, http.StatusInternalServerError, "internal_error")
 		require.NotContains(t, e.Error.Message, "fire")
 	}
+}
+
+// A client that leaves a streamed batch aborts every prompt of it.
+func TestBatchDisconnectAbortsAll(t *testing.T) {
+	ts := start(t, setup{echo: true, delay: 2 * time.Millisecond})
+	before := ts.eng.Stats().Finished["abort"]
+	raw, _ := json.Marshal(map[string]any{"prompt": [][]int{tokPrompt("xyz"), tokPrompt("uv"), tokPrompt("w")}, "max_tokens": 200, "stream": true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions", bytes.NewReader(raw))
+	resp, err := ts.client.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "data: "))
+	cancel() // the client goes away mid-stream
+	resp.Body.Close()
+	require.Eventually(t, func() bool { return ts.eng.Stats().Finished["abort"] >= before+3 }, 10*time.Second, 10*time.Millisecond,
+		"every prompt of the batch must be aborted")
+	requireNoPageLeaks(t, ts.eng)
 }
