@@ -84,6 +84,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	require.Contains(t, res, "stream")
 	require.Contains(t, res, "too_long")
 	require.Contains(t, res, "bad_schema")
+	require.Contains(t, res, "logprobs")
 	// The strict json_schema answer validates against its schema.
 	js, ok := res["json_schema"].(map[string]any)
 	require.True(t, ok, "%s", out)

@@ -94,6 +94,37 @@ try {
   out.bad_schema = { status: e.status, param: e.param, message: e.message };
 }
 
+// Log-probabilities and n choices, streamed: every token's record arrives
+// in the chunk of its text, and each choice under its own index.
+const lpstream = await client.chat.completions.create({
+  model,
+  messages: [{ role: 'user', content: 'Once upon a time' }],
+  max_tokens: 10,
+  temperature: 0.9,
+  seed: 4,
+  n: 2,
+  logprobs: true,
+  top_logprobs: 2,
+  stream: true,
+  stream_options: { include_usage: true },
+});
+const records = [0, 0];
+let lpusage = null;
+for await (const chunk of lpstream) {
+  for (const ch of chunk.choices) {
+    for (const c of ch.logprobs?.content ?? []) {
+      check(c.logprob <= 0 && Array.isArray(c.bytes) && c.top_logprobs.length === 2, 'logprob record ' + JSON.stringify(c));
+      records[ch.index]++;
+    }
+  }
+  if (chunk.usage) lpusage = chunk.usage;
+}
+check(records[0] + records[1] === lpusage.completion_tokens, 'a record per token: ' + records + ' vs ' + lpusage.completion_tokens);
+const legacy = await client.completions.create({ model, prompt: 'The cat', max_tokens: 4, temperature: 0, logprobs: 1, echo: true });
+const llp = legacy.choices[0].logprobs;
+check(llp.token_logprobs[0] === null && llp.tokens.length === legacy.usage.prompt_tokens + 4, 'echo logprobs');
+out.logprobs = { records, usage: lpusage, legacy_tokens: llp.tokens.length };
+
 try {
   await client.completions.create({ model, prompt: 'word '.repeat(2000), max_tokens: 4 });
   throw new Error('an over-length prompt was accepted');

@@ -179,15 +179,12 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 _NEUTRAL = {
     "suffix": None,
     "typical_p": 1.0,
-    "frequency_penalty": 0.0,
-    "presence_penalty": 0.0,
     "tfs_z": 1.0,
     "mirostat_mode": 0,
     "mirostat_tau": 5.0,
     "mirostat_eta": 0.1,
     "stopping_criteria": None,
     "logits_processor": None,
-    "logit_bias": None,
     "functions": None,
     "function_call": None,
 }
@@ -621,7 +618,8 @@ class Llama:
     def _start(self, prompt: Union[str, Sequence[int]], max_tokens: Optional[int], temperature: float,
                top_p: float, min_p: float, top_k: int, repeat_penalty: float, seed: Optional[int],
                stop: Union[None, str, Sequence[str]], parse_special: bool = False,
-               top_logprobs: Optional[int] = None, grammar: Optional[LlamaGrammar] = None) -> Stream:
+               top_logprobs: Optional[int] = None, grammar: Optional[LlamaGrammar] = None,
+               penalties: Optional[Dict[str, Any]] = None) -> Stream:
         if not isinstance(prompt, str):
             if isinstance(prompt, (bytes, bytearray, dict)) or not hasattr(prompt, "__iter__"):
                 raise TypeError(f"prompt must be str or a list of token IDs, not {type(prompt).__name__}")
@@ -641,6 +639,8 @@ class Llama:
                 raise TypeError(f"grammar must be a LlamaGrammar (LlamaGrammar.from_string or "
                                 f"from_json_schema), not {type(grammar).__name__}")
             extra.update(grammar.request_args())
+        # presence_penalty, frequency_penalty, logit_bias, prompt_logprobs
+        extra.update({k: v for k, v in (penalties or {}).items() if v is not None})
         return self._engine.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, min_p=min_p,
                                    repeat_penalty=repeat_penalty,
@@ -676,10 +676,39 @@ class Llama:
             done = whole
         return out
 
-    def _completion_logprobs(self, s: Stream, offset: int) -> Dict[str, Any]:
+    def _prompt_logprobs(self, s: Stream) -> Dict[str, Any]:
+        """The echoed prompt's part of the completion logprobs: every
+        prompt token (BOS included) in context; the first has None (nothing
+        predicts it)."""
+        toks, offsets, lps, tops = [], [], [], []
+        pos, prev = 0, []
+        for i, t in enumerate(s.prompt_tokens):
+            piece = self.detokenize([t], prev_tokens=prev[-1:]).decode("utf-8", "replace")
+            toks.append(piece)
+            offsets.append(pos)
+            pos += len(piece)
+            if i == 0 or not s.prompt_logprobs or i - 1 >= len(s.prompt_logprobs):
+                lps.append(None)
+                tops.append(None)
+            else:
+                lp = s.prompt_logprobs[i - 1][1]
+                alts = s.prompt_top_logprobs[i - 1] if s.prompt_top_logprobs else []
+                d = {self.detokenize([a], prev_tokens=prev[-1:]).decode("utf-8", "replace"): v for a, v in alts}
+                d[piece] = lp
+                lps.append(lp)
+                tops.append(d)
+            prev.append(t)
+        return {"tokens": toks, "text_offset": offsets, "token_logprobs": lps, "top_logprobs": tops}
+
+    def _completion_logprobs(self, s: Stream, offset: int, echo: bool = False) -> Dict[str, Any]:
         """llama-cpp-python's completion logprobs: tokens, text_offset,
         token_logprobs and top_logprobs (a dict of piece to logprob per
-        token, the chosen one included)."""
+        token, the chosen one included); with echo, the prompt's tokens
+        first."""
+        if echo:
+            head = self._prompt_logprobs(s)
+            rest = self._completion_logprobs(s, offset)
+            return {k: head[k] + rest[k] for k in head}
         pieces = self._pieces(s)
         offsets, pos = [], offset
         for p in pieces:
@@ -716,6 +745,7 @@ class Llama:
                           repeat_penalty: float = 1.0, top_k: int = 40, stream: bool = False,
                           seed: Optional[int] = None, model: Optional[str] = None,
                           grammar: Optional[LlamaGrammar] = None,
+                          logit_bias: Optional[Dict[int, float]] = None,
                           **unsupported: Any) -> Union[Completion, Iterator[CompletionChunk]]:
         """Completes prompt (text, or a list of token IDs used as given);
         returns an OpenAI ``text_completion`` dict, or with ``stream=True``
@@ -724,22 +754,27 @@ class Llama:
         20) fills choices[0]["logprobs"] as llama-cpp-python does (tokens,
         text_offset, token_logprobs, top_logprobs) with the model's own
         log-probabilities, for the generated tokens (with stream=True, in
-        the last chunk). ``grammar=`` (a ``LlamaGrammar``) constrains the
+        the last chunk); with ``echo=True`` the prompt's tokens come first
+        (the first with None). ``grammar=`` (a ``LlamaGrammar``) constrains the
         output to a GBNF grammar or a JSON Schema; it ends with "stop" once
-        the grammar is complete.
+        the grammar is complete. ``presence_penalty`` and
+        ``frequency_penalty`` (OpenAI's, each in [-2, 2], over the generated
+        tokens) and ``logit_bias`` ({token ID: bias in [-100, 100]}; -100
+        bans the token) shape the sampling.
 
         Raises ``kvwarden.PromptTooLongError`` (a ``ValueError``) when the
         prompt does not fit, ``ValueError`` for bad parameters (an invalid
         grammar or schema: ``InvalidArgumentError`` naming the place),
         ``NotImplementedError`` for parameters kvwarden does not implement
         (suffix, mirostat, ...)."""
-        _unsupported({"suffix": suffix, "typical_p": typical_p,
-                      "frequency_penalty": frequency_penalty,
-                      "presence_penalty": presence_penalty, **unsupported})
+        _unsupported({"suffix": suffix, "typical_p": typical_p, **unsupported})
         if logprobs is not None and (not _is_int(logprobs) or not 0 <= logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, got {logprobs!r}")
+        want_prompt = bool(echo) and logprobs is not None
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, stop, top_logprobs=logprobs, grammar=grammar)
+                        seed, stop, top_logprobs=logprobs, grammar=grammar,
+                        penalties={"presence_penalty": presence_penalty, "frequency_penalty": frequency_penalty,
+                                   "logit_bias": logit_bias, "prompt_logprobs": want_prompt or None})
         meta = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion",
                 "created": int(time.time()), "model": model or self.model_path}
         echo_text = ""
@@ -750,7 +785,7 @@ class Llama:
         with s:
             text = "".join(s)
         self._ended(s)
-        lp = self._completion_logprobs(s, len(echo_text)) if logprobs is not None else None
+        lp = self._completion_logprobs(s, len(echo_text), bool(echo)) if logprobs is not None else None
         return {**meta, "choices": [{"text": echo_text + text, "index": 0, "logprobs": lp,  # type: ignore[typeddict-item]
                                      "finish_reason": self._finish(s)}],
                 "usage": self._usage(s)}
@@ -765,7 +800,7 @@ class Llama:
                 yield {**meta, "choices": [{"text": piece, "index": 0, "logprobs": None,  # type: ignore[misc]
                                             "finish_reason": None}]}
         self._ended(s)
-        lp = self._completion_logprobs(s, len(echo)) if want_lp else None
+        lp = self._completion_logprobs(s, len(echo), bool(echo)) if want_lp else None
         yield {**meta, "choices": [{"text": "", "index": 0, "logprobs": lp,  # type: ignore[misc]
                                     "finish_reason": self._finish(s)}],
                "usage": self._usage(s)}
@@ -794,6 +829,8 @@ class Llama:
                                logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
                                response_format: Optional[Dict[str, Any]] = None,
                                grammar: Optional[LlamaGrammar] = None,
+                               presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                               logit_bias: Optional[Dict[int, float]] = None,
                                tools: Optional[List[Dict[str, Any]]] = None,
                                tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
                                parallel_tool_calls: Optional[bool] = None,
@@ -811,7 +848,8 @@ class Llama:
         ``{"type": "json_object"}`` (optionally with ``"schema"``, as
         llama-cpp-python) or ``{"type": "json_schema", "json_schema":
         {"name": ..., "schema": ..., "strict": ...}}``, or ``grammar=`` (a
-        ``LlamaGrammar``), constrain the reply.
+        ``LlamaGrammar``), constrain the reply. ``presence_penalty``,
+        ``frequency_penalty`` and ``logit_bias`` as in ``create_completion``.
 
         ``tools`` (OpenAI function tools), ``tool_choice`` ("none", "auto",
         "required" or {"type": "function", "function": {"name": ...}}; the
@@ -827,7 +865,9 @@ class Llama:
         if tools is not None or tool_choice is not None:
             return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
                                          response_format, stream, stop, max_tokens, temperature, top_p,
-                                         min_p, top_k, repeat_penalty, seed, model)
+                                         min_p, top_k, repeat_penalty, seed, model,
+                                         {"presence_penalty": presence_penalty,
+                                          "frequency_penalty": frequency_penalty, "logit_bias": logit_bias})
         rf_grammar = grammar_for_response_format(response_format)
         if rf_grammar is not None and grammar is not None:
             raise ValueError("response_format and grammar both constrain the output; give one")
@@ -844,7 +884,9 @@ class Llama:
             stop = [stop]
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
                         seed, list(stop) + extra_stop, parse_special=special,
-                        top_logprobs=(top_logprobs or 0) if want_lp else None, grammar=grammar)
+                        top_logprobs=(top_logprobs or 0) if want_lp else None, grammar=grammar,
+                        penalties={"presence_penalty": presence_penalty, "frequency_penalty": frequency_penalty,
+                                   "logit_bias": logit_bias})
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "object": "chat.completion",
                 "created": int(time.time()), "model": model or self.model_path}
         if stream:
@@ -863,7 +905,8 @@ class Llama:
                          grammar: Optional[LlamaGrammar], response_format: Optional[Dict[str, Any]],
                          stream: bool, stop: Union[None, str, List[str]], max_tokens: Optional[int],
                          temperature: float, top_p: float, min_p: float, top_k: int,
-                         repeat_penalty: float, seed: Optional[int], model: Optional[str]) -> Any:
+                         repeat_penalty: float, seed: Optional[int], model: Optional[str],
+                         penalties: Dict[str, Any]) -> Any:
         request: Dict[str, Any] = {"messages": list(messages)}
         if tools is not None:
             request["tools"] = tools
@@ -884,7 +927,8 @@ class Llama:
         elif isinstance(stop, str):
             stop = [stop]
         s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar)
+                        seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar,
+                        penalties=penalties)
         with s:
             text = "".join(s)
         self._ended(s)
