@@ -186,10 +186,12 @@ func (f Format) markers() []string {
 }
 
 // startJSON says whether a bare JSON call object may make up the output
-// (at its start, or right after another call).
+// (at its start, or right after another call). DeepSeek R1's template
+// does not print tools, so they are described asking for this form
+// (ToolPrompt).
 func (f Format) startJSON() bool {
 	switch f.Family {
-	case Generic, Gemma, Llama3, Hermes, Phi4:
+	case Generic, Gemma, Llama3, Hermes, Phi4, DeepSeekR1:
 		return true
 	}
 	return false
