@@ -38,10 +38,13 @@ type prepareIn struct {
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 }
 
-// parser is what kvw_chat_parse needs to read an output.
+// parser is what kvw_chat_parse needs to read an output. Partial (set by
+// the caller) reads a prefix of an output as a stream does
+// (toolcall.ParsePartial); calls then carry no generated IDs.
 type parser struct {
 	Options toolcall.Options `json:"options"`
 	Single  bool             `json:"single"`
+	Partial bool             `json:"partial,omitempty"`
 }
 
 type prepareOut struct {
@@ -190,8 +193,13 @@ func chatParse(parserJSON []byte, text string) (*parseOut, error) {
 	if err := json.Unmarshal(parserJSON, &p); err != nil {
 		return nil, fmt.Errorf("parser is not the object kvw_chat_prepare wrote: %w", err)
 	}
-	msg := toolcall.Parse(text, p.Options)
-	toolcall.AssignIDs(msg.Calls, p.Options.Format.Family, nil)
+	var msg toolcall.Message
+	if p.Partial {
+		msg = toolcall.ParsePartial(text, p.Options)
+	} else {
+		msg = toolcall.Parse(text, p.Options)
+		toolcall.AssignIDs(msg.Calls, p.Options.Format.Family, nil)
+	}
 	if p.Single && len(msg.Calls) > 1 {
 		msg.Calls = msg.Calls[:1]
 	}

@@ -490,6 +490,10 @@ KVW_API int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_messa
  *   "content" (null with tool calls and no text), "reasoning_content",
  *   "tool_calls": [{"id", "type": "function", "function": {"name",
  *   "arguments"}}]}. A reply with tool_calls finishes as "tool_calls".
+ *   With "partial": true added to the parser object, text is read as the
+ *   prefix of an output being streamed: markup that may still complete is
+ *   held back, each result extends the previous one, and calls get no
+ *   generated id (the caller assigns one when a call first appears).
  * buf/buf_size/out_len: as kvw_chat_apply_template (size query with NULL).
  * Errors: KVW_ERR_INVALID_ARGUMENT naming the problem (malformed tools,
  * clashing names, a tool_choice naming a missing tool, a schema keyword

@@ -695,3 +695,14 @@ func (p *parser) deepseek(i int) region {
 		k = skipSpace(s, k+len(dsCallEnd))
 	}
 }
+
+// ParsePartial reads text as a prefix of an output, the way a Stream
+// does: markup that may still be completing is held back, a call is
+// returned once its name is known with the arguments written so far, and
+// each result extends the one before (for callers that stream through an
+// interface that only passes whole texts, such as the C ABI).
+func ParsePartial(text string, o Options) Message {
+	p := parser{text: text, opt: o}
+	p.run()
+	return p.msg()
+}

@@ -245,3 +245,23 @@ func TestStreamCutInsideCall(t *testing.T) {
 	require.Equal(t, `{"a": [1, 2`, got.Calls[0].Arguments)
 	require.Equal(t, got.Calls[0].Name, final.Calls[0].Name)
 }
+
+// TestParsePartial: every prefix's partial parse extends the previous one
+// and never shows markup in the content; the whole text's partial parse
+// agrees with Parse on the calls.
+func TestParsePartial(t *testing.T) {
+	out := "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>"
+	o := Options{Format: Format{Family: Hermes}, Tools: true}
+	var prev Message
+	for i := 1; i <= len(out); i++ {
+		m := ParsePartial(out[:i], o)
+		require.True(t, strings.HasPrefix(m.Content, prev.Content), "%q", out[:i])
+		require.NotContains(t, m.Content, "<")
+		require.GreaterOrEqual(t, len(m.Calls), len(prev.Calls))
+		for j := range prev.Calls {
+			require.True(t, strings.HasPrefix(m.Calls[j].Arguments, prev.Calls[j].Arguments))
+		}
+		prev = m
+	}
+	require.Equal(t, stripPartial(Parse(out, o)), stripPartial(prev))
+}

@@ -856,8 +856,8 @@ class Llama:
         last two are enforced with a grammar) and ``parallel_tool_calls``
         render the tools into the model's own chat template and read the
         reply's tool calls into ``message["tool_calls"]`` (finish_reason
-        "tool_calls"), as the server does (docs/TOOLS.md); with stream=True
-        the chunks come once the reply is complete.
+        "tool_calls"), as the server does (docs/TOOLS.md), streamed as
+        OpenAI tool_calls deltas with stream=True.
 
         Raises as ``create_completion``; the legacy functions and
         function_call raise ``NotImplementedError``."""
@@ -929,6 +929,10 @@ class Llama:
         s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
                         seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar,
                         penalties=penalties)
+        meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
+                "model": model or self.model_path}
+        if stream:
+            return self._tool_chunks(s, prep["parser"], {**meta, "object": "chat.completion.chunk"})
         with s:
             text = "".join(s)
         self._ended(s)
@@ -936,30 +940,58 @@ class Llama:
         finish = self._finish(s)
         if message.get("tool_calls") and finish == "stop":
             finish = "tool_calls"
-        meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
-                "model": model or self.model_path}
-        if not stream:
-            return {**meta, "object": "chat.completion",
-                    "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-                    "usage": self._usage(s)}
-        return self._tool_chunks({**meta, "object": "chat.completion.chunk"}, message, finish, self._usage(s))
+        return {**meta, "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "usage": self._usage(s)}
 
-    @staticmethod
-    def _tool_chunks(meta: Dict[str, Any], message: Dict[str, Any], finish: Optional[str],
-                     usage: Any) -> Iterator[Dict[str, Any]]:
+    def _tool_chunks(self, s: Stream, parser: Dict[str, Any],
+                     meta: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+        # The output is re-read as a prefix after each piece (chat_parse
+        # with "partial"), and what it adds is sent as OpenAI deltas: a
+        # call's id, type and name first, then argument fragments. Markup
+        # that may still complete is held back, so content never shows it.
+        partial = {**parser, "partial": True}
+        sent = {"content": "", "reasoning_content": ""}
+        calls: List[Dict[str, str]] = []
+
         def chunk(delta: Dict[str, Any], finish_reason: Optional[str] = None) -> Dict[str, Any]:
             return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": None,
                                          "finish_reason": finish_reason}]}
-        yield chunk({"role": "assistant"})
-        if message.get("reasoning_content"):
-            yield chunk({"reasoning_content": message["reasoning_content"]})
-        if message.get("content"):
-            yield chunk({"content": message["content"]})
-        for i, call in enumerate(message.get("tool_calls") or []):
-            yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                         "function": {"name": call["function"]["name"],
-                                                      "arguments": call["function"]["arguments"]}}]})
-        yield {**chunk({}, finish), "usage": usage}
+
+        def deltas(msg: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+            for key in ("reasoning_content", "content"):
+                v = msg.get(key) or ""
+                if v.startswith(sent[key]) and len(v) > len(sent[key]):
+                    yield chunk({key: v[len(sent[key]):]})
+                    sent[key] = v
+            for i, tc in enumerate(msg.get("tool_calls") or []):
+                name, args = tc["function"]["name"], tc["function"]["arguments"]
+                if i < len(calls):
+                    done = calls[i]["arguments"]
+                    if name == calls[i]["name"] and args.startswith(done) and len(args) > len(done):
+                        yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[len(done):]}}]})
+                        calls[i]["arguments"] = args
+                    continue
+                cid = tc.get("id") or "call_" + uuid.uuid4().hex[:24]
+                calls.append({"name": name, "arguments": args})
+                yield chunk({"tool_calls": [{"index": i, "id": cid, "type": "function",
+                                             "function": {"name": name, "arguments": args}}]})
+
+        text = ""
+        with s:
+            yield chunk({"role": "assistant"})
+            for piece in s:
+                text += piece
+                yield from deltas(chat_parse(partial, text))
+        self._ended(s)
+        final = chat_parse(parser, text)
+        if len(final.get("tool_calls") or []) < len(calls):
+            final = chat_parse(partial, text)  # cut inside a call already sent
+        yield from deltas(final)
+        finish = self._finish(s)
+        if calls and finish == "stop":
+            finish = "tool_calls"
+        yield {**chunk({}, finish), "usage": self._usage(s)}
 
     def _chat_chunks(self, s: Stream, meta: Dict[str, Any], want_lp: bool) -> Iterator[ChatCompletionChunk]:
         with s:

@@ -81,10 +81,18 @@ class TestTools(unittest.TestCase):
                 temperature=0.8, seed=seed, max_tokens=300, stream=True))
             self.assertEqual(chunks[0]["choices"][0]["delta"], {"role": "assistant"})
             self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "tool_calls")
-            calls = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
-            self.assertEqual(len(calls), 1)
-            self.assertEqual(calls[0]["index"], 0)
-            check_args(self, calls[0])
+            deltas = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+            self.assertEqual({d["index"] for d in deltas}, {0})
+            # The first delta names the call; the arguments come in fragments.
+            self.assertTrue(deltas[0]["id"].startswith("call_"))
+            self.assertEqual(deltas[0]["type"], "function")
+            self.assertGreater(len(deltas), 1)
+            for d in deltas[1:]:
+                self.assertEqual(set(d), {"index", "function"})
+            call = {"function": {"name": deltas[0]["function"]["name"],
+                                 "arguments": "".join(d["function"]["arguments"] for d in deltas)}}
+            check_args(self, call)
+            self.assertFalse(any(c["choices"][0]["delta"].get("content") for c in chunks))
 
     def test_bad_input(self):
         bad = [
@@ -104,10 +112,17 @@ class TestTools(unittest.TestCase):
 class TestChatParse(unittest.TestCase):
     def test_parse_hermes(self):
         parser = {"options": {"Format": {"Family": "hermes"}, "Tools": True}, "single": False}
-        msg = kvwarden.chat_parse(parser, '<think>hm</think>Sure.<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>')
+        out = '<think>hm</think>Sure.<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
+        msg = kvwarden.chat_parse(parser, out)
         self.assertEqual(msg["content"], "Sure.")
         self.assertEqual(msg["reasoning_content"], "hm")
         self.assertEqual(msg["tool_calls"][0]["function"], {"name": "f", "arguments": '{"a": 1}'})
+        # A prefix read as a stream: the markup being written is held back.
+        part = kvwarden.chat_parse({**parser, "partial": True}, out[:len("<think>hm</think>Sure.<tool_")])
+        self.assertEqual(part["content"], "Sure.")
+        self.assertNotIn("tool_calls", part)
+        part = kvwarden.chat_parse({**parser, "partial": True}, out[:-len('1}}</tool_call>')])
+        self.assertEqual(part["tool_calls"][0]["function"], {"name": "f", "arguments": '{"a": '})
 
 
 if __name__ == "__main__":
