@@ -536,8 +536,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		// must become tokens. (Message text inside it is parsed too, as
 		// llama-server and transformers do.)
 		req := engine.Request{Prompt: pl.prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}
-		return req, p, pl.apply(s, &req)
+		pl.apply(&req)
+		return req, p, nil
 	})
+	if e == nil {
+		e = plan.constrain(s, tenant, &req)
+	}
 	if e != nil {
 		s.reject(w, ep, e)
 		return

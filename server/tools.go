@@ -160,14 +160,24 @@ func (s *Server) toolFormat(t *chat.Template) toolcall.Format {
 }
 
 // apply sets what the plan needs of the engine request.
-func (pl *chatPlan) apply(s *Server, req *engine.Request) *apiError {
+func (pl *chatPlan) apply(req *engine.Request) {
 	req.KeepTokens = pl.keep
-	if pl.grammar == "" {
+}
+
+// constrain sets the grammar of a forced tool_choice, once the tenant is
+// known: compiled grammars are cached per tenant (grammar.go), so an agent
+// sending the same tools each turn finds the masks computed.
+func (pl *chatPlan) constrain(s *Server, tenant string, req *engine.Request) *apiError {
+	if pl == nil || pl.grammar == "" {
 		return nil
 	}
-	g, err := s.eng.CompileGrammar(pl.grammar)
+	if req.Grammar != nil {
+		return badRequest("tool_choice", "invalid_value",
+			"tool_choice %q forces a call, which cannot be combined with response_format, grammar or json_schema", pl.choice.Mode)
+	}
+	g, err := s.grammars.get(s.eng, tenant, &constraintSpec{kind: kindGBNF, text: pl.grammar, param: "tool_choice"})
 	if err != nil {
-		// The grammar is built from the tools' schemas, which compiled
+		// The grammar is built from the tools' schemas, which converted
 		// already: a failure here is the server's.
 		s.log.Error("tool_choice grammar does not compile", "err", err)
 		return internalError("")

@@ -283,7 +283,7 @@ func TestToolRequestErrors(t *testing.T) {
 		{"tool_choice missing tool", `"tools":` + weatherTools + `,"tool_choice":{"type":"function","function":{"name":"book_flight"}}`, "tool_choice", "book_flight"},
 		{"tool_choice unknown", `"tools":` + weatherTools + `,"tool_choice":"sometimes"`, "tool_choice", "want"},
 		{"unsupported schema keyword", `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":2}}}}}],"tool_choice":"required"`, "tools", "multipleOf"},
-		{"grammar with forced tool", `"tools":` + weatherTools + `,"tool_choice":"required","grammar":"root ::= \"x\""`, "grammar", "tool_choice"},
+		{"grammar with forced tool", `"tools":` + weatherTools + `,"tool_choice":"required","grammar":"root ::= \"x\""`, "tool_choice", "grammar"},
 		{"reasoning_format", `"reasoning_format":"deepseek-legacy"`, "reasoning_format", "deepseek-legacy"},
 		{"tool_calls not an array", `"messages":[{"role":"assistant","content":null,"tool_calls":{}}]`, "messages[0].tool_calls", "array"},
 	}
