@@ -44,6 +44,10 @@ const (
 	// <｜tool▁sep｜>name\n```json\n{...}\n```<｜tool▁call▁end｜>...
 	// <｜tool▁calls▁end｜>. DeepSeek R1 and its distills.
 	DeepSeekR1 Family = "deepseek-r1"
+	// Harmony: gpt-oss's channels (<|channel|>analysis for reasoning,
+	// final for the answer, commentary to=functions.NAME for a call);
+	// see harmony.go.
+	Harmony Family = "harmony"
 	// Gemma: no tool markup in the template; the generic JSON object, or a
 	// Python call in a ```tool_code fence (name(arg=value, ...)), the form
 	// Google documents for Gemma function calling.
@@ -51,7 +55,7 @@ const (
 )
 
 // Families lists every family, for documentation and tests.
-var Families = []Family{Generic, Hermes, Llama3, MistralNemo, Mistral, Phi4, Granite, DeepSeekR1, Gemma}
+var Families = []Family{Generic, Hermes, Llama3, MistralNemo, Mistral, Phi4, Granite, DeepSeekR1, Gemma, Harmony}
 
 // Format is what a chat template tells about a model's output.
 type Format struct {
@@ -72,6 +76,8 @@ func Detect(src string) Format {
 	has := func(s string) bool { return strings.Contains(src, s) }
 	f := Format{Family: Generic, Tools: has("tools"), Thinking: has("<think>")}
 	switch {
+	case has("<|channel|>"):
+		f.Family, f.Thinking = Harmony, true
 	case has("<｜tool▁calls▁begin｜>"):
 		f.Family = DeepSeekR1
 	case has("elif thinking") && has("<|tool_call|>"):
@@ -113,6 +119,8 @@ func (f Format) KeepTokens() []string {
 		keep = append(keep, "<|tool_call|>", "<|/tool_call|>")
 	case DeepSeekR1:
 		keep = append(keep, dsCallsBegin, dsCallBegin, dsSep, dsCallEnd, dsCallsEnd)
+	case Harmony:
+		keep = append(keep, hStart, hChannel, hMessage, hEnd, hConstrain)
 	}
 	return keep
 }

@@ -60,12 +60,18 @@ func Grammar(f Format, tools []Tool, choice Choice, o GrammarOptions) (string, e
 	fmt.Fprintf(&b, "call ::= %s\n", strings.Join(alts, " | "))
 	calls := callsRule(f.Family, o.Parallel && choice.Mode != ModeFunction)
 	switch {
+	case f.Family == Harmony:
+		if o.Think {
+			// An analysis message may come first; its body has no "<|".
+			calls = "(" + lit(hChannel+"analysis"+hMessage) + " harmony-body " + lit(hEnd+hStart+"assistant") + ")? " + calls
+			b.WriteString(`harmony-body ::= ([^<] | "<"+ [^|<])*` + "\n")
+		}
 	case o.ThinkingOpen:
 		calls = `think-body "</think>" think-space ` + calls
 	case o.Think:
 		calls = `("<think>" think-body "</think>" think-space)? ` + calls
 	}
-	if o.Think || o.ThinkingOpen {
+	if (o.Think || o.ThinkingOpen) && f.Family != Harmony {
 		// Any text without "</" (the block ends at its first "</"): a run
 		// of '<' is followed by neither '/' nor another '<'.
 		b.WriteString(`think-body ::= ([^<] | "<"+ [^/<])*` + "\n")
@@ -117,6 +123,8 @@ func callRule(f Family, name, args string) string {
 		return lit("[TOOL_CALLS]"+name+"[ARGS]") + " " + args
 	case DeepSeekR1:
 		return lit(dsCallBegin+"function"+dsSep+name+"\n```json\n") + " " + args + " " + lit("\n```"+dsCallEnd)
+	case Harmony:
+		return lit(hChannel+"commentary to=functions."+name+" "+hConstrain+"json"+hMessage) + " " + args
 	}
 	// Generic, Gemma, Granite (inside its list).
 	return obj("arguments")
@@ -147,6 +155,9 @@ func callsRule(f Family, parallel bool) string {
 		return lit("<|tool_call|>[") + " " + many(", ") + " " + lit("]")
 	case DeepSeekR1:
 		return lit(dsCallsBegin) + " " + many("") + " " + lit(dsCallsEnd)
+	case Harmony:
+		// One call per message, and <|call|> ends the generation.
+		return "call"
 	}
 	if parallel {
 		return lit(`{"tool_calls": [`) + " call (" + lit(", ") + " call)" + more + " " + lit("]}")

@@ -51,7 +51,7 @@ func byteVocab(t *testing.T) (*grammar.Vocab, [][]byte) {
 	return v, pieces
 }
 
-var walkClosers = []string{`"`, `}`, `]`, `"}`, `</think>`}
+var walkClosers = []string{`"`, `}`, `]`, `"}`, `</think>`, `<|end|>`, `<|start|>assistant`}
 
 // walk generates one sentence of g with random allowed tokens.
 func walk(t *testing.T, g *grammar.Grammar, v *grammar.Vocab, pieces [][]byte, rng *rand.Rand) string {
@@ -73,12 +73,18 @@ func walk(t *testing.T, g *grammar.Grammar, v *grammar.Vocab, pieces [][]byte, r
 		}
 		id := allowed[rng.IntN(len(allowed))]
 		if step > 30 && rng.Float64() < 0.8 {
+			// A random closer among the allowed ones, so that strings,
+			// containers and think or analysis blocks end.
+			var closers []int
 			for _, a := range allowed {
 				for _, c := range walkClosers {
 					if string(pieces[a]) == c {
-						id = a
+						closers = append(closers, a)
 					}
 				}
+			}
+			if len(closers) > 0 {
+				id = closers[rng.IntN(len(closers))]
 			}
 		}
 		if id == 0 {

@@ -105,6 +105,10 @@ func holdBack(s string, markers []string) int {
 }
 
 func (p *parser) run() {
+	if p.opt.Format.Family == Harmony && !p.opt.KeepReasoning {
+		p.harmony()
+		return
+	}
 	pos := 0
 	p.trim = p.opt.Tools
 	if !p.opt.KeepReasoning {

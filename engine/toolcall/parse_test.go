@@ -265,3 +265,45 @@ func TestParsePartial(t *testing.T) {
 	}
 	require.Equal(t, stripPartial(Parse(out, o)), stripPartial(prev))
 }
+
+// Harmony (gpt-oss) outputs, as the model writes them after the
+// generation prompt "<|start|>assistant" (<|call|> and <|return|> end the
+// generation and are not in the text).
+var harmonyCases = []parseCase{
+	{"harmony answer", Format{Family: Harmony}, nil,
+		"<|channel|>analysis<|message|>User says hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello!",
+		Message{Reasoning: "User says hi.", Content: "Hello!"}},
+	{"harmony call", Format{Family: Harmony}, nil,
+		"<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
+		Message{Reasoning: "Need weather.", Calls: []Call{call("get_weather", `{"city": "Paris"}`)}}},
+	{"harmony recipient first", Format{Family: Harmony}, nil,
+		"<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{}",
+		Message{Content: "Checking.", Calls: []Call{call("get_time", `{}`)}}},
+}
+
+func TestHarmony(t *testing.T) {
+	for _, c := range harmonyCases {
+		t.Run(c.name, func(t *testing.T) {
+			o := c.options()
+			require.Equal(t, c.want, stripPartial(Parse(c.out, o)))
+			s := NewStream(o, func() string { return "id" })
+			var got Message
+			for i := 0; i < len(c.out); i++ {
+				ds := s.Feed(c.out[i : i+1])
+				for _, d := range ds {
+					require.NotContains(t, d.Content+d.Reasoning, "<|", "markup leaked")
+				}
+				collect(t, ds, &got)
+			}
+			ds, _ := s.Finish()
+			collect(t, ds, &got)
+			for i := range got.Calls {
+				got.Calls[i].ID = ""
+			}
+			require.Equal(t, c.want, stripPartial(got))
+		})
+	}
+	f := Detect("{{- '<|start|>assistant<|channel|>final<|message|>' }}")
+	require.Equal(t, Harmony, f.Family)
+	require.Contains(t, f.KeepTokens(), "<|channel|>")
+}
