@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -186,17 +187,19 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 	cs := make([]*choice, p.n)
 	merged := make(chan choiceEvent)
 	live := 0
-	submit := func(i int) *apiError {
+	// submit starts choice i; a nil error with gone set means the client
+	// went away meanwhile (nobody to answer).
+	submit := func(i int) (e *apiError, gone bool) {
 		st, err := s.eng.Submit(ctx, reqFor(i))
 		if err != nil {
 			if errors.Is(err, engine.ErrAborted) {
-				return &apiError{Status: 499} // the client went away: nobody to answer
+				return nil, true
 			}
 			e := engineError(err, promptParam)
 			if e.Code != nil && *e.Code == "internal_error" {
 				s.log.Error("request failed at submission", "tenant", tenant, "endpoint", ep, "choice", i, "err", err)
 			}
-			return e
+			return e, false
 		}
 		pt := st.PromptTokens()
 		c := &choice{st: st, prev: -1}
@@ -210,7 +213,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 				merged <- choiceEvent{i, ev}
 			}
 		}()
-		return nil
+		return nil, false
 	}
 	// drain ends every submitted choice and waits for them.
 	drain := func(cause error) {
@@ -221,12 +224,11 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 			}
 		}
 	}
-	if e := submit(0); e != nil {
-		if e.Status == 499 {
-			s.finish(ep, "abort", start, nil)
-			s.answerAbort(w, r.Context(), false)
-			return
-		}
+	if e, gone := submit(0); gone {
+		s.finish(ep, "abort", start, nil)
+		s.answerAbort(w, r.Context(), false)
+		return
+	} else if e != nil {
 		s.reject(w, ep, e)
 		return
 	}
@@ -251,15 +253,18 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 		if ce.i == 0 && submitted < p.n && (!ce.ev.Done || c.res.Err == nil) {
 			// Choice 0's prompt pages are in the prefix cache now.
 			for ; submitted < p.n; submitted++ {
-				if e := submit(submitted); e != nil {
-					drain(errors.New("another choice of the request failed"))
-					if e.Status == 499 {
-						s.finish(ep, "abort", start, nil)
-						return
-					}
-					s.reject(w, ep, e)
+				e, gone := submit(submitted)
+				if e == nil && !gone {
+					continue
+				}
+				drain(fmt.Errorf("%w: choice %d could not start", engine.ErrAborted, submitted))
+				if gone {
+					s.finish(ep, "abort", start, nil)
+					s.answerAbort(w, r.Context(), false)
 					return
 				}
+				s.reject(w, ep, e)
+				return
 			}
 		}
 		if !ce.ev.Done {
@@ -314,9 +319,8 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 
 // choiceFailed answers a request one of whose choices failed, as generate
 // answers a failed request.
-func (s *Server) choiceFailed(w http.ResponseWriter, out *sseWriter, ep string, start time.Time, res engine.Result, log interface {
-	Error(string, ...any)
-}, sh shaper, ctx context.Context) {
+func (s *Server) choiceFailed(w http.ResponseWriter, out *sseWriter, ep string, start time.Time, res engine.Result, log *slog.Logger,
+	sh shaper, ctx context.Context) {
 	outcome := "error"
 	switch {
 	case errors.Is(res.Err, engine.ErrIsolation):
