@@ -237,9 +237,8 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 	}
 	switch {
 	case p.max_tokens == C.KVW_MAX_TOKENS_UNLIMITED:
-		// Until end of generation or context: admission clamps it to the
-		// room the prompt leaves.
-		req.MaxTokens = h.eng.MaxContext()
+		// Until end of generation or context: the engine's own meaning.
+		req.MaxTokens = engine.MaxTokensUntilEnd
 	case p.max_tokens < 0:
 		return errInfo{status: stInvalid, reason: reasonParams, msg: fmt.Sprintf("%s: params.max_tokens %d is negative (-1, KVW_MAX_TOKENS_UNLIMITED, means until end of generation or context)", fn, int32(p.max_tokens))}.set()
 	default:

@@ -33,6 +33,9 @@ var (
 	// the engine cannot run (architecture, tensor type, RoPE scaling type,
 	// a missing or unexpected tensor). It is model.ErrUnsupported.
 	ErrUnsupported = model.ErrUnsupported
+	// ErrNotModelFile: ModelPath is neither a GGUF file nor a llama2.c
+	// checkpoint. It is model.ErrNotModelFile.
+	ErrNotModelFile = model.ErrNotModelFile
 	// ErrStepFailed ends the requests of a forward step that failed as a
 	// whole (e.g. a device error); the details are in the engine's log.
 	ErrStepFailed = errors.New("forward step failed")
@@ -136,7 +139,9 @@ type Config struct {
 
 	// MaxContext is the most tokens (prompt + generated) one request may
 	// hold. Default: min(model context, pool capacity). New refuses a value
-	// the pool cannot hold.
+	// the pool cannot hold. For LongRoPE models (Phi-3/3.5 128k) it also
+	// picks the RoPE factor set, as llama.cpp's context size does: the long
+	// factors when it exceeds the model's original context length.
 	MaxContext int
 
 	MaxBatchTokens int // token budget of one step (default 512)
@@ -240,8 +245,13 @@ type Request struct {
 	Tokens []int  // token IDs (used as given, no BOS added)
 	// Tenant scopes the prefix cache and quotas. The embedding application
 	// or the server's authenticated key sets it, never a request body.
-	Tenant    string
-	MaxTokens int // new tokens to generate (default 128)
+	Tenant string
+	// MaxTokens is the most new tokens to generate: 0 (the zero value)
+	// means DefaultMaxTokens (128), MaxTokensUntilEnd (-1) means until the
+	// model ends generation or the request reaches MaxContext; other
+	// negative values are refused. A value beyond what the context has
+	// left is clamped: the request then ends with "length" at MaxContext.
+	MaxTokens int
 	Sampling  sample.Params
 	Stop      []string
 	NoBOS     bool // do not prepend BOS to Prompt

@@ -31,7 +31,12 @@ const (
 	DefaultMaxBatchTokens = 512
 	DefaultMaxSeqs        = 64
 	DefaultMaxQueue       = 1024
-	DefaultMaxTokens      = 128
+	// DefaultMaxTokens is what Request.MaxTokens 0 asks for.
+	DefaultMaxTokens = 128
+	// MaxTokensUntilEnd as Request.MaxTokens generates until the model
+	// ends generation (EOS, a stop string) or the request reaches
+	// MaxContext.
+	MaxTokensUntilEnd = -1
 	// MaxStopStrings and MaxStopLen bound Request.Stop.
 	MaxStopStrings = 16
 	MaxStopLen     = 256
@@ -187,6 +192,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	}
 
 	st := newStream(ctx, s.id)
+	st.abort = func() { _ = e.abort(s.id, fmt.Errorf("%w: the stream was closed", ErrAborted)) }
 	st.prompt = s.prompt
 	s.stream = st
 

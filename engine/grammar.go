@@ -3,8 +3,10 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/kvwarden/kvwarden/engine/grammar"
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 )
 
@@ -104,6 +106,7 @@ type grammarState struct {
 	// the grammar is complete and nothing may follow.
 	eogOnly []uint64
 	fresh   bool
+	err     error // Allowed's error (a dead end): the request fails with it
 }
 
 // newGrammarState starts a request's matcher (admission).
@@ -128,14 +131,43 @@ func (e *Engine) newGrammarState(g *Grammar) (*grammarState, error) {
 // dead end is the request's error.
 func (sc *scheduler) grammarMask(s *seq) error {
 	gs := s.grammar
-	if gs == nil || gs.fresh {
+	if gs == nil {
 		return nil
 	}
-	if err := gs.m.Allowed(gs.mask); err != nil {
-		return fmt.Errorf("engine: request %d: %w after %d generated tokens", s.id, err, s.generated)
+	if !gs.fresh && gs.err == nil {
+		gs.compute()
 	}
-	gs.fresh = true
+	if gs.err != nil {
+		return fmt.Errorf("engine: request %d: %w after %d generated tokens", s.id, gs.err, s.generated)
+	}
 	return nil
+}
+
+func (gs *grammarState) compute() {
+	gs.err = gs.m.Allowed(gs.mask)
+	gs.fresh = gs.err == nil
+}
+
+// startMasks computes, while the forward pass runs, the masks of the
+// step's members that will sample from it: a mask depends only on the
+// tokens accepted so far, so it need not wait for the logits, and a batch
+// does not wait for its members' masks one after another. Each goroutine
+// touches only its own sequence's matcher (the grammar's mask cache has
+// its own lock); the scheduler reads them only after the returned wait.
+func startMasks(members []*seq, seqs []model.Seq) (wait func()) {
+	var wg sync.WaitGroup
+	for i, s := range members {
+		gs := s.grammar
+		if gs == nil || gs.fresh || gs.err != nil || !seqs[i].Logits {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gs.compute()
+		}()
+	}
+	return wg.Wait
 }
 
 // draw samples s's next token from logits (scratch), restricted to what

@@ -915,7 +915,9 @@ func (sc *scheduler) forward() {
 		return
 	}
 	b.Failed = b.Failed[:0]
+	waitMasks := startMasks(members, b.Seqs)
 	err := e.runner.Forward(b)
+	waitMasks()
 	// Forward returns when the device is done with the step's pages.
 	for _, d := range drops {
 		d()

@@ -450,37 +450,6 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 	return out, nil
 }
 
-// parsePrompt reads the completions prompt: a string, an array of one
-// string, or an array of token IDs (used as given, no BOS added).
-func parsePrompt(raw json.RawMessage) (string, []int, *apiError) {
-	if isNull(raw) {
-		return "", nil, badRequest("prompt", "missing_required_parameter", "prompt is required")
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil, nil
-	}
-	var ss []string
-	if err := json.Unmarshal(raw, &ss); err == nil {
-		if len(ss) != 1 {
-			return "", nil, badRequest("prompt", "unsupported_value", "prompt arrays must hold exactly one string, got %d", len(ss))
-		}
-		return ss[0], nil, nil
-	}
-	var ids []int
-	if err := json.Unmarshal(raw, &ids); err == nil {
-		return "", ids, nil
-	}
-	var idss [][]int
-	if err := json.Unmarshal(raw, &idss); err == nil {
-		if len(idss) != 1 {
-			return "", nil, badRequest("prompt", "unsupported_value", "prompt arrays must hold exactly one token array, got %d", len(idss))
-		}
-		return "", idss[0], nil
-	}
-	return "", nil, badRequest("prompt", "invalid_type", "prompt must be a string, an array of one string, or an array of token IDs")
-}
-
 // chatMessages turns a request's messages into the conversation the chat
 // template renders. Roles are checked ("developer", OpenAI's newer name for
 // the system role, is passed as "system", which templates know); content

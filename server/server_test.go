@@ -506,7 +506,7 @@ func scrape(t *testing.T, ts *testServer) string {
 }
 
 func TestMalformedRequests(t *testing.T) {
-	ts := start(t, setup{echo: true, body: 4096})
+	ts := start(t, setup{echo: true, body: 4096, opts: func(o *Options) { o.StrictModelID = true }})
 	big := `{"prompt": "` + strings.Repeat("x", 5000) + `"}`
 	cases := []struct {
 		name, path string
@@ -536,7 +536,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"messages empty", "/v1/chat/completions", `{"messages":[]}`, 400, "missing_required_parameter", "messages"},
 		{"bad role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "invalid_value", "messages[0].role"},
 		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "unsupported_value", "messages[0].content"},
-		{"unknown model", "/v1/completions", `{"model":"gpt-4","prompt":"a"}`, 404, "model_not_found", "model"},
+		{"unknown model (strict)", "/v1/completions", `{"model":"gpt-4","prompt":"a"}`, 404, "model_not_found", "model"},
 		{"too large", "/v1/completions", big, 413, "request_too_large", ""},
 		{"no route", "/v1/embeddings", `{}`, 404, "not_found", ""},
 	}

@@ -174,7 +174,7 @@ typedef enum kvw_reject_reason {
     /* The prompt alone fills max_context (no room for one new token).
      * limit = max_context, prompt_tokens = the prompt's tokens (BOS
      * included), requested = prompt_tokens + max_tokens (128 when 0,
-     * max_context when KVW_MAX_TOKENS_UNLIMITED). A prompt is tokenized
+     * 1 when KVW_MAX_TOKENS_UNLIMITED). A prompt is tokenized
      * only until it is known not to fit, so for a long one prompt_tokens
      * (and requested) is a lower bound, and the message says "at least". */
     KVW_REJECT_TOO_LONG = 2,

@@ -27,6 +27,7 @@ type genFlags struct {
 	seed        uint64
 	stop        cli.StringList
 	json        bool
+	noEcho      bool
 	grammar     grammarFlags
 }
 
@@ -70,6 +71,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	f.grammar.register(fs)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
+	fs.BoolVar(&f.noEcho, "no-echo", false, "print only the generated text, not the prompt before it (as llama-cli's --no-display-prompt)")
 	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
 	if err != nil {
 		return err
@@ -156,6 +158,13 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	var res engine.Result
 	wrote := false
 	endsNL := false
+	// As llama-cli, the prompt is shown before its continuation (once the
+	// request is admitted: a rejected one prints nothing on stdout).
+	if !f.json && !f.noEcho && prompt != "" {
+		if _, err := io.WriteString(e.stdout, prompt); err == nil {
+			wrote, endsNL = true, strings.HasSuffix(prompt, "\n")
+		}
+	}
 	for ev := range st.Events() {
 		if !f.json && ev.Text != "" {
 			if _, err := io.WriteString(e.stdout, ev.Text); err != nil {

@@ -43,7 +43,7 @@ func TestGenerateJSONSchema(t *testing.T) {
 
 func TestGenerateGrammar(t *testing.T) {
 	file := writeTemp(t, "g.gbnf", "# yes or no, then a word\nroot ::= (\"yes\" | \"no\") \", \" word\nword ::= [a-z]{3,6}\n")
-	r := runCmd(t, "", "generate", "--model", "builtin:stories260K", "--grammar", file, "--temperature", "0.8", "--seed", "5", "-n", "50", "Once upon a time")
+	r := runCmd(t, "", "generate", "--model", "builtin:stories260K", "--grammar", file, "--temperature", "0.8", "--seed", "5", "-n", "50", "--no-echo", "Once upon a time")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `^(yes|no), [a-z]{3,6}\n$`, r.stdout)
 }
