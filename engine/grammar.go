@@ -96,9 +96,10 @@ func (e *Engine) grammarVocab() (*grammar.Vocab, error) {
 	return e.gv, e.gvErr
 }
 
-// grammarState is one request's progress through its grammar. Only the
-// scheduler goroutine touches it once the request is admitted; it is never
-// shared between requests.
+// grammarState is one request's progress through its grammar. Once the
+// request is admitted only the scheduler goroutine touches it (and, during
+// a forward pass, one startMasks goroutine the scheduler waits for); it is
+// never shared between requests.
 type grammarState struct {
 	m    *grammar.Matcher
 	mask []uint64 // the tokens allowed next, valid while fresh
@@ -145,6 +146,11 @@ func (sc *scheduler) grammarMask(s *seq) error {
 
 func (gs *grammarState) compute() {
 	gs.err = gs.m.Allowed(gs.mask)
+	if gs.err == nil && !slices.ContainsFunc(gs.mask, func(w uint64) bool { return w != 0 }) {
+		// The grammar may end here, but the vocabulary has no
+		// end-of-generation token to end it with.
+		gs.err = grammar.ErrDeadEnd
+	}
 	gs.fresh = gs.err == nil
 }
 
@@ -184,7 +190,7 @@ func (s *seq) draw(logits []float32) int {
 	}
 	tok, err := s.sampler.SampleMasked(logits, s.tokens, gs.mask)
 	if err != nil {
-		// Allowed never leaves a mask empty without ErrDeadEnd.
+		// compute never leaves a mask empty without an error.
 		return 0
 	}
 	return tok
@@ -206,8 +212,10 @@ func (sc *scheduler) grammarAccept(s *seq, tok int) (complete bool, err error) {
 	if !gs.m.CanEnd() {
 		return false, nil
 	}
-	if err := sc.grammarMask(s); err != nil {
-		return false, err
+	// Complete when only end-of-generation may follow (or nothing at all).
+	if err := gs.m.Allowed(gs.mask); err != nil {
+		return false, fmt.Errorf("engine: request %d: %w", s.id, err)
 	}
+	gs.fresh = true
 	return slices.Equal(gs.mask, gs.eogOnly), nil
 }
