@@ -498,6 +498,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, ep, e)
 		return
 	}
+	if len(more) > 0 && p.multi() {
+		s.generateChoices(w, r, start, ep, tenant, req, more, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
+		return
+	}
 	if len(more) > 0 {
 		s.generateBatch(w, r, start, tenant, req, more, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
 		return
@@ -671,7 +675,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 		return
 	}
 	if p.multi() {
-		s.generateChoices(w, r, start, ep, tenant, req, p, sh) // choices.go: n > 1, logprobs, echo
+		s.generateChoices(w, r, start, ep, tenant, req, nil, p, sh) // choices.go: n > 1, logprobs, echo
 		return
 	}
 	ctx := r.Context()
