@@ -167,8 +167,16 @@ func (pl *chatPlan) apply(req *engine.Request) {
 // constrain sets the grammar of a forced tool_choice, once the tenant is
 // known: compiled grammars are cached per tenant (grammar.go), so an agent
 // sending the same tools each turn finds the masks computed.
-func (pl *chatPlan) constrain(s *Server, tenant string, req *engine.Request) *apiError {
-	if pl == nil || pl.grammar == "" {
+func (pl *chatPlan) constrain(s *Server, tenant string, req *engine.Request, p params) *apiError {
+	if pl == nil {
+		return nil
+	}
+	if pl.opts.Tools && p.multi() {
+		// choices.go streams and shapes several choices; tool calls are
+		// parsed for one.
+		return badRequest("tools", "unsupported_value", "tools with n > 1, logprobs or echo are not supported yet")
+	}
+	if pl.grammar == "" {
 		return nil
 	}
 	if req.Grammar != nil {
