@@ -35,8 +35,8 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 	for _, m := range testmodels.ArchF32 {
 		names = append(names, m.Name)
 	}
-	for _, q := range testmodels.ArchQuantTypes {
-		names = append(names, "llama32."+q)
+	for _, q := range testmodels.ArchQuantFiles() {
+		names = append(names, q.Name)
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
@@ -54,6 +54,12 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 					require.Equal(t, c.Generated, r.Tokens, "case %d alone", i)
 				}
 			}
+			// The long-context files' prompts run to 70 tokens, past their
+			// original context of 64 (102 tokens with the continuation).
+			maxCtx := 96
+			for _, c := range g.Cases {
+				maxCtx = max(maxCtx, len(c.Prompt)+len(c.Generated))
+			}
 			budgets := []int{8, 24}
 			if g.QuantType != "" {
 				budgets = budgets[:1]
@@ -70,8 +76,13 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 					<-gate
 					return false
 				}}})
+				// The long-context files have 102-token requests (7 pages).
+				maxCtx := 96
+				for _, c := range g.Cases {
+					maxCtx = max(maxCtx, len(c.Prompt)+len(c.Generated))
+				}
 				e := archEngine(t, g.Model, func(c *Config) {
-					c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = 8, 16<<20, budget, 96
+					c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = 8, 16<<20, budget, maxCtx
 				}, hold)
 				var streams []*Stream
 				var idx []int
@@ -86,7 +97,7 @@ func TestGoldenArchThroughEngine(t *testing.T) {
 				for j, st := range streams {
 					r := st.Wait()
 					require.NoError(t, r.Err)
-					require.Equal(t, want[idx[j]], r.Tokens, "request %d (case %d) budget %d", j, idx[j], budget)
+					require.Equal(t, want[idx[j]], r.Tokens, "request %d (case %d) budget %d finish %s", j, idx[j], budget, r.FinishReason)
 				}
 				s := e.Stats()
 				require.NotZero(t, s.SwapIns, "budget %d: %+v", budget, s)

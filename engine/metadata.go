@@ -202,7 +202,7 @@ func (e *Engine) fingerprint(meta []MetaKV) [32]byte {
 	sampleMatrix(w.Output)
 	floats(w.Norm)
 	for _, l := range w.Layers {
-		for _, m := range []*ml.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		for _, m := range l.Matrices() {
 			sampleMatrix(m)
 		}
 		floats(l.AttnNorm)

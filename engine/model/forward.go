@@ -34,14 +34,22 @@ type Runner struct {
 	offs                         [][]int
 	dsts                         [][]float32  // MatMulGroup outputs
 	mats                         []*ml.Matrix // MatMulGroup weights
+	moe                          moeScratch
 }
 
 // rowChunk is the batch rows per work item of the row-wise steps.
 const rowChunk = 8
 
 // NewRunner checks that pool's geometry matches the model and that its
-// arena is CPU memory.
+// arena is CPU memory. It is NewRunnerContext for the model's own context
+// length.
 func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
+	return NewRunnerContext(w, pool, w.Config.MaxContext)
+}
+
+// NewRunnerContext is NewRunner for requests of up to maxContext tokens,
+// which chooses the RoPE factors of LongRoPE models (Weights.RopeFactors).
+func NewRunnerContext(w *Weights, pool *kvcache.Pool, maxContext int) (*Runner, error) {
 	if err := w.Check(); err != nil {
 		return nil, err
 	}
@@ -56,7 +64,7 @@ func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{w: w, cfg: c, pool: pool, geo: g, kv: kv}
-	r.ropes, r.ropeOf = ropes(c, w.RopeFreqs)
+	r.ropes, r.ropeOf = ropes(c, w.RopeFactors(maxContext))
 	r.tabs = make([][]float32, len(r.ropes))
 	return r, nil
 }
@@ -228,16 +236,25 @@ func (r *Runner) Forward(b *Batch) error {
 		residual()
 
 		norm(r.xb, r.x, L.FFNNorm, dim)
-		r.dsts = append(r.dsts[:0], r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
-		r.mats = append(r.mats[:0], L.Gate, L.Up)
-		ml.MatMulGroup(r.dsts, r.xb[:n*dim], n, r.mats)
-		hb, hb2 := r.hb, r.hb2
-		act := ml.SiLUMul
-		if blk.Activation == arch.GeGLU {
-			act = ml.GELUMul
+		if L.MoE != nil {
+			r.hb = ml.Grow(r.hb, n*dim)
+			copy(r.hb[:n*dim], r.xb[:n*dim])
+			r.moeFFN(L.MoE, r.hb[:n*dim], n, r.xb[:n*dim])
+		} else {
+			r.dsts = append(r.dsts[:0], r.hb[:n*c.Hidden], r.hb2[:n*c.Hidden])
+			r.mats = append(r.mats[:0], L.Gate, L.Up)
+			ml.MatMulGroup(r.dsts, r.xb[:n*dim], n, r.mats)
+			hb, hb2 := r.hb, r.hb2
+			act := ml.SiLUMul
+			switch blk.Activation {
+			case arch.GeGLU:
+				act = ml.GELUMul
+			case arch.SwiGLUOAI:
+				act = func(g, u []float32) { ml.SwiGLUOAIMul(g, u, 1.702, 7) }
+			}
+			ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { act(hb[lo:hi], hb2[lo:hi]) })
+			ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
 		}
-		ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { act(hb[lo:hi], hb2[lo:hi]) })
-		ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
 		if blk.PostNorms {
 			norm(r.xb, r.xb, L.PostFFNNorm, dim)
 		}
@@ -297,6 +314,7 @@ func (r *Runner) attention(layer int, rows []row) {
 	group := c.Heads / c.KVHeads
 	inv := c.Block.Scale(hd)
 	softcap := c.Block.AttnSoftcap
+	sinks := r.w.Layers[layer].Sinks
 	window := 0
 	if c.Block.Local(layer) {
 		window = c.Block.Window
@@ -360,7 +378,11 @@ func (r *Runner) attention(layer int, rows []row) {
 			if softcap != 0 {
 				ml.SoftCap(s, softcap)
 			}
-			ml.Softmax(s)
+			if sinks != nil {
+				ml.SoftmaxSink(s, sinks[h])
+			} else {
+				ml.Softmax(s)
+			}
 			o := out[h*hd : (h+1)*hd]
 			clear(o)
 			r.kv.accum(o, s, vDelta+kvh, offs)

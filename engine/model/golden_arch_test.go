@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,12 +97,14 @@ func TestGoldenArchF32(t *testing.T) {
 // (Q4_1). For scale: F32 math on the same weights is 0.2-0.42 away.
 const quantNativeTol = 0.25
 
-// TestGoldenArchQuant checks every quantized llama32 file two ways:
+// TestGoldenArchQuant checks every quantized file (llama32.<TYPE> and the
+// mixture-of-experts ones) two ways:
 //
 //   - as stored, through our integer kernels (activations quantized to
-//     Q8_0/Q8_K as llama.cpp does): teacher-forced logits within
-//     quantNativeTol of llama.cpp's, and greedy tokens equal up to the
-//     first step whose recorded top1-top2 margin is below twice that;
+//     Q8_0/Q8_K as llama.cpp does): teacher-forced logits within the
+//     native tolerance (quantNativeTol, or the file's own for MoE files)
+//     of llama.cpp's, and greedy tokens equal up to the first step whose
+//     recorded top1-top2 margin is below twice that;
 //   - dequantized to F32 (Requantize): logits within 0.001 of llama.cpp on
 //     the exactly dequantized file (reference_dequantized_f32) and all 32
 //     greedy tokens equal.
@@ -109,12 +112,17 @@ const quantNativeTol = 0.25
 // Under the race detector (which slows the plain-Go K-quant paths tenfold)
 // only Q8_0 runs; scripts/test.sh runs all types without it.
 func TestGoldenArchQuant(t *testing.T) {
-	for _, typ := range testmodels.ArchQuantTypes {
-		t.Run(typ, func(t *testing.T) {
-			if testmodels.Race && typ != "Q8_0" {
+	for _, qf := range testmodels.ArchQuantFiles() {
+		name := strings.TrimPrefix(qf.Name, "llama32.")
+		tol := qf.NativeTol
+		if tol == 0 {
+			tol = quantNativeTol
+		}
+		t.Run(name, func(t *testing.T) {
+			if testmodels.Race && name != "Q8_0" {
 				t.Skip("numerics only; run without -race (scripts/test.sh does)")
 			}
-			g := testmodels.LoadArchGolden(t, "llama32."+typ)
+			g := testmodels.LoadArchGolden(t, qf.Name)
 			require.NotNil(t, g.Dequant)
 			w, f, err := LoadGGUF(g.Model)
 			require.NoError(t, err)
@@ -133,15 +141,15 @@ func TestGoldenArchQuant(t *testing.T) {
 					d := maxDiff(t, teacherForce(t, native, pool, id, c, len(c.Logits64), chunk), c)
 					id++
 					worstNative = math.Max(worstNative, d)
-					require.LessOrEqual(t, d, quantNativeTol, "case %d native, chunk %d", ci, chunk)
+					require.LessOrEqual(t, d, tol, "case %d native, chunk %d", ci, chunk)
 				}
 				sure := 0
-				for sure < len(c.Margins) && c.Margins[sure] >= 2*quantNativeTol {
+				for sure < len(c.Margins) && c.Margins[sure] >= 2*tol {
 					sure++
 				}
 				got, _, _ := greedy(t, native, pool, id, c.Prompt, max(1, sure), 0)
 				id++
-				require.Equal(t, c.Generated[:sure], got[:sure], "case %d native greedy (steps with margin >= %g)", ci, 2*quantNativeTol)
+				require.Equal(t, c.Generated[:sure], got[:sure], "case %d native greedy (steps with margin >= %g)", ci, 2*tol)
 
 				dc := g.Dequant.Cases[ci]
 				d := maxDiff(t, teacherForce(t, deq, pool, id, dc, len(dc.Logits64), 0), dc)
@@ -152,7 +160,7 @@ func TestGoldenArchQuant(t *testing.T) {
 				id++
 				require.Equal(t, dc.Generated, got, "case %d dequantized greedy", ci)
 			}
-			t.Logf("%s: max |dlogit| native vs llama.cpp %.3g, dequantized vs llama.cpp on dequantized weights %.3g", typ, worstNative, worstDeq)
+			t.Logf("%s: max |dlogit| native vs llama.cpp %.3g, dequantized vs llama.cpp on dequantized weights %.3g", name, worstNative, worstDeq)
 		})
 	}
 }

@@ -2,12 +2,12 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -16,7 +16,8 @@ import (
 )
 
 // Load opens a model file, telling the format from its first bytes: GGUF
-// files (magic "GGUF") go to LoadGGUF, anything else to LoadLlama2C. The
+// files (magic "GGUF") go to LoadGGUF, anything else to LoadLlama2C; a
+// file that is not a llama2.c checkpoint either is ErrNotModelFile. The
 // *gguf.File is nil for llama2.c checkpoints; for GGUF files it carries
 // the tokenizer metadata. Weights.Close releases the file mapping (and
 // closes the gguf.File); the File's metadata stays usable after that.
@@ -35,6 +36,9 @@ func Load(path string) (*Weights, *gguf.File, error) {
 		return LoadGGUF(path)
 	}
 	w, err := LoadLlama2C(path)
+	if fe := (*llama2cFormatError)(nil); errors.As(err, &fe) {
+		return nil, nil, notModelFile(path, fe)
+	}
 	return w, nil, err
 }
 
@@ -102,6 +106,9 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	if err := g.checkCounts(cfg); err != nil {
 		return nil, err
 	}
+	if _, ok := g.tensor("blk.0.attn_q_norm"); ok && a.QKNormIfPresent {
+		cfg.Block.QKNorm = true
+	}
 	w := &Weights{Config: cfg, Name: "gguf", ChatTemplates: ChatTemplates(f)}
 	if w.Embed, err = g.matrix("token_embd", -1, cfg.Dim); err != nil {
 		return nil, err
@@ -121,12 +128,21 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	if w.Norm, err = g.norm("output_norm", cfg.Dim); err != nil {
 		return nil, err
 	}
-	if _, ok := g.tensor("rope_freqs"); ok {
-		if w.RopeFreqs, err = g.vector("rope_freqs", cfg.RopeDim/2); err != nil {
-			return nil, err
+	for _, rf := range []struct {
+		dst  *[]float32
+		name string
+	}{{&w.RopeFreqs, "rope_freqs"}, {&w.RopeLong, "rope_factors_long"}, {&w.RopeShort, "rope_factors_short"}} {
+		if _, ok := g.tensor(rf.name); ok {
+			if *rf.dst, err = g.vector(rf.name, cfg.RopeDim/2); err != nil {
+				return nil, err
+			}
 		}
 	}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVDim()
+	ffnNorm := a.FFNNorm
+	if ffnNorm == "" {
+		ffnNorm = "ffn_norm"
+	}
 	w.Layers = make([]Layer, cfg.Layers)
 	for i := range w.Layers {
 		l := &w.Layers[i]
@@ -152,22 +168,11 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		if l.O, err = g.matrix(p+"attn_output", cfg.Dim, qDim); err != nil {
 			return nil, err
 		}
-		if a.FusedGateUp {
-			gu, err := g.matrix(p+"ffn_up", 2*cfg.Hidden, cfg.Dim)
-			if err != nil {
+		if cfg.Block.MoELayer(i) {
+			if l.MoE, err = g.experts(p, cfg); err != nil {
 				return nil, err
 			}
-			parts := splitRows(gu, cfg.Hidden, cfg.Hidden)
-			l.Gate, l.Up = parts[0], parts[1]
-		} else {
-			if l.Gate, err = g.matrix(p+"ffn_gate", cfg.Hidden, cfg.Dim); err != nil {
-				return nil, err
-			}
-			if l.Up, err = g.matrix(p+"ffn_up", cfg.Hidden, cfg.Dim); err != nil {
-				return nil, err
-			}
-		}
-		if l.Down, err = g.matrix(p+"ffn_down", cfg.Dim, cfg.Hidden); err != nil {
+		} else if err := g.denseFFN(l, p, a, cfg); err != nil {
 			return nil, err
 		}
 		for _, v := range []struct {
@@ -178,7 +183,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 			norm bool
 		}{
 			{&l.AttnNorm, "attn_norm", cfg.Dim, true, true},
-			{&l.FFNNorm, "ffn_norm", cfg.Dim, true, true},
+			{&l.FFNNorm, ffnNorm, cfg.Dim, true, true},
 			{&l.QNorm, "attn_q_norm", cfg.HeadDim, cfg.Block.QKNorm, true},
 			{&l.KNorm, "attn_k_norm", cfg.HeadDim, cfg.Block.QKNorm, true},
 			{&l.PostAttnNorm, "post_attention_norm", cfg.Dim, cfg.Block.PostNorms, true},
@@ -199,6 +204,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		}{
 			{&l.QBias, "attn_q.bias", qDim}, {&l.KBias, "attn_k.bias", kvDim},
 			{&l.VBias, "attn_v.bias", kvDim}, {&l.OBias, "attn_output.bias", cfg.Dim},
+			{&l.Sinks, "attn_sinks.weight", cfg.Heads},
 		} {
 			if t, ok := f.Tensor(p + v.name); ok {
 				if *v.dst, err = g.vector(t.Name, v.n); err != nil {
@@ -208,12 +214,9 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		}
 	}
 	// A tensor nothing reads would silently change the results if ignored
-	// (an FFN bias, LongRoPE factors, a fused tensor of another layout).
+	// (an FFN bias, a fused tensor of another layout).
 	for _, t := range f.Tensors {
-		if strings.HasPrefix(t.Name, "rope_factors_") {
-			return nil, fmt.Errorf("%w: rope scaling type longrope (tensor %s, as in 128k Phi-3/3.5 and Phi-4-mini files)", ErrUnsupported, t.Name)
-		}
-		if !g.used[t.Name] {
+		if !g.used[t.Name] && !g.skipped(t.Name) {
 			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the %s block this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims, name)
 		}
 	}
@@ -252,6 +255,29 @@ func (g *ggufLoader) checkCounts(c Config) error {
 	return nil
 }
 
+// denseFFN loads layer prefix p's gated FFN (gate and up fused in ffn_up
+// where the architecture says so).
+func (g *ggufLoader) denseFFN(l *Layer, p string, a arch.Arch, cfg Config) error {
+	var err error
+	if a.FusedGateUp {
+		gu, err := g.matrix(p+"ffn_up", 2*cfg.Hidden, cfg.Dim)
+		if err != nil {
+			return err
+		}
+		parts := splitRows(gu, cfg.Hidden, cfg.Hidden)
+		l.Gate, l.Up = parts[0], parts[1]
+	} else {
+		if l.Gate, err = g.matrix(p+"ffn_gate", cfg.Hidden, cfg.Dim); err != nil {
+			return err
+		}
+		if l.Up, err = g.matrix(p+"ffn_up", cfg.Hidden, cfg.Dim); err != nil {
+			return err
+		}
+	}
+	l.Down, err = g.matrix(p+"ffn_down", cfg.Dim, cfg.Hidden)
+	return err
+}
+
 // splitRows views consecutive row ranges of m as matrices, without copying.
 func splitRows(m *ml.Matrix, rows ...int) []*ml.Matrix {
 	rb, _ := m.Type.RowBytes(m.Cols)
@@ -272,6 +298,22 @@ type ggufLoader struct {
 	// for arch.Meta
 	dim, heads, headDim, layers int
 	normOffset                  float32
+	// nextn is the count of trailing multi-token-prediction layers
+	// (nextn_predict_layers), whose tensors are skipped.
+	nextn int
+}
+
+// skipped reports whether tensor name belongs to a skipped trailing
+// layer (blk.N. with N at or past the decoder's layers).
+func (g *ggufLoader) skipped(name string) bool {
+	if g.nextn == 0 {
+		return false
+	}
+	var n int
+	if _, err := fmt.Sscanf(name, "blk.%d.", &n); err != nil {
+		return false
+	}
+	return n >= g.layers && n < g.layers+g.nextn
 }
 
 // arch.Meta, over the architecture's metadata keys.
@@ -284,6 +326,19 @@ func (g *ggufLoader) Layers() int         { return g.layers }
 func (g *ggufLoader) Dim() int            { return g.dim }
 func (g *ggufLoader) Heads() int          { return g.heads }
 func (g *ggufLoader) HeadDim() int        { return g.headDim }
+
+func (g *ggufLoader) Bool(key string, def bool) (bool, error) {
+	k := g.arch + "." + key
+	kv, ok := g.f.Lookup(k)
+	if !ok {
+		return def, nil
+	}
+	v, ok := g.f.Bool(k)
+	if !ok {
+		return false, fmt.Errorf("model: gguf metadata %s at offset %d has type %v, want a bool", k, kv.Offset, kv.Type)
+	}
+	return v, nil
+}
 
 // uint reads a required (def < 0) or optional non-negative integer key.
 func (g *ggufLoader) uint(suffix string, def int) (int, error) {
@@ -336,11 +391,20 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 	get(&c.Dim, "embedding_length", -1)
 	get(&c.Hidden, "feed_forward_length", -1)
 	get(&c.Layers, "block_count", -1)
+	get(&g.nextn, "nextn_predict_layers", 0)
 	get(&c.Heads, "attention.head_count", -1)
 	get(&c.MaxContext, "context_length", -1)
 	get(&c.KVHeads, "attention.head_count_kv", c.Heads)
 	if err != nil {
 		return c, err
+	}
+	if g.nextn > 0 {
+		// Multi-token-prediction layers trail the decoder's; the forward
+		// pass does not run them (as llama.cpp does not).
+		if g.nextn >= c.Layers {
+			return c, fmt.Errorf("model: gguf %s.nextn_predict_layers %d leaves none of the %d layers", g.arch, g.nextn, c.Layers)
+		}
+		c.Layers -= g.nextn
 	}
 	if c.Heads == 0 || c.Dim%c.Heads != 0 {
 		return c, fmt.Errorf("model: gguf %s.embedding_length %d is not a multiple of attention.head_count %d", g.arch, c.Dim, c.Heads)
@@ -355,9 +419,6 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 	}
 	if vdim != c.HeadDim {
 		return c, fmt.Errorf("%w: gguf %s.attention.value_length %d differs from key_length %d", ErrUnsupported, g.arch, vdim, c.HeadDim)
-	}
-	if n, ok := g.f.Uint(g.arch + ".expert_count"); ok && n > 0 {
-		return c, fmt.Errorf("%w: gguf %s.expert_count = %d: mixture-of-experts models", ErrUnsupported, g.arch, n)
 	}
 
 	eps, err := g.float("attention.layer_norm_rms_epsilon", 0, true)

@@ -113,7 +113,9 @@ func TestLoadSniffsFormat(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	_, _, err = Load(filepath.Join(dir, "tok512.bin"))
-	require.ErrorContains(t, err, "tok512.bin: llama2c: header")
+	require.ErrorIs(t, err, ErrNotModelFile)
+	require.ErrorContains(t, err, "tok512.bin: it does not start with the GGUF magic")
+	require.ErrorContains(t, err, "llama2c: header")
 
 	_, _, err = Load(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -351,7 +353,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 304 is not a finite number (float32 NaN)"},
 		{"longrope", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "longrope").set("llama.rope.scaling.factor", float32(4))
-		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)`},
+		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 and longrope through the rope_freqs and rope_factors_long/short tensors)`},
 		{"yarn without original context", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "yarn").set("llama.rope.scaling.factor", float32(4))
 		}, "model: gguf metadata llama.rope.scaling.original_context_length is missing"},
@@ -363,8 +365,25 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf tensor blk.0.attn_k.bias has dims [32], want [16]"},
 		{"FFN bias", func(m *tinyModel) { m.tensor("blk.0.ffn_down.bias").dims = []uint64{32} },
 			"model: unsupported: tensor blk.0.ffn_down.bias (F32 [32]) is not part of the llama block this engine implements"},
-		{"experts", func(m *tinyModel) { m.set("llama.expert_count", uint32(8)) },
-			"model: unsupported: gguf llama.expert_count = 8: mixture-of-experts models"},
+		{"experts without a used count", func(m *tinyModel) { m.set("llama.expert_count", uint32(8)) },
+			"model: llama metadata: model: gguf metadata llama.expert_used_count is missing"},
+		{"more experts used than there are", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(2))
+			m.set("llama.expert_used_count", uint32(3))
+		}, "model: llama metadata: model: 3 experts used of 2 (want 1 <= used <= experts)"},
+		{"only next-token-prediction layers", func(m *tinyModel) { m.set("llama.nextn_predict_layers", uint32(1)) },
+			"model: gguf llama.nextn_predict_layers 1 leaves none of the 1 layers"},
+		{"per-expert tensors of an early conversion", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(2))
+			m.set("llama.expert_used_count", uint32(1))
+			m.tensor("blk.0.ffn_up.weight").name = "blk.0.ffn_gate_inp.weight"
+			m.tensor("blk.0.ffn_gate_inp.weight").dims = []uint64{32, 2}
+			m.tensor("blk.0.ffn_gate.weight").name = "blk.0.ffn_gate.0.weight"
+		}, "model: unsupported: per-expert tensors such as blk.0.ffn_gate.0 (an early mixture-of-experts conversion; convert the model again for ffn_*_exps)"},
+		{"experts without a router", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(4))
+			m.set("llama.expert_used_count", uint32(2))
+		}, "model: unsupported: gguf tensor blk.0.ffn_gate_inp is missing (architecture llama needs it)"},
 		{"missing tensor", func(m *tinyModel) { m.drop("blk.0.ffn_up.weight") },
 			"model: unsupported: gguf tensor blk.0.ffn_up is missing (architecture llama needs it)"},
 		{"missing norm", func(m *tinyModel) { m.drop("output_norm.weight") },
@@ -387,7 +406,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
 			q := m.tensor("blk.0.ffn_down.weight")
 			q.typ, q.dims = gguf.TypeIQ2_XXS, []uint64{256, 32}
-		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16): unsupported tensor type"},
+		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4): unsupported tensor type"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
 			"model: unsupported: gguf tensor output_norm.weight has type Q8_0; vectors (norms, biases) must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },

@@ -2,8 +2,6 @@ package model
 
 import (
 	"unsafe"
-
-	"github.com/kvwarden/kvwarden/engine/ml"
 )
 
 // prefetchChunk is how many bytes Prefetch reads between progress reports.
@@ -72,7 +70,7 @@ func (w *Weights) eachTensor(f func([]byte)) {
 	for _, l := range w.Layers {
 		f32(l.AttnNorm)
 		f32(l.FFNNorm)
-		for _, m := range []*ml.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		for _, m := range l.Matrices() {
 			if m != nil {
 				visit(m.Data)
 			}

@@ -13,7 +13,7 @@ import (
 // into whole blocks of t (stories260K's FFN width is 172) keeps its type.
 func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 	conv := func(name string, m *ml.Matrix) (*ml.Matrix, error) {
-		if m.Type == t || m.Cols%t.BlockSize() != 0 {
+		if m == nil || m.Type == t || m.Cols%t.BlockSize() != 0 {
 			return m, nil
 		}
 		f := make([]float32, m.Rows*m.Cols)
@@ -27,7 +27,7 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 		return q, nil
 	}
 	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm, ChatTemplates: w.ChatTemplates,
-		RopeFreqs: w.RopeFreqs}
+		RopeFreqs: w.RopeFreqs, RopeLong: w.RopeLong, RopeShort: w.RopeShort}
 	var err error
 	if out.Embed, err = conv("token_embd", w.Embed); err != nil {
 		return nil, err
@@ -49,6 +49,33 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 			if *p.dst, err = conv(fmt.Sprintf("blk.%d.%s", i, p.n), p.src); err != nil {
 				return nil, err
 			}
+		}
+		if l.MoE != nil {
+			e := *l.MoE
+			if e.Router, err = conv(fmt.Sprintf("blk.%d.ffn_gate_inp", i), l.MoE.Router); err != nil {
+				return nil, err
+			}
+			for _, p := range []struct {
+				dst *[]*ml.Matrix
+				n   string
+			}{{&e.Gate, "ffn_gate_exps"}, {&e.Up, "ffn_up_exps"}, {&e.Down, "ffn_down_exps"}} {
+				src := *p.dst
+				*p.dst = make([]*ml.Matrix, len(src))
+				for x, m := range src {
+					if (*p.dst)[x], err = conv(fmt.Sprintf("blk.%d.%s[%d]", i, p.n, x), m); err != nil {
+						return nil, err
+					}
+				}
+			}
+			for _, p := range []struct {
+				dst **ml.Matrix
+				n   string
+			}{{&e.SharedGate, "ffn_gate_shexp"}, {&e.SharedUp, "ffn_up_shexp"}, {&e.SharedDown, "ffn_down_shexp"}} {
+				if *p.dst, err = conv(fmt.Sprintf("blk.%d.%s", i, p.n), *p.dst); err != nil {
+					return nil, err
+				}
+			}
+			nl.MoE = &e
 		}
 		out.Layers[i] = nl
 	}

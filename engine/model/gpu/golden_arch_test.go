@@ -80,8 +80,8 @@ func TestGPUGoldenArch(t *testing.T) {
 	for _, m := range testmodels.ArchF32 {
 		files = append(files, file{m.Name, m.Tol})
 	}
-	for _, q := range testmodels.ArchQuantTypes {
-		files = append(files, file{"llama32." + q, 1e-3})
+	for _, q := range testmodels.ArchQuantFiles() {
+		files = append(files, file{q.Name, 1e-3})
 	}
 	// KVWARDEN_GOLDEN_ARCH=name,name,... runs only those files (the GPU
 	// machine gets the subset bench/gpu/build.sh can carry).
@@ -106,6 +106,11 @@ func TestGPUGoldenArch(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			pool := gpuPool(t, d, w.Config, device.F32, 64)
+			if w.Config.Block.MoE.Experts > 0 {
+				_, err := New(d, w, pool, Options{Weights: device.F32})
+				require.ErrorIs(t, err, ErrMoE, "the CUDA runner must refuse a mixture-of-experts model by name")
+				return
+			}
 			r, err := New(d, w, pool, Options{Weights: device.F32})
 			require.NoError(t, err)
 			defer r.Close()

@@ -29,6 +29,10 @@ type Options struct {
 	Weights device.DType
 	// NoBLAS forces the fallback GEMM kernel (tests).
 	NoBLAS bool
+	// MaxContext is the longest request the runner serves (0: the model's
+	// context length); it chooses LongRoPE's factors
+	// (model.Weights.RopeFactors) as model.NewRunnerContext does.
+	MaxContext int
 }
 
 type layerW struct {
@@ -87,6 +91,9 @@ func newRunner(dev *cuda.Device, c model.Config, factors []float32, pool *kvcach
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if err := supportsConfig(c); err != nil {
+		return nil, err
+	}
 	if c.RopeDim == 0 {
 		c.RopeDim = c.HeadDim
 	}
@@ -139,7 +146,14 @@ func New(dev *cuda.Device, w *model.Weights, pool *kvcache.Pool, opt Options) (*
 	if err := w.Check(); err != nil {
 		return nil, err
 	}
-	r, err := newRunner(dev, w.Config, w.RopeFreqs, pool, opt)
+	if err := Supports(w); err != nil {
+		return nil, err
+	}
+	ctx := opt.MaxContext
+	if ctx <= 0 {
+		ctx = w.Config.MaxContext
+	}
+	r, err := newRunner(dev, w.Config, w.RopeFactors(ctx), pool, opt)
 	if err != nil {
 		return nil, err
 	}
