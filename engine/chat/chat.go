@@ -257,7 +257,7 @@ func (t *Template) Render(in Input) (out string, err error) {
 			out, err = "", fmt.Errorf("%w: the Jinja engine panicked: %v", ErrRender, r)
 		}
 	}()
-	out, _, err = t.tmpl.RenderLimited(vals, jinja.Limits{MaxBytes: g.lim.MaxBytes, MaxDepth: maxValueDepth})
+	out, _, err = t.tmpl.RenderLimited(vals, jinja.Limits{MaxBytes: g.lim.MaxBytes, MaxDepth: maxValueDepth, Deadline: g.deadline})
 	if g.err != nil {
 		// The guard's own error (a raise, a limit) is the cause, whatever
 		// the engine wrapped it in.
