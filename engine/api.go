@@ -152,6 +152,10 @@ type Config struct {
 	HostTierBytes int64  // host-memory tier for preemption and prefix spill, 0 = none
 	Compression   string // host tier compression: "none", "s2" or "zstd"
 
+	// ZeroOnRelease scrubs KV bytes in every tier: freed device pages
+	// before reuse, and every host buffer that held them (host-tier
+	// copies, compressed or not, when dropped; the compression and CUDA
+	// staging buffers after each copy).
 	ZeroOnRelease bool
 	KVChecksum    Checksum
 	Poison        bool // fill freed pages with NaN (debugging)

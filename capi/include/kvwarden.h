@@ -256,7 +256,10 @@ typedef struct kvw_engine_params {
     int32_t kv_checksum;        /* kvw_kv_checksum */
     int64_t host_tier_bytes;    /* host-memory tier; 0 = none */
     const char* compression;    /* host tier: "none" (NULL), "s2" or "zstd" */
-    int32_t zero_on_release;    /* bool: scrub freed pages */
+    int32_t zero_on_release;    /* bool: scrub freed pages, in every tier: device pages before
+                                   reuse, and every host buffer that held KV bytes (host-tier
+                                   copies, compressed or not, when dropped; compression and
+                                   CUDA staging buffers after each copy) */
     int32_t poison;             /* bool: fill freed pages with NaN (debugging) */
     int32_t disable_prefix_cache; /* bool */
     int32_t log_level;          /* minimum kvw_log_level passed to log_callback; default WARN */

@@ -528,7 +528,10 @@ class Engine:
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
-    or "f32"), max_context, tenant_quota, page_size, n_threads, ...). n_threads is the number of
+    or "f32"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
+    zero_on_release=True scrubs KV bytes in every tier: freed device pages, and
+    every host buffer that held them (host-tier copies, compressed or not, when
+    dropped; compression and CUDA staging buffers). n_threads is the number of
     compute threads (default: the physical cores); the CPU worker pool is
     shared by all engines of the process, the last one opened sets it. log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
