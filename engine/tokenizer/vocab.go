@@ -10,9 +10,6 @@ import (
 // add_bos_token, ...). FromMetadata sets them all from a GGUF file.
 type Option func(*config)
 
-// SPOption is the former name of Option.
-type SPOption = Option
-
 type config struct {
 	noPrefix  bool
 	eot, eom  int
