@@ -161,10 +161,19 @@ func bindAll(h uintptr, syms map[string]any) error {
 	return nil
 }
 
+// systemSupported says whether the CUDA backend can run on goos: it loads
+// libcuda.so.1 with dlopen, so Linux only (WSL included). Elsewhere the
+// engine runs on the CPU and --device cuda fails with this error.
+func systemSupported(goos string) error {
+	if goos != "linux" {
+		return fmt.Errorf("%w: CUDA is not supported on this system (%s): the CUDA backend loads libcuda on Linux only; use the CPU device", device.ErrUnavailable, goos)
+	}
+	return nil
+}
+
 func loadDriver() (*driverAPI, error) {
 	drv.once.Do(func() {
-		if runtime.GOOS != "linux" {
-			drv.err = fmt.Errorf("%w: CUDA is not supported on this system (%s): the CUDA backend loads libcuda on Linux only; use the CPU device", device.ErrUnavailable, runtime.GOOS)
+		if drv.err = systemSupported(runtime.GOOS); drv.err != nil {
 			return
 		}
 		api := &driverAPI{}
