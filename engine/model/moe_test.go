@@ -430,6 +430,17 @@ func TestMoEArchitecturesLoadAndRun(t *testing.T) {
 				require.NotNil(t, w.Layers[0].MoE.SharedGateInp)
 				require.NotNil(t, w.Layers[0].QBias)
 			}
+			// Prefetch and WeightBytes cover the experts (mapped in place).
+			var experts int64
+			for _, l := range w.Layers {
+				if l.MoE != nil {
+					for x := range l.MoE.Gate {
+						experts += int64(len(l.MoE.Gate[x].Data) + len(l.MoE.Up[x].Data) + len(l.MoE.Down[x].Data))
+					}
+				}
+			}
+			require.Positive(t, experts)
+			require.Greater(t, w.WeightBytes(), experts)
 			pool := newTestPool(t, c, 32)
 			r, err := NewRunner(w, pool)
 			require.NoError(t, err)
