@@ -142,7 +142,10 @@ func pickBackend(name string, log *slog.Logger) (device.Backend, error) {
 		return cpu.New(), nil
 	case "", "auto":
 		if err := cuda.Available(); err != nil {
-			log.Info("engine: device auto: using the CPU", "reason", err)
+			// On a machine without a GPU this is the normal case: one
+			// short line, and the libraries searched only at debug level.
+			log.Info("engine: device auto: using the CPU (CUDA unavailable; the search is logged at debug level)")
+			log.Debug("engine: device auto: CUDA search", "reason", err)
 			return cpu.New(), nil
 		}
 		b, err := cuda.NewBackend()
@@ -275,9 +278,12 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	if hooks.NewRunner != nil {
 		r.runner, err = hooks.NewRunner(pool)
 	} else if cb, ok := be.(*cuda.Backend); ok {
-		r.runner, err = gpu.New(cb.Device(), r.weights, pool, gpu.DefaultOptions())
+		// The context size picks LongRoPE's factor set, as llama.cpp's n_ctx.
+		opt := gpu.DefaultOptions()
+		opt.MaxContext = c.MaxContext
+		r.runner, err = gpu.New(cb.Device(), r.weights, pool, opt)
 	} else {
-		r.runner, err = model.NewRunner(r.weights, pool)
+		r.runner, err = model.NewRunnerContext(r.weights, pool, c.MaxContext)
 	}
 	if err != nil {
 		return r, fmt.Errorf("engine: runner: %w", err)

@@ -14,12 +14,14 @@ import (
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
-// goldenQuantFiles are the quantized copies of the Llama 3.2-shaped golden
-// model, made by llama.cpp's llama-quantize; together they hold every
-// quantized type ml supports.
+// goldenQuantFiles are the quantized golden files made by llama.cpp's
+// llama-quantize: the copies of the Llama 3.2-shaped model and gpt-oss's
+// MXFP4_MOE mixture (MXFP4 experts, 3-D tensors); together they hold
+// every quantized type ml supports.
 var goldenQuantFiles = []string{
-	"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q3_K_M", "Q2_K",
-	"Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_NL", "IQ4_XS",
+	"llama32.Q8_0", "llama32.Q6_K", "llama32.Q5_K_M", "llama32.Q4_K_M", "llama32.Q4_K_S", "llama32.Q3_K_M", "llama32.Q2_K",
+	"llama32.Q5_0", "llama32.Q5_1", "llama32.Q4_0", "llama32.Q4_1", "llama32.IQ4_NL", "llama32.IQ4_XS",
+	"gptoss.MXFP4_MOE",
 }
 
 type dequantCheck struct {
@@ -36,14 +38,14 @@ func TestDequantizeGolden(t *testing.T) {
 	seen := map[string]bool{}
 	for _, name := range goldenQuantFiles {
 		t.Run(name, func(t *testing.T) {
-			js, err := os.ReadFile(testmodels.Golden(t, "arch/llama32."+name+".json"))
+			js, err := os.ReadFile(testmodels.Golden(t, "arch/"+name+".json"))
 			require.NoError(t, err)
 			var meta struct {
 				Checks map[string]dequantCheck `json:"dequantized_tensor_checks"`
 			}
 			require.NoError(t, json.Unmarshal(js, &meta))
 			require.NotEmpty(t, meta.Checks)
-			f, err := gguf.Open(testmodels.Golden(t, "arch/llama32."+name+".gguf"))
+			f, err := gguf.Open(testmodels.Golden(t, "arch/"+name+".gguf"))
 			require.NoError(t, err)
 			defer f.Close()
 			for tname, want := range meta.Checks {

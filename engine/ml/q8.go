@@ -162,6 +162,8 @@ func matmulIntSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 			matmulKSIMD(dst, act, n, w, rb, lo, hi)
 	case Q5_0, IQ4_NL:
 		return matmulExpandSIMD(dst, act, n, w, rb, lo, hi)
+	case MXFP4:
+		return matmulMXFP4SIMD(dst, act, n, w, rb, lo, hi)
 	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K:
 		return matmulKSIMD(dst, act, n, w, rb, lo, hi)
 	case Q4_1, Q5_1, IQ4_XS:

@@ -140,7 +140,7 @@ var traits = map[Type]*typeTraits{
 	IQ1_M:   {name: "IQ1_M", blockSize: 256, blockBytes: 56},
 	TQ1_0:   {name: "TQ1_0", blockSize: 256, blockBytes: 54},
 	TQ2_0:   {name: "TQ2_0", blockSize: 256, blockBytes: 66},
-	MXFP4:   {name: "MXFP4", blockSize: 32, blockBytes: 17},
+	MXFP4:   {name: "MXFP4", blockSize: 32, blockBytes: mxfp4BlockBytes, dequant: dequantMXFP4, act: actQ8, unpack: unpackMXFP4},
 }
 
 // unknownTraits stands in for types ggml does not define.

@@ -118,6 +118,28 @@ var blockCases = []blockCase{
 		}
 		return blk, want
 	}},
+	{MXFP4, func(r *rand.Rand) ([]byte, []float32) {
+		// {E8M0 e, 16 bytes of E2M1 nibbles}: element = E2M1(q) * 2^(e-127),
+		// with E2M1 = sign, 2 exponent bits (bias 1), 1 mantissa bit.
+		blk := make([]byte, 17)
+		e := 100 + r.IntN(40)
+		blk[0] = byte(e)
+		q := ints(r, 32, 0, 15)
+		want := make([]float32, 32)
+		for j := 0; j < 32; j++ {
+			blk[1+j%16] |= byte(q[j]) << (4 * (j / 16))
+			exp, man := q[j]>>1&3, float64(q[j]&1)
+			v := man / 2 // subnormal: 0 or 0.5
+			if exp > 0 {
+				v = math.Ldexp(1+man/2, exp-1)
+			}
+			if q[j]&8 != 0 && v != 0 { // ggml decodes -0 as +0
+				v = -v
+			}
+			want[j] = float32(v * math.Ldexp(1, e-127))
+		}
+		return blk, want
+	}},
 	{Q2_K, func(r *rand.Rand) ([]byte, []float32) {
 		// {scales[16] (scale | min<<4), qs[64], d, dmin}; value v sits in
 		// byte 32*(v/128) + (v%32), bits 2*((v%128)/32).
@@ -309,6 +331,25 @@ func TestDequantFixedValues(t *testing.T) {
 			b[2] = 0xf0 // element 0: index 0, element 16: index 15
 			return b
 		}, []int{0, 16}, []float32{-63.5, 56.5}},
+		{"MXFP4 E8M0 scale 2^0, code ends and negative zero", MXFP4, func() []byte {
+			b := make([]byte, 17)
+			b[0] = 127  // 2^0
+			b[1] = 0x87 // element 0: code 7 (6), element 16: code 8 (-0)
+			b[2] = 0xf1 // element 1: code 1 (0.5), element 17: code 15 (-6)
+			return b
+		}, []int{0, 16, 1, 17, 2}, []float32{6, 0, 0.5, -6, 0}},
+		{"MXFP4 E8M0 subnormal scale", MXFP4, func() []byte {
+			b := make([]byte, 17)
+			b[0] = 0    // 2^-127, a float32 subnormal
+			b[1] = 0x0c // element 0: code 12 (-2)
+			return b
+		}, []int{0}, []float32{float32(-2 * math.Ldexp(1, -127))}},
+		{"MXFP4 E8M0 largest scale", MXFP4, func() []byte {
+			b := make([]byte, 17)
+			b[0] = 254  // 2^127
+			b[1] = 0x01 // element 0: code 1 (0.5)
+			return b
+		}, []int{0}, []float32{float32(math.Ldexp(1, 126))}},
 		{"Q2_K scale and min nibbles", Q2_K, func() []byte {
 			b := make([]byte, 84)
 			b[0] = 0x23            // group 0: scale 3, min 2
@@ -343,7 +384,7 @@ func TestTypeTable(t *testing.T) {
 	sizes := map[Type][2]int{
 		F32: {1, 4}, F16: {1, 2}, BF16: {1, 2}, Q4_0: {32, 18}, Q4_1: {32, 20}, Q5_0: {32, 22},
 		Q5_1: {32, 24}, Q8_0: {32, 34}, Q2_K: {256, 84}, Q3_K: {256, 110}, Q4_K: {256, 144},
-		Q5_K: {256, 176}, Q6_K: {256, 210}, IQ4_NL: {32, 18}, IQ4_XS: {256, 136},
+		Q5_K: {256, 176}, Q6_K: {256, 210}, IQ4_NL: {32, 18}, IQ4_XS: {256, 136}, MXFP4: {32, 17},
 	}
 	require.Len(t, SupportedTypes(), len(sizes))
 	for _, ty := range SupportedTypes() {

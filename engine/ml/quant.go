@@ -102,6 +102,8 @@ func Quantize(t Type, rows, cols int, src []float32) (*Matrix, error) {
 		data = QuantizeQ8_0(src)
 	case Q4_0:
 		data = QuantizeQ4_0(src)
+	case MXFP4:
+		data = QuantizeMXFP4(src)
 	default:
 		return nil, fmt.Errorf("ml: cannot quantize to %v", t)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
@@ -68,15 +69,48 @@ func TestFromGGUFFusedPhi3(t *testing.T) {
 	require.Same(t, &up.Data[64*row], &l.Up.Data[0])
 	require.Equal(t, []int{64, 64}, []int{l.Gate.Rows, l.Up.Rows})
 
-	// LongRoPE (128k files) is refused by name.
-	lr := newTinyModel().asArch("phi3")
-	lr.drop("blk.0.attn_q.weight").drop("blk.0.attn_k.weight").drop("blk.0.attn_v.weight").drop("blk.0.ffn_gate.weight")
-	lr.tensor("blk.0.attn_qkv.weight").dims = []uint64{32, 32 + 16 + 16}
-	lr.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 2 * 64}
-	lr.tensor("rope_factors_long.weight").dims = []uint64{4}
-	_, err = lr.load(t)
-	require.ErrorIs(t, err, ErrUnsupported)
-	require.ErrorContains(t, err, "rope scaling type longrope (tensor rope_factors_long.weight")
+	// LongRoPE (Phi-3/3.5 128k files): both factor sets load; the context
+	// size against the original context length chooses one (llama.cpp's
+	// get_rope_factors); the attention factor scales the rotation.
+	longRoPE := func() *tinyModel {
+		lr := newTinyModel().asArch("phi3")
+		lr.drop("blk.0.attn_q.weight").drop("blk.0.attn_k.weight").drop("blk.0.attn_v.weight").drop("blk.0.ffn_gate.weight")
+		lr.tensor("blk.0.attn_qkv.weight").dims = []uint64{32, 32 + 16 + 16}
+		lr.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 2 * 64}
+		lr.tensor("rope_factors_long.weight").data = ml.F32Bytes([]float32{1, 2, 4, 8})
+		lr.tensor("rope_factors_long.weight").dims = []uint64{4}
+		lr.tensor("rope_factors_short.weight").data = ml.F32Bytes([]float32{1, 1, 1.5, 2})
+		lr.tensor("rope_factors_short.weight").dims = []uint64{4}
+		return lr.set("phi3.rope.scaling.original_context_length", uint32(16)).set("phi3.rope.scaling.attn_factor", float32(1.25))
+	}
+	w, err = longRoPE().load(t)
+	require.NoError(t, err)
+	require.Equal(t, arch.Scaling{OrigContext: 16, Mscale: 1.25}, w.Config.Block.Scaling)
+	require.Equal(t, 64, w.Config.MaxContext)
+	for _, c := range []struct {
+		ctx  int
+		want []float32
+	}{{64, w.RopeLong}, {17, w.RopeLong}, {16, w.RopeShort}, {8, w.RopeShort}} {
+		require.Equal(t, c.want, w.RopeFactors(c.ctx), "context %d", c.ctx)
+	}
+	require.Equal(t, []float32{1, 2, 4, 8}, w.RopeLong)
+	require.Equal(t, []float32{1, 1, 1.5, 2}, w.RopeShort)
+	// Without original_context_length the file's context length is the
+	// original one (llama.cpp's n_ctx_orig_yarn = n_ctx_train).
+	w, err = longRoPE().set("phi3.rope.scaling.original_context_length", nil).load(t)
+	require.NoError(t, err)
+	require.Equal(t, w.RopeShort, w.RopeFactors(64))
+	require.Equal(t, w.RopeLong, w.RopeFactors(65))
+	// Bad factor sets are refused by name.
+	bad := longRoPE()
+	bad.tensor("rope_factors_short.weight").data = ml.F32Bytes([]float32{1, 0, 1, 1})
+	_, err = bad.load(t)
+	require.ErrorContains(t, err, "rope_factors_short[1] = 0; frequency factors must be positive")
+	bad = longRoPE()
+	bad.tensor("rope_factors_long.weight").data = ml.F32Bytes([]float32{1, 2})
+	bad.tensor("rope_factors_long.weight").dims = []uint64{2}
+	_, err = bad.load(t)
+	require.ErrorContains(t, err, "rope_factors_long")
 
 	// The fused tensor is required; a separate one is refused as unused.
 	m.tensor("blk.0.attn_q.weight").dims = []uint64{32, 32}

@@ -41,8 +41,15 @@ type Runner struct {
 const rowChunk = 8
 
 // NewRunner checks that pool's geometry matches the model and that its
-// arena is CPU memory.
+// arena is CPU memory. It is NewRunnerContext for the model's own context
+// length.
 func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
+	return NewRunnerContext(w, pool, w.Config.MaxContext)
+}
+
+// NewRunnerContext is NewRunner for requests of up to maxContext tokens,
+// which chooses the RoPE factors of LongRoPE models (Weights.RopeFactors).
+func NewRunnerContext(w *Weights, pool *kvcache.Pool, maxContext int) (*Runner, error) {
 	if err := w.Check(); err != nil {
 		return nil, err
 	}
@@ -57,7 +64,7 @@ func NewRunner(w *Weights, pool *kvcache.Pool) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{w: w, cfg: c, pool: pool, geo: g, kv: kv}
-	r.ropes, r.ropeOf = ropes(c, w.RopeFreqs)
+	r.ropes, r.ropeOf = ropes(c, w.RopeFactors(maxContext))
 	r.tabs = make([][]float32, len(r.ropes))
 	return r, nil
 }

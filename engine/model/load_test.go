@@ -113,7 +113,9 @@ func TestLoadSniffsFormat(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	_, _, err = Load(filepath.Join(dir, "tok512.bin"))
-	require.ErrorContains(t, err, "tok512.bin: llama2c: header")
+	require.ErrorIs(t, err, ErrNotModelFile)
+	require.ErrorContains(t, err, "tok512.bin: it does not start with the GGUF magic")
+	require.ErrorContains(t, err, "llama2c: header")
 
 	_, _, err = Load(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -351,7 +353,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf metadata llama.attention.layer_norm_rms_epsilon at offset 304 is not a finite number (float32 NaN)"},
 		{"longrope", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "longrope").set("llama.rope.scaling.factor", float32(4))
-		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)`},
+		}, `model: unsupported: rope scaling type "longrope" (supported: none, linear, yarn, and llama3 and longrope through the rope_freqs and rope_factors_long/short tensors)`},
 		{"yarn without original context", func(m *tinyModel) {
 			m.set("llama.rope.scaling.type", "yarn").set("llama.rope.scaling.factor", float32(4))
 		}, "model: gguf metadata llama.rope.scaling.original_context_length is missing"},
@@ -404,7 +406,7 @@ func TestFromGGUFErrors(t *testing.T) {
 			m.tensor("blk.0.ffn_up.weight").dims = []uint64{32, 256}
 			q := m.tensor("blk.0.ffn_down.weight")
 			q.typ, q.dims = gguf.TypeIQ2_XXS, []uint64{256, 32}
-		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16): unsupported tensor type"},
+		}, "model: unsupported: gguf tensor blk.0.ffn_down.weight has type IQ2_XXS (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4): unsupported tensor type"},
 		{"quantized norm", func(m *tinyModel) { m.tensor("output_norm.weight").typ = gguf.TypeQ8_0 },
 			"model: unsupported: gguf tensor output_norm.weight has type Q8_0; vectors (norms, biases) must be F32, F16 or BF16"},
 		{"vocab_size disagrees", func(m *tinyModel) { m.set("llama.vocab_size", uint32(9)) },
@@ -420,6 +422,17 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: head dim 7 is odd; RoPE needs pairs"},
 		{"value length differs", func(m *tinyModel) { m.set("llama.attention.value_length", uint32(16)) },
 			"model: unsupported: gguf llama.attention.value_length 16 differs from key_length 8"},
+		// Issue 25 item 6: the layer slice was allocated from block_count
+		// (2^30 blocks: ~318 GB, a fatal out-of-memory) before any tensor
+		// was looked at.
+		{"block count beyond the tensors", func(m *tinyModel) { m.set("llama.block_count", uint32(1)<<30) },
+			"model: gguf llama.block_count is 1073741824 but the file has 12 tensors in all (each block needs several)"},
+		{"block count beyond the blocks", func(m *tinyModel) { m.set("llama.block_count", uint32(3)) },
+			"model: gguf llama.block_count is 3 but the file holds blk.N.attn_norm for 1 of those blocks"},
+		{"block count beyond the blocks, with a stray high block", func(m *tinyModel) {
+			m.set("llama.block_count", uint32(4))
+			m.tensor("blk.3.attn_norm.weight")
+		}, "model: gguf llama.block_count is 4 but the file holds blk.N.attn_norm for 2 of those blocks"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

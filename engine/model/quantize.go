@@ -27,7 +27,7 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 		return q, nil
 	}
 	out := &Weights{Config: w.Config, Name: fmt.Sprintf("%s (%v)", w.Name, t), Norm: w.Norm, ChatTemplates: w.ChatTemplates,
-		RopeFreqs: w.RopeFreqs}
+		RopeFreqs: w.RopeFreqs, RopeLong: w.RopeLong, RopeShort: w.RopeShort}
 	var err error
 	if out.Embed, err = conv("token_embd", w.Embed); err != nil {
 		return nil, err

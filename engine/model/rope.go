@@ -14,15 +14,19 @@ import (
 type Rope struct {
 	freq    []float32 // per pair: radians per position, factors applied
 	scaling arch.Scaling
-	// YaRN: ramp bounds in pair indices, and the magnitude scale.
-	low, high, mscale float32
+	// YaRN: ramp bounds in pair indices.
+	low, high float32
+	// mscale multiplies cos and sin: llama.cpp's attn_factor, times YaRN's
+	// magnitude correction (see magnitude).
+	mscale float32
 }
 
 // NewRope computes the frequencies of ropeDim rotated dimensions:
 // freq[j] = 1/theta^(2j/ropeDim) in float32 (as llama2.c's run.c), divided
-// by factors[j] when factors is not nil (Llama 3's rope_freqs).
+// by factors[j] when factors is not nil (Llama 3's rope_freqs, LongRoPE's
+// long or short factors: Weights.RopeFactors).
 func NewRope(theta float32, ropeDim int, factors []float32, s arch.Scaling) *Rope {
-	r := &Rope{freq: make([]float32, ropeDim/2), scaling: s, mscale: 1}
+	r := &Rope{freq: make([]float32, ropeDim/2), scaling: s, mscale: magnitude(s)}
 	for j := range r.freq {
 		e := float32(2*j) / float32(ropeDim)
 		f := 1 / float32(math.Pow(float64(theta), float64(e)))
@@ -39,12 +43,38 @@ func NewRope(theta float32, ropeDim int, factors []float32, s arch.Scaling) *Rop
 		}
 		r.low = float32(max(0, math.Floor(corr(s.BetaFast))))
 		r.high = float32(min(float64(ropeDim-1), math.Ceil(corr(s.BetaSlow))))
-		r.mscale = s.AttnFactor
-		if s.ExtFactor != 0 {
-			r.mscale *= float32(1 + 0.1*math.Log(float64(s.Factor)))
-		}
 	}
 	return r
+}
+
+// magnitude is the factor on cos and sin, in float32 steps as llama.cpp
+// computes it: its context's attn_factor is rope.scaling.attn_factor
+// (Mscale) times, for YaRN without the ramp, yarn_attn_factor, and for
+// YaRN with it get_mscale(factor) = 1 + 0.1 ln(factor) (1 for factor <= 1)
+// divided by 1 + 0.1 ln(factor); ggml's rope_yarn then multiplies that by
+// 1 + 0.1 ln(1/freq_scale) under the ramp. Net: 1 + 0.1 ln(factor) for
+// YaRN, times Mscale; Mscale alone otherwise (LongRoPE's factor).
+func magnitude(s arch.Scaling) float32 {
+	logf := func(x float32) float32 { return float32(math.Log(float64(x))) }
+	attn := float32(1)
+	if s.Mscale != 0 {
+		attn = s.Mscale
+	}
+	if s.Kind != arch.ScalingYaRN {
+		return attn
+	}
+	if s.ExtFactor == 0 {
+		return s.AttnFactor * attn
+	}
+	fs := 1 / s.Factor // llama.cpp's freq_scale
+	factor := 1 / fs
+	a := float32(1)
+	if factor > 1 {
+		a = 0.1*logf(factor) + 1
+	}
+	a *= 1 / (1 + 0.1*logf(factor))
+	a *= attn
+	return a * (1 + 0.1*logf(1/fs))
 }
 
 // Dim is the number of rotated dimensions (the table length).
@@ -76,8 +106,8 @@ func (r *Rope) Fill(cs []float32, pos int) {
 	}
 	for j, f := range r.freq {
 		val := p * f
-		cs[2*j] = float32(math.Cos(float64(val)))
-		cs[2*j+1] = float32(math.Sin(float64(val)))
+		cs[2*j] = float32(math.Cos(float64(val))) * r.mscale
+		cs[2*j+1] = float32(math.Sin(float64(val))) * r.mscale
 	}
 }
 

@@ -88,3 +88,47 @@ func TestRoPENeoXIsPermutedAdjacent(t *testing.T) {
 		}
 	}
 }
+
+// TestRopeMagnitude checks the factor on cos and sin against llama.cpp's
+// arithmetic: rope.scaling.attn_factor (Mscale) for every kind, YaRN's
+// 1 + 0.1 ln(factor) on top when the ramp is on (yarn_attn_factor then
+// ignored), yarn_attn_factor when it is off, nothing for a YaRN factor
+// <= 1.
+func TestRopeMagnitude(t *testing.T) {
+	const dim = 16
+	yarn := arch.Scaling{Kind: arch.ScalingYaRN, Factor: 4, OrigContext: 64, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}
+	withMs := func(s arch.Scaling, ms float32) arch.Scaling { s.Mscale = ms; return s }
+	with := func(s arch.Scaling, f func(*arch.Scaling)) arch.Scaling { f(&s); return s }
+	ln4 := 1 + 0.1*math.Log(4)
+	for _, c := range []struct {
+		name string
+		s    arch.Scaling
+		want float64
+	}{
+		{"none", arch.Scaling{}, 1},
+		{"LongRoPE attention factor", arch.Scaling{OrigContext: 64, Mscale: 1.1547005}, 1.1547005},
+		{"linear with attention factor", arch.Scaling{Kind: arch.ScalingLinear, Factor: 2, Mscale: 0.5}, 0.5},
+		{"yarn", yarn, ln4},
+		{"yarn ignores yarn_attn_factor under the ramp", with(yarn, func(s *arch.Scaling) { s.AttnFactor = 3 }), ln4},
+		{"yarn with attention factor", withMs(yarn, 1.5), 1.5 * ln4},
+		{"yarn without ramp", with(yarn, func(s *arch.Scaling) { s.ExtFactor, s.AttnFactor = 0, 0.75 }), 0.75},
+		{"yarn factor below 1", with(yarn, func(s *arch.Scaling) { s.Factor = 0.5 }), 1},
+	} {
+		cs := make([]float32, dim)
+		for _, pos := range []int{0, 3, 100} {
+			NewRope(10000, dim, nil, c.s).Fill(cs, pos)
+			for j := range dim / 2 {
+				require.InDelta(t, c.want, math.Hypot(float64(cs[2*j]), float64(cs[2*j+1])), 2e-6, "%s pos %d pair %d", c.name, pos, j)
+			}
+		}
+	}
+	// The magnitude leaves the angles alone: LongRoPE's factors divide the
+	// frequencies as rope_freqs do.
+	ff := []float32{1, 1.5, 2, 4, 8, 16, 32, 64}
+	cs, ref := make([]float32, dim), make([]float32, dim)
+	NewRope(10000, dim, ff, arch.Scaling{Mscale: 1.25}).Fill(cs, 7)
+	NewRope(10000, dim, ff, arch.Scaling{}).Fill(ref, 7)
+	for i := range cs {
+		require.Equal(t, ref[i]*1.25, cs[i])
+	}
+}

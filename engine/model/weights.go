@@ -106,6 +106,10 @@ type Weights struct {
 	// RopeFreqs, when not nil, divides each rotary frequency ([RopeDim/2]
 	// values): Llama 3.1+ RoPE scaling as GGUF files carry it.
 	RopeFreqs []float32
+	// RopeLong and RopeShort, when not nil, are LongRoPE's two sets of
+	// frequency divisors (rope_factors_long/short, [RopeDim/2] values), of
+	// which a runner uses one: see RopeFactors.
+	RopeLong, RopeShort []float32
 	// ChatTemplates are the file's chat templates: tokenizer.chat_template
 	// under "" and tokenizer.chat_template.<name> under <name>. Nil when the
 	// file has none (llama2.c checkpoints never do).
@@ -123,6 +127,28 @@ func (w *Weights) Close() error {
 	c := w.closer
 	w.closer = nil
 	return c.Close()
+}
+
+// RopeFactors is the set of RoPE frequency divisors (nil: none) that a
+// runner for requests of up to maxContext tokens uses, chosen as llama.cpp's
+// get_rope_factors chooses: RopeFreqs when the model has them, else
+// LongRoPE's long factors when maxContext exceeds the original context
+// length (Scaling.OrigContext, or the model's MaxContext when the file
+// does not say), else its short ones. llama.cpp compares its per-sequence
+// context size, so the choice holds for every position of every request
+// (Hugging Face instead switches by the current sequence length).
+func (w *Weights) RopeFactors(maxContext int) []float32 {
+	if w.RopeFreqs != nil {
+		return w.RopeFreqs
+	}
+	orig := w.Config.Block.Scaling.OrigContext
+	if orig <= 0 {
+		orig = w.Config.MaxContext
+	}
+	if maxContext > orig {
+		return w.RopeLong
+	}
+	return w.RopeShort
 }
 
 // SetCloser records what Close releases. Loaders use it.
@@ -167,17 +193,23 @@ func (w *Weights) Check() error {
 	if err := vec("output_norm", w.Norm, c.Dim); err != nil {
 		return err
 	}
-	if w.RopeFreqs != nil {
+	for _, rf := range []struct {
+		name string
+		v    []float32
+	}{{"rope_freqs", w.RopeFreqs}, {"rope_factors_long", w.RopeLong}, {"rope_factors_short", w.RopeShort}} {
+		if rf.v == nil {
+			continue
+		}
 		rd := c.RopeDim
 		if rd == 0 {
 			rd = c.HeadDim
 		}
-		if err := vec("rope_freqs", w.RopeFreqs, rd/2); err != nil {
+		if err := vec(rf.name, rf.v, rd/2); err != nil {
 			return err
 		}
-		for i, f := range w.RopeFreqs {
+		for i, f := range rf.v {
 			if !(f > 0) || math.IsInf(float64(f), 0) {
-				return fmt.Errorf("model: rope_freqs[%d] = %g; frequency factors must be positive", i, f)
+				return fmt.Errorf("model: %s[%d] = %g; frequency factors must be positive", rf.name, i, f)
 			}
 		}
 	}

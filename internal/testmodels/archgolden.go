@@ -25,6 +25,10 @@ var ArchF32 = []struct {
 }{
 	{"llama32", 1e-3}, {"mistral", 1e-3}, {"qwen2", 1e-3}, {"qwen3", 1e-3}, {"phi3", 1e-3},
 	{"gemma2", 0.03}, {"gemma3", 0.03},
+	// Long context (README of golden/arch: llama.cpp d32676d): YaRN, and
+	// Phi-3.5-style LongRoPE with its attention factor; both with an
+	// original context of 64 so that the scaled paths are taken.
+	{"llama32-yarn", 1e-3}, {"phi3-longrope", 1e-3},
 	// Mixture-of-experts files (llama.cpp d32676d, README's MoE section).
 	{"qwen3moe", 1e-3}, {"mixtral", 1e-3}, {"gptoss", 1e-3},
 }

@@ -69,14 +69,25 @@ func (k ScalingKind) String() string {
 
 // Scaling is a RoPE scaling configuration. Llama 3's scaling is not a kind
 // here: its GGUFs bake it into the rope_freqs tensor (per-dimension
-// frequency divisors), which the weights carry.
+// frequency divisors), which the weights carry; nor is LongRoPE (Phi-3.5,
+// Phi-4-mini): its two sets of divisors are the rope_factors_long/short
+// tensors, and the weights choose between them by the context size against
+// OrigContext.
 type Scaling struct {
 	Kind   ScalingKind
 	Factor float32 // context extension factor (> 0 unless Kind is None)
-	// YaRN only: the training context length and llama.cpp's parameters
-	// (defaults ext 1, attn 1, beta_fast 32, beta_slow 1).
-	OrigContext                               int
+	// OrigContext is rope.scaling.original_context_length (0 when absent,
+	// required for YaRN): the training context length YaRN's ramp and
+	// LongRoPE's choice of factors refer to.
+	OrigContext int
+	// YaRN only: llama.cpp's parameters (defaults ext 1, attn 1, beta_fast
+	// 32, beta_slow 1). AttnFactor only counts when ExtFactor is 0: with the
+	// ramp, llama.cpp replaces it by its own magnitude correction.
 	ExtFactor, AttnFactor, BetaFast, BetaSlow float32
+	// Mscale is rope.scaling.attn_factor (0 when absent, meaning 1), which
+	// llama.cpp multiplies into every rotated value whatever the kind:
+	// LongRoPE's sqrt(1 + ln(scale)/ln(original context)).
+	Mscale float32
 }
 
 // Activation is the gated FFN's nonlinearity.
@@ -160,7 +171,7 @@ func (b Block) LayerRope(layer int, theta float32) (float32, Scaling) {
 			theta = b.LocalTheta
 		}
 		if b.LocalUnscaled {
-			return theta, Scaling{}
+			return theta, Scaling{Mscale: b.Scaling.Mscale}
 		}
 	}
 	return theta, b.Scaling
@@ -191,13 +202,15 @@ func (b Block) Validate() error {
 		return fmt.Errorf("model: sliding window %d is negative", b.Window)
 	case b.AttnSoftcap < 0 || b.FinalSoftcap < 0:
 		return fmt.Errorf("model: soft-caps (%g, %g) must not be negative", b.AttnSoftcap, b.FinalSoftcap)
+	case b.Scaling.Mscale < 0 || b.Scaling.OrigContext < 0:
+		return fmt.Errorf("model: rope attention factor %g and original context %d must not be negative", b.Scaling.Mscale, b.Scaling.OrigContext)
 	case b.EmbedScale < 0 || b.AttnScale < 0 || b.LocalTheta < 0:
 		return fmt.Errorf("model: embed scale %g, attention scale %g, local rope base %g must not be negative", b.EmbedScale, b.AttnScale, b.LocalTheta)
 	}
 	if err := b.MoE.Validate(0); err != nil {
 		return err
 	}
-	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor} {
+	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor, b.Scaling.Mscale} {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return fmt.Errorf("model: non-finite value in block description %+v", b)
 		}
@@ -305,8 +318,8 @@ func Lookup(name string) (Arch, error) {
 
 // ScalingFromMeta reads the common RoPE scaling keys: rope.scaling.type
 // (none, linear, yarn; anything else is refused by name), rope.scaling.factor,
-// the older rope.scale_linear, and YaRN's rope.scaling.original_context_length
-// and yarn_* parameters.
+// the older rope.scale_linear, rope.scaling.original_context_length
+// (required for YaRN), YaRN's yarn_* parameters and rope.scaling.attn_factor.
 func ScalingFromMeta(m Meta, typ string) (Scaling, error) {
 	var s Scaling
 	switch typ {
@@ -354,10 +367,27 @@ func ScalingFromMeta(m Meta, typ string) (Scaling, error) {
 			*p.dst = float32(v)
 		}
 	default:
-		return s, fmt.Errorf("%w: rope scaling type %q (supported: none, linear, yarn, and llama3 through the rope_freqs tensor)", ErrUnsupported, typ)
+		return s, fmt.Errorf("%w: rope scaling type %q (supported: none, linear, yarn, and llama3 and longrope through the rope_freqs and rope_factors_long/short tensors)", ErrUnsupported, typ)
 	}
 	if s.Kind != ScalingNone && !(s.Factor > 0) {
 		return s, fmt.Errorf("model: rope scaling factor %g must be positive", s.Factor)
+	}
+	if s.Kind != ScalingYaRN {
+		orig, err := m.Uint("rope.scaling.original_context_length", 0)
+		if err != nil {
+			return s, err
+		}
+		s.OrigContext = orig
+	}
+	ms, err := m.Float("rope.scaling.attn_factor", 1, false)
+	if err != nil {
+		return s, err
+	}
+	if !(ms > 0) {
+		return s, fmt.Errorf("model: rope.scaling.attn_factor %g must be positive", ms)
+	}
+	if ms != 1 {
+		s.Mscale = float32(ms)
 	}
 	return s, nil
 }

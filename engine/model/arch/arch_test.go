@@ -108,10 +108,20 @@ func TestScalingFromMeta(t *testing.T) {
 	m := meta{kv: map[string]float64{"rope.scaling.factor": 4, "rope.scaling.original_context_length": 32768}}
 	s, err := ScalingFromMeta(m, "")
 	require.NoError(t, err)
-	require.Equal(t, Scaling{}, s)
+	require.Equal(t, Scaling{OrigContext: 32768}, s)
 	s, err = ScalingFromMeta(m, "linear")
 	require.NoError(t, err)
-	require.Equal(t, Scaling{Kind: ScalingLinear, Factor: 4}, s)
+	require.Equal(t, Scaling{Kind: ScalingLinear, Factor: 4, OrigContext: 32768}, s)
+	s, err = ScalingFromMeta(meta{kv: map[string]float64{}}, "")
+	require.NoError(t, err)
+	require.Equal(t, Scaling{}, s)
+	// Phi-3.5's LongRoPE: no type, an attention factor and the original
+	// context its factor tensors are chosen by.
+	s, err = ScalingFromMeta(meta{kv: map[string]float64{"rope.scaling.attn_factor": 1.25, "rope.scaling.original_context_length": 4096}}, "")
+	require.NoError(t, err)
+	require.Equal(t, Scaling{OrigContext: 4096, Mscale: 1.25}, s)
+	_, err = ScalingFromMeta(meta{kv: map[string]float64{"rope.scaling.attn_factor": 0}}, "")
+	require.ErrorContains(t, err, "rope.scaling.attn_factor 0 must be positive")
 	s, err = ScalingFromMeta(m, "yarn")
 	require.NoError(t, err)
 	require.Equal(t, Scaling{Kind: ScalingYaRN, Factor: 4, OrigContext: 32768, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1}, s)
@@ -126,7 +136,7 @@ func TestBlockValidate(t *testing.T) {
 	for _, b := range []Block{
 		{RopeStyle: 7}, {Activation: 9}, {Window: -1}, {AttnSoftcap: -1},
 		{Scaling: Scaling{Kind: ScalingLinear}}, {Scaling: Scaling{Kind: ScalingYaRN, Factor: 2}},
-		{EmbedScale: float32(math.Inf(1))},
+		{EmbedScale: float32(math.Inf(1))}, {Scaling: Scaling{Mscale: -1}}, {Scaling: Scaling{Mscale: float32(math.NaN())}},
 	} {
 		require.Error(t, b.Validate(), "%+v", b)
 	}

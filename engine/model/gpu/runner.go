@@ -29,6 +29,10 @@ type Options struct {
 	Weights device.DType
 	// NoBLAS forces the fallback GEMM kernel (tests).
 	NoBLAS bool
+	// MaxContext is the longest request the runner serves (0: the model's
+	// context length); it chooses LongRoPE's factors
+	// (model.Weights.RopeFactors) as model.NewRunnerContext does.
+	MaxContext int
 }
 
 type layerW struct {
@@ -145,7 +149,11 @@ func New(dev *cuda.Device, w *model.Weights, pool *kvcache.Pool, opt Options) (*
 	if err := Supports(w); err != nil {
 		return nil, err
 	}
-	r, err := newRunner(dev, w.Config, w.RopeFreqs, pool, opt)
+	ctx := opt.MaxContext
+	if ctx <= 0 {
+		ctx = w.Config.MaxContext
+	}
+	r, err := newRunner(dev, w.Config, w.RopeFactors(ctx), pool, opt)
 	if err != nil {
 		return nil, err
 	}
