@@ -98,9 +98,15 @@ const (
 	SwiGLU Activation = iota
 	// GeGLU: gelu_tanh(gate) * up (Gemma).
 	GeGLU
-	// SwiGLUOAI: gpt-oss's clamped SwiGLU, g*sigmoid(1.702*g)*(u+1) with
-	// g = min(gate, 7) and u = clamp(up, -7, 7).
+	// SwiGLUOAI: gpt-oss's clamped SwiGLU, g*sigmoid(alpha*g)*(u+1) with
+	// g = min(gate, limit) and u = clamp(up, -limit, limit).
 	SwiGLUOAI
+)
+
+// gpt-oss's SwiGLU constants (fixed in llama.cpp too; no GGUF key).
+const (
+	SwiGLUOAIAlpha = 1.702
+	SwiGLUOAILimit = 7
 )
 
 func (a Activation) String() string {
