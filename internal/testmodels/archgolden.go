@@ -31,8 +31,8 @@ var ArchF32 = []struct {
 	// original context of 64 so that the scaled paths are taken.
 	{"llama32-yarn", 1e-3}, {"phi3-longrope", 1e-3},
 	// Mixture-of-experts files (llama.cpp d32676d, README's MoE section;
-	// glm4moe is generated locally, see ArchGenerated).
-	{"qwen3moe", 1e-3}, {"mixtral", 1e-3}, {"gptoss", 1e-3}, {"glm4moe", 1e-3},
+	// glm4moe and qwen2moe are generated locally, see ArchGenerated).
+	{"qwen3moe", 1e-3}, {"mixtral", 1e-3}, {"gptoss", 1e-3}, {"glm4moe", 1e-3}, {"qwen2moe", 1e-3},
 }
 
 // ArchQuantTypes are the quantized copies llama32.<TYPE>.gguf.
@@ -113,10 +113,12 @@ type ArchGolden struct {
 
 // ArchGenerated names golden files that are not part of the shared set:
 // they were generated locally with the tools of ../shared/golden/arch
-// (gen_models.py and make_golden_moe.py against llama.cpp d32676d; the
-// README's "MoE and long-context architectures"). Tests skip them when
-// absent, under CI too; copied into golden/arch they run like the others.
-var ArchGenerated = map[string]bool{"glm4moe": true}
+// (gen_models.py and make_golden_moe.py against llama.cpp d32676d, the
+// README's "MoE and long-context architectures"; glm4moe is one of the
+// tools' models, qwen2moe needed a model entry added to gen_models.py and
+// its shared-expert gate to np_reference.py). Tests skip them when absent,
+// under CI too; copied into golden/arch they run like the others.
+var ArchGenerated = map[string]bool{"glm4moe": true, "qwen2moe": true}
 
 // LoadArchGolden reads golden/arch/<name>.json (skipping or failing as
 // Golden does when it is absent; skipping for ArchGenerated names).
@@ -125,7 +127,7 @@ func LoadArchGolden(tb testing.TB, name string) *ArchGolden {
 	if ArchGenerated[name] {
 		p := filepath.Join(Dir(tb), "..", "golden", "arch", name+".json")
 		if _, err := os.Stat(p); err != nil {
-			tb.Skipf("golden file %s not found: generate it with ../shared/golden/arch/tools (gen_models.py public 1 DIR %s; make_golden_moe.py DIR 1 %s)", p, name, name)
+			tb.Skipf("golden file %s not found: it is not part of the shared set (generated with the tools of golden/arch against llama.cpp d32676d; see ArchGenerated)", p)
 		}
 	}
 	js := Golden(tb, "arch/"+name+".json")
