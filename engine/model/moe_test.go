@@ -471,3 +471,43 @@ func TestMoEArchitecturesLoadAndRun(t *testing.T) {
 		})
 	}
 }
+
+// newTinyMoE is newTinyModel (llama) with a Mixtral-style FFN: 4 experts
+// of width 16, 2 used, with a gated shared expert and expert biases, so
+// that the fuzzer starts from a file every MoE tensor kind is in.
+func newTinyMoE() *tinyModel {
+	const dim, hidden, experts = 32, 16, 4
+	m := newTinyModel().drop("blk.0.ffn_gate.weight").drop("blk.0.ffn_up.weight").drop("blk.0.ffn_down.weight")
+	m.set("llama.expert_count", uint32(experts)).set("llama.expert_used_count", uint32(2)).set("llama.expert_feed_forward_length", uint32(hidden))
+	add := func(name string, dims ...uint64) {
+		m.tensors = append(m.tensors, tinyTensor{name: name, typ: gguf.TypeF32, dims: dims})
+	}
+	add("blk.0.ffn_gate_inp.weight", dim, experts)
+	add("blk.0.ffn_gate_exps.weight", dim, hidden, experts)
+	add("blk.0.ffn_up_exps.weight", dim, hidden, experts)
+	add("blk.0.ffn_down_exps.weight", hidden, dim, experts)
+	add("blk.0.ffn_gate_exps.bias", hidden, experts)
+	add("blk.0.ffn_down_exps.bias", dim, experts)
+	add("blk.0.ffn_gate_inp_shexp.weight", dim)
+	add("blk.0.ffn_gate_shexp.weight", dim, 8)
+	add("blk.0.ffn_up_shexp.weight", dim, 8)
+	add("blk.0.ffn_down_shexp.weight", 8, dim)
+	return m
+}
+
+// TestTinyMoELoads: the fuzzer's MoE seed is a valid file, and its
+// experts are views of the 3-D tensors.
+func TestTinyMoELoads(t *testing.T) {
+	w, err := newTinyMoE().load(t)
+	require.NoError(t, err)
+	e := w.Layers[0].MoE
+	require.NotNil(t, e)
+	require.Len(t, e.Gate, 4)
+	require.Equal(t, 16, e.Gate[3].Rows)
+	require.Len(t, e.GateBias, 4)
+	require.Nil(t, e.UpBias)
+	require.Equal(t, 8, e.SharedUp.Rows)
+	require.Len(t, e.SharedGateInp, 32)
+	_, err = newTinyMoE().set("llama.expert_feed_forward_length", uint32(8)).load(t)
+	require.ErrorContains(t, err, "blk.0.ffn_gate_exps.weight has dims [32 16 4], want [32 8 4]")
+}
