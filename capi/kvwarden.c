@@ -301,6 +301,18 @@ int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_message* mess
                                      out_len);
 }
 
+int32_t kvw_chat_prepare(kvw_engine* engine, const char* request_json, char* buf, size_t buf_size,
+                         size_t* out_len) {
+    NOT_IN_CHILD("kvw_chat_prepare");
+    return kvwgo_chat_prepare((uintptr_t)engine, (char*)request_json, buf, buf_size, out_len);
+}
+
+int32_t kvw_chat_parse(const char* parser_json, const char* text, char* buf, size_t buf_size,
+                       size_t* out_len) {
+    NOT_IN_CHILD("kvw_chat_parse");
+    return kvwgo_chat_parse((char*)parser_json, (char*)text, buf, buf_size, out_len);
+}
+
 int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params,
                    uint64_t* out_id) {
     NOT_IN_CHILD("kvw_submit");

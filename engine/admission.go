@@ -194,6 +194,7 @@ func (e *Engine) build(ctx context.Context, req Request) (*seq, string, error) {
 		maxTokens: maxTok,
 		params:    req.Sampling,
 		stops:     req.Stop,
+		keep:      e.keepTokens(req.KeepTokens),
 		state:     StateWaiting,
 		submitted: time.Now(),
 	}

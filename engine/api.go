@@ -152,6 +152,10 @@ type Config struct {
 	HostTierBytes int64  // host-memory tier for preemption and prefix spill, 0 = none
 	Compression   string // host tier compression: "none", "s2" or "zstd"
 
+	// ZeroOnRelease scrubs KV bytes in every tier: freed device pages
+	// before reuse, and every host buffer that held them (host-tier
+	// copies, compressed or not, when dropped; the compression and CUDA
+	// staging buffers after each copy).
 	ZeroOnRelease bool
 	KVChecksum    Checksum
 	Poison        bool // fill freed pages with NaN (debugging)
@@ -261,6 +265,10 @@ type Request struct {
 	// added only when the vocabulary wants it (tokenizer.ggml.add_bos_token)
 	// and the prompt does not already start with it.
 	ParseSpecial bool
+	// KeepTokens names control tokens (by their text, e.g. "<|python_tag|>",
+	// "[TOOL_CALLS]") that the output spells out instead of dropping, so
+	// that tool-call markup made of them can be parsed.
+	KeepTokens []string
 
 	// Logprobs records the log-probability of each generated token
 	// (Event.Logprob, Result.Logprobs); TopLogprobs (at most

@@ -292,10 +292,23 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	cfg := pressureConfig(t, true) // 8 pages of 4 tokens, MaxContext 32
 	pb := e0PageBytes(t, cfg)
 	cfg.HostTierBytes = 8 * pb // as much as the whole pool
-	// The pair's first step waits until both are submitted, so the pool
-	// is surely contended (however slow the machine).
+	// The pair contends for the pool only if b is placed while a is still
+	// small: together they need 16 pages of 8. Two things make sure of it,
+	// however slow or busy the machine:
+	//   - the pair's first step waits until both are submitted (gate);
+	//   - until b runs, each step waits for the spill copies in flight.
+	//     b's placement evicts tenant x's cached pages to the host tier,
+	//     and their pages free only when the copies complete. The
+	//     scheduler rightly never waits for them, so when the copy
+	//     workers lag (a loaded machine) a took every page that came back
+	//     for its own decode steps, b was placed only after a finished,
+	//     and nothing was ever preempted (about 1 run in 15 failed).
 	var gated atomic.Bool
 	gate := make(chan struct{})
+	var e *Engine
+	var pc *prefixCache
+	var bID atomic.Uint64
+	bPlaced := false // scheduler goroutine only
 	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
 		r, err := newEchoRunner(pool, false)
 		if err == nil {
@@ -303,11 +316,24 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 				if gated.CompareAndSwap(true, false) {
 					<-gate
 				}
+				// On the scheduler goroutine: its state is ours to read.
+				id := bID.Load()
+				if id == 0 || bPlaced {
+					return
+				}
+				if b := e.sched.byID[id]; b == nil || b.table != nil {
+					bPlaced = true
+					return
+				}
+				for _, sp := range pc.inflight {
+					_ = sp.hp.Wait() // the next step sees the freed pages
+				}
 			}
 		}
 		return r, err
 	}
-	e := newEcho(t, cfg)
+	e = newEcho(t, cfg)
+	pc = prefixCacheOf(t, e)
 	// Fill the host tier with spilled prefix pages of tenant x.
 	for i := range 4 {
 		p := tenantPrompt(7, 100+i, 20)
@@ -327,6 +353,7 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	require.NoError(t, err)
 	sb, err := e.Submit(t.Context(), Request{Tokens: pb2, MaxTokens: 100, Tenant: "b"})
 	require.NoError(t, err)
+	bID.Store(sb.ID())
 	close(gate)
 	ra, rb := sa.Wait(), sb.Wait()
 	require.NoError(t, ra.Err)

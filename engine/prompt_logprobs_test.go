@@ -108,3 +108,45 @@ func TestPromptLogprobsOnFirstEvent(t *testing.T) {
 	}
 	require.Nil(t, r.Logprobs, "prompt logprobs alone do not record the generated tokens'")
 }
+
+// TestPromptLogprobsUnderPreemption: requests that record prompt logprobs
+// while a small pool preempts them (recomputed: no host tier) report the
+// same records as alone on a large pool.
+func TestPromptLogprobsUnderPreemption(t *testing.T) {
+	prompt := func(i int) []int {
+		p := []int{model.SyntheticBOS}
+		for j := range 30 {
+			p = append(p, model.SyntheticByteOffset+'a'+(i*7+j)%26)
+		}
+		return p
+	}
+	req := func(i int) Request {
+		return Request{Tokens: prompt(i), MaxTokens: 24, PromptLogprobs: true, Logprobs: true}
+	}
+	big, err := New(Config{KVPages: 64, PageSize: 8, MaxContext: 64})
+	require.NoError(t, err)
+	defer big.Close()
+	small, err := New(Config{KVPages: 12, PageSize: 8, MaxContext: 64})
+	require.NoError(t, err)
+	defer small.Close()
+
+	const n = 4
+	streams := make([]*Stream, n)
+	for i := range n {
+		streams[i], err = small.Submit(t.Context(), req(i))
+		require.NoError(t, err)
+	}
+	for i, st := range streams {
+		got := st.Wait()
+		require.NoError(t, got.Err)
+		want, err := big.Generate(t.Context(), req(i))
+		require.NoError(t, err)
+		require.Equal(t, want.Tokens, got.Tokens, "request %d", i)
+		require.Len(t, got.PromptLogprobs, len(want.PromptLogprobs))
+		for j := range want.PromptLogprobs {
+			require.Equal(t, want.PromptLogprobs[j].Token, got.PromptLogprobs[j].Token)
+			require.InDelta(t, want.PromptLogprobs[j].Logprob, got.PromptLogprobs[j].Logprob, 1e-4, "request %d position %d", i, j+1)
+		}
+	}
+	require.NotZero(t, small.Stats().Preemptions, "the small pool must preempt")
+}

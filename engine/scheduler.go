@@ -852,7 +852,7 @@ func (sc *scheduler) firstScheduled(s *seq, cached int) {
 	if len(s.prompt) > 0 {
 		prev = s.prompt[len(s.prompt)-1]
 	}
-	s.text = newTextStream(e.tok.Decode, prev, s.stops)
+	s.text = newTextStream(keepDecode(e.tok.Decode, s.keep), prev, s.stops)
 }
 
 // handoff is the check at a phase boundary (invariant 6): written ==

@@ -17,6 +17,7 @@ type seq struct {
 	maxTokens int // clamped to MaxContext - len(prompt)
 	params    sample.Params
 	stops     []string
+	keep      map[int][]byte // Request.KeepTokens: id -> its text
 	submitted time.Time
 
 	state State

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -152,65 +153,92 @@ type choice struct {
 }
 
 // generateChoices serves what generate leaves to it: n > 1 choices from
-// one prompt, log-probabilities, echo. Choice 0 is submitted first; the
-// others only once it has produced its first token (or ended), so that
-// they find the prompt's full pages in the prefix cache, which is scoped
-// to the request's own tenant: the choices share the prompt's KV, never
-// another tenant's (ISOLATION.md, invariant 9). Each choice has a seed of
-// its own: the request's seed plus its index when it gives one.
+// one prompt, log-probabilities, echo; and a completions batch (prompt 0
+// in req, the others in more) that asks for any of them. Choice j of
+// prompt g has index g*n + j, as OpenAI numbers them. Each prompt's choice
+// 0 is submitted first; its other choices only once it has produced its
+// first token (or ended), so that they find the prompt's full pages in the
+// prefix cache, which is scoped to the request's own tenant: the choices
+// share the prompt's KV, never another tenant's (ISOLATION.md, invariant
+// 9). Choice j has a seed of its own: the request's seed plus j when it
+// gives one (so a prompt's choices do not depend on the batch around it).
 //
 // A stream sends one chunk per token (per complete UTF-8 character when a
 // token ends inside one), each naming its choice's index; each choice ends
 // with its own finish_reason chunk.
-func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start time.Time, ep, tenant string, req engine.Request, p params, sh shaper) {
+func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start time.Time, ep, tenant string, req engine.Request, more []promptIn,
+	p params, sh shaper) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	promptParam := map[bool]string{true: "messages", false: "prompt"}[sh.chat]
-	echo := ""
+	prompts := append([]engine.Request{req}, make([]engine.Request, len(more))...)
+	for g, pr := range more {
+		prompts[g+1] = req
+		prompts[g+1].Prompt, prompts[g+1].Tokens = pr.text, pr.ids
+	}
+	promptParam := func(g int) string {
+		switch {
+		case sh.chat:
+			return "messages"
+		case len(prompts) > 1:
+			return fmt.Sprintf("prompt[%d]", g)
+		}
+		return "prompt"
+	}
+	echo := make([]string, len(prompts)) // per prompt
 	if p.echo {
-		echo = req.Prompt
-		if echo == "" {
-			echo = s.decode(-1, req.Tokens)
+		for g, pr := range prompts {
+			if echo[g] = pr.Prompt; echo[g] == "" {
+				echo[g] = s.decode(-1, pr.Tokens)
+			}
 		}
 	}
-	reqFor := func(i int) engine.Request {
-		ri := req
+	reqFor := func(k int) engine.Request {
+		ri := prompts[k/p.n]
 		ri.Logprobs, ri.TopLogprobs = p.logprobs, p.topLogprobs
-		ri.PromptLogprobs = i == 0 && p.echo && p.logprobs // the same for every choice: computed once
+		// A prompt's logprobs are the same for each of its choices: its
+		// choice 0 computes them.
+		ri.PromptLogprobs = k%p.n == 0 && p.echo && p.logprobs
 		if p.seed != nil {
-			ri.Sampling.Seed = *p.seed + uint64(i)
+			ri.Sampling.Seed = *p.seed + uint64(k%p.n)
 		}
 		return ri
 	}
 
-	cs := make([]*choice, p.n)
+	cs := make([]*choice, len(prompts)*p.n)
 	merged := make(chan choiceEvent)
 	live := 0
-	submit := func(i int) *apiError {
-		st, err := s.eng.Submit(ctx, reqFor(i))
+	// submit starts choice k; a nil error with gone set means the client
+	// went away meanwhile (nobody to answer).
+	submit := func(k int) (e *apiError, gone bool) {
+		st, err := s.eng.Submit(ctx, reqFor(k))
 		if err != nil {
 			if errors.Is(err, engine.ErrAborted) {
-				return &apiError{Status: 499} // the client went away: nobody to answer
+				return nil, true
 			}
-			e := engineError(err, promptParam)
+			e := engineError(err, promptParam(k/p.n))
 			if e.Code != nil && *e.Code == "internal_error" {
-				s.log.Error("request failed at submission", "tenant", tenant, "endpoint", ep, "choice", i, "err", err)
+				s.log.Error("request failed at submission", "tenant", tenant, "endpoint", ep, "choice", k, "err", err)
 			}
-			return e
+			return e, false
 		}
 		pt := st.PromptTokens()
 		c := &choice{st: st, prev: -1}
 		if len(pt) > 0 {
 			c.prev = pt[len(pt)-1]
 		}
-		cs[i] = c
+		cs[k] = c
 		live++
 		go func() {
+			ended := false
 			for ev := range st.Events() {
-				merged <- choiceEvent{i, ev}
+				ended = ended || ev.Done
+				merged <- choiceEvent{k, ev}
+			}
+			if !ended { // delivery gave up (see Stream.Events); the result is final
+				merged <- choiceEvent{k, engine.Event{Token: -1, Done: true}}
 			}
 		}()
-		return nil
+		return nil, false
 	}
 	// drain ends every submitted choice and waits for them.
 	drain := func(cause error) {
@@ -221,45 +249,59 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 			}
 		}
 	}
-	if e := submit(0); e != nil {
-		if e.Status == 499 {
-			s.finish(ep, "abort", start, nil)
-			s.answerAbort(w, r.Context(), false)
+	// startAll submits the choices [from, to); on failure it ends those
+	// already running and answers.
+	startAll := func(from, to int) bool {
+		for k := from; k < to; k++ {
+			e, gone := submit(k)
+			if e == nil && !gone {
+				continue
+			}
+			drain(fmt.Errorf("%w: choice %d could not start", engine.ErrAborted, k))
+			if gone {
+				s.finish(ep, "abort", start, nil)
+				s.answerAbort(w, r.Context(), false)
+			} else {
+				s.reject(w, ep, e)
+			}
+			return false
+		}
+		return true
+	}
+	// Every prompt's first choice at once (a batch is all or none).
+	for g := range prompts {
+		if !startAll(g*p.n, g*p.n+1) {
 			return
 		}
-		s.reject(w, ep, e)
-		return
 	}
 	s.met.InFlight.Inc()
 	defer s.met.InFlight.Dec()
 	sh.id = responseID(sh.chat)
 	sh.created = start.Unix()
-	log := s.log.With("id", sh.id, "request", cs[0].st.ID(), "tenant", tenant, "endpoint", ep, "n", p.n)
+	log := s.log.With("id", sh.id, "request", cs[0].st.ID(), "tenant", tenant, "endpoint", ep, "n", p.n, "prompts", len(prompts))
 
 	out := &sseWriter{w: w}
 	out.flusher, _ = w.(http.Flusher)
 	var first, last time.Time
-	var promptLP []engine.TokenLogprobs // echo with logprobs: from choice 0
-	submitted := 1
+	promptLP := make([][]engine.TokenLogprobs, len(prompts)) // echo with logprobs: from each prompt's choice 0
+	rest := make([]bool, len(prompts))                       // each prompt's other choices were started
 	for live > 0 {
 		ce := <-merged
 		c := cs[ce.i]
+		g, j := ce.i/p.n, ce.i%p.n
 		if ce.ev.Done {
 			live--
-			c.res = *ce.ev.Result
+			if ce.ev.Result != nil {
+				c.res = *ce.ev.Result
+			} else {
+				c.res = c.st.Wait()
+			}
 		}
-		if ce.i == 0 && submitted < p.n && (!ce.ev.Done || c.res.Err == nil) {
-			// Choice 0's prompt pages are in the prefix cache now.
-			for ; submitted < p.n; submitted++ {
-				if e := submit(submitted); e != nil {
-					drain(errors.New("another choice of the request failed"))
-					if e.Status == 499 {
-						s.finish(ep, "abort", start, nil)
-						return
-					}
-					s.reject(w, ep, e)
-					return
-				}
+		if j == 0 && !rest[g] && (!ce.ev.Done || c.res.Err == nil) {
+			// This prompt's pages are in the prefix cache now.
+			rest[g] = true
+			if !startAll(ce.i+1, ce.i+p.n) {
+				return
 			}
 		}
 		if !ce.ev.Done {
@@ -274,9 +316,9 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 				last = now
 			}
 		}
-		if ce.i == 0 && promptLP == nil {
-			if promptLP = ce.ev.PromptLogprobs; promptLP == nil && ce.ev.Done {
-				promptLP = c.res.PromptLogprobs
+		if j == 0 && promptLP[g] == nil {
+			if promptLP[g] = ce.ev.PromptLogprobs; promptLP[g] == nil && ce.ev.Done {
+				promptLP[g] = c.res.PromptLogprobs
 			}
 		}
 		if ce.ev.Done && c.res.Err != nil {
@@ -289,14 +331,18 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 			continue
 		}
 		if !c.opened {
-			s.openChoice(out, sh, ce.i, c, echo, promptLP, p)
+			s.openChoice(out, sh, ce.i, c, echo[g], promptLP[g], p)
 		}
 		s.streamEvent(out, sh, ce.i, c, ce.ev, p)
 	}
 
-	// Every choice finished cleanly.
-	total := engine.Result{PromptTokens: cs[0].res.PromptTokens, CachedTokens: cs[0].res.CachedTokens}
-	for _, c := range cs {
+	// Every choice finished cleanly. The usage counts each prompt once.
+	var total engine.Result
+	for k, c := range cs {
+		if k%p.n == 0 {
+			total.PromptTokens = append(total.PromptTokens, c.res.PromptTokens...)
+			total.CachedTokens += c.res.CachedTokens
+		}
 		total.Tokens = append(total.Tokens, c.res.Tokens...)
 	}
 	s.finish(ep, cs[0].res.FinishReason, start, &total)
@@ -314,9 +360,8 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 
 // choiceFailed answers a request one of whose choices failed, as generate
 // answers a failed request.
-func (s *Server) choiceFailed(w http.ResponseWriter, out *sseWriter, ep string, start time.Time, res engine.Result, log interface {
-	Error(string, ...any)
-}, sh shaper, ctx context.Context) {
+func (s *Server) choiceFailed(w http.ResponseWriter, out *sseWriter, ep string, start time.Time, res engine.Result, log *slog.Logger,
+	sh shaper, ctx context.Context) {
 	outcome := "error"
 	switch {
 	case errors.Is(res.Err, engine.ErrIsolation):
@@ -458,7 +503,7 @@ func (c *choice) collect(s *Server, ev engine.Event) {
 }
 
 // fullChoices is the non-streamed answer.
-func (s *Server) fullChoices(sh shaper, cs []*choice, echo string, promptLP []engine.TokenLogprobs, p params, u usage) any {
+func (s *Server) fullChoices(sh shaper, cs []*choice, echo []string, promptLP [][]engine.TokenLogprobs, p params, u usage) any {
 	if sh.chat {
 		resp := chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp, Usage: &u}
 		for i, c := range cs {
@@ -474,12 +519,13 @@ func (s *Server) fullChoices(sh shaper, cs []*choice, echo string, promptLP []en
 	resp := completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp, Usage: &u}
 	for i, c := range cs {
 		finish := c.res.FinishReason
-		ch := completionChoice{Index: i, Text: echo + c.res.Text, FinishReason: &finish}
+		g := i / p.n
+		ch := completionChoice{Index: i, Text: echo[g] + c.res.Text, FinishReason: &finish}
 		if p.logprobs {
-			off := runeCount(echo)
+			off := runeCount(echo[g])
 			lp := newLegacy()
 			if p.echo {
-				lp = s.promptLegacy(c.st.PromptTokens(), promptLP, p.topLogprobs)
+				lp = s.promptLegacy(c.st.PromptTokens(), promptLP[g], p.topLogprobs)
 			}
 			lp.append(c.lp.legacy(off))
 			ch.Logprobs = lp

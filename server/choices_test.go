@@ -561,3 +561,40 @@ func TestChoicesWithResponseFormat(t *testing.T) {
 		require.NotEmpty(t, c.Logprobs.Content)
 	}
 }
+
+// TestBatchWithChoices: a completions batch with n, echo and logprobs has
+// one choice per prompt and n: index g*n + j is prompt g's choice j, the
+// same as prompt g alone with seed + j.
+func TestBatchWithChoices(t *testing.T) {
+	ts := start(t, setup{})
+	prompts := []string{"Once upon a time", "The cat sat"}
+	var r legacyLPResponse
+	postOK(t, ts, "/v1/completions", map[string]any{"prompt": prompts, "n": 2, "max_tokens": 5, "temperature": 1, "seed": 21,
+		"echo": true, "logprobs": 1}, &r)
+	require.Len(t, r.Choices, 4)
+	promptTokens := 0
+	for g, pr := range prompts {
+		for j := range 2 {
+			c := r.Choices[g*2+j]
+			require.Equal(t, g*2+j, c.Index)
+			var one legacyLPResponse
+			postOK(t, ts, "/v1/completions", map[string]any{"prompt": pr, "max_tokens": 5, "temperature": 1, "seed": 21 + j,
+				"echo": true, "logprobs": 1}, &one)
+			require.Equal(t, one.Choices[0].Text, c.Text, "prompt %d choice %d", g, j)
+			require.True(t, strings.HasPrefix(c.Text, pr))
+			require.Equal(t, one.Choices[0].Logprobs.Tokens, c.Logprobs.Tokens)
+			require.Nil(t, c.Logprobs.TokenLogprobs[0])
+			if j == 0 {
+				promptTokens += one.Usage.PromptTokens
+			}
+		}
+	}
+	require.Equal(t, promptTokens, r.Usage.PromptTokens, "each prompt counts once")
+	require.Equal(t, 4*5, r.Usage.CompletionTokens)
+
+	// A bad prompt in the batch is a 400 naming it; nothing runs.
+	resp, raw := ts.post(t, "/v1/completions", "", map[string]any{"prompt": []any{[]int{1, 2}, []int{1, 99999}}, "n": 2})
+	e := requireAPIError(t, resp, raw, http.StatusBadRequest, "")
+	require.Contains(t, e.Error.Message, "99999")
+	requireNoPageLeaks(t, ts.eng)
+}

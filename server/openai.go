@@ -260,6 +260,12 @@ type chatRequest struct {
 	// assistant's turn header (default true).
 	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
 	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
+	// Tool calls and reasoning (tools.go): parallel_tool_calls (OpenAI),
+	// reasoning_format (llama-server's per-request override).
+	ParallelToolCalls *bool   `json:"parallel_tool_calls"`
+	ReasoningFormat   *string `json:"reasoning_format"`
+	// tools and tool_choice, taken out of sampling by takeTools.
+	toolsRaw, toolChoiceRaw json.RawMessage
 }
 
 type chatMessage struct {
@@ -602,8 +608,10 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type chatResponse struct {

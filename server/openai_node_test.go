@@ -92,3 +92,50 @@ func TestOpenAINodeClient(t *testing.T) {
 	require.NoError(t, err)
 	requireValid(t, schemaValidator(t, string(schema)), js["content"].(string))
 }
+
+// TestOpenAINodeToolLoop runs a tool loop with the official openai npm
+// client on the built-in story model: a call forced by a named
+// tool_choice, the tool result as a tool message, the answer, and a
+// streamed "required" call. The calls' arguments must validate against
+// the tools' schemas (checked here in Go).
+func TestOpenAINodeToolLoop(t *testing.T) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skipOrFail(t, "%s not found: the openai npm client test needs Node.js and npm", tool)
+		}
+	}
+	dir := npmDir(t)
+	script, err := os.ReadFile(filepath.Join("testdata", "openai_tools.mjs"))
+	require.NoError(t, err)
+	scriptPath := filepath.Join(dir, "openai_tools.mjs")
+	require.NoError(t, os.WriteFile(scriptPath, script, 0o644))
+
+	ts := start(t, setup{cfg: engine.Config{ModelPath: "builtin:stories260K", MaxContext: 1024, KVPages: 256}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", scriptPath, ts.url+"/v1", "none", "test-model")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "node client failed:\n%s\n%s", out, stderr)
+	var res struct {
+		Call     struct{ Name, Arguments string }
+		Streamed []struct{ Name, Arguments string }
+	}
+	line := strings.TrimSpace(string(out))
+	require.NoError(t, json.Unmarshal([]byte(line[strings.LastIndex(line, "\n")+1:]), &res), "%s", out)
+	t.Logf("openai tool loop: %s", line)
+	schemas := map[string]string{
+		"get_weather": `{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city","unit"],"additionalProperties":false}`,
+		"get_time":    `{"type":"object","properties":{"zone":{"enum":["UTC","CET"]}},"required":["zone"],"additionalProperties":false}`,
+	}
+	require.Equal(t, "get_weather", res.Call.Name)
+	requireValid(t, schemaValidator(t, schemas["get_weather"]), res.Call.Arguments)
+	require.NotEmpty(t, res.Streamed)
+	for _, c := range res.Streamed {
+		requireValid(t, schemaValidator(t, schemas[c.Name]), c.Arguments)
+	}
+}

@@ -47,6 +47,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,6 +115,10 @@ type Options struct {
 	StrictModelID bool
 	// ModelPath is the model file /props reports as model_path.
 	ModelPath string
+	// ReasoningFormat is where <think> blocks go: ReasoningDeepSeek ("":
+	// the default) into reasoning_content, ReasoningNone inline in the
+	// content. A request's reasoning_format overrides it (tools.go).
+	ReasoningFormat string
 }
 
 // Server serves the HTTP API over one engine.
@@ -144,6 +149,9 @@ type Server struct {
 	// device), so clients can tell when that changed.
 	fingerprint string
 	grammars    grammarCache // compiled response formats and grammars (grammar.go)
+	// tool calls and reasoning (tools.go)
+	reasoningFormat string
+	toolFormats     sync.Map // *chat.Template -> toolcall.Format
 }
 
 // New builds a Server over o.Engine; with a nil Engine it answers 503
@@ -154,6 +162,9 @@ func New(o Options) *Server {
 		log: o.Logger, created: time.Now().Unix(), bodyTimeout: o.bodyTimeout(),
 		authLim: newAuthLimiter(o.AuthFailBurst, o.AuthFailEvery)}
 	s.maxConns, s.maxConnsPerIP = o.maxConns()
+	if s.reasoningFormat = o.ReasoningFormat; s.reasoningFormat == "" {
+		s.reasoningFormat = ReasoningDeepSeek
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -487,6 +498,10 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, ep, e)
 		return
 	}
+	if len(more) > 0 && p.multi() {
+		s.generateChoices(w, r, start, ep, tenant, req, more, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
+		return
+	}
 	if len(more) > 0 {
 		s.generateBatch(w, r, start, tenant, req, more, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
 		return
@@ -497,7 +512,9 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	const ep = "chat"
 	start := time.Now()
+	var plan *chatPlan
 	tenant, req, p, e := parse(s, w, r, func(body *chatRequest) (engine.Request, params, *apiError) {
+		body.takeTools()
 		p, e := body.validate(0)
 		if e != nil {
 			return engine.Request{}, p, e
@@ -511,23 +528,29 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		if e := body.logprobParams(&p); e != nil {
 			return engine.Request{}, p, e
 		}
-		prompt, e := s.renderChat(body)
+		pl, e := s.prepareChat(body)
 		if e != nil {
 			return engine.Request{}, p, e
 		}
+		plan = pl
 		if p.maxTokens == 0 {
 			p.maxTokens = s.eng.MaxContext() // the engine clamps to what the context has left
 		}
 		// The render holds the template's special tokens as text; they
 		// must become tokens. (Message text inside it is parsed too, as
 		// llama-server and transformers do.)
-		return engine.Request{Prompt: prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+		req := engine.Request{Prompt: pl.prompt, ParseSpecial: true, MaxTokens: p.maxTokens, Stop: p.stop}
+		pl.apply(&req)
+		return req, p, nil
 	})
+	if e == nil {
+		e = plan.constrain(s, tenant, &req, p)
+	}
 	if e != nil {
 		s.reject(w, ep, e)
 		return
 	}
-	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID(), fp: s.fingerprint})
+	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: true, model: s.modelID(), fp: s.fingerprint, post: plan.post()})
 }
 
 // requestBody is a request body type that names the model it asks for.
@@ -585,7 +608,8 @@ type shaper struct {
 	id      string
 	created int64
 	model   string
-	fp      string // system_fingerprint
+	fp      string    // system_fingerprint
+	post    *chatPost // chat output parsing (tools.go); nil: text as it is
 }
 
 func (sh shaper) chunk(text string) any {
@@ -626,6 +650,9 @@ func (sh shaper) usageChunk(u usage) any {
 }
 
 func (sh shaper) full(text, finish string, u usage) any {
+	if sh.post != nil {
+		return sh.post.full(sh, text, finish, u)
+	}
 	if sh.chat {
 		return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 			Choices: []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish}}, Usage: &u}
@@ -648,7 +675,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 		return
 	}
 	if p.multi() {
-		s.generateChoices(w, r, start, ep, tenant, req, p, sh) // choices.go: n > 1, logprobs, echo
+		s.generateChoices(w, r, start, ep, tenant, req, nil, p, sh) // choices.go: n > 1, logprobs, echo
 		return
 	}
 	ctx := r.Context()
@@ -716,7 +743,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 		last = now
 		if p.stream && ev.Text != "" {
 			head()
-			send(sh.chunk(ev.Text))
+			for _, c := range sh.chunks(ev.Text) {
+				send(c)
+			}
 		}
 	}
 	res := st.Wait()
@@ -756,9 +785,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Tim
 	}
 	head()
 	if doneText != "" {
-		send(sh.chunk(doneText))
+		for _, c := range sh.chunks(doneText) {
+			send(c)
+		}
 	}
-	send(sh.final(res.FinishReason))
+	for _, c := range sh.flush() {
+		send(c)
+	}
+	send(sh.final(sh.finishReason(res.FinishReason)))
 	if p.includeUsage {
 		send(sh.usageChunk(u))
 	}

@@ -3,32 +3,17 @@ package server
 import (
 	"net/http"
 	"time"
-
-	"github.com/kvwarden/kvwarden/engine"
 )
 
 // renderChat renders a chat request's conversation with the model's chat
-// template (or the one given to serve with --chat-template-file).
+// template (or the one given to serve with --chat-template-file), tools
+// included (tools.go).
 func (s *Server) renderChat(body *chatRequest) (string, *apiError) {
-	msgs, e := chatMessages(body.Messages)
+	plan, e := s.prepareChat(body)
 	if e != nil {
 		return "", e
 	}
-	tools, e := parseTools(body.Tools)
-	if e != nil {
-		return "", e
-	}
-	addGen := true
-	if body.AddGenerationPrompt != nil {
-		addGen = *body.AddGenerationPrompt
-	}
-	text, err := s.eng.ApplyChatTemplate(msgs, engine.ChatOptions{
-		AddGenerationPrompt: addGen, Tools: tools, Vars: body.ChatTemplateKwargs,
-	})
-	if err != nil {
-		return "", templateError(err)
-	}
-	return text, nil
+	return plan.prompt, nil
 }
 
 // handleApplyTemplate is POST /apply-template, as llama-server has: it

@@ -306,7 +306,8 @@ func TestCompletionsParseSpecial(t *testing.T) {
 
 // TestApplyTemplateTools: /apply-template hands tools and tool calls to the
 // template with their keys in the request's order (tojson shows it, as
-// transformers does).
+// transformers does); a call's arguments string becomes the object
+// templates expect (engine/toolcall.AdaptHistory).
 func TestApplyTemplateTools(t *testing.T) {
 	const tmpl = `{{ tools|tojson }}{% for m in messages %}|{{ m.role }}:{% if m.tool_calls %}{{ m.content is none }}{{ m.tool_calls[0].function|tojson }}{% else %}{{ m.content }}{% endif %}{% endfor %}`
 	ts := chatServer(t, engine.Config{ChatTemplate: tmpl}, sep, model.SyntheticVocab)
@@ -320,5 +321,5 @@ func TestApplyTemplateTools(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	require.Equal(t, `[{"type": "function", "function": {"name": "get", "parameters": {"type": "object", "required": ["q"]}}}]`+
-		`|user:hi|assistant:True{"name": "get", "arguments": "{\"q\":1}"}|tool:42`, out.Prompt)
+		`|user:hi|assistant:True{"name": "get", "arguments": {"q": 1}}|tool:42`, out.Prompt)
 }

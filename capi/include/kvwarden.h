@@ -256,7 +256,10 @@ typedef struct kvw_engine_params {
     int32_t kv_checksum;        /* kvw_kv_checksum */
     int64_t host_tier_bytes;    /* host-memory tier; 0 = none */
     const char* compression;    /* host tier: "none" (NULL), "s2" or "zstd" */
-    int32_t zero_on_release;    /* bool: scrub freed pages */
+    int32_t zero_on_release;    /* bool: scrub freed pages, in every tier: device pages before
+                                   reuse, and every host buffer that held KV bytes (host-tier
+                                   copies, compressed or not, when dropped; compression and
+                                   CUDA staging buffers after each copy) */
     int32_t poison;             /* bool: fill freed pages with NaN (debugging) */
     int32_t disable_prefix_cache; /* bool */
     int32_t log_level;          /* minimum kvw_log_level passed to log_callback; default WARN */
@@ -474,6 +477,35 @@ KVW_API int32_t kvw_chat_apply_template(kvw_engine* engine, const kvw_chat_messa
                                         size_t n_messages, int32_t add_generation_prompt,
                                         const char* template_name, char* buf, size_t buf_size,
                                         size_t* out_len);
+
+/* Tool calls and reasoning content, JSON in and out (docs/TOOLS.md), with
+ * the server's logic: the tools rendered into the model's own template,
+ * the tool-call format detected from it, the output parsed.
+ * kvw_chat_prepare: request_json is the chat part of an OpenAI request
+ *   body: {"messages", "tools", "tool_choice", "parallel_tool_calls",
+ *   "reasoning_format" ("deepseek" or "none"), "chat_template_kwargs",
+ *   "add_generation_prompt"}. It writes {"prompt": text to submit with
+ *   parse_special = 1, "grammar": GBNF for kvw_request_params.grammar (a
+ *   string when tool_choice is "required" or names a function, else null),
+ *   "keep_tokens": [...], "parser": {...}}.
+ * kvw_chat_parse: parser_json is the "parser" object (as JSON text) and
+ *   text the generated output; it writes the assistant message {"role",
+ *   "content" (null with tool calls and no text), "reasoning_content",
+ *   "tool_calls": [{"id", "type": "function", "function": {"name",
+ *   "arguments"}}]}. A reply with tool_calls finishes as "tool_calls".
+ *   With "partial": true added to the parser object, text is read as the
+ *   prefix of an output being streamed: markup that may still complete is
+ *   held back, each result extends the previous one, and calls get no
+ *   generated id (the caller assigns one when a call first appears).
+ * buf/buf_size/out_len: as kvw_chat_apply_template (size query with NULL).
+ * Errors: KVW_ERR_INVALID_ARGUMENT naming the problem (malformed tools,
+ * clashing names, a tool_choice naming a missing tool, a schema keyword
+ * the grammar cannot enforce, a template that raises).
+ * Thread-safe. */
+KVW_API int32_t kvw_chat_prepare(kvw_engine* engine, const char* request_json, char* buf,
+                                 size_t buf_size, size_t* out_len);
+KVW_API int32_t kvw_chat_parse(const char* parser_json, const char* text, char* buf,
+                               size_t buf_size, size_t* out_len);
 
 /* ---------------------------------------------------------------------- */
 /* Requests                                                                */

@@ -195,6 +195,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--log-level", "loud"}, "log-level"},
 		{[]string{"serve", "--chat-template-file", "/nonexistent/t.jinja"}, "chat-template-file"},
 		{[]string{"serve", "--cors-origin", "app.example"}, "cors-origin"},
+		{[]string{"serve", "--reasoning-format", "deepseek-legacy"}, "reasoning-format"},
 		{[]string{"serve", "--admin-keys", "/nonexistent/admin"}, "admin-keys"},
 		{[]string{"serve", "--body-timeout", "-1s"}, "body-timeout"},
 		{[]string{"serve", "--max-conns", "-1"}, "max-conns"},

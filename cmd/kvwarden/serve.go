@@ -32,6 +32,7 @@ type serveFlags struct {
 	drain       time.Duration
 	logLevel    string
 	chatTmpl    string
+	reasoning   string
 	corsOrigins cli.StringList
 	limits      limitFlags
 	memLimit    cli.SizeValue
@@ -54,6 +55,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.DurationVar(&f.drain, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
+	fs.StringVar(&f.reasoning, "reasoning-format", "deepseek", "where <think> blocks go: deepseek (reasoning_content, as llama-server) or none (inline in the content); a request's reasoning_format overrides it")
 	f.limits.register(fs)
 	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
@@ -101,6 +103,9 @@ func runServe(ctx context.Context, args []string, e *env) error {
 			return cli.Usagef("--cors-origin %q: want * or an origin such as https://app.example.com", o)
 		}
 	}
+	if !server.ValidReasoningFormat(f.reasoning) {
+		return cli.Usagef("--reasoning-format %q: want deepseek or none", f.reasoning)
+	}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return cli.Usagef("--addr %q: %v", f.addr, err)
 	}
@@ -110,7 +115,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 			return cli.Usagef("--api-keys: %v", err)
 		}
 	}
-	opts := server.Options{Keys: keys, PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins}
+	opts := server.Options{Keys: keys, PublicMetrics: f.pubMetrics, CORSOrigins: f.corsOrigins, ReasoningFormat: f.reasoning}
 	if err := f.limits.options(&opts); err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package chat
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/chat/internal/jinja"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // eightMiB is a template prefix that binds s to an 8 MiB string by doubling.
@@ -75,4 +78,34 @@ func TestManyMessagesRenderInLinearTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(msgs), strings.Count(out, "<|user|>"))
 	require.Contains(t, out, "<|user|>message 19999")
+}
+
+// BenchmarkRenderManyMessages renders real templates over long
+// conversations: the render must stay linear in the conversation.
+//
+//	go test -run X -bench RenderManyMessages -benchtime 3x ./engine/chat/
+func BenchmarkRenderManyMessages(b *testing.B) {
+	dir := filepath.Join(testmodels.Dir(b), "..", "templates")
+	for _, name := range []string{"Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"} {
+		src, err := os.ReadFile(filepath.Join(dir, name+".jinja"))
+		if err != nil {
+			b.Skipf("templates not found: %v", err)
+		}
+		tm, err := Parse(string(src))
+		require.NoError(b, err)
+		tm.Limits = Limits{Timeout: time.Minute}
+		for _, n := range []int{1000, 4000} {
+			msgs := make([]Message, n)
+			for i := range msgs {
+				msgs[i] = Message{Role: []string{"user", "assistant"}[i%2], Content: fmt.Sprintf("message %d with some text", i)}
+			}
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				for range b.N {
+					_, err := tm.Render(Input{Messages: msgs, AddGenerationPrompt: true})
+					require.NoError(b, err)
+				}
+				b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/render")
+			})
+		}
+	}
 }

@@ -4,8 +4,11 @@
 // apply_chat_template does (trim_blocks, lstrip_blocks, loop controls,
 // raise_exception, tojson, strftime_now, bos_token, eos_token,
 // add_generation_prompt, tools) and treats every template as untrusted: a
-// render is bounded in steps, time, recursion and memory growth, and a
-// template that misbehaves yields an error, never a panic.
+// render is bounded in steps, time, recursion and memory (every value it
+// builds is charged to Limits.MaxBytes before it is allocated, inside a
+// single expression too), and a template that misbehaves yields an error,
+// never a panic or an out-of-memory crash. The Jinja engine is a vendored,
+// metered copy of github.com/ardanlabs/jinja (internal/jinja).
 package chat
 
 import (
@@ -254,7 +257,7 @@ func (t *Template) Render(in Input) (out string, err error) {
 			out, err = "", fmt.Errorf("%w: the Jinja engine panicked: %v", ErrRender, r)
 		}
 	}()
-	out, _, err = t.tmpl.RenderLimited(vals, jinja.Limits{MaxBytes: g.lim.MaxBytes, MaxDepth: maxValueDepth})
+	out, _, err = t.tmpl.RenderLimited(vals, jinja.Limits{MaxBytes: g.lim.MaxBytes, MaxDepth: maxValueDepth, Deadline: g.deadline})
 	if g.err != nil {
 		// The guard's own error (a raise, a limit) is the cause, whatever
 		// the engine wrapped it in.

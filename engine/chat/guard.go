@@ -3,7 +3,6 @@ package chat
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"runtime/metrics"
 	"strings"
 	"time"
@@ -48,8 +47,6 @@ const (
 	// encodes or compares (raw JSON handed in may nest maxJSONDepth deep).
 	maxValueDepth = maxJSONDepth
 )
-
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // segment is one piece of template source as the Jinja scanner sees it.
 type segment struct {

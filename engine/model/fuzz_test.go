@@ -27,6 +27,7 @@ func FuzzFromGGUF(f *testing.F) {
 	f.Add(newTinyModel().set("llama.context_length", uint32(1)<<30).bytes(f))
 	f.Add(newTinyModel().set("llama.attention.key_length", uint32(1)<<30).bytes(f))
 	f.Add(newTinyModel().set("llama.rope.dimension_count", uint32(1)<<30).bytes(f))
+	f.Add(newTinyModel().set("llama.expert_count", uint32(1)<<30).set("llama.expert_used_count", uint32(2)).bytes(f))
 	f.Add(newTinyModel().drop("output.weight").bytes(f))
 	f.Add(newTinyMoE().bytes(f))
 	f.Add(newTinyMoE().set("llama.expert_used_count", uint32(1)<<30).bytes(f))

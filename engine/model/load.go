@@ -232,11 +232,12 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 // out-of-memory error, not a Go error) before it looked at a single tensor.
 // Every block needs its own tensors, so the file must hold an attn_norm
 // tensor for each block it claims. The other counts (head counts, head
-// and hidden sizes, the vocabulary) size nothing before a tensor of the
-// file confirms them: each matrix and vector is checked against the
-// product of the counts before it is used, the vocabulary is token_embd's
-// row count, and tokenizer and per-layer arrays were bounded by the file
-// size when the file was parsed (gguf.Parse).
+// and hidden sizes, expert counts, the vocabulary) size nothing before a
+// tensor of the file confirms them: each matrix and vector is checked
+// against the product of the counts before it is used (expert counts
+// against ffn_gate_inp and the ffn_*_exps dimensions), the vocabulary is
+// token_embd's row count, and tokenizer and per-layer arrays were bounded
+// by the file size when the file was parsed (gguf.Parse).
 func (g *ggufLoader) checkCounts(c Config) error {
 	if c.Layers > len(g.f.Tensors) {
 		return fmt.Errorf("model: gguf %s.block_count is %d but the file has %d tensors in all (each block needs several)",

@@ -429,6 +429,9 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: gguf llama.block_count is 1073741824 but the file has 12 tensors in all (each block needs several)"},
 		{"block count beyond the blocks", func(m *tinyModel) { m.set("llama.block_count", uint32(3)) },
 			"model: gguf llama.block_count is 3 but the file holds blk.N.attn_norm for 1 of those blocks"},
+		{"expert count beyond the tensors", func(m *tinyModel) {
+			m.set("llama.expert_count", uint32(1)<<30).set("llama.expert_used_count", uint32(2))
+		}, "model: unsupported: gguf tensor blk.0.ffn_gate_inp is missing (architecture llama needs it)"},
 		{"block count beyond the blocks, with a stray high block", func(m *tinyModel) {
 			m.set("llama.block_count", uint32(4))
 			m.tensor("blk.3.attn_norm.weight")

@@ -73,6 +73,15 @@ type Arena interface {
 	Free() error
 }
 
+// StagingScrubber is an Arena that copies through host staging buffers of
+// its own (CUDA's pinned bounce buffers). With SetScrubStaging(true) it
+// zeroes what a Download or Upload left in them before they are reused or
+// kept idle, so the bytes of a page do not outlive the copy in host
+// memory (the page pool turns it on with ZeroOnRelease).
+type StagingScrubber interface {
+	SetScrubStaging(on bool)
+}
+
 // Backend allocates arenas.
 type Backend interface {
 	Name() string

@@ -73,6 +73,11 @@ type hostEntry struct {
 	err        error
 	done       chan struct{}
 	swap       *PendingSwap // the swap-out this copy is part of, if any
+	// readers counts restores copying data back (under p.mu, read by them
+	// without it). A discard meanwhile leaves data alone and sets
+	// dropLater: the last restore's completion scrubs and drops it.
+	readers   int
+	dropLater bool
 }
 
 // copyJob is one offload. ref carries the generation, so the completion
@@ -156,6 +161,7 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	e := j.e
 	buf := make([]byte, e.rawLen)
 	if err := p.downloadPacked(buf, j.ref.Index, e.slots); err != nil {
+		p.dropHost("offload staging", buf)
 		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
 	}
 	// Every checksum the page carries is verified on the bytes copied,
@@ -164,11 +170,13 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	// handoff and the copy would be laundered into a "verified" copy.
 	e.sum = p.hostChecksum(buf, e.slots)
 	if j.sealed && e.sum != j.sealedSum {
+		p.dropHost("offload staging", buf)
 		return nil, fmt.Errorf("%w: %w: offload of %v: sealed as %016x, device holds %016x; page quarantined",
 			ErrIsolation, ErrChecksum, j.ref, j.sealedSum, e.sum)
 	}
 	if e.partN > 0 {
 		if got := p.hostPrefixChecksum(buf, e.slots, e.partN); got != e.partSum {
+			p.dropHost("offload staging", buf)
 			return nil, fmt.Errorf("%w: %w: offload of %v: %d slots sealed at a handoff as %016x, device holds %016x; page quarantined",
 				ErrIsolation, ErrChecksum, j.ref, e.partN, e.partSum, got)
 		}
@@ -176,17 +184,43 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	if f := p.cfg.Faults; f != nil && f.CorruptCopy != nil && f.CorruptCopy(j.ref) {
 		buf[len(buf)/2] ^= 0x5a
 	}
+	var c []byte
 	switch p.host.comp {
 	case "s2":
-		if c := s2.Encode(nil, buf); len(c) < len(buf) {
-			buf, e.compressed = c, true
-		}
+		c = s2.Encode(nil, buf)
 	case "zstd":
-		if c := p.host.zenc.EncodeAll(buf, nil); len(c) < len(buf) {
-			buf, e.compressed = c, true
-		}
+		c = p.host.zenc.EncodeAll(buf, nil)
+	}
+	switch {
+	case c == nil:
+	case len(c) < len(buf):
+		// The raw page was the compressor's staging buffer.
+		p.dropHost("compression staging", buf)
+		buf, e.compressed = c, true
+	default:
+		p.dropHost("compression output", c) // no smaller: stored raw
 	}
 	return buf, nil
+}
+
+// scrubHost reports whether host buffers that held page bytes are zeroed
+// before they are let go: ZeroOnRelease (or Poison) covers every tier, not
+// only device pages.
+func (p *Pool) scrubHost() bool { return p.cfg.ZeroOnRelease || p.cfg.Poison }
+
+// dropHost lets go of b, a host buffer that held page bytes, zeroing all
+// of its capacity first when scrubbing is on (a compressor's output may
+// hold bytes past its length).
+func (p *Pool) dropHost(what string, b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	if p.scrubHost() {
+		clear(b[:cap(b)])
+	}
+	if f := p.cfg.Faults; f != nil && f.DroppedHost != nil {
+		f.DroppedHost(what, b[:cap(b)])
+	}
 }
 
 // complete consumes a copy's result. It is the only place an offload
@@ -222,8 +256,10 @@ func (p *Pool) complete(j *copyJob, data []byte, err error) {
 			p.st.copyFails++
 		}
 		e.err = err
+		p.dropHost("host copy", data)
 		h.uncharge(e)
 	} else if e.gone {
+		p.dropHost("host copy", data)
 		h.uncharge(e)
 	} else {
 		e.data = data
@@ -257,6 +293,14 @@ func (h *hostTier) uncharge(e *hostEntry) {
 		e.charged = 0
 		h.p.unrefTenantLocked(e.tid)
 	}
+	if e.readers > 0 {
+		// A restore is still copying from it: scrubbing (or dropping) it
+		// now would hand the restore zeros. The last one's completion
+		// does it (completeRestoreLocked).
+		e.dropLater = true
+		return
+	}
+	h.p.dropHost("host copy", e.data)
 	e.data = nil
 }
 
@@ -326,6 +370,8 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 		case "zstd":
 			raw, err = p.host.zdec.DecodeAll(e.data, make([]byte, 0, e.rawLen))
 		}
+		// The decompressed page is staging: it goes once uploaded.
+		defer func() { p.dropHost("decompression staging", raw) }()
 	}
 	if err != nil || len(raw) != e.rawLen {
 		return fmt.Errorf("%w: %w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
@@ -537,9 +583,10 @@ func (p *Pool) startRestore(t *PageTable, es []*hostEntry, started func()) ([]Pa
 			ErrNoPages, t.req, len(es), len(p.free), len(p.pages))
 	}
 	refs := make([]PageRef, len(es))
-	for i := range es {
+	for i, e := range es {
 		refs[i] = p.allocLocked(t.req, t.tid)
 		p.takeLeaseLocked(refs[i].Index, LeaseCopy)
+		e.readers++ // until completeRestoreLocked
 	}
 	if started != nil {
 		started()
@@ -568,6 +615,12 @@ func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) (int, error) {
 // otherwise the pages take the written counts and checksums of their copies.
 func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []PageRef, written, bad int, err error, cancelled bool) {
 	ps := p.geo.PageSize
+	for _, e := range es {
+		if e.readers--; e.readers == 0 && e.dropLater {
+			p.dropHost("host copy", e.data) // discarded while it was read
+			e.data, e.dropLater = nil, false
+		}
+	}
 	for i, r := range refs {
 		p.dropLeaseLocked(r.Index, LeaseCopy)
 		if err != nil {

@@ -97,7 +97,12 @@ type Config struct {
 	Geometry
 	// Pages is the number of pages in the arena.
 	Pages int
-	// ZeroOnRelease scrubs a page with zeros before it returns to the free list.
+	// ZeroOnRelease scrubs a page with zeros before it returns to the free
+	// list, and zeroes every host buffer that held page bytes before it is
+	// let go: host-tier copies (swap and prefix spill, compressed or not)
+	// when they are discarded, the staging buffers of compression and
+	// decompression, and the backend's bounce buffers (CUDA) after each
+	// copy. Poison does the same to host buffers (with zeros).
 	ZeroOnRelease bool
 	// Poison fills free pages (initially and on release) with NaN, so a read
 	// of an unwritten slot shows up. It takes precedence over ZeroOnRelease.
@@ -130,6 +135,12 @@ type Faults struct {
 	// before a restore copy into ref; a test blocks in it to keep the copy
 	// in flight for as long as it needs, deterministically.
 	HoldCopy func(ref PageRef)
+	// DroppedHost runs with each host buffer that held page bytes as the
+	// pool lets go of it (after scrubbing it, when scrubbing is on): what
+	// names it ("host copy", "offload staging", "compression staging",
+	// "compression output", "decompression staging"). It may run under the
+	// pool's lock and must not call into the pool.
+	DroppedHost func(what string, b []byte)
 }
 
 // poisonWord is a quiet f32 NaN; poisonWordOf gives the 32-bit pattern
@@ -226,6 +237,9 @@ func New(b device.Backend, cfg Config) (*Pool, error) {
 	arena, err := b.NewArena(pb * int64(cfg.Pages))
 	if err != nil {
 		return nil, fmt.Errorf("kvcache: arena of %d pages x %d bytes on %s: %w", cfg.Pages, pb, b.Name(), err)
+	}
+	if s, ok := arena.(device.StagingScrubber); ok && (cfg.ZeroOnRelease || cfg.Poison) {
+		s.SetScrubStaging(true) // host tier copies go through its staging buffers
 	}
 	p := &Pool{
 		geo:       cfg.Geometry,

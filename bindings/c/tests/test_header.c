@@ -30,6 +30,7 @@ int main(void) {
         SYM(kvw_model_meta_key_by_index), SYM(kvw_model_meta_val_by_index),
         SYM(kvw_model_meta_val_str), SYM(kvw_pull),
         SYM(kvw_request_prompt_logprobs), SYM(kvw_request_prompt_top_logprobs),
+        SYM(kvw_chat_prepare), SYM(kvw_chat_parse),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 

@@ -43,7 +43,7 @@ __all__ = [
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
     "UnsupportedModelError", "PromptTooLongError",
     "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
-    "BUILTIN_SYNTHETIC", "pull", "LlamaState", "LlamaGrammar",
+    "BUILTIN_SYNTHETIC", "pull", "LlamaState", "LlamaGrammar", "chat_parse",
 ]
 
 #: The story model compiled into the library (Karpathy's TinyStories 260K,
@@ -220,6 +220,28 @@ def _seed(seed: Optional[int]) -> int:
     if not 0 <= seed < _lib.SEED_RANDOM:
         raise InvalidArgumentError(f"seed {seed} is outside [0, 2**64 - 2] (None means no fixed seed)")
     return seed
+
+
+def _json_call(call: Callable[[Any, int, Any], int]) -> str:
+    """Runs a kvw_chat_* call with the size-query protocol."""
+    n = c_size_t()
+    _check(call(None, 0, byref(n)))
+    while True:
+        buf = (c_char * (n.value + 1))()
+        st = call(buf, n.value + 1, byref(n))
+        if st != _lib.ERR_BUFFER_TOO_SMALL:  # tool call IDs are drawn anew
+            _check(st)
+            return buf.raw[: n.value].decode("utf-8")
+
+
+def chat_parse(parser: Dict[str, Any], text: str) -> Dict[str, Any]:
+    """Reads a chat output as Engine.chat_prepare's parser says: returns the
+    assistant message {"role", "content", "reasoning_content"?,
+    "tool_calls"?} in OpenAI's shape."""
+    import json
+    pj = _text(json.dumps(parser), "parser")
+    t = _text(text, "text")
+    return json.loads(_json_call(lambda buf, size, n: lib.kvw_chat_parse(pj, t, buf, size, n)))
 
 
 def _text(s: str, what: str) -> bytes:
@@ -506,7 +528,10 @@ class Engine:
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
-    or "f32"), max_context, tenant_quota, page_size, n_threads, ...). n_threads is the number of
+    or "f32"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
+    zero_on_release=True scrubs KV bytes in every tier: freed device pages, and
+    every host buffer that held them (host-tier copies, compressed or not, when
+    dropped; compression and CUDA staging buffers). n_threads is the number of
     compute threads (default: the physical cores); the CPU worker pool is
     shared by all engines of the process, the last one opened sets it. log, if given, is called as
     log(level: int, message: str) from engine threads; it must not raise.
@@ -719,6 +744,21 @@ class Engine:
             if st != _lib.ERR_BUFFER_TOO_SMALL:  # a template printing the time may grow
                 _check(st)
                 return buf.raw[: n.value].decode("utf-8")
+
+    def chat_prepare(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        """Renders a chat request with tools (the chat part of an OpenAI
+        body: messages, tools, tool_choice, parallel_tool_calls,
+        reasoning_format, chat_template_kwargs) into the model's own
+        template, as the server does: returns {"prompt", "grammar" (GBNF
+        forcing a call for tool_choice "required" or a named function, else
+        None), "keep_tokens", "parser"}. Generate from the prompt with
+        parse_special=True, then read the output with chat_parse(parser,
+        text). Malformed tools, clashing names, a tool_choice naming a
+        missing tool raise InvalidArgumentError naming the problem."""
+        import json
+        req = _text(json.dumps(request, ensure_ascii=False), "request")
+        out = _json_call(lambda buf, size, n: lib.kvw_chat_prepare(self._h, req, buf, size, n))
+        return json.loads(out)
 
     # -- tokens --
 

@@ -295,6 +295,12 @@ _decl("kvw_vocab_info", c_int32, [c_void_p, _i32p, _i32p, _i32p])
 #                                 size_t buf_size, size_t* out_len);
 _decl("kvw_chat_apply_template", c_int32, [c_void_p, POINTER(kvw_chat_message), c_size_t, c_int32, c_char_p,
                                            POINTER(c_char), c_size_t, _szp])
+# int32_t kvw_chat_prepare(kvw_engine* engine, const char* request_json, char* buf, size_t buf_size,
+#                          size_t* out_len);
+_decl("kvw_chat_prepare", c_int32, [c_void_p, c_char_p, POINTER(c_char), c_size_t, _szp])
+# int32_t kvw_chat_parse(const char* parser_json, const char* text, char* buf, size_t buf_size,
+#                        size_t* out_len);
+_decl("kvw_chat_parse", c_int32, [c_char_p, c_char_p, POINTER(c_char), c_size_t, _szp])
 # kvw_request_params kvw_request_default_params(void);
 _decl("kvw_request_default_params", kvw_request_params, [])
 # int32_t kvw_submit(kvw_engine* engine, const char* prompt, const kvw_request_params* params, uint64_t* out_id);

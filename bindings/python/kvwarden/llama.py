@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Seque
 
 from . import _lib
 from . import chat_formats as _chat_formats
-from . import Engine, LlamaState, Stream, pull
+from . import Engine, LlamaState, Stream, chat_parse, pull
 from .grammar import LlamaGrammar, grammar_for_response_format
 
 # Fields of kvw_engine_params a Llama passes through to its Engine.
@@ -185,8 +185,6 @@ _NEUTRAL = {
     "mirostat_eta": 0.1,
     "stopping_criteria": None,
     "logits_processor": None,
-    "tools": None,
-    "tool_choice": None,
     "functions": None,
     "function_call": None,
 }
@@ -833,6 +831,9 @@ class Llama:
                                grammar: Optional[LlamaGrammar] = None,
                                presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                                logit_bias: Optional[Dict[int, float]] = None,
+                               tools: Optional[List[Dict[str, Any]]] = None,
+                               tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
+                               parallel_tool_calls: Optional[bool] = None,
                                **unsupported: Any
                                ) -> Union[ChatCompletion, Iterator[ChatCompletionChunk]]:
         """Answers a conversation; returns an OpenAI ``chat.completion``
@@ -850,9 +851,23 @@ class Llama:
         ``LlamaGrammar``), constrain the reply. ``presence_penalty``,
         ``frequency_penalty`` and ``logit_bias`` as in ``create_completion``.
 
-        Raises as ``create_completion``; tools and functions raise
-        ``NotImplementedError``."""
+        ``tools`` (OpenAI function tools), ``tool_choice`` ("none", "auto",
+        "required" or {"type": "function", "function": {"name": ...}}; the
+        last two are enforced with a grammar) and ``parallel_tool_calls``
+        render the tools into the model's own chat template and read the
+        reply's tool calls into ``message["tool_calls"]`` (finish_reason
+        "tool_calls"), as the server does (docs/TOOLS.md), streamed as
+        OpenAI tool_calls deltas with stream=True.
+
+        Raises as ``create_completion``; the legacy functions and
+        function_call raise ``NotImplementedError``."""
         _unsupported(unsupported)
+        if tools is not None or tool_choice is not None:
+            return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
+                                         response_format, stream, stop, max_tokens, temperature, top_p,
+                                         min_p, top_k, repeat_penalty, seed, model,
+                                         {"presence_penalty": presence_penalty,
+                                          "frequency_penalty": frequency_penalty, "logit_bias": logit_bias})
         rf_grammar = grammar_for_response_format(response_format)
         if rf_grammar is not None and grammar is not None:
             raise ValueError("response_format and grammar both constrain the output; give one")
@@ -884,6 +899,99 @@ class Llama:
                                      "logprobs": self._chat_logprobs(s) if want_lp else None,
                                      "finish_reason": self._finish(s)}],
                 "usage": self._usage(s)}
+
+    def _chat_with_tools(self, messages: List[Message], tools: Optional[List[Dict[str, Any]]],
+                         tool_choice: Any, parallel_tool_calls: Optional[bool],
+                         grammar: Optional[LlamaGrammar], response_format: Optional[Dict[str, Any]],
+                         stream: bool, stop: Union[None, str, List[str]], max_tokens: Optional[int],
+                         temperature: float, top_p: float, min_p: float, top_k: int,
+                         repeat_penalty: float, seed: Optional[int], model: Optional[str],
+                         penalties: Dict[str, Any]) -> Any:
+        request: Dict[str, Any] = {"messages": list(messages)}
+        if tools is not None:
+            request["tools"] = tools
+        if tool_choice is not None:
+            request["tool_choice"] = tool_choice
+        if parallel_tool_calls is not None:
+            request["parallel_tool_calls"] = bool(parallel_tool_calls)
+        prep = self._engine.chat_prepare(request)
+        if prep.get("grammar") is not None:
+            if grammar is not None or grammar_for_response_format(response_format) is not None:
+                raise ValueError("a tool_choice that forces a call constrains the output; "
+                                 "grammar and response_format cannot be given with it")
+            grammar = LlamaGrammar.from_string(prep["grammar"])
+        else:
+            grammar = grammar or grammar_for_response_format(response_format)
+        if stop is None:
+            stop = []
+        elif isinstance(stop, str):
+            stop = [stop]
+        s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
+                        seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar,
+                        penalties=penalties)
+        meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
+                "model": model or self.model_path}
+        if stream:
+            return self._tool_chunks(s, prep["parser"], {**meta, "object": "chat.completion.chunk"})
+        with s:
+            text = "".join(s)
+        self._ended(s)
+        message = chat_parse(prep["parser"], text)
+        finish = self._finish(s)
+        if message.get("tool_calls") and finish == "stop":
+            finish = "tool_calls"
+        return {**meta, "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "usage": self._usage(s)}
+
+    def _tool_chunks(self, s: Stream, parser: Dict[str, Any],
+                     meta: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+        # The output is re-read as a prefix after each piece (chat_parse
+        # with "partial"), and what it adds is sent as OpenAI deltas: a
+        # call's id, type and name first, then argument fragments. Markup
+        # that may still complete is held back, so content never shows it.
+        partial = {**parser, "partial": True}
+        sent = {"content": "", "reasoning_content": ""}
+        calls: List[Dict[str, str]] = []
+
+        def chunk(delta: Dict[str, Any], finish_reason: Optional[str] = None) -> Dict[str, Any]:
+            return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                         "finish_reason": finish_reason}]}
+
+        def deltas(msg: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+            for key in ("reasoning_content", "content"):
+                v = msg.get(key) or ""
+                if v.startswith(sent[key]) and len(v) > len(sent[key]):
+                    yield chunk({key: v[len(sent[key]):]})
+                    sent[key] = v
+            for i, tc in enumerate(msg.get("tool_calls") or []):
+                name, args = tc["function"]["name"], tc["function"]["arguments"]
+                if i < len(calls):
+                    done = calls[i]["arguments"]
+                    if name == calls[i]["name"] and args.startswith(done) and len(args) > len(done):
+                        yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[len(done):]}}]})
+                        calls[i]["arguments"] = args
+                    continue
+                cid = tc.get("id") or "call_" + uuid.uuid4().hex[:24]
+                calls.append({"name": name, "arguments": args})
+                yield chunk({"tool_calls": [{"index": i, "id": cid, "type": "function",
+                                             "function": {"name": name, "arguments": args}}]})
+
+        text = ""
+        with s:
+            yield chunk({"role": "assistant"})
+            for piece in s:
+                text += piece
+                yield from deltas(chat_parse(partial, text))
+        self._ended(s)
+        final = chat_parse(parser, text)
+        if len(final.get("tool_calls") or []) < len(calls):
+            final = chat_parse(partial, text)  # cut inside a call already sent
+        yield from deltas(final)
+        finish = self._finish(s)
+        if calls and finish == "stop":
+            finish = "tool_calls"
+        yield {**chunk({}, finish), "usage": self._usage(s)}
 
     def _chat_chunks(self, s: Stream, meta: Dict[str, Any], want_lp: bool) -> Iterator[ChatCompletionChunk]:
         with s:

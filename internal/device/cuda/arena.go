@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/internal/device"
@@ -72,9 +73,37 @@ type Arena struct {
 	mu    sync.RWMutex
 	buf   Buffer
 	freed bool
+	scrub atomic.Bool // zero bounce buffers after Download and Upload
 }
 
-var _ device.Arena = (*Arena)(nil)
+var (
+	_ device.Arena           = (*Arena)(nil)
+	_ device.StagingScrubber = (*Arena)(nil)
+)
+
+// SetScrubStaging makes Download and Upload zero the part of the pinned
+// bounce buffer they used before it goes back to the device's idle list:
+// the idle buffers would otherwise keep the last page copied through them.
+func (a *Arena) SetScrubStaging(on bool) { a.scrub.Store(on) }
+
+// releaseBounce returns h after a copy that used its first n bytes.
+func (a *Arena) releaseBounce(h *HostBuffer, n int) {
+	if a.scrub.Load() {
+		clear(h.Bytes()[:min(n, len(h.Bytes()))])
+	}
+	a.d.putBounce(h)
+}
+
+// failBounce handles a failed copy through h: a copy that was queued
+// before the failure may still be writing or reading h, so wait for both
+// streams before h is scrubbed and reused.
+func (a *Arena) failBounce(h *HostBuffer, err error) error {
+	if serr := a.d.Sync(); serr != nil {
+		return errors.Join(err, serr) // h is not reused: the device is in doubt
+	}
+	a.releaseBounce(h, len(h.Bytes()))
+	return err
+}
 
 // Ptr is the arena's device address (for kernels), 0 after Free.
 func (a *Arena) Ptr() uint64 {
@@ -259,11 +288,11 @@ func (a *Arena) Download(dst []byte, off int64) error {
 			err = c.Wait()
 		}
 		if err != nil {
-			return a.d.dropBounce(h, err)
+			return a.failBounce(h, err)
 		}
 		copy(dst[done:done+n], h.Bytes()[:n])
 	}
-	a.d.putBounce(h)
+	a.releaseBounce(h, len(dst))
 	return nil
 }
 
@@ -290,10 +319,10 @@ func (a *Arena) Upload(off int64, src []byte) error {
 			err = c.Wait() // before the bounce buffer is refilled
 		}
 		if err != nil {
-			return a.d.dropBounce(h, err)
+			return a.failBounce(h, err)
 		}
 	}
-	a.d.putBounce(h)
+	a.releaseBounce(h, len(src))
 	return nil
 }
 

@@ -566,17 +566,6 @@ func (d *Device) putBounce(h *HostBuffer) {
 	_ = h.Free()
 }
 
-// dropBounce handles a failed copy through h: a copy that was queued
-// before the failure may still be writing or reading h, so wait for both
-// streams before h is reused.
-func (d *Device) dropBounce(h *HostBuffer, err error) error {
-	if serr := d.Sync(); serr != nil {
-		return errors.Join(err, serr) // h is not reused: the device is in doubt
-	}
-	d.putBounce(h)
-	return err
-}
-
 // ---------------------------------------------------------------- completions
 
 // Completion is asynchronous device work: it completes when the CUDA event

@@ -631,3 +631,62 @@ type discard struct{}
 
 func (discard) Errorf(string, ...any) {}
 func (discard) FailNow()              {}
+
+// TestGPUArenaScrubsBounceBuffers (issue 25 item 7): with scrubbing on,
+// the pinned bounce buffers a Download or Upload went through are zero
+// when they go back to the device's idle list; without it they keep the
+// last bytes copied (the control).
+func TestGPUArenaScrubsBounceBuffers(t *testing.T) {
+	d := gpuOrSkip(t)
+	a, err := d.NewArena(1 << 20)
+	require.NoError(t, err)
+	defer a.Free()
+	src := make([]byte, 64<<10)
+	for i := range src {
+		src[i] = byte(i%251) + 1
+	}
+	idle := func() [][]byte {
+		d.bounceMu.Lock()
+		defer d.bounceMu.Unlock()
+		var out [][]byte
+		for _, h := range d.bounce {
+			out = append(out, h.Bytes())
+		}
+		return out
+	}
+	nonzero := func(bufs [][]byte) int {
+		n := 0
+		for _, b := range bufs {
+			for _, c := range b {
+				if c != 0 {
+					n++
+					break
+				}
+			}
+		}
+		return n
+	}
+	for _, scrub := range []bool{false, true} {
+		// Start from no idle buffer, so that those seen after are the
+		// ones these copies went through.
+		d.bounceMu.Lock()
+		old := d.bounce
+		d.bounce = nil
+		d.bounceMu.Unlock()
+		for _, h := range old {
+			require.NoError(t, h.Free())
+		}
+		a.SetScrubStaging(scrub)
+		require.NoError(t, a.Upload(4096, src))
+		got := make([]byte, len(src))
+		require.NoError(t, a.Download(got, 4096))
+		require.Equal(t, src, got)
+		bufs := idle()
+		require.NotEmpty(t, bufs)
+		if scrub {
+			require.Zero(t, nonzero(bufs), "a bounce buffer kept page bytes")
+		} else {
+			require.Positive(t, nonzero(bufs), "control: without scrubbing the last copy stays")
+		}
+	}
+}

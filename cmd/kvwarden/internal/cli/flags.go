@@ -84,7 +84,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxContext, "max-context", 0, "most `tokens` (prompt + generated) one request may hold (default: min(model context, pool capacity))")
 	fs.Var(&c.HostOffload, "host-offload", "host-memory tier `size` for preemption and prefix spill, e.g. 1GiB (default 0: none)")
 	fs.StringVar(&c.HostCompression, "host-compression", "", "host tier compression: none, s2 or zstd (default: the engine's)")
-	fs.BoolVar(&c.ZeroOnRelease, "zero-on-release", false, "zero KV pages before they return to the free list")
+	fs.BoolVar(&c.ZeroOnRelease, "zero-on-release", false, "zero KV bytes in every tier: pages before they return to the free list, host-tier copies and staging buffers when dropped")
 	fs.StringVar(&c.KVChecksum, "kv-checksum", "handoff", "KV page checksum verification: off, handoff or step")
 	fs.BoolVar(&c.Poison, "poison", false, "debug: fill freed KV pages with NaN so a read of an unwritten slot shows")
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one scheduler step (default 512)")

@@ -667,25 +667,55 @@ func filterSort(m *meter, args []Value, kwargs map[string]Value) (Value, error) 
 	}
 
 	src := args[0].AsList().Items
-	if !m.chargeValues(len(src)) {
+	// Each item's number (toFloat64, a Sscanf for strings) is taken once,
+	// not at each of the n log n comparisons, and every comparison counts
+	// against the render's work bound: the order is compareValues'.
+	if !m.chargeMul(int64(len(src)), 2*valueSize+8) {
 		return Undefined(), m.err
 	}
-	items := make([]Value, len(src))
-	copy(items, src)
+	type keyed struct {
+		v Value
+		f float64
+	}
+	ks := make([]keyed, len(src))
+	for i, v := range src {
+		if !m.op() {
+			return Undefined(), m.err
+		}
+		ks[i] = keyed{v, toFloat64(v)}
+	}
 
 	reverse := false
 	if r, ok := kwargs["reverse"]; ok && r.IsBool() {
 		reverse = r.AsBool()
 	}
 
-	sort.SliceStable(items, func(i, j int) bool {
-		cmp := compareValues(items[i], items[j])
+	sort.SliceStable(ks, func(i, j int) bool {
+		if !m.op() {
+			return false // refused: finish fast, m.err reports it
+		}
+		a, b := ks[i], ks[j]
+		cmp := 0
+		switch {
+		case a.f < b.f:
+			cmp = -1
+		case a.f > b.f:
+			cmp = 1
+		case a.v.IsString() && b.v.IsString():
+			cmp = strings.Compare(a.v.AsString(), b.v.AsString())
+		}
 		if reverse {
 			return cmp > 0
 		}
 		return cmp < 0
 	})
-
+	if m.err != nil {
+		return Undefined(), m.err
+	}
+	items := make([]Value, len(ks))
+	for i, k := range ks {
+		items[i] = k.v
+	}
 	return NewList(items), nil
 }
 
@@ -701,6 +731,9 @@ func filterUnique(m *meter, args []Value, kwargs map[string]Value) (Value, error
 	seen := make(map[string]bool)
 	items := make([]Value, 0, len(src))
 	for _, item := range src {
+		if !m.op() {
+			return Undefined(), m.err
+		}
 		key := m.print(item)
 		if !seen[key] {
 			seen[key] = true
@@ -1132,6 +1165,9 @@ func filterMax(m *meter, args []Value, kwargs map[string]Value) (Value, error) {
 
 	maxVal := list.Items[0]
 	for _, item := range list.Items[1:] {
+		if !m.op() {
+			return Undefined(), m.err
+		}
 		if compareValues(item, maxVal) > 0 {
 			maxVal = item
 		}
@@ -1152,6 +1188,9 @@ func filterMin(m *meter, args []Value, kwargs map[string]Value) (Value, error) {
 
 	minVal := list.Items[0]
 	for _, item := range list.Items[1:] {
+		if !m.op() {
+			return Undefined(), m.err
+		}
 		if compareValues(item, minVal) < 0 {
 			minVal = item
 		}

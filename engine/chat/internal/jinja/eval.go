@@ -1402,6 +1402,9 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 			key := m.print(args[0])
 			v, ok := d.Get(key)
 			if ok {
+				if !m.chargeMul(int64(len(d.Keys)), 16) {
+					return Undefined(), m.err
+				}
 				delete(d.Data, key)
 				newKeys := make([]string, 0, len(d.Keys)-1)
 				for _, k := range d.Keys {

@@ -15,6 +15,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -39,8 +40,13 @@ type Limits struct {
 	// MaxDepth bounds the nesting of a value that is printed, encoded or
 	// compared.
 	MaxDepth int
-	// MaxOps bounds the node visits of comparisons over the whole render.
+	// MaxOps bounds the work of comparisons, sorts and other per-item
+	// loops inside one operation, over the whole render.
 	MaxOps int64
+	// Deadline, when set, ends the render (ErrWork) once passed: checked
+	// as values are charged and work is counted, so one long operation
+	// cannot outrun a caller's timeout between its own checks.
+	Deadline time.Time
 }
 
 // Defaults for Limits.
@@ -78,10 +84,26 @@ const dictSize = 512
 // the next expression or node boundary, so no code path can go on using a
 // value that was never built.
 type meter struct {
-	lim  Limits
-	used int64
-	ops  int64
-	err  error
+	lim   Limits
+	used  int64
+	ops   int64
+	calls int // charges and ops since the clock was read
+	err   error
+}
+
+// overdue reads the clock every 1024 calls.
+func (m *meter) overdue() bool {
+	if m.lim.Deadline.IsZero() {
+		return false
+	}
+	if m.calls++; m.calls < 1024 {
+		return false
+	}
+	m.calls = 0
+	if time.Now().After(m.lim.Deadline) {
+		return !m.fail(fmt.Errorf("%w: the render ran past its deadline", ErrWork))
+	}
+	return false
 }
 
 func newMeter(lim Limits) *meter { return &meter{lim: lim.withDefaults()} }
@@ -105,6 +127,9 @@ func (m *meter) charge(n int64) bool {
 	}
 	if n < 0 || n > m.lim.MaxBytes-m.used {
 		return m.fail(fmt.Errorf("%w: %s more would exceed %d MiB", ErrBudget, bytesText(n), m.lim.MaxBytes>>20))
+	}
+	if m.overdue() {
+		return false
 	}
 	m.used += n
 	return true
@@ -140,10 +165,13 @@ func (m *meter) deep(depth int) bool {
 }
 
 func (m *meter) op() bool {
-	if m.ops++; m.ops > m.lim.MaxOps {
-		return m.fail(fmt.Errorf("%w: more than %d value visits", ErrWork, m.lim.MaxOps))
+	if m.err != nil {
+		return false
 	}
-	return true
+	if m.ops++; m.ops > m.lim.MaxOps {
+		return m.fail(fmt.Errorf("%w: more than %d steps of work inside operations", ErrWork, m.lim.MaxOps))
+	}
+	return !m.overdue()
 }
 
 func bytesText(n int64) string {

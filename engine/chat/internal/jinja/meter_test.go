@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -88,6 +89,7 @@ func TestMeterKeepsResults(t *testing.T) {
 		{"{{ 'hello'[::-1] }}|{{ 'héllo'[::-1] }}|{{ [1, 2, 3, 4][::2] }}|{{ [1, 2, 3][1:100] }}|{{ [1, 2][0:10000000000:3] }}", "olleh|olléh|[1, 3]|[2, 3]|[1]"},
 		{"{{ 'a\\nb\\n\\nc'|indent(2) }}", "a\n  b\n\n  c"},
 		{"{{ '<&>'|escape }}|{{ 'AbC'|lower }}{{ 'x'|upper }}|{{ 'ab cd'|title }}|{{ 'aB'|capitalize }}", "&lt;&amp;&gt;|abcX|Ab Cd|Ab"},
+		{"{{ ['b', 'a', '10', '9', 2.5]|sort }}|{{ ['b', 'a', '10', '9']|sort(reverse=true) }}|{{ [3, 1, 2]|max }}{{ [3, 1, 2]|min }}", "['a', 'b', 2.5, '9', '10']|['10', '9', 'b', 'a']|31"},
 		{"{{ [3, 1, 2]|sort }}{{ [1, 1, 2]|unique|list }}{{ 'ab'|list }}{{ [1, 2]|reverse }}{{ 'ab'|reverse }}", "[1, 2, 3][1, 2]['a', 'b'][2, 1]ba"},
 		{"{{ {'b': 1, 'a': 2}|dictsort }}|{{ {'a': 1}|items|list }}|{{ range(5)|batch(2)|list }}", "[['a', 2], ['b', 1]]|[['a', 1]]|[[0, 1], [2, 3], [4]]"},
 		{"{% set l = [] %}{% for i in range(10) %}{{ l.append(i) }}{% endfor %}{{ l.insert(0, 'x') }}{{ l|length }}{{ l[0] }}{{ l[10] }}", "11x9"},
@@ -141,4 +143,25 @@ func TestComparisonWorkIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = tm.RenderLimited(nil, Limits{MaxOps: 1 << 16})
 	require.ErrorIs(t, err, ErrWork)
+}
+
+// TestLongOperationsAreBounded: an operation that does much work on values
+// already built (a sort of millions of items, the largest a budget allows)
+// ends with ErrWork, at the work bound or at the caller's deadline, instead
+// of running for minutes in one step where no guard call can see it.
+func TestLongOperationsAreBounded(t *testing.T) {
+	src := doubled(20) + "{{ (s|list|sort)|length }}" // 2 Mi one-letter strings
+	tm, err := Compile(src)
+	require.NoError(t, err)
+	_, _, err = tm.RenderLimited(nil, Limits{MaxOps: 1 << 16})
+	require.ErrorIs(t, err, ErrWork)
+	_, _, err = tm.RenderLimited(nil, Limits{Deadline: time.Now()})
+	require.ErrorIs(t, err, ErrWork)
+	require.ErrorContains(t, err, "deadline")
+	// Within the bounds, the same operation completes.
+	tm, err = Compile(doubled(12) + "{{ (s|list|sort)|length }}")
+	require.NoError(t, err)
+	out, _, err := tm.RenderLimited(nil, Limits{MaxOps: 1 << 20, Deadline: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, "8192", out)
 }
