@@ -1,6 +1,7 @@
 // Package arch describes decoder architectures as data. A Block says what
 // one transformer block computes (biases, RoPE style and scaling, Q/K norm,
-// extra norms, soft-caps, sliding windows, activation); the registry maps a
+// extra norms, soft-caps, sliding windows, activation, a mixture-of-experts
+// FFN and its routing); the registry maps a
 // GGUF general.architecture to the metadata that fills a Block and to the
 // tensor layout the loader reads. Both forward passes (CPU and CUDA)
 // interpret a Block; neither knows architecture names.
