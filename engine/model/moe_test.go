@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // moeCase is one routing configuration of the FFN tests.
@@ -510,4 +512,29 @@ func TestTinyMoELoads(t *testing.T) {
 	require.Len(t, e.SharedGateInp, 32)
 	_, err = newTinyMoE().set("llama.expert_feed_forward_length", uint32(8)).load(t)
 	require.ErrorContains(t, err, "blk.0.ffn_gate_exps.weight has dims [32 16 4], want [32 8 4]")
+}
+
+// TestExpertsReadInPlace: a quantized file's experts are views of its
+// mapped 3-D tensors (expert x at x times the expert's bytes), not copies,
+// so decode reads only the routed experts' rows from the file.
+func TestExpertsReadInPlace(t *testing.T) {
+	g := testmodels.LoadArchGolden(t, "qwen3moe.Q4_K_M")
+	w, f, err := LoadGGUF(g.Model)
+	require.NoError(t, err)
+	defer f.Close()
+	for l, layer := range w.Layers {
+		for _, m := range []struct {
+			name  string
+			views []*ml.Matrix
+		}{{"ffn_gate_exps", layer.MoE.Gate}, {"ffn_up_exps", layer.MoE.Up}, {"ffn_down_exps", layer.MoE.Down}} {
+			ti, ok := f.Tensor(fmt.Sprintf("blk.%d.%s.weight", l, m.name))
+			require.True(t, ok)
+			per := len(ti.Data) / len(m.views)
+			for x, v := range m.views {
+				require.Equal(t, ti.Type, v.Type)
+				require.Same(t, &ti.Data[x*per], &v.Data[0], "layer %d %s expert %d", l, m.name, x)
+				require.Len(t, v.Data, per)
+			}
+		}
+	}
 }
