@@ -13,7 +13,6 @@ require (
 )
 
 require (
-	github.com/ardanlabs/jinja v1.8.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect

@@ -237,9 +237,8 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 	}
 	switch {
 	case p.max_tokens == C.KVW_MAX_TOKENS_UNLIMITED:
-		// Until end of generation or context: admission clamps it to the
-		// room the prompt leaves.
-		req.MaxTokens = h.eng.MaxContext()
+		// Until end of generation or context: the engine's own meaning.
+		req.MaxTokens = engine.MaxTokensUntilEnd
 	case p.max_tokens < 0:
 		return errInfo{status: stInvalid, reason: reasonParams, msg: fmt.Sprintf("%s: params.max_tokens %d is negative (-1, KVW_MAX_TOKENS_UNLIMITED, means until end of generation or context)", fn, int32(p.max_tokens))}.set()
 	default:
@@ -266,7 +265,10 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 		}
 	}
 	req.Sampling = sampling(p)
-	return stOK
+	if st := requestPenalties(p, fn, req); st != stOK {
+		return st
+	}
+	return requestGrammar(h, p, fn, req)
 }
 
 //export kvwgo_submit
@@ -377,6 +379,11 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 	for len(r.pending) == 0 && !r.ended {
 		var ev engine.Event
 		var ok bool
+		if r.look != nil {
+			r.take(r.look.ev, r.look.ok)
+			r.look = nil
+			continue
+		}
 		if timeoutMS == 0 {
 			select {
 			case ev, ok = <-r.events:
@@ -395,15 +402,20 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 			}
 		}
 		r.take(ev, ok)
-		// Coalesce whatever else is already there.
-	drain:
-		for !r.ended {
-			select {
-			case ev, ok = <-r.events:
+	}
+	// One token's text per call (one character's when a token ends inside
+	// it), as llama-server and llama-cpp-python stream: only an end that
+	// is already there joins it, so that the last text comes with done;
+	// another token waits for the next call.
+	if len(r.pending) > 0 && !r.ended && r.look == nil {
+		select {
+		case ev, ok := <-r.events:
+			if !ok || (ev.Done && ev.Text == "") {
 				r.take(ev, ok)
-			default:
-				break drain
+			} else {
+				r.look = &lookahead{ev, ok}
 			}
+		default:
 		}
 	}
 

@@ -50,10 +50,12 @@ type request struct {
 	events <-chan engine.Event
 	// What the request asked to record (kvw_request_logprobs, _logits).
 	logprobs, keepLogits bool
+	promptLogprobs       bool // kvw_request_prompt_logprobs (v5)
 
 	// sem serializes readers (kvw_next); its holder owns the fields below.
 	sem       chan struct{}
 	pending   []byte
+	look      *lookahead // an event read ahead, for the next kvw_next
 	ended     bool
 	res       engine.Result
 	generated atomic.Int64
@@ -120,7 +122,7 @@ func (h *engineHandle) add(st *engine.Stream, cancel context.CancelFunc, req eng
 	r := &request{
 		id: lastReq.Add(1), st: st, cancel: cancel, events: st.Events(),
 		sem: make(chan struct{}, 1), freed: make(chan struct{}),
-		logprobs: req.Logprobs || req.TopLogprobs > 0, keepLogits: req.LastLogits,
+		logprobs: req.Logprobs || req.TopLogprobs > 0, keepLogits: req.LastLogits, promptLogprobs: req.PromptLogprobs,
 	}
 	h.mu.Lock()
 	h.reqs[r.id] = r
@@ -172,6 +174,12 @@ func (r *request) take(ev engine.Event, ok bool) {
 			r.res = r.st.Wait()
 		}
 	}
+}
+
+// lookahead is an event kvw_next read but left for the next call.
+type lookahead struct {
+	ev engine.Event
+	ok bool
 }
 
 // utf8Fit returns the longest prefix length of b, at most n, that does not

@@ -155,11 +155,15 @@ func kvwgo_submit_tokens(hv C.uintptr_t, tokens *C.int32_t, n C.size_t, p *C.kvw
 	}
 	if limit := h.eng.MaxContext(); len(ids) >= limit {
 		// What admission would say, without copying a huge array first.
-		maxTok := req.MaxTokens
-		if maxTok == 0 {
-			maxTok = engine.DefaultMaxTokens
+		requested := len(ids) + 1 // MaxTokensUntilEnd: at least one token
+		switch req.MaxTokens {
+		case 0:
+			requested = len(ids) + engine.DefaultMaxTokens
+		case engine.MaxTokensUntilEnd:
+		default:
+			requested = len(ids) + req.MaxTokens
 		}
-		e := classify(&engine.PromptTooLongError{Requested: len(ids) + maxTok, Limit: limit, Prompt: len(ids)}, false)
+		e := classify(&engine.PromptTooLongError{Requested: requested, Limit: limit, Prompt: len(ids)}, false)
 		e.msg = fn + ": " + e.msg
 		return e.set()
 	}

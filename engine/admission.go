@@ -101,8 +101,8 @@ func (e *Engine) validate(req Request) (string, error) {
 	if req.Prompt != "" && len(req.Tokens) > 0 {
 		return RejectInvalidParams, fmt.Errorf("%w: request has both prompt text and tokens; give one", ErrInvalidParams)
 	}
-	if req.MaxTokens < 0 {
-		return RejectInvalidParams, fmt.Errorf("%w: max tokens %d is negative", ErrInvalidParams, req.MaxTokens)
+	if req.MaxTokens < 0 && req.MaxTokens != MaxTokensUntilEnd {
+		return RejectInvalidParams, fmt.Errorf("%w: max tokens %d is negative (%d, MaxTokensUntilEnd, means until the end of generation or context)", ErrInvalidParams, req.MaxTokens, MaxTokensUntilEnd)
 	}
 	if err := req.Sampling.Validate(); err != nil {
 		if !errors.Is(err, ErrInvalidParams) {
@@ -122,6 +122,9 @@ func (e *Engine) validate(req Request) (string, error) {
 		return RejectInvalidParams, fmt.Errorf("%w: tenant name must be at most 256 bytes without NUL", ErrInvalidParams)
 	}
 	vocab := e.mcfg.Vocab
+	if err := checkLogitBias(req.Sampling, vocab); err != nil {
+		return RejectInvalidParams, err
+	}
 	for i, t := range req.Tokens {
 		if t < 0 || t >= vocab {
 			return RejectInvalidParams, fmt.Errorf("%w: token %d at position %d is outside the vocabulary of %d", ErrInvalidParams, t, i, vocab)
@@ -134,15 +137,22 @@ func (e *Engine) validate(req Request) (string, error) {
 // state but the tokenizing gate. An empty reason with an error means the
 // request was cancelled while it waited at the gate.
 func (e *Engine) build(ctx context.Context, req Request) (*seq, string, error) {
-	maxTok := req.MaxTokens
-	if maxTok == 0 {
-		maxTok = DefaultMaxTokens
-	}
+	reqMax, maxTok := req.MaxTokens, req.MaxTokens
 	limit := e.cfg.MaxContext
+	switch maxTok {
+	case 0:
+		maxTok = DefaultMaxTokens
+	case MaxTokensUntilEnd:
+		maxTok = limit // clamped below to what the prompt leaves
+	}
 	tooLong := func(n int, atLeast bool) (*seq, string, error) {
 		// Requested is what the request asked for (prompt + max tokens);
 		// it is refused because the prompt alone leaves no room.
-		return nil, RejectPromptTooLong, &PromptTooLongError{Requested: n + maxTok, Limit: limit, Prompt: n, AtLeast: atLeast}
+		req := n + maxTok
+		if reqMax == MaxTokensUntilEnd {
+			req = n + 1 // at least one token
+		}
+		return nil, RejectPromptTooLong, &PromptTooLongError{Requested: req, Limit: limit, Prompt: n, AtLeast: atLeast}
 	}
 	var prompt []int
 	if len(req.Tokens) > 0 {

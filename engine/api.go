@@ -33,6 +33,9 @@ var (
 	// the engine cannot run (architecture, tensor type, RoPE scaling type,
 	// a missing or unexpected tensor). It is model.ErrUnsupported.
 	ErrUnsupported = model.ErrUnsupported
+	// ErrNotModelFile: ModelPath is neither a GGUF file nor a llama2.c
+	// checkpoint. It is model.ErrNotModelFile.
+	ErrNotModelFile = model.ErrNotModelFile
 	// ErrStepFailed ends the requests of a forward step that failed as a
 	// whole (e.g. a device error); the details are in the engine's log.
 	ErrStepFailed = errors.New("forward step failed")
@@ -242,8 +245,13 @@ type Request struct {
 	Tokens []int  // token IDs (used as given, no BOS added)
 	// Tenant scopes the prefix cache and quotas. The embedding application
 	// or the server's authenticated key sets it, never a request body.
-	Tenant    string
-	MaxTokens int // new tokens to generate (default 128)
+	Tenant string
+	// MaxTokens is the most new tokens to generate: 0 (the zero value)
+	// means DefaultMaxTokens (128), MaxTokensUntilEnd (-1) means until the
+	// model ends generation or the request reaches MaxContext; other
+	// negative values are refused. A value beyond what the context has
+	// left is clamped: the request then ends with "length" at MaxContext.
+	MaxTokens int
 	Sampling  sample.Params
 	Stop      []string
 	NoBOS     bool // do not prepend BOS to Prompt
@@ -262,6 +270,20 @@ type Request struct {
 	TopLogprobs int
 	// LastLogits keeps the raw logits of the last step (Result.Logits).
 	LastLogits bool
+	// PromptLogprobs also records the log-probability of each prompt
+	// token after the first (Result.PromptLogprobs, with TopLogprobs
+	// alternatives), as OpenAI's echo with logprobs reports them. It costs
+	// one forward step per prompt token, and such a prompt is computed,
+	// never taken from the prefix cache.
+	PromptLogprobs bool
+
+	// Grammar, when set, constrains the output to its sentences (GBNF or
+	// a JSON Schema: Engine.CompileGrammar, CompileJSONSchema,
+	// JSONObjectGrammar). The request finishes with "stop" when the
+	// grammar is complete and only end-of-generation may follow, or when
+	// the model ends it where the grammar can end; it fails with
+	// ErrGrammarDeadEnd when no token can go on.
+	Grammar *Grammar
 }
 
 // Event is one item of a stream: a token with the text it completes, or,
@@ -275,6 +297,10 @@ type Event struct {
 	// Logprob and TopLogprobs: with Request.Logprobs / TopLogprobs.
 	Logprob     float32
 	TopLogprobs []TokenLogprob
+	// PromptLogprobs: with Request.PromptLogprobs, on the first event
+	// only (a token's, or Done when none was generated), as in
+	// Result.PromptLogprobs.
+	PromptLogprobs []TokenLogprobs
 }
 
 // Timings of one request.
@@ -311,6 +337,10 @@ type Result struct {
 	CachedTokens int // prompt tokens served from the prefix cache
 	// Logprobs has one entry per generated token with Request.Logprobs.
 	Logprobs []TokenLogprobs
+	// PromptLogprobs has one entry per prompt token after the first with
+	// Request.PromptLogprobs (the first token has no context to be
+	// predicted from).
+	PromptLogprobs []TokenLogprobs
 	// Logits are the raw logits of the last step with Request.LastLogits
 	// (that step's sampled token may be the EOS that ended the request).
 	Logits []float32

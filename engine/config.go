@@ -142,7 +142,10 @@ func pickBackend(name string, log *slog.Logger) (device.Backend, error) {
 		return cpu.New(), nil
 	case "", "auto":
 		if err := cuda.Available(); err != nil {
-			log.Info("engine: device auto: using the CPU", "reason", err)
+			// On a machine without a GPU this is the normal case: one
+			// short line, and the libraries searched only at debug level.
+			log.Info("engine: device auto: using the CPU (CUDA unavailable; the search is logged at debug level)")
+			log.Debug("engine: device auto: CUDA search", "reason", err)
 			return cpu.New(), nil
 		}
 		b, err := cuda.NewBackend()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvwarden/kvwarden/engine/grammar"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
@@ -30,7 +31,12 @@ const (
 	DefaultMaxBatchTokens = 512
 	DefaultMaxSeqs        = 64
 	DefaultMaxQueue       = 1024
-	DefaultMaxTokens      = 128
+	// DefaultMaxTokens is what Request.MaxTokens 0 asks for.
+	DefaultMaxTokens = 128
+	// MaxTokensUntilEnd as Request.MaxTokens generates until the model
+	// ends generation (EOS, a stop string) or the request reaches
+	// MaxContext.
+	MaxTokensUntilEnd = -1
 	// MaxStopStrings and MaxStopLen bound Request.Stop.
 	MaxStopStrings = 16
 	MaxStopLen     = 256
@@ -56,6 +62,11 @@ type Engine struct {
 	chat    *chatTemplates
 	backend string
 	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
+
+	// The vocabulary as grammar matchers see it, on first use (grammar.go).
+	gvOnce sync.Once
+	gv     *grammar.Vocab
+	gvErr  error
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
@@ -160,17 +171,29 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		e.met.reject(RejectInvalidParams)
 		return nil, err
 	}
+	var gs *grammarState
+	if req.Grammar != nil {
+		var err error
+		if gs, err = e.newGrammarState(req.Grammar); err != nil {
+			e.met.reject(RejectInvalidParams)
+			return nil, err
+		}
+	}
 	s, err := e.admit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	s.lp = logprobOptsOf(req)
+	s.promptNext = 1 // prompt token 0 has no log-probability
+	s.grammar = gs
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
 	}
 
 	st := newStream(ctx, s.id)
+	st.abort = func() { _ = e.abort(s.id, fmt.Errorf("%w: the stream was closed", ErrAborted)) }
+	st.prompt = s.prompt
 	s.stream = st
 
 	e.mu.Lock()

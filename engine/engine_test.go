@@ -136,7 +136,7 @@ func TestAdmissionRejections(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidParams)
 	_, err = e.Submit(ctx, Request{Tokens: []int{echoVocab}})
 	require.ErrorIs(t, err, ErrInvalidParams)
-	_, err = e.Submit(ctx, Request{Prompt: "a", MaxTokens: -1})
+	_, err = e.Submit(ctx, Request{Prompt: "a", MaxTokens: -2})
 	require.ErrorIs(t, err, ErrInvalidParams)
 	_, err = e.Submit(ctx, Request{Prompt: "a", Sampling: sample.Params{Temperature: -1}})
 	require.ErrorIs(t, err, ErrInvalidParams)

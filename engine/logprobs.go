@@ -2,8 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+
+	"github.com/kvwarden/kvwarden/engine/sample"
 )
 
 // MaxTopLogprobs bounds Request.TopLogprobs (OpenAI's limit).
@@ -44,10 +47,77 @@ type logprobOpts struct {
 	on         bool // per-token log-probabilities
 	top        int  // how many alternatives per token
 	lastLogits bool // keep the raw logits of the last step
+	prompt     bool // the prompt tokens' log-probabilities too
 }
 
 func logprobOptsOf(req Request) logprobOpts {
-	return logprobOpts{on: req.Logprobs || req.TopLogprobs > 0, top: req.TopLogprobs, lastLogits: req.LastLogits}
+	return logprobOpts{on: req.Logprobs || req.TopLogprobs > 0, top: req.TopLogprobs, lastLogits: req.LastLogits,
+		prompt: req.PromptLogprobs}
+}
+
+// checkLogitBias refuses logit_bias entries for tokens outside the
+// vocabulary (the sampler checks the rest).
+func checkLogitBias(p sample.Params, vocab int) error {
+	for _, id := range slices.Sorted(maps.Keys(p.LogitBias)) {
+		if id >= vocab {
+			return fmt.Errorf("%w: logit_bias: token %d is outside the vocabulary of %d", ErrInvalidParams, id, vocab)
+		}
+	}
+	return nil
+}
+
+// Prompt log-probabilities: the log-probability of prompt token i comes
+// from the logits after token i-1. The forward pass computes logits for
+// the last token of a sequence's chunk only, so a sequence that still
+// needs them is prefilled one token at a time up to the position it
+// records next (promptChunk), asking for logits each time (wantLogits),
+// and is never given prefix-cache pages, whose logits nobody computed.
+// This works the same on every runner; it costs a step per prompt token.
+
+// needsPromptLogits reports whether s still has prompt positions to record.
+func (s *seq) needsPromptLogits() bool {
+	return s.lp.prompt && s.promptNext < len(s.prompt)
+}
+
+// promptChunk bounds a prefill chunk of n tokens from position fed so
+// that it ends right before the next prompt position to record.
+func (s *seq) promptChunk(fed, n int) int {
+	if !s.needsPromptLogits() {
+		return n
+	}
+	return min(n, max(1, s.promptNext-fed))
+}
+
+// wantLogits reports whether a chunk ending at fed (exclusive) needs logits.
+func (s *seq) wantLogits(end int) bool {
+	return end == len(s.tokens) || (s.needsPromptLogits() && end == s.promptNext)
+}
+
+// recordPrompt records prompt position s.fed from logits, the output of a
+// chunk that ended right before it.
+func (sc *scheduler) recordPrompt(s *seq, logits []float32) {
+	if !s.needsPromptLogits() || s.fed != s.promptNext || logits == nil {
+		return
+	}
+	if s.promptLP == nil {
+		s.promptLP = make([]TokenLogprobs, len(s.prompt)-1)
+	}
+	tok := s.prompt[s.fed]
+	lse := logSumExp(logits)
+	s.promptLP[s.fed-1] = TokenLogprobs{Token: tok, Logprob: logprobOf(logits, tok, lse), Top: topLogprobs(logits, s.lp.top, lse)}
+	s.promptNext++
+}
+
+// promptLogprobs is what the Result reports: nil unless asked for and
+// complete.
+func (s *seq) promptLogprobs() []TokenLogprobs {
+	if !s.lp.prompt || s.needsPromptLogits() {
+		return nil
+	}
+	if s.promptLP == nil {
+		return []TokenLogprobs{}
+	}
+	return s.promptLP
 }
 
 // sample draws s's next token from logits, recording what s asked for
@@ -57,10 +127,10 @@ func (sc *scheduler) sample(s *seq, logits []float32) int {
 		s.lastLogits = append(s.lastLogits[:0], logits...)
 	}
 	if !s.lp.on {
-		return s.sampler.Sample(logits, s.tokens)
+		return s.draw(logits)
 	}
 	s.lpRaw = append(s.lpRaw[:0], logits...)
-	tok := s.sampler.Sample(logits, s.tokens)
+	tok := s.draw(logits)
 	lse := logSumExp(s.lpRaw)
 	s.lpPending = TokenLogprobs{Token: tok, Logprob: logprobOf(s.lpRaw, tok, lse), Top: topLogprobs(s.lpRaw, s.lp.top, lse)}
 	return tok
@@ -70,6 +140,9 @@ func (sc *scheduler) sample(s *seq, logits []float32) int {
 // when s records them (and keeps them for the Result).
 func (s *seq) event(tok int, text string) Event {
 	ev := Event{Token: tok, Text: text}
+	if s.generated == 1 && s.lp.prompt {
+		ev.PromptLogprobs = s.promptLogprobs()
+	}
 	if s.lp.on && s.lpPending.Token == tok {
 		ev.Logprob, ev.TopLogprobs = s.lpPending.Logprob, s.lpPending.Top
 		s.logprobs = append(s.logprobs, s.lpPending)

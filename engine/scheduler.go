@@ -272,7 +272,7 @@ func (sc *scheduler) end(s *seq) {
 	delete(sc.byID, s.id)
 	sc.dropPages(s)
 	r := Result{ID: s.id, PromptTokens: s.prompt, Tokens: slices.Clone(s.generatedTokens()), CachedTokens: s.cached,
-		Logprobs: s.logprobs, Logits: s.lastLogits}
+		Logprobs: s.logprobs, Logits: s.lastLogits, PromptLogprobs: s.promptLogprobs()}
 	var tail string
 	switch {
 	case s.err != nil:
@@ -408,7 +408,7 @@ func (sc *scheduler) step() bool {
 		if !s.runnable() || s.state != StatePrefilling {
 			continue
 		}
-		n := min(len(s.tokens)-s.fed, budget)
+		n := s.promptChunk(s.fed, min(len(s.tokens)-s.fed, budget))
 		if sc.grow(s, s.fed+n) {
 			add(s, n)
 		}
@@ -799,7 +799,7 @@ func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 		return 0, true
 	}
 	start := t.Written()
-	n := min(len(s.tokens)-start, budget)
+	n := s.promptChunk(start, min(len(s.tokens)-start, budget))
 	need := (start+n+sc.ps-1)/sc.ps - t.Len()
 	err = findRoom(func() error {
 		if free := sc.pool.FreePages(); need > 0 && free < need+head {
@@ -847,6 +847,7 @@ func (sc *scheduler) firstScheduled(s *seq, cached int) {
 	e.mu.Unlock()
 	e.met.firstScheduled(now.Sub(s.submitted), cached)
 	s.sampler = samplerFor(s.params, s.id)
+	s.sampler.SetPromptLen(len(s.prompt))
 	prev := -1
 	if len(s.prompt) > 0 {
 		prev = s.prompt[len(s.prompt)-1]
@@ -906,7 +907,7 @@ func (sc *scheduler) forward() {
 		b.Seqs = append(b.Seqs, model.Seq{
 			Tokens: s.tokens[s.fed : s.fed+n],
 			Table:  s.table,
-			Logits: s.fed+n == len(s.tokens),
+			Logits: s.wantLogits(s.fed + n),
 		})
 		members = append(members, s)
 	}
@@ -914,7 +915,9 @@ func (sc *scheduler) forward() {
 		return
 	}
 	b.Failed = b.Failed[:0]
+	waitMasks := startMasks(members, b.Seqs)
 	err := e.runner.Forward(b)
+	waitMasks()
 	// Forward returns when the device is done with the step's pages.
 	for _, d := range drops {
 		d()
@@ -959,6 +962,7 @@ func (sc *scheduler) forward() {
 		sc.injectCorruption(s, before)
 		sc.prefix.offer(s)
 		if s.fed < len(s.tokens) {
+			sc.recordPrompt(s, b.Logits[i])
 			continue // mid-prefill
 		}
 		if s.state == StatePrefilling {
@@ -978,6 +982,10 @@ func (sc *scheduler) forward() {
 		logits := b.Logits[i]
 		if logits == nil {
 			sc.fail(s, fmt.Errorf("engine: forward step returned no logits for request %d", s.id))
+			continue
+		}
+		if err := sc.grammarMask(s); err != nil {
+			sc.fail(s, err)
 			continue
 		}
 		sc.emit(s, sc.sample(s, logits), now)
@@ -1064,8 +1072,11 @@ func (sc *scheduler) emit(s *seq, tok int, now time.Time) {
 	s.generated++
 	text, stopped := s.text.push(tok)
 	s.stream.push(s.event(tok, text))
+	complete, gerr := sc.grammarAccept(s, tok)
 	switch {
-	case stopped:
+	case gerr != nil:
+		sc.fail(s, gerr)
+	case stopped, complete:
 		sc.finish(s, "stop")
 	case s.generated >= s.maxTokens:
 		sc.finish(s, "length")

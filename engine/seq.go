@@ -53,6 +53,13 @@ type seq struct {
 	lpPending  TokenLogprobs
 	logprobs   []TokenLogprobs
 	lastLogits []float32
+	// promptLP[i-1] is the record of prompt token i (Request.PromptLogprobs);
+	// promptNext is the next prompt position to record.
+	promptLP   []TokenLogprobs
+	promptNext int
+
+	// grammar constrains the tokens s may generate (Request.Grammar).
+	grammar *grammarState
 
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V

@@ -13,10 +13,17 @@ import (
 //
 // The engine never blocks on a slow consumer: events queue inside the
 // stream without bound (at most MaxContext of them). Reading Events is
-// optional; Wait works either way.
+// optional; Wait works either way. A caller that stops reading before the
+// end calls Close, which aborts the request and frees its pages at the
+// next step boundary; breaking out of a range over All does that itself.
 type Stream struct {
-	id  uint64
-	ctx context.Context
+	id     uint64
+	ctx    context.Context
+	prompt []int // the prompt's tokens, as admission made them
+
+	abort     func()        // aborts the request (set by Submit)
+	closeOnce sync.Once     // Close
+	closed    chan struct{} // closed by Close: delivery stops at once
 
 	mu      sync.Mutex
 	queue   []Event
@@ -35,11 +42,35 @@ type Stream struct {
 const abandonGrace = 5 * time.Second
 
 func newStream(ctx context.Context, id uint64) *Stream {
-	return &Stream{id: id, ctx: ctx, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	return &Stream{id: id, ctx: ctx, notify: make(chan struct{}, 1), done: make(chan struct{}), closed: make(chan struct{})}
+}
+
+// Close abandons the stream: it aborts the request unless it has ended
+// (its Result then says "abort", or keeps its own outcome when it ended
+// first) and stops event delivery at once, closing the Events channel
+// without waiting for a reader. Pages are released at the next step
+// boundary; Wait returns once they are. Close is idempotent, safe for
+// concurrent use, and returns at once.
+func (s *Stream) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		select {
+		case <-s.done:
+		default:
+			if s.abort != nil {
+				s.abort()
+			}
+		}
+	})
 }
 
 // ID is the request ID: unique for the engine's lifetime, usable with Abort.
 func (s *Stream) ID() uint64 { return s.id }
+
+// PromptTokens are the request's prompt tokens (BOS included), known from
+// submission on, e.g. to decode each streamed token in its context. The
+// caller must not modify them.
+func (s *Stream) PromptTokens() []int { return s.prompt }
 
 // Done is closed when the request has ended and Result is final.
 func (s *Stream) Done() <-chan struct{} { return s.done }
@@ -63,9 +94,10 @@ func (s *Stream) Result() (Result, bool) {
 // Events returns the channel of events. The last event has Done set and
 // carries the Result; the channel is closed after it. The first call starts
 // delivery; later calls return the same channel. Callers of Events should
-// drain it. If the submitting context is cancelled, the request is aborted
-// and the channel still ends with its Done event; only if nobody reads it
-// for 5 s after the cancel does delivery give up and close the channel.
+// drain it or call Close. If the submitting context is cancelled, the
+// request is aborted and the channel still ends with its Done event; only
+// if nobody reads it for 5 s after the cancel does delivery give up and
+// close the channel (Close gives up at once).
 func (s *Stream) Events() <-chan Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,14 +111,23 @@ func (s *Stream) Events() <-chan Event {
 
 // All iterates over the generated tokens and their text; it ends after the
 // last token. The error of a failed or aborted request is yielded last, with
-// a zero Event. Breaking out of the loop does not abort the request.
+// a zero Event. Breaking out of the loop (or returning from it) closes the
+// stream (Close): the request is aborted and its pages are released at the
+// next step boundary, so Wait after the loop returns promptly.
 func (s *Stream) All() iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		complete := false
+		defer func() {
+			if !complete {
+				s.Close()
+			}
+		}()
 		for ev := range s.Events() {
 			if ev.Done {
 				if ev.Text != "" && !yield(Event{Token: -1, Text: ev.Text}, nil) {
 					return
 				}
+				complete = true
 				if ev.Result != nil && ev.Result.Err != nil {
 					yield(Event{Token: -1}, ev.Result.Err)
 				}
@@ -110,6 +151,8 @@ func (s *Stream) pump() {
 		for _, ev := range batch {
 			select {
 			case s.events <- ev:
+			case <-s.closed:
+				return
 			case <-s.ctx.Done():
 				// The submitter's context is gone and the request is being
 				// aborted. A consumer that still drains the channel gets
@@ -120,6 +163,9 @@ func (s *Stream) pump() {
 				select {
 				case s.events <- ev:
 					t.Stop()
+				case <-s.closed:
+					t.Stop()
+					return
 				case <-t.C:
 					return
 				}
@@ -128,7 +174,11 @@ func (s *Stream) pump() {
 		if ended { // the Done event was pushed last, so it was in batch
 			return
 		}
-		<-s.notify
+		select {
+		case <-s.notify:
+		case <-s.closed:
+			return
+		}
 	}
 }
 

@@ -226,6 +226,9 @@ type sampling struct {
 	FunctionCall   json.RawMessage `json:"function_call"`
 	ResponseFormat json.RawMessage `json:"response_format"`
 	TopLogprobs    json.RawMessage `json:"top_logprobs"`
+
+	// llama-server's grammar and json_schema (grammar.go).
+	constraintFields
 }
 
 type streamOptions struct {
@@ -280,6 +283,8 @@ type params struct {
 	stop          []string
 	stream        bool
 	includeUsage  bool
+	// choices.go, logprobs.go
+	choices
 }
 
 // DefaultRepeatLastN is the window of repeat_penalty when the request sets
@@ -312,21 +317,9 @@ func (s *sampling) unsupported() *apiError {
 		{"tool_choice", s.ToolChoice, []string{`"none"`, `"auto"`}, "tool calling is not supported"},
 		{"functions", s.Functions, []string{"[]"}, "function calling is not supported"},
 		{"function_call", s.FunctionCall, []string{`"none"`, `"auto"`}, "function calling is not supported"},
-		{"top_logprobs", s.TopLogprobs, []string{"0"}, "log probabilities are not supported"},
 	} {
 		if set(f.raw, f.off...) {
 			return badRequest(f.name, "unsupported_value", "%s: %s", f.name, f.why)
-		}
-	}
-	if set(s.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(s.ResponseFormat, &rf); err != nil {
-			return badRequest("response_format", "invalid_type", "response_format must be an object with a type")
-		}
-		if rf.Type != "" && rf.Type != "text" {
-			return badRequest("response_format", "unsupported_value", "response_format %q is not supported (only \"text\")", rf.Type)
 		}
 	}
 	return nil
@@ -380,16 +373,8 @@ func (s *sampling) validate(defMax int) (params, *apiError) {
 		v := uint64(*s.Seed)
 		p.seed = &v
 	}
-	if s.N != nil && *s.N != 1 {
-		return p, badRequest("n", "unsupported_value", "n must be 1, got %d", *s.N)
-	}
-	for name, v := range map[string]*float64{"presence_penalty": s.PresencePenalty, "frequency_penalty": s.FrequencyPenalty} {
-		if v != nil && *v != 0 {
-			return p, badRequest(name, "unsupported_value", "%s is not supported (must be 0)", name)
-		}
-	}
-	if len(s.LogitBias) > 0 {
-		return p, badRequest("logit_bias", "unsupported_value", "logit_bias is not supported")
+	if e := s.choiceParams(&p); e != nil {
+		return p, e
 	}
 	stop, err := parseStop(s.Stop)
 	if err != nil {
@@ -463,37 +448,6 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 		}
 	}
 	return out, nil
-}
-
-// parsePrompt reads the completions prompt: a string, an array of one
-// string, or an array of token IDs (used as given, no BOS added).
-func parsePrompt(raw json.RawMessage) (string, []int, *apiError) {
-	if isNull(raw) {
-		return "", nil, badRequest("prompt", "missing_required_parameter", "prompt is required")
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil, nil
-	}
-	var ss []string
-	if err := json.Unmarshal(raw, &ss); err == nil {
-		if len(ss) != 1 {
-			return "", nil, badRequest("prompt", "unsupported_value", "prompt arrays must hold exactly one string, got %d", len(ss))
-		}
-		return ss[0], nil, nil
-	}
-	var ids []int
-	if err := json.Unmarshal(raw, &ids); err == nil {
-		return "", ids, nil
-	}
-	var idss [][]int
-	if err := json.Unmarshal(raw, &idss); err == nil {
-		if len(idss) != 1 {
-			return "", nil, badRequest("prompt", "unsupported_value", "prompt arrays must hold exactly one token array, got %d", len(idss))
-		}
-		return "", idss[0], nil
-	}
-	return "", nil, badRequest("prompt", "invalid_type", "prompt must be a string, an array of one string, or an array of token IDs")
 }
 
 // chatMessages turns a request's messages into the conversation the chat

@@ -83,4 +83,12 @@ func TestOpenAINodeClient(t *testing.T) {
 	t.Logf("openai client: %s", line)
 	require.Contains(t, res, "stream")
 	require.Contains(t, res, "too_long")
+	require.Contains(t, res, "bad_schema")
+	require.Contains(t, res, "logprobs")
+	// The strict json_schema answer validates against its schema.
+	js, ok := res["json_schema"].(map[string]any)
+	require.True(t, ok, "%s", out)
+	schema, err := json.Marshal(js["schema"])
+	require.NoError(t, err)
+	requireValid(t, schemaValidator(t, string(schema)), js["content"].(string))
 }

@@ -79,10 +79,10 @@ func TestRequestOptionErrors(t *testing.T) {
 		{"tools on chat", "/v1/chat/completions", `{` + chat + `,"tools":[{"type":"function"}]}`, "unsupported_value", "tools"},
 		{"tools on completions", "/v1/completions", `{"prompt":"a","tools":[{"type":"function"}]}`, "unsupported_value", "tools"},
 		{"tool_choice required", "/v1/chat/completions", `{` + chat + `,"tool_choice":"required"}`, "unsupported_value", "tool_choice"},
-		{"top_logprobs without logprobs", "/v1/chat/completions", `{` + chat + `,"top_logprobs":3}`, "unsupported_value", "top_logprobs"},
-		{"top_logprobs on completions", "/v1/completions", `{"prompt":"a","top_logprobs":2}`, "unsupported_value", "top_logprobs"},
-		{"response_format json on chat", "/v1/chat/completions", `{` + chat + `,"response_format":{"type":"json_object"}}`, "unsupported_value", "response_format"},
-		{"response_format on completions", "/v1/completions", `{"prompt":"a","response_format":{"type":"json_schema"}}`, "unsupported_value", "response_format"},
+		{"top_logprobs without logprobs", "/v1/chat/completions", `{` + chat + `,"top_logprobs":3}`, "invalid_value", "top_logprobs"},
+		{"top_logprobs on completions", "/v1/completions", `{"prompt":"a","top_logprobs":2}`, "invalid_value", "top_logprobs"},
+		{"response_format unknown type on chat", "/v1/chat/completions", `{` + chat + `,"response_format":{"type":"yaml"}}`, "unsupported_value", "response_format.type"},
+		{"response_format json_schema without schema", "/v1/completions", `{"prompt":"a","response_format":{"type":"json_schema"}}`, "invalid_value", "response_format.json_schema"},
 		{"response_format not an object", "/v1/completions", `{"prompt":"a","response_format":"json"}`, "invalid_type", "response_format"},
 	}
 	for _, c := range cases {

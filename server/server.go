@@ -69,8 +69,11 @@ const DefaultCompletionMaxTokens = 16
 
 // Options configure a Server.
 type Options struct {
+	// Engine serves the requests. nil: the server answers 503 "Loading
+	// model" (llama-server's answer) until SetEngine, so that it can
+	// listen while the model loads (see health.go).
 	Engine  *engine.Engine
-	ModelID string // the model name clients use; "" accepts any
+	ModelID string // the model name /v1/models reports
 	Keys    *Keys  // nil: no authentication, every request is tenant "default"
 	// MaxBodyBytes limits request bodies (default DefaultMaxBody).
 	MaxBodyBytes int64
@@ -105,12 +108,21 @@ type Options struct {
 	// DefaultAuthFailEvery; a negative burst: no limit).
 	AuthFailBurst int
 	AuthFailEvery time.Duration
+	// StrictModelID answers 404 model_not_found to a request whose model
+	// is not ModelID. Off by default: the one model served answers any
+	// id ("gpt-3.5-turbo" hard-coded in an app), as llama-server does.
+	StrictModelID bool
+	// ModelPath is the model file /props reports as model_path.
+	ModelPath string
 }
 
 // Server serves the HTTP API over one engine.
 type Server struct {
 	eng      *engine.Engine
 	model    string
+	strict   bool        // Options.StrictModelID
+	ready    atomic.Bool // eng is set (health.go)
+	path     string      // Options.ModelPath
 	keys     *Keys
 	admin    *Keys
 	pubMet   bool
@@ -131,12 +143,14 @@ type Server struct {
 	// of what determines outputs besides the request (build, model shape,
 	// device), so clients can tell when that changed.
 	fingerprint string
+	grammars    grammarCache // compiled response formats and grammars (grammar.go)
 }
 
-// New builds a Server over o.Engine, which must not be nil. The caller
-// keeps ownership of the engine and closes it after the server stopped.
+// New builds a Server over o.Engine; with a nil Engine it answers 503
+// "Loading model" until SetEngine. The caller keeps ownership of the
+// engine and closes it after the server stopped.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, model: o.ModelID, keys: o.Keys, admin: o.AdminKeys, pubMet: o.PublicMetrics, maxBody: o.MaxBodyBytes,
+	s := &Server{eng: o.Engine, model: o.ModelID, strict: o.StrictModelID, path: o.ModelPath, keys: o.Keys, admin: o.AdminKeys, pubMet: o.PublicMetrics, maxBody: o.MaxBodyBytes,
 		log: o.Logger, created: time.Now().Unix(), bodyTimeout: o.bodyTimeout(),
 		authLim: newAuthLimiter(o.AuthFailBurst, o.AuthFailEvery)}
 	s.maxConns, s.maxConnsPerIP = o.maxConns()
@@ -146,8 +160,10 @@ func New(o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.met = metrics.New(s.eng.Stats, s.modelID())
-	s.fingerprint = fingerprint(s.eng)
+	s.met = metrics.New(s.engineStats, s.modelID())
+	if s.eng != nil {
+		s.fingerprint = fingerprint(s.eng)
+	}
 	if len(o.CORSOrigins) > 0 {
 		s.cors = map[string]bool{}
 		for _, origin := range o.CORSOrigins {
@@ -161,12 +177,14 @@ func New(o Options) *Server {
 	mux.HandleFunc("/v1/models", s.handleModels)
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
+	s.llamaRoutes(mux)
 	mux.Handle("GET /metrics", s.metricsHandler(s.met.Handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"),
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	s.mux = mux
+	s.ready.Store(s.eng != nil)
 	return s
 }
 
@@ -174,6 +192,10 @@ func New(o Options) *Server {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.allowCORS(w, r) {
 		return // a preflight, answered
+	}
+	if !s.ready.Load() {
+		s.answerLoading(w, r)
+		return
 	}
 	r, finish := s.guardBody(w, r)
 	defer finish()
@@ -439,32 +461,34 @@ func shuttingDown() *apiError {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	const ep = "completions"
 	start := time.Now()
+	var more []promptIn // a batch's prompts after the first (batch.go)
 	tenant, req, p, e := parse(s, w, r, func(body *completionRequest) (engine.Request, params, *apiError) {
 		p, e := body.validate(DefaultCompletionMaxTokens)
 		if e != nil {
 			return engine.Request{}, p, e
 		}
 		switch {
-		case body.Echo:
-			return engine.Request{}, p, badRequest("echo", "unsupported_value", "echo is not supported")
 		case body.BestOf != nil && *body.BestOf != 1:
 			return engine.Request{}, p, badRequest("best_of", "unsupported_value", "best_of must be 1")
 		case body.Suffix != nil && *body.Suffix != "":
 			return engine.Request{}, p, badRequest("suffix", "unsupported_value", "suffix is not supported")
-		case !isNull(body.Logprobs) && string(body.Logprobs) != "0" && string(body.Logprobs) != "false":
-			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
 		}
-		text, ids, e := parsePrompt(body.Prompt)
+		if e := body.logprobParams(&p); e != nil {
+			return engine.Request{}, p, e
+		}
+		prompts, e := parsePrompts(body.Prompt)
 		if e != nil {
 			return engine.Request{}, p, e
 		}
-		if text == "" && len(ids) == 0 {
-			return engine.Request{}, p, badRequest("prompt", "empty_prompt", "prompt is empty")
-		}
-		return engine.Request{Prompt: text, Tokens: ids, ParseSpecial: body.ParseSpecial, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
+		more = prompts[1:]
+		return engine.Request{Prompt: prompts[0].text, Tokens: prompts[0].ids, ParseSpecial: body.ParseSpecial, MaxTokens: p.maxTokens, Stop: p.stop}, p, nil
 	})
 	if e != nil {
 		s.reject(w, ep, e)
+		return
+	}
+	if len(more) > 0 {
+		s.generateBatch(w, r, start, tenant, req, more, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
 		return
 	}
 	s.generate(w, r, start, ep, tenant, req, p, shaper{chat: false, model: s.modelID(), fp: s.fingerprint})
@@ -484,8 +508,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			}
 			p.maxTokens = int(*body.MaxCompletionTokens)
 		}
-		if body.Logprobs != nil && *body.Logprobs {
-			return engine.Request{}, p, badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+		if e := body.logprobParams(&p); e != nil {
+			return engine.Request{}, p, e
 		}
 		prompt, e := s.renderChat(body)
 		if e != nil {
@@ -510,6 +534,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 type requestBody[B any] interface {
 	*B
 	requestedModel() string
+	constraint() *sampling
 }
 
 // parse runs the checks every completion request goes through, in order:
@@ -541,11 +566,14 @@ func parse[B any, PB requestBody[B]](s *Server, w http.ResponseWriter, r *http.R
 	}
 	req.Tenant = tenant
 	req.Sampling = samplingParams(p)
+	if e := s.constrain(&req, PB(&body).constraint()); e != nil {
+		return "", req, p, e
+	}
 	return tenant, req, p, nil
 }
 
 func (s *Server) checkModel(m string) *apiError {
-	if m == "" || s.model == "" || m == s.model {
+	if m == "" || s.model == "" || m == s.model || !s.strict {
 		return nil
 	}
 	return modelNotFound(m)
@@ -615,6 +643,14 @@ func usageOf(res *engine.Result) usage {
 
 // generate submits req and writes the response.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, start time.Time, ep, tenant string, req engine.Request, p params, sh shaper) {
+	if e := s.checkBiasVocab(p); e != nil {
+		s.reject(w, ep, e)
+		return
+	}
+	if p.multi() {
+		s.generateChoices(w, r, start, ep, tenant, req, p, sh) // choices.go: n > 1, logprobs, echo
+		return
+	}
 	ctx := r.Context()
 	st, err := s.eng.Submit(ctx, req)
 	if err != nil {
@@ -786,6 +822,7 @@ func samplingParams(p params) sample.Params {
 	if p.seed != nil { // absent: the engine picks one; any given seed, 0 included, is fixed
 		sp.Seed, sp.HasSeed = *p.seed, true
 	}
+	sp.PresencePenalty, sp.FrequencyPenalty, sp.LogitBias = p.presence, p.frequency, p.logitBias
 	if sp.RepeatPenalty != 1 {
 		sp.RepeatLastN = p.repeatLastN
 	}

@@ -506,7 +506,7 @@ func scrape(t *testing.T, ts *testServer) string {
 }
 
 func TestMalformedRequests(t *testing.T) {
-	ts := start(t, setup{echo: true, body: 4096})
+	ts := start(t, setup{echo: true, body: 4096, opts: func(o *Options) { o.StrictModelID = true }})
 	big := `{"prompt": "` + strings.Repeat("x", 5000) + `"}`
 	cases := []struct {
 		name, path string
@@ -529,14 +529,14 @@ func TestMalformedRequests(t *testing.T) {
 		{"temperature range", "/v1/completions", `{"prompt":"a","temperature":5}`, 400, "invalid_value", "temperature"},
 		{"top_p range", "/v1/completions", `{"prompt":"a","top_p":0}`, 400, "invalid_value", "top_p"},
 		{"max_tokens zero", "/v1/completions", `{"prompt":"a","max_tokens":0}`, 400, "invalid_value", "max_tokens"},
-		{"n two", "/v1/completions", `{"prompt":"a","n":2}`, 400, "unsupported_value", "n"},
+		{"n too many", "/v1/completions", `{"prompt":"a","n":129}`, 400, "invalid_value", "n"},
 		{"stop type", "/v1/completions", `{"prompt":"a","stop":5}`, 400, "invalid_type", "stop"},
 		{"token out of vocab", "/v1/completions", `{"prompt":[1,99999]}`, 400, "invalid_value", ""},
 		{"messages string", "/v1/chat/completions", `{"messages":"hi"}`, 400, "invalid_type", "messages"},
 		{"messages empty", "/v1/chat/completions", `{"messages":[]}`, 400, "missing_required_parameter", "messages"},
 		{"bad role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "invalid_value", "messages[0].role"},
 		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "unsupported_value", "messages[0].content"},
-		{"unknown model", "/v1/completions", `{"model":"gpt-4","prompt":"a"}`, 404, "model_not_found", "model"},
+		{"unknown model (strict)", "/v1/completions", `{"model":"gpt-4","prompt":"a"}`, 404, "model_not_found", "model"},
 		{"too large", "/v1/completions", big, 413, "request_too_large", ""},
 		{"no route", "/v1/embeddings", `{}`, 404, "not_found", ""},
 	}

@@ -174,7 +174,7 @@ typedef enum kvw_reject_reason {
     /* The prompt alone fills max_context (no room for one new token).
      * limit = max_context, prompt_tokens = the prompt's tokens (BOS
      * included), requested = prompt_tokens + max_tokens (128 when 0,
-     * max_context when KVW_MAX_TOKENS_UNLIMITED). A prompt is tokenized
+     * 1 when KVW_MAX_TOKENS_UNLIMITED). A prompt is tokenized
      * only until it is known not to fit, so for a long one prompt_tokens
      * (and requested) is a lower bound, and the message says "at least". */
     KVW_REJECT_TOO_LONG = 2,
@@ -534,6 +534,32 @@ typedef struct kvw_request_params {
                                * these are the logits after the prompt, as
                                * llama_get_logits gives them after a decode. */
     int32_t reserved2;        /* 0 */
+    /* v4 (struct_size 104): constrained output. At most one of the two;
+     * both NULL (the default) for free text. Copied. An invalid grammar
+     * or schema is KVW_ERR_INVALID_ARGUMENT with reason
+     * KVW_REJECT_INVALID_PARAMS and a message naming the line and column,
+     * or the schema path and keyword (a keyword outside docs/GRAMMAR.md's
+     * subset is named, never ignored). The request ends with
+     * KVW_FINISH_STOP once the grammar is complete; when no token can
+     * continue it, it fails with a message saying so. */
+    const char* grammar;      /* GBNF (llama.cpp's format), NUL-terminated UTF-8 */
+    const char* json_schema;  /* a JSON Schema (text): the output is JSON valid
+                               * under it; {"type":"object"} for any object */
+    /* v5 (struct_size 136): OpenAI's penalties and logit bias, and the
+     * prompt's log-probabilities. Zero (the default) leaves each off. */
+    float presence_penalty;   /* [-2, 2]: the logit of each token generated so
+                               * far (not the prompt's) is lowered by this, once */
+    float frequency_penalty;  /* [-2, 2]: ... and by this times its count */
+    const int32_t* logit_bias_tokens; /* n_logit_bias token IDs in [0, n_vocab); copied */
+    const float* logit_bias;  /* their biases, each in [-100, 100], added to the
+                               * token's logit; -100 bans the token */
+    uint32_t n_logit_bias;    /* at most KVW_MAX_LOGIT_BIAS */
+    int32_t prompt_logprobs;  /* bool: also record the log-probability of each
+                               * prompt token after the first
+                               * (kvw_request_prompt_logprobs; with top_logprobs,
+                               * kvw_request_prompt_top_logprobs). Costs a
+                               * forward step per prompt token; such a prompt
+                               * is computed, never taken from the prefix cache. */
 } kvw_request_params;
 
 /* kvw_request_params.seed: no fixed seed. */
@@ -544,6 +570,8 @@ typedef struct kvw_request_params {
 #define KVW_MAX_TOKENS_UNLIMITED (-1)
 /* The most alternatives kvw_request_params.top_logprobs may ask for. */
 #define KVW_MAX_TOP_LOGPROBS 20
+/* The most entries kvw_request_params.logit_bias may hold. */
+#define KVW_MAX_LOGIT_BIAS 1024
 
 /* Defaults for kvw_request_params (struct_size set): greedy, max_tokens 0
  * (KVW_DEFAULT_MAX_TOKENS), seed KVW_SEED_RANDOM, no logprobs. */
@@ -575,8 +603,11 @@ KVW_API int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, siz
 
 /* Streams the next text of request id into buf (caller-owned).
  *   timeout_ms: < 0 waits without limit, 0 polls.
- *   Writes as much of the text generated so far and not yet returned as
- *     fits in buf_size - 1 bytes, cut at a UTF-8 character boundary, plus a
+ *   Writes the text of the next generated token (of the tokens that
+ *     complete one character when a token ends inside a UTF-8 character;
+ *     text an earlier, too short buf could not take comes first): one
+ *     token per call, as llama-server streams. As much of it as fits in
+ *     buf_size - 1 bytes, cut at a UTF-8 character boundary, plus a
  *     NUL; *out_len gets the byte count without the NUL. Any buf_size >= 5
  *     always makes progress. If not even one character fits, returns
  *     KVW_ERR_BUFFER_TOO_SMALL with the pending byte count in *out_len and
@@ -678,6 +709,22 @@ KVW_API int32_t kvw_request_logprobs(kvw_engine* engine, uint64_t id, kvw_token_
  * KVW_ERR_INVALID_ARGUMENT for an index past the generated tokens. */
 KVW_API int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
                                          kvw_token_logprob* out, size_t capacity, size_t* out_n);
+
+/* The prompt's log-probabilities (kvw_request_params.prompt_logprobs, v5):
+ * one entry per prompt token after the first (the first has nothing before
+ * it to be predicted from), in order: entry i is prompt token i+1, as
+ * kvw_request_tokens(KVW_TOKENS_PROMPT) lists them. Size-query pattern as
+ * kvw_request_logprobs. Errors as kvw_request_logprobs, KVW_ERR_INVALID_ARGUMENT
+ * when the request did not set prompt_logprobs. */
+KVW_API int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out,
+                                            size_t capacity, size_t* out_n);
+
+/* The most likely tokens at prompt position index + 1 (index as in
+ * kvw_request_prompt_logprobs), best first, at most top_logprobs of them.
+ * Errors as kvw_request_prompt_logprobs, and KVW_ERR_INVALID_ARGUMENT for an
+ * index past them. */
+KVW_API int32_t kvw_request_prompt_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
+                                                kvw_token_logprob* out, size_t capacity, size_t* out_n);
 
 /* Copies the raw logits (n_vocab floats) of the last step of an ended
  * request into out: the step that produced its last token, or the

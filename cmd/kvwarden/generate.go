@@ -27,6 +27,8 @@ type genFlags struct {
 	seed        uint64
 	stop        cli.StringList
 	json        bool
+	noEcho      bool
+	grammar     grammarFlags
 }
 
 // generateJSON is the --json output.
@@ -67,7 +69,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling probability mass, in (0, 1]; 0 or 1 = off")
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
+	f.grammar.register(fs)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
+	fs.BoolVar(&f.noEcho, "no-echo", false, "print only the generated text, not the prompt before it (as llama-cli's --no-display-prompt)")
 	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
 	if err != nil {
 		return err
@@ -91,6 +95,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		if s == "" {
 			return cli.Usagef("--stop: empty stop string")
 		}
+	}
+	if err := f.grammar.load(); err != nil {
+		return err
 	}
 
 	prompt := f.prompt
@@ -137,6 +144,9 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		Sampling:  cli.SamplingParams(f.temperature, f.topK, f.topP, &seed),
 		Stop:      f.stop,
 	}
+	if req.Grammar, err = f.grammar.compile(eng); err != nil {
+		return err
+	}
 	start := time.Now()
 	st, err := eng.Submit(ctx, req)
 	if err != nil {
@@ -148,6 +158,13 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	var res engine.Result
 	wrote := false
 	endsNL := false
+	// As llama-cli, the prompt is shown before its continuation (once the
+	// request is admitted: a rejected one prints nothing on stdout).
+	if !f.json && !f.noEcho && prompt != "" {
+		if _, err := io.WriteString(e.stdout, prompt); err == nil {
+			wrote, endsNL = true, strings.HasSuffix(prompt, "\n")
+		}
+	}
 	for ev := range st.Events() {
 		if !f.json && ev.Text != "" {
 			if _, err := io.WriteString(e.stdout, ev.Text); err != nil {

@@ -7,6 +7,8 @@
 //	kvwarden audit    [flags] [--json]
 //	kvwarden pull     OWNER/REPO[:QUANT|:FILE.gguf]
 //	kvwarden models
+//	kvwarden chat     [flags]
+//	kvwarden version  [--json]
 //
 // Run "kvwarden COMMAND -h" for the flags of a command. Exit status: 0 on
 // success, 1 on a failure (the engine refused to start, a request failed,
@@ -28,7 +30,11 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if len(os.Args) > 1 && os.Args[1] == "chat" {
+		sigs = sigs[1:] // chat takes Ctrl-C itself: it stops a reply, not the program
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	code := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 	stop()
 	os.Exit(code)
@@ -38,8 +44,12 @@ func main() {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	// ready, when set, is called by serve with the address it listens on.
-	ready func(addr string)
+	// ready, when set, is called by serve with the address it listens on
+	// once the model is loaded; listening when it serves, before the
+	// model starts loading (which waits for listening to return).
+	ready, listening func(addr string)
+	// interrupts, when set, replaces chat's Ctrl-C (os.Interrupt) signals.
+	interrupts <-chan os.Signal
 }
 
 const usage = `kvwarden: an embeddable LLM inference engine with KV isolation by construction
@@ -50,8 +60,12 @@ usage:
   kvwarden audit [flags] [--json]        run a KV isolation audit
   kvwarden pull OWNER/REPO[:QUANT]       download a GGUF from Hugging Face into the cache
   kvwarden models                        list the cached models
+  kvwarden chat [--model M]              talk with a model in the terminal
+  kvwarden version | --version           version, commit, Go, CPU features, CUDA status
 
-Run "kvwarden COMMAND -h" for a command's flags.
+Run "kvwarden COMMAND -h" for a command's flags. Every flag can also be set
+through the environment: --max-context is KVWARDEN_MAX_CONTEXT (upper case,
+dashes as underscores); the command line wins over the environment.
 `
 
 func run(ctx context.Context, args []string, e *env) int {
@@ -72,6 +86,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		f = runPull
 	case "models":
 		f = runModels
+	case "chat":
+		f = runChat
+	case "version", "--version", "-version", "-V":
+		cmd, f = "version", runVersion
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return cli.ExitOK
@@ -126,9 +144,8 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stderr io.Writ
 	pos, err := cli.Parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "usage: kvwarden %s\n\nflags:\n", synopsis)
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		cli.PrintFlags(stderr, fs)
+		fmt.Fprintf(stderr, "\n%s", cli.EnvHelp)
 	}
 	return pos, err
 }

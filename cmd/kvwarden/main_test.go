@@ -93,7 +93,10 @@ func TestGenerateStreamsText(t *testing.T) {
 	args := append(stories(t, "generate"), "--temperature", "0", "-n", "12")
 	r := runCmd(t, "", append(args, "Once upon a time")...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, ", there was a little girl named Lily. She\n", r.stdout)
+	// The prompt is echoed before its continuation, as llama-cli does.
+	require.Equal(t, "Once upon a time, there was a little girl named Lily. She\n", r.stdout)
+	rn := runCmd(t, "", append(args, "--no-echo", "Once upon a time")...)
+	require.Equal(t, ", there was a little girl named Lily. She\n", rn.stdout)
 	// The prompt from stdin and from --prompt give the same text.
 	r2 := runCmd(t, "Once upon a time\n", args...)
 	require.Equal(t, r.stdout, r2.stdout)
@@ -102,7 +105,7 @@ func TestGenerateStreamsText(t *testing.T) {
 	// A stop string ends the text before it.
 	r4 := runCmd(t, "", append(args, "--stop", "Lily", "Once upon a time")...)
 	require.Equal(t, 0, r4.code)
-	require.Equal(t, ", there was a little girl named \n", r4.stdout)
+	require.Equal(t, "Once upon a time, there was a little girl named \n", r4.stdout)
 }
 
 func TestGenerateSyntheticNote(t *testing.T) {

@@ -94,7 +94,7 @@ func TestPullModelsAndGenerate(t *testing.T) {
 
 	// --model takes the reference; the cache answers without the hub.
 	hubSrv.Close()
-	r = runCmd(t, "", "generate", "--model", "someone/stories-GGUF:F32", "--max-context", "512", "--temperature", "0", "-n", "12", "Once upon a time")
+	r = runCmd(t, "", "generate", "--model", "someone/stories-GGUF:F32", "--max-context", "512", "--temperature", "0", "-n", "12", "--no-echo", "Once upon a time")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, ", there was a little girl named Lily. She\n", r.stdout)
 }

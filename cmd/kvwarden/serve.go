@@ -35,6 +35,7 @@ type serveFlags struct {
 	corsOrigins cli.StringList
 	limits      limitFlags
 	memLimit    cli.SizeValue
+	strictModel bool
 }
 
 func runServe(ctx context.Context, args []string, e *env) error {
@@ -44,7 +45,8 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	fs.StringVar(&f.apiKeys, "api-keys", "", "API key `file`: one \"KEY TENANT\" per line; the tenant comes only from the key (default: no auth, one tenant \"default\")")
 	fs.BoolVar(&f.pubMetrics, "public-metrics", false, "serve /metrics without an API key even with --api-keys (the metrics aggregate every tenant's traffic)")
-	fs.StringVar(&f.modelName, "model-name", "", "model `id` clients send and /v1/models reports (default: the model file's base name)")
+	fs.StringVar(&f.modelName, "model-name", "", "model `id` /v1/models reports (default: the model file's base name); requests may name any model unless --strict-model-id")
+	fs.BoolVar(&f.strictModel, "strict-model-id", false, "answer 404 model_not_found to requests whose model is not --model-name (default: the one model served answers any id, as llama-server does)")
 	fs.IntVar(&f.maxQueue, "max-queue", 0, "waiting requests before new ones get 429 (default 1024)")
 	fs.IntVar(&f.tenantQuota, "tenant-quota", 0, "concurrent requests per tenant before 429; 0: unlimited (default: a quarter of --max-queue with --api-keys, else 0)")
 	fs.Var(&f.memLimit, "memory-limit", "Go memory `size` limit, e.g. 2GiB; 0: none (default: what the loaded engine holds + the host tier + 512MiB; GOMEMLIMIT wins)")
@@ -75,9 +77,6 @@ func runServe(ctx context.Context, args []string, e *env) error {
 			return cli.Usagef("--chat-template-file %s is empty", f.chatTmpl)
 		}
 		chatTemplate, chatSource = f.chatTmpl, string(b)
-	}
-	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
-		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -116,6 +115,18 @@ func runServe(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	cfg.TenantQuota = tenantQuota(fs, f.tenantQuota, f.maxQueue, keys != nil)
+	// The address is bound before the model is pulled or loaded, which
+	// can take minutes: a busy port fails now. While the model loads the
+	// server (built without its engine) answers 503 "Loading model";
+	// while one is pulled into the cache, connections wait in the backlog.
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", f.addr, err)
+	}
+	defer ln.Close()
+	if err := f.common.ResolveModel(ctx, e.stderr); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	if f.common.KVChecksum == "off" {
 		log.Warn("--kv-checksum off: KV pages are not verified, so corruption or a stray write into a request's cache goes undetected; use it only to measure the checks' cost")
@@ -123,8 +134,31 @@ func runServe(ctx context.Context, args []string, e *env) error {
 
 	cfg.Logger = log
 	cfg.ChatTemplate = chatSource
+	model := f.modelName
+	if model == "" {
+		model = f.common.ModelName()
+	}
+	opts.ModelID, opts.ModelPath, opts.StrictModelID = model, f.common.Model, f.strictModel
+	opts.MaxBodyBytes, opts.Logger = f.maxBody.N, log
+	srv := server.New(opts) // no engine yet: 503 "Loading model"
+	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
+	if keys != nil {
+		auth = fmt.Sprintf("%d API keys from %s; tenant quota %d", keys.Len(), f.apiKeys, cfg.TenantQuota)
+	}
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth, "metrics", metricsAccess(opts))
+	warnExposure(log, ln.Addr(), opts, f.apiKeys, f.limits.adminKeys)
+	sctx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln, f.drain) }()
+	if e.listening != nil {
+		e.listening(ln.Addr().String()) // serving, the model not yet loading
+	}
+
 	eng, err := loadEngine(cfg, &f.common, log, e.stderr)
 	if err != nil {
+		stopServing()
+		<-served
 		if errors.Is(err, chat.ErrTemplate) {
 			return cli.Usagef("--chat-template-file %s: %v", f.chatTmpl, err)
 		}
@@ -138,29 +172,15 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	if eng.ChatTemplateFallback() {
 		chatTemplate = "ChatML (the model file has none)"
 	}
-
-	model := f.modelName
-	if model == "" {
-		model = f.common.ModelName()
+	if err := srv.SetEngine(eng); err != nil {
+		return err
 	}
-	opts.Engine, opts.ModelID, opts.MaxBodyBytes, opts.Logger = eng, model, f.maxBody.N, log
-	srv := server.New(opts)
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("--addr %s: %w", f.addr, err)
-	}
-	auth := "none (every request is tenant \"default\"; the prefix cache is shared)"
-	if keys != nil {
-		auth = fmt.Sprintf("%d API keys from %s; tenant quota %d", keys.Len(), f.apiKeys, eng.Config().TenantQuota)
-	}
-	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", model, "auth", auth,
-		"metrics", metricsAccess(opts), "chat_template", chatTemplate,
+	log.Info("ready", "model", model, "chat_template", chatTemplate,
 		"memory_limit", limitText(memLimit), "memory_limit_from", memSource)
-	warnExposure(log, ln.Addr(), opts, f.apiKeys, f.limits.adminKeys)
 	if e.ready != nil {
 		e.ready(ln.Addr().String())
 	}
-	if err := srv.Serve(ctx, ln, f.drain); err != nil {
+	if err := <-served; err != nil {
 		return err
 	}
 	if err := eng.Close(); err != nil {

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvwarden/kvwarden/engine/chat/internal/jinja"
 )
 
 // Errors callers tell apart with errors.Is. Every error Parse and Render
@@ -85,8 +85,14 @@ type Limits struct {
 	MaxSteps int
 	// MaxDepth bounds macro recursion.
 	MaxDepth int
+	// MaxBytes bounds what one render allocates for its values and its
+	// output, in bytes. Every operation that builds a value (a string, a
+	// list, a JSON encoding, a join, a repetition...) is charged before it
+	// allocates, so a single expression cannot take the process down.
+	MaxBytes int64
 	// MaxHeapGrowth bounds how far the process heap may grow during a
-	// render, in bytes. The check runs at every step.
+	// render, in bytes. The check runs at every step; it is a second line
+	// behind MaxBytes (it also sees other goroutines' allocations).
 	MaxHeapGrowth uint64
 	// Timeout bounds the render's wall time, checked at every step.
 	Timeout time.Duration
@@ -99,6 +105,7 @@ type Limits struct {
 const (
 	DefaultMaxSteps      = 1_000_000
 	DefaultMaxDepth      = 64
+	DefaultMaxBytes      = 256 << 20
 	DefaultMaxHeapGrowth = 512 << 20
 	DefaultTimeout       = 2 * time.Second
 	DefaultMaxOutput     = 64 << 20
@@ -113,6 +120,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
 	}
 	if l.MaxHeapGrowth == 0 {
 		l.MaxHeapGrowth = DefaultMaxHeapGrowth
@@ -244,11 +254,14 @@ func (t *Template) Render(in Input) (out string, err error) {
 			out, err = "", fmt.Errorf("%w: the Jinja engine panicked: %v", ErrRender, r)
 		}
 	}()
-	out, err = t.tmpl.RenderValues(vals)
+	out, _, err = t.tmpl.RenderLimited(vals, jinja.Limits{MaxBytes: g.lim.MaxBytes, MaxDepth: maxValueDepth})
 	if g.err != nil {
 		// The guard's own error (a raise, a limit) is the cause, whatever
 		// the engine wrapped it in.
 		return "", g.err
+	}
+	if errors.Is(err, jinja.ErrBudget) || errors.Is(err, jinja.ErrDepth) || errors.Is(err, jinja.ErrWork) {
+		return "", fmt.Errorf("%w: %w", ErrLimit, err)
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrRender, err)

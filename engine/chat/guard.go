@@ -5,32 +5,35 @@ import (
 	"reflect"
 	"regexp"
 	"runtime/metrics"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvwarden/kvwarden/engine/chat/internal/jinja"
 )
 
-// A template from a model file is untrusted input, and the Jinja engine has
-// no limits of its own: a recursive macro or a self-containing list
+// A template from a model file is untrusted input: a recursive macro
 // overflows the Go stack (a fatal error, not a panic), a loop can run for
-// hours, and one expression can ask for terabytes. Three layers bound it:
+// hours, and one expression can ask for terabytes. Four layers bound it:
 //
-//  1. instrument rewrites the source before compiling: it adds a call to a
+//  1. The vendored Jinja engine (internal/jinja) charges every value it
+//     builds (strings, lists, dicts, JSON encodings, output) to the render's
+//     memory budget, Limits.MaxBytes, before allocating it, and bounds the
+//     depth of any value it prints, encodes or compares (a value that
+//     contains itself is infinitely deep). This is what holds inside a
+//     single expression, where no guard call can run.
+//  2. instrument rewrites the source before compiling: it adds a call to a
 //     guard function at the start of every loop body, around every macro
 //     body, after every assignment and after every output tag. The guard
-//     counts steps and macro depth, checks the clock and the heap, and after
-//     an assignment or a list mutation walks the template's variables to
-//     refuse cycles, deep nesting and oversized values before anything can
-//     print them. It also refuses over-deep block and bracket nesting, which
-//     the parser handles by recursion.
-//  2. checkAmplifiers reads the compiled syntax tree and refuses, up front,
+//     counts steps and macro depth and checks the clock and the heap. It
+//     also refuses over-deep block and bracket nesting, which the parser
+//     handles by recursion. The guard does no work in proportion to the
+//     template's data, so a render stays linear in the conversation.
+//  3. checkAmplifiers reads the compiled syntax tree and refuses, up front,
 //     operations whose output can be far larger than their input (string
 //     repetition, replace, indent, join, format, tojson's indent) unless the
-//     amplifying operand is a small literal, and list mutations anywhere but
-//     at the top of a tag, where the following guard call sees them.
-//  3. Render recovers panics of the engine and returns the guard's error in
+//     amplifying operand is a small literal: no real template needs them,
+//     and refusing at parse time gives a clearer error than the budget.
+//  4. Render recovers panics of the engine and returns the guard's error in
 //     preference to whatever the engine wrapped it in.
 //
 // The inserted tags copy the whitespace-control markers of the tags they
@@ -41,10 +44,9 @@ const (
 	maxNesting    = 64 // open blocks, and brackets within one tag
 	maxFactor     = 32 // product of amplification factors along one expression
 	maxLiteralAmp = 32 // largest literal multiplier, indent width, separator length
-	// maxValueBytes bounds the expanded size of any variable (strings
-	// counted by length, containers by their items).
-	maxValueBytes = 16 << 20
-	maxValueDepth = 64
+	// maxValueDepth bounds the nesting of a value the engine prints,
+	// encodes or compares (raw JSON handed in may nest maxJSONDepth deep).
+	maxValueDepth = maxJSONDepth
 )
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -175,47 +177,6 @@ func hasAssign(body string) bool {
 	return false
 }
 
-// names collects the variables a statement binds: set targets, loop
-// variables and macro parameters.
-func names(kw, body string) []string {
-	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(body), kw))
-	var raw []string
-	switch kw {
-	case "set":
-		if i := strings.IndexByte(rest, '='); i >= 0 {
-			rest = rest[:i]
-		}
-		raw = strings.Split(rest, ",")
-	case "for":
-		if i := strings.Index(rest, " in "); i >= 0 {
-			rest = rest[:i]
-		}
-		raw = strings.Split(strings.Trim(rest, "() "), ",")
-	case "macro":
-		open, end := strings.IndexByte(rest, '('), strings.LastIndexByte(rest, ')')
-		if open < 0 || end < open {
-			return nil
-		}
-		for _, p := range strings.Split(rest[open+1:end], ",") {
-			if i := strings.IndexByte(p, '='); i >= 0 {
-				p = p[:i]
-			}
-			raw = append(raw, p)
-		}
-	}
-	var out []string
-	for _, n := range raw {
-		n = strings.TrimSpace(n)
-		if i := strings.IndexAny(n, ".["); i >= 0 {
-			n = n[:i]
-		}
-		if identRE.MatchString(n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 var opens = map[string]bool{"for": true, "if": true, "macro": true, "call": true, "filter": true, "generation": true}
 
 // instrument returns source with the guard calls inserted (see the comment
@@ -228,20 +189,7 @@ func instrument(source string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// The variables to inspect after an assignment or a mutation: every name
-	// the template binds, plus the inputs it could mutate.
-	roots := []string{"messages", "tools"}
-	for _, s := range segs {
-		if s.kind == '%' {
-			for _, n := range names(keyword(s.body), s.body) {
-				if !slices.Contains(roots, n) {
-					roots = append(roots, n)
-				}
-			}
-		}
-	}
-	check := reserved + "check(" + strings.Join(roots, ", ") + ")"
-
+	tick := reserved + "tick()"
 	var b strings.Builder
 	b.Grow(len(source) * 2)
 	right := func(trim bool) string {
@@ -275,14 +223,7 @@ func instrument(source string) (string, error) {
 				return "", fmt.Errorf("%w: brackets nested %d deep, at most %d", ErrLimit, d, maxNesting)
 			}
 			b.WriteString(s.src)
-			call := reserved + "tick()"
-			// Match the method names alone: the lexer accepts blanks (and
-			// skips stray bytes) between a name and its "(", so ".append("
-			// misses "l.append (l)". An extra check costs one walk.
-			if strings.Contains(s.body, "append") || strings.Contains(s.body, "insert") {
-				call = check
-			}
-			b.WriteString("{{ " + call + " " + strings.TrimSuffix(right(s.trimRight), "%}") + "}}")
+			b.WriteString("{{ " + tick + " " + strings.TrimSuffix(right(s.trimRight), "%}") + "}}")
 		case '%':
 			if d := bracketDepth(s.body); d > maxNesting {
 				return "", fmt.Errorf("%w: brackets nested %d deep, at most %d", ErrLimit, d, maxNesting)
@@ -304,11 +245,11 @@ func instrument(source string) (string, error) {
 			b.WriteString(s.src)
 			switch {
 			case kw == "for" || kw == "call":
-				block(reserved+"tick()", false, s.trimRight)
+				block(tick, false, s.trimRight)
 			case kw == "macro":
 				block(reserved+"enter()", false, s.trimRight)
 			case kw == "set" && hasAssign(s.body), kw == "endset":
-				block(check, false, s.trimRight)
+				block(tick, false, s.trimRight)
 			}
 		}
 	}
@@ -383,18 +324,6 @@ func (g *guard) install(vals map[string]jinja.Value, now func() time.Time) {
 		g.depth--
 		return empty, nil
 	})
-	fn(reserved+"check", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-		if v, err := g.step(); err != nil {
-			return v, err
-		}
-		w := walker{state: map[any]int8{}, size: map[any]int{}}
-		for _, a := range args {
-			if _, _, err := w.walk(a, 0); err != nil {
-				return g.fail(err)
-			}
-		}
-		return empty, nil
-	})
 	fn("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		msg := "raise_exception called"
 		if len(args) > 0 {
@@ -451,88 +380,12 @@ func (g *guard) install(vals map[string]jinja.Value, now func() time.Time) {
 	})
 }
 
-// walker measures values: the expanded size (what printing them would
-// produce, roughly), the nesting depth, and cycles. Shared sub-values are
-// measured once, so a value built by repeated doubling costs linear time
-// to measure yet reports its exponential expanded size.
-type walker struct {
-	state map[any]int8 // 1 in progress, 2 done
-	size  map[any]int
-	depth map[any]int
-}
-
-func (w *walker) walk(v jinja.Value, depth int) (size, deep int, err error) {
-	if depth > maxValueDepth {
-		return 0, 0, fmt.Errorf("%w: a value nested more than %d deep", ErrLimit, maxValueDepth)
-	}
-	var key any
-	switch {
-	case v.IsString():
-		if n := len(v.AsString()); n > maxValueBytes {
-			return 0, 0, fmt.Errorf("%w: a string of more than %d MiB", ErrLimit, maxValueBytes>>20)
-		}
-		return len(v.AsString()), 0, nil
-	case v.IsList():
-		key = v.AsList()
-	case v.IsDict():
-		key = v.AsDict()
-	default:
-		return 8, 0, nil
-	}
-	switch w.state[key] {
-	case 1:
-		return 0, 0, fmt.Errorf("%w: a value contains itself", ErrLimit)
-	case 2:
-		return w.size[key], w.depthOf(key), nil
-	}
-	w.state[key] = 1
-	total, deepest := 2, 0
-	add := func(x jinja.Value) error {
-		s, d, err := w.walk(x, depth+1)
-		if err != nil {
-			return err
-		}
-		total += s + 2
-		deepest = max(deepest, d+1)
-		if total > maxValueBytes {
-			return fmt.Errorf("%w: a value of more than %d MiB", ErrLimit, maxValueBytes>>20)
-		}
-		return nil
-	}
-	if l, ok := key.(*jinja.List); ok {
-		for _, x := range l.Items {
-			if err := add(x); err != nil {
-				return 0, 0, err
-			}
-		}
-	} else {
-		d := key.(*jinja.Dict)
-		for _, k := range d.Keys {
-			total += len(k)
-			if err := add(d.Data[k]); err != nil {
-				return 0, 0, err
-			}
-		}
-	}
-	if deepest+depth > maxValueDepth {
-		return 0, 0, fmt.Errorf("%w: a value nested more than %d deep", ErrLimit, maxValueDepth)
-	}
-	w.state[key], w.size[key] = 2, total
-	if w.depth == nil {
-		w.depth = map[any]int{}
-	}
-	w.depth[key] = deepest
-	return total, deepest, nil
-}
-
-func (w *walker) depthOf(key any) int { return w.depth[key] }
-
 // checkAmplifiers walks the compiled syntax tree (through reflection: the
 // engine keeps it private) and refuses the constructs described at the top
 // of this file.
 func checkAmplifiers(t *jinja.Template) error {
 	a := amp{}
-	a.node(reflect.ValueOf(t).Elem().FieldByName("nodes"), 1, false)
+	a.node(reflect.ValueOf(t).Elem().FieldByName("nodes"), 1)
 	return a.err
 }
 
@@ -544,21 +397,20 @@ func (a *amp) refuse(format string, args ...any) {
 	}
 }
 
-// node visits v with the amplification product of its ancestors; topLevel
-// says v is the whole expression of an output tag or an assignment.
-func (a *amp) node(v reflect.Value, factor int, topLevel bool) {
+// node visits v with the amplification product of its ancestors.
+func (a *amp) node(v reflect.Value, factor int) {
 	if a.err != nil || !v.IsValid() {
 		return
 	}
 	switch v.Kind() {
 	case reflect.Interface, reflect.Pointer:
 		if !v.IsNil() {
-			a.node(v.Elem(), factor, topLevel)
+			a.node(v.Elem(), factor)
 		}
 		return
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
-			a.node(v.Index(i), factor, false)
+			a.node(v.Index(i), factor)
 		}
 		return
 	case reflect.Struct:
@@ -570,10 +422,10 @@ func (a *amp) node(v reflect.Value, factor int, topLevel bool) {
 	case "Value":
 		return
 	case "outputNode":
-		a.node(v.FieldByName("expression"), factor, true)
+		a.node(v.FieldByName("expression"), factor)
 		return
 	case "setNode":
-		a.node(v.FieldByName("value"), factor, true)
+		a.node(v.FieldByName("value"), factor)
 		return
 	case "forNode":
 		if v.FieldByName("recursive").Bool() {
@@ -586,14 +438,14 @@ func (a *amp) node(v reflect.Value, factor int, topLevel bool) {
 	case "filterExpr":
 		f = a.filterFactor(v.FieldByName("name").String(), v.FieldByName("args"), v.FieldByName("kwargs"))
 	case "callExpr":
-		f = a.callFactor(v, topLevel)
+		f = a.callFactor(v)
 	}
 	if factor *= f; factor > maxFactor {
 		a.refuse("an expression that can grow its input more than %d times", maxFactor)
 		return
 	}
 	for i := 0; i < v.NumField(); i++ {
-		a.node(v.Field(i), factor, false)
+		a.node(v.Field(i), factor)
 	}
 }
 
@@ -751,7 +603,7 @@ func (a *amp) filterFactor(name string, args, kwargs reflect.Value) int {
 	return 1
 }
 
-func (a *amp) callFactor(v reflect.Value, topLevel bool) int {
+func (a *amp) callFactor(v reflect.Value) int {
 	fn := v.FieldByName("fn")
 	for fn.Kind() == reflect.Interface || fn.Kind() == reflect.Pointer {
 		if fn.IsNil() {
@@ -764,10 +616,6 @@ func (a *amp) callFactor(v reflect.Value, topLevel bool) int {
 	}
 	args := v.FieldByName("args")
 	switch fn.FieldByName("attr").String() {
-	case "append", "insert":
-		if !topLevel {
-			a.refuse("list.append and list.insert must be the whole expression of a tag")
-		}
 	case "replace":
 		return a.replaceFactor(args, 0)
 	case "format":

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/kvwarden/kvwarden/engine/chat/internal/jinja"
 )
 
 // maxJSONDepth bounds the nesting of JSON handed to a template.

@@ -42,7 +42,7 @@ func LoadLlama2C(path string) (*Weights, error) {
 	w, err := llama2cFromBytes(r.Data)
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, &llama2cFormatError{err})
 	}
 	w.Name = filepath.Base(path)
 	w.SetCloser(r)

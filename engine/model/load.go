@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,7 +16,8 @@ import (
 )
 
 // Load opens a model file, telling the format from its first bytes: GGUF
-// files (magic "GGUF") go to LoadGGUF, anything else to LoadLlama2C. The
+// files (magic "GGUF") go to LoadGGUF, anything else to LoadLlama2C; a
+// file that is not a llama2.c checkpoint either is ErrNotModelFile. The
 // *gguf.File is nil for llama2.c checkpoints; for GGUF files it carries
 // the tokenizer metadata. Weights.Close releases the file mapping (and
 // closes the gguf.File); the File's metadata stays usable after that.
@@ -34,6 +36,9 @@ func Load(path string) (*Weights, *gguf.File, error) {
 		return LoadGGUF(path)
 	}
 	w, err := LoadLlama2C(path)
+	if fe := (*llama2cFormatError)(nil); errors.As(err, &fe) {
+		return nil, nil, notModelFile(path, fe)
+	}
 	return w, nil, err
 }
 
@@ -96,6 +101,9 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	g := &ggufLoader{f: f, arch: name, used: map[string]bool{}}
 	cfg, err := g.config(a)
 	if err != nil {
+		return nil, err
+	}
+	if err := g.checkCounts(cfg); err != nil {
 		return nil, err
 	}
 	w := &Weights{Config: cfg, Name: "gguf", ChatTemplates: ChatTemplates(f)}
@@ -219,6 +227,35 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// checkCounts holds the metadata's counts to what the file really carries,
+// before anything is sized by them. block_count sizes the layer slice: a
+// 2 KB file claiming 2^30 blocks made the loader ask for ~318 GB (a fatal
+// out-of-memory error, not a Go error) before it looked at a single tensor.
+// Every block needs its own tensors, so the file must hold an attn_norm
+// tensor for each block it claims. The other counts (head counts, head
+// and hidden sizes, the vocabulary) size nothing before a tensor of the
+// file confirms them: each matrix and vector is checked against the
+// product of the counts before it is used, the vocabulary is token_embd's
+// row count, and tokenizer and per-layer arrays were bounded by the file
+// size when the file was parsed (gguf.Parse).
+func (g *ggufLoader) checkCounts(c Config) error {
+	if c.Layers > len(g.f.Tensors) {
+		return fmt.Errorf("model: gguf %s.block_count is %d but the file has %d tensors in all (each block needs several)",
+			g.arch, c.Layers, len(g.f.Tensors))
+	}
+	have := 0
+	for i := range c.Layers {
+		if _, ok := g.tensor(fmt.Sprintf("blk.%d.attn_norm", i)); ok {
+			have++
+		}
+	}
+	if have < c.Layers {
+		return fmt.Errorf("model: gguf %s.block_count is %d but the file holds blk.N.attn_norm for %d of those blocks",
+			g.arch, c.Layers, have)
+	}
+	return nil
 }
 
 // splitRows views consecutive row ranges of m as matrices, without copying.

@@ -113,7 +113,9 @@ func TestLoadSniffsFormat(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	_, _, err = Load(filepath.Join(dir, "tok512.bin"))
-	require.ErrorContains(t, err, "tok512.bin: llama2c: header")
+	require.ErrorIs(t, err, ErrNotModelFile)
+	require.ErrorContains(t, err, "tok512.bin: it does not start with the GGUF magic")
+	require.ErrorContains(t, err, "llama2c: header")
 
 	_, _, err = Load(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -403,6 +405,17 @@ func TestFromGGUFErrors(t *testing.T) {
 			"model: head dim 7 is odd; RoPE needs pairs"},
 		{"value length differs", func(m *tinyModel) { m.set("llama.attention.value_length", uint32(16)) },
 			"model: unsupported: gguf llama.attention.value_length 16 differs from key_length 8"},
+		// Issue 25 item 6: the layer slice was allocated from block_count
+		// (2^30 blocks: ~318 GB, a fatal out-of-memory) before any tensor
+		// was looked at.
+		{"block count beyond the tensors", func(m *tinyModel) { m.set("llama.block_count", uint32(1)<<30) },
+			"model: gguf llama.block_count is 1073741824 but the file has 12 tensors in all (each block needs several)"},
+		{"block count beyond the blocks", func(m *tinyModel) { m.set("llama.block_count", uint32(3)) },
+			"model: gguf llama.block_count is 3 but the file holds blk.N.attn_norm for 1 of those blocks"},
+		{"block count beyond the blocks, with a stray high block", func(m *tinyModel) {
+			m.set("llama.block_count", uint32(4))
+			m.tensor("blk.3.attn_norm.weight")
+		}, "model: gguf llama.block_count is 4 but the file holds blk.N.attn_norm for 2 of those blocks"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

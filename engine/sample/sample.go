@@ -41,6 +41,16 @@ type Params struct {
 	// picks a seed of its own per request (New itself always uses Seed).
 	Seed    uint64
 	HasSeed bool
+	// PresencePenalty and FrequencyPenalty are OpenAI's penalties over the
+	// generated tokens (not the prompt; see Sampler.SetPromptLen): a token
+	// generated c > 0 times so far has its logit lowered by
+	// c*FrequencyPenalty + PresencePenalty. Each in [-2, 2]; 0 disables.
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	// LogitBias adds a bias in [-100, 100] to the logit of a token ID, as
+	// OpenAI's logit_bias; -100 bans the token (its logit becomes -Inf).
+	// IDs must be >= 0 (the engine checks them against its vocabulary).
+	LogitBias map[int]float32
 }
 
 // DefaultParams returns llama.cpp's default sampling settings: temperature
@@ -95,8 +105,12 @@ func (p Params) Validate() error {
 		return bad("repeat_penalty", p.RepeatPenalty, "a finite value >= 0 (0 or 1 disables)")
 	case p.RepeatLastN < -1:
 		return bad("repeat_last_n", p.RepeatLastN, ">= -1 (0 disables, -1 means all history)")
+	case !(p.PresencePenalty >= -MaxPenalty && p.PresencePenalty <= MaxPenalty):
+		return bad("presence_penalty", p.PresencePenalty, "a value in [-2, 2] (0 disables)")
+	case !(p.FrequencyPenalty >= -MaxPenalty && p.FrequencyPenalty <= MaxPenalty):
+		return bad("frequency_penalty", p.FrequencyPenalty, "a value in [-2, 2] (0 disables)")
 	}
-	return nil
+	return p.validateBias()
 }
 
 // Sampler draws tokens for one request. It owns the request's generator and
@@ -106,6 +120,9 @@ type Sampler struct {
 	rng  *rand.Rand
 	cand []cand
 	seen []int
+	// promptLen: history[promptLen:] are the generated tokens, which the
+	// presence and frequency penalties count.
+	promptLen int
 }
 
 // cand is a candidate token with its (penalized) logit and its probability
@@ -150,7 +167,8 @@ func (s *Sampler) Params() Params { return s.p }
 // not reuse the values afterwards. NaN logits count as -Inf. It returns -1
 // for an empty logits slice.
 //
-// Order: repetition penalty, then (unless greedy) top-k, softmax with
+// Order: logit bias, repetition penalty, presence and frequency penalties
+// (llama.cpp's order), then (unless greedy) top-k, softmax with
 // temperature, top-p, min-p, and one draw from the request's generator.
 // Each non-greedy call draws exactly one number, so a request's tokens
 // depend only on its seed and its own logits.
@@ -158,7 +176,9 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 	if len(logits) == 0 {
 		return -1
 	}
+	s.bias(logits)
 	s.penalize(logits, history)
+	s.penalizeGenerated(logits, history)
 	if s.p.Temperature == 0 {
 		return Argmax(logits)
 	}

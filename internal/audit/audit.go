@@ -481,7 +481,7 @@ func (w *workload) rejections(ctx context.Context) {
 		want error
 	}{
 		{"empty prompt", engine.Request{Tenant: "tenant-00", Sampling: w.sampling(0)}, engine.ErrEmptyPrompt},
-		{"negative max tokens", engine.Request{Tokens: []int{fill}, Tenant: "tenant-00", MaxTokens: -1, Sampling: w.sampling(0)}, engine.ErrInvalidParams},
+		{"negative max tokens", engine.Request{Tokens: []int{fill}, Tenant: "tenant-00", MaxTokens: -2, Sampling: w.sampling(0)}, engine.ErrInvalidParams},
 		{"token outside the vocabulary", engine.Request{Tokens: []int{w.eng.ModelConfig().Vocab}, Tenant: "tenant-00", Sampling: w.sampling(0)}, engine.ErrInvalidParams},
 	}
 	for _, b := range bad {

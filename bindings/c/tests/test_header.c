@@ -29,6 +29,7 @@ int main(void) {
         SYM(kvw_model_info_init), SYM(kvw_model_info_get), SYM(kvw_model_meta_count),
         SYM(kvw_model_meta_key_by_index), SYM(kvw_model_meta_val_by_index),
         SYM(kvw_model_meta_val_str), SYM(kvw_pull),
+        SYM(kvw_request_prompt_logprobs), SYM(kvw_request_prompt_top_logprobs),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 
@@ -45,6 +46,8 @@ int main(void) {
     CHECK(rp.temperature == 0.0f && rp.top_p == 1.0f && rp.repeat_penalty == 1.0f);
     CHECK(rp.parse_special == 0 && ep.chat_template == NULL);
     CHECK(rp.max_tokens == 0 && rp.logprobs == 0 && rp.top_logprobs == 0 && rp.keep_logits == 0);
+    CHECK(rp.presence_penalty == 0.0f && rp.frequency_penalty == 0.0f && rp.n_logit_bias == 0 &&
+          rp.logit_bias == NULL && rp.logit_bias_tokens == NULL && rp.prompt_logprobs == 0);
     CHECK(sizeof(kvw_token_logprob) == 8);
     kvw_model_info mi;
     kvw_model_info_init(&mi);

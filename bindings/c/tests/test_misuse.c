@@ -537,6 +537,39 @@ static void test_close_under_read(void) {
     }
 }
 
+/* Templates whose single expressions ask for gigabytes (issue 25): 34
+ * nested tojson, and an 8 MiB string concatenated 400 times. They used to
+ * abort the host process with a Go "fatal error: out of memory"; now the
+ * render fails with an error status naming the budget, and the engine
+ * renders the next conversation. */
+static void test_chat_hostile(kvw_engine_params* p) {
+    static char tmpl[16384];
+    size_t n = 0;
+    n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, "{%% set s = 'ab' %%}");
+    for (int i = 0; i < 22; i++) n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, "{%% set s = s ~ s %%}");
+    n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, "{%% if messages[0].content == 'json' %%}{{ messages");
+    for (int i = 0; i < 34; i++) n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, "|tojson");
+    n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, " }}{%% elif messages[0].content == 'concat' %%}{{ s");
+    for (int i = 0; i < 400; i++) n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, " ~ s");
+    n += (size_t)snprintf(tmpl + n, sizeof tmpl - n, " }}{%% else %%}ok{%% endif %%}");
+    CHECK(n < sizeof tmpl - 1);
+    p->chat_template = tmpl;
+    kvw_engine* e = NULL;
+    REQUIRE_OK(kvw_engine_open(NULL, p, &e));
+    const char* attacks[] = {"json", "concat"};
+    char buf[64];
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof attacks / sizeof attacks[0]; i++) {
+        const kvw_chat_message m[] = {{"user", attacks[i]}};
+        CHECK_ST(kvw_chat_apply_template(e, m, 1, 1, NULL, buf, sizeof buf, &len), KVW_ERR_INVALID_ARGUMENT);
+        CHECK(strstr(kvw_last_error(), "memory budget") != NULL);
+        const kvw_chat_message fine[] = {{"user", "hello"}};
+        CHECK_ST(kvw_chat_apply_template(e, fine, 1, 1, NULL, buf, sizeof buf, &len), KVW_OK);
+        CHECK(strcmp(buf, "ok") == 0);
+    }
+    CHECK_ST(kvw_engine_close(e), KVW_OK);
+}
+
 static void test_chat(kvw_engine* eng) {
     const kvw_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
     const char* want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
@@ -583,6 +616,8 @@ static void test_chat(kvw_engine* eng) {
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &p, &e), KVW_ERR_INVALID_ARGUMENT);
     CHECK(e == NULL && strstr(kvw_last_error(), "chat template") != NULL);
+
+    test_chat_hostile(&p);
 }
 
 static void test_after_close(kvw_engine* eng) {

@@ -43,7 +43,7 @@ __all__ = [
     "AbortedError", "IsolationError", "NotFoundError", "ClosedError", "ModelLoadError",
     "UnsupportedModelError", "PromptTooLongError",
     "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
-    "BUILTIN_SYNTHETIC", "pull", "LlamaState",
+    "BUILTIN_SYNTHETIC", "pull", "LlamaState", "LlamaGrammar",
 ]
 
 #: The story model compiled into the library (Karpathy's TinyStories 260K,
@@ -260,7 +260,12 @@ class Stream:
         self.top_logprobs: Optional[List[List[tuple]]] = None
         #: With keep_logits=True: the raw logits of the last step.
         self.logits: Optional[List[float]] = None
+        #: With prompt_logprobs=True: (token, logprob) per prompt token after
+        #: the first; with top_logprobs=N also the N most likely of each.
+        self.prompt_logprobs: Optional[List[tuple]] = None
+        self.prompt_top_logprobs: Optional[List[List[tuple]]] = None
         self._want = (False, 0, False)
+        self._want_prompt = False
 
     def __iter__(self) -> "Stream":
         return self
@@ -318,6 +323,13 @@ class Stream:
             if top:
                 self.top_logprobs = [_logprob_list(lambda out, cap, n, i=i: lib.kvw_request_top_logprobs(
                     self._h, self.id, i, out, cap, n)) for i in range(len(self.logprobs))]
+        if self._want_prompt:
+            self.prompt_logprobs = _logprob_list(lambda out, cap, n: lib.kvw_request_prompt_logprobs(
+                self._h, self.id, out, cap, n))
+            if top:
+                self.prompt_top_logprobs = [_logprob_list(
+                    lambda out, cap, n, i=i: lib.kvw_request_prompt_top_logprobs(self._h, self.id, i, out, cap, n))
+                    for i in range(len(self.prompt_logprobs))]
         if logits:
             n = c_size_t()
             if lib.kvw_request_logits(self._h, self.id, None, 0, byref(n)) == _lib.OK:
@@ -368,6 +380,28 @@ def _logprob_list(call) -> List[tuple]:
     if call(arr, n.value, byref(n)) != _lib.OK:
         return []
     return [(e.token, e.logprob) for e in arr[: n.value]]
+
+
+def _logit_bias(bias: Dict[Any, float]):
+    """C arrays of a logit_bias mapping (token ID, or its decimal string as
+    OpenAI sends it, to a bias)."""
+    if not isinstance(bias, dict):
+        raise TypeError(f"logit_bias must be a dict of token ID to bias, not {type(bias).__name__}")
+    if len(bias) > _lib.MAX_LOGIT_BIAS:
+        raise InvalidArgumentError(f"logit_bias has {len(bias)} entries, at most {_lib.MAX_LOGIT_BIAS}")
+    ids, vals = [], []
+    for k, v in bias.items():
+        try:
+            tok = int(k) if isinstance(k, str) else operator.index(k)
+        except (TypeError, ValueError):
+            raise TypeError(f"logit_bias key {k!r} is not a token ID") from None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"logit_bias[{k!r}] must be a number, not {type(v).__name__}")
+        if not -(1 << 31) <= tok < (1 << 31):
+            raise InvalidArgumentError(f"logit_bias key {tok} is not a token ID")
+        ids.append(tok)
+        vals.append(float(v))
+    return (c_int32 * len(ids))(*ids), (ctypes.c_float * len(vals))(*vals)
 
 
 def _tokens_array(tokens: Sequence[int], what: str = "tokens"):
@@ -548,7 +582,8 @@ class Engine:
     def _params(max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
                 add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
-                keep_logits=False):
+                keep_logits=False, grammar=None, json_schema=None, presence_penalty=0.0,
+                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False):
         p = lib.kvw_request_default_params()
         if max_tokens is None:
             max_tokens = _lib.MAX_TOKENS_UNLIMITED
@@ -564,7 +599,22 @@ class Engine:
         p.logprobs = 1 if logprobs else 0
         _assign(p, "top_logprobs", top_logprobs or 0)
         p.keep_logits = 1 if keep_logits else 0
+        # Constrained output: GBNF or a JSON Schema (text), compiled by the
+        # library at submission.
+        if grammar is not None:
+            p.grammar = _text(grammar, "grammar")
+        if json_schema is not None:
+            p.json_schema = _text(json_schema, "json_schema")
         keep = []
+        # OpenAI's penalties and logit bias; the library checks the ranges
+        # (InvalidArgumentError naming the parameter).
+        _assign(p, "presence_penalty", presence_penalty)
+        _assign(p, "frequency_penalty", frequency_penalty)
+        if logit_bias:
+            toks, biases = _logit_bias(logit_bias)
+            keep += [toks, biases]
+            p.logit_bias_tokens, p.logit_bias, p.n_logit_bias = toks, biases, len(logit_bias)
+        p.prompt_logprobs = 1 if prompt_logprobs else 0
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
         if stop:
@@ -611,7 +661,14 @@ class Engine:
         sampling also takes logprobs=True (Stream.logprobs), top_logprobs=N
         (Stream.top_logprobs, at most 20) and keep_logits=True
         (Stream.logits, the raw logits of the last step), all read after
-        the stream ended."""
+        the stream ended; and grammar= (GBNF text) or json_schema= (JSON
+        Schema text) to constrain the output (an invalid one raises
+        InvalidArgumentError naming the place). OpenAI's presence_penalty
+        and frequency_penalty (each in [-2, 2], over the generated tokens)
+        and logit_bias ({token ID: bias in [-100, 100]}, -100 bans the
+        token) apply too; prompt_logprobs=True records the prompt tokens'
+        log-probabilities (Stream.prompt_logprobs, and with top_logprobs
+        Stream.prompt_top_logprobs; one forward step per prompt token)."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
                                tenant=tenant, **sampling)
         rid = c_uint64()
@@ -624,6 +681,7 @@ class Engine:
         _check(st)
         s = Stream(self, rid.value)
         s._want = (bool(p.logprobs), int(p.top_logprobs), bool(p.keep_logits))
+        s._want_prompt = bool(p.prompt_logprobs)
         return s
 
     # -- chat --
@@ -759,3 +817,4 @@ class Engine:
 
 
 from .llama import Llama  # noqa: E402  (needs Engine above)
+from .grammar import LlamaGrammar  # noqa: E402

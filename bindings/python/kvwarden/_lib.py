@@ -55,6 +55,7 @@ LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = 0, 1, 2, 3
 # kvw_request_params.max_tokens
 DEFAULT_MAX_TOKENS = 128
 MAX_TOKENS_UNLIMITED = -1
+MAX_LOGIT_BIAS = 1024  # KVW_MAX_LOGIT_BIAS
 MAX_TOP_LOGPROBS = 20
 # kvw_tokenize_ex / kvw_detokenize_ex flags
 TOKENIZE_ADD_BOS = 1
@@ -133,6 +134,14 @@ class kvw_request_params(Structure):
         ("top_logprobs", c_int32),
         ("keep_logits", c_int32),
         ("reserved2", c_int32),
+        ("grammar", c_char_p),  # v4
+        ("json_schema", c_char_p),
+        ("presence_penalty", c_float),  # v5
+        ("frequency_penalty", c_float),
+        ("logit_bias_tokens", POINTER(c_int32)),
+        ("logit_bias", POINTER(c_float)),
+        ("n_logit_bias", c_uint32),
+        ("prompt_logprobs", c_int32),
     ]
 
 
@@ -322,6 +331,12 @@ _decl("kvw_request_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_lo
 #                                  size_t capacity, size_t* out_n);
 _decl("kvw_request_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
                                             _szp])
+# int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
+_decl("kvw_request_prompt_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
+# int32_t kvw_request_prompt_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+#                                         size_t capacity, size_t* out_n);
+_decl("kvw_request_prompt_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob),
+                                                   c_size_t, _szp])
 # int32_t kvw_request_logits(kvw_engine* engine, uint64_t id, float* out, size_t capacity, size_t* out_n);
 _decl("kvw_request_logits", c_int32, [c_void_p, c_uint64, POINTER(c_float), c_size_t, _szp])
 # int32_t kvw_state_save(kvw_engine* engine, const int32_t* tokens, size_t n, uint8_t* buf, size_t buf_size,

@@ -20,7 +20,7 @@ it runs with only the import changed: the constructor takes
 llama-cpp-python's arguments, prompts may be text or token lists, and
 ``metadata``, ``n_embd``, ``save_state``/``load_state``, ``reset``,
 ``from_pretrained``, ``chat_format`` and ``logprobs`` work as there.
-Sampling parameters kvwarden does not implement (grammars, mirostat,
+Sampling parameters kvwarden does not implement (mirostat,
 frequency/presence penalties, ...) are accepted at their neutral default
 and raise ``NotImplementedError`` when set, rather than being ignored.
 
@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, Iterator, List, Literal, Optional, Seque
 from . import _lib
 from . import chat_formats as _chat_formats
 from . import Engine, LlamaState, Stream, pull
+from .grammar import LlamaGrammar, grammar_for_response_format
 
 # Fields of kvw_engine_params a Llama passes through to its Engine.
 _ENGINE_FIELDS = frozenset(name for name, _ in _lib.kvw_engine_params._fields_
@@ -65,7 +66,7 @@ __all__ = [
     "CompletionChoice", "CompletionUsage", "Completion", "CompletionChunk",
     "ChatCompletionMessage", "ChatCompletionChoice", "ChatCompletion",
     "ChatCompletionChunkDelta", "ChatCompletionChunkChoice", "ChatCompletionChunk",
-    "CHAT_STOP", "LlamaState", "KvwardenWarning",
+    "CHAT_STOP", "LlamaState", "KvwardenWarning", "LlamaGrammar",
 ]
 
 FinishReason = Optional[Literal["stop", "length"]]
@@ -178,17 +179,12 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 _NEUTRAL = {
     "suffix": None,
     "typical_p": 1.0,
-    "frequency_penalty": 0.0,
-    "presence_penalty": 0.0,
     "tfs_z": 1.0,
     "mirostat_mode": 0,
     "mirostat_tau": 5.0,
     "mirostat_eta": 0.1,
     "stopping_criteria": None,
     "logits_processor": None,
-    "grammar": None,
-    "logit_bias": None,
-    "response_format": None,
     "tools": None,
     "tool_choice": None,
     "functions": None,
@@ -624,7 +620,8 @@ class Llama:
     def _start(self, prompt: Union[str, Sequence[int]], max_tokens: Optional[int], temperature: float,
                top_p: float, min_p: float, top_k: int, repeat_penalty: float, seed: Optional[int],
                stop: Union[None, str, Sequence[str]], parse_special: bool = False,
-               top_logprobs: Optional[int] = None) -> Stream:
+               top_logprobs: Optional[int] = None, grammar: Optional[LlamaGrammar] = None,
+               penalties: Optional[Dict[str, Any]] = None) -> Stream:
         if not isinstance(prompt, str):
             if isinstance(prompt, (bytes, bytearray, dict)) or not hasattr(prompt, "__iter__"):
                 raise TypeError(f"prompt must be str or a list of token IDs, not {type(prompt).__name__}")
@@ -639,6 +636,13 @@ class Llama:
         extra: Dict[str, Any] = {}
         if top_logprobs is not None:
             extra = {"logprobs": True, "top_logprobs": top_logprobs}
+        if grammar is not None:
+            if not isinstance(grammar, LlamaGrammar):
+                raise TypeError(f"grammar must be a LlamaGrammar (LlamaGrammar.from_string or "
+                                f"from_json_schema), not {type(grammar).__name__}")
+            extra.update(grammar.request_args())
+        # presence_penalty, frequency_penalty, logit_bias, prompt_logprobs
+        extra.update({k: v for k, v in (penalties or {}).items() if v is not None})
         return self._engine.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, min_p=min_p,
                                    repeat_penalty=repeat_penalty,
@@ -674,10 +678,39 @@ class Llama:
             done = whole
         return out
 
-    def _completion_logprobs(self, s: Stream, offset: int) -> Dict[str, Any]:
+    def _prompt_logprobs(self, s: Stream) -> Dict[str, Any]:
+        """The echoed prompt's part of the completion logprobs: every
+        prompt token (BOS included) in context; the first has None (nothing
+        predicts it)."""
+        toks, offsets, lps, tops = [], [], [], []
+        pos, prev = 0, []
+        for i, t in enumerate(s.prompt_tokens):
+            piece = self.detokenize([t], prev_tokens=prev[-1:]).decode("utf-8", "replace")
+            toks.append(piece)
+            offsets.append(pos)
+            pos += len(piece)
+            if i == 0 or not s.prompt_logprobs or i - 1 >= len(s.prompt_logprobs):
+                lps.append(None)
+                tops.append(None)
+            else:
+                lp = s.prompt_logprobs[i - 1][1]
+                alts = s.prompt_top_logprobs[i - 1] if s.prompt_top_logprobs else []
+                d = {self.detokenize([a], prev_tokens=prev[-1:]).decode("utf-8", "replace"): v for a, v in alts}
+                d[piece] = lp
+                lps.append(lp)
+                tops.append(d)
+            prev.append(t)
+        return {"tokens": toks, "text_offset": offsets, "token_logprobs": lps, "top_logprobs": tops}
+
+    def _completion_logprobs(self, s: Stream, offset: int, echo: bool = False) -> Dict[str, Any]:
         """llama-cpp-python's completion logprobs: tokens, text_offset,
         token_logprobs and top_logprobs (a dict of piece to logprob per
-        token, the chosen one included)."""
+        token, the chosen one included); with echo, the prompt's tokens
+        first."""
+        if echo:
+            head = self._prompt_logprobs(s)
+            rest = self._completion_logprobs(s, offset)
+            return {k: head[k] + rest[k] for k in head}
         pieces = self._pieces(s)
         offsets, pos = [], offset
         for p in pieces:
@@ -713,6 +746,8 @@ class Llama:
                           frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
                           repeat_penalty: float = 1.0, top_k: int = 40, stream: bool = False,
                           seed: Optional[int] = None, model: Optional[str] = None,
+                          grammar: Optional[LlamaGrammar] = None,
+                          logit_bias: Optional[Dict[int, float]] = None,
                           **unsupported: Any) -> Union[Completion, Iterator[CompletionChunk]]:
         """Completes prompt (text, or a list of token IDs used as given);
         returns an OpenAI ``text_completion`` dict, or with ``stream=True``
@@ -721,19 +756,27 @@ class Llama:
         20) fills choices[0]["logprobs"] as llama-cpp-python does (tokens,
         text_offset, token_logprobs, top_logprobs) with the model's own
         log-probabilities, for the generated tokens (with stream=True, in
-        the last chunk).
+        the last chunk); with ``echo=True`` the prompt's tokens come first
+        (the first with None). ``grammar=`` (a ``LlamaGrammar``) constrains the
+        output to a GBNF grammar or a JSON Schema; it ends with "stop" once
+        the grammar is complete. ``presence_penalty`` and
+        ``frequency_penalty`` (OpenAI's, each in [-2, 2], over the generated
+        tokens) and ``logit_bias`` ({token ID: bias in [-100, 100]}; -100
+        bans the token) shape the sampling.
 
         Raises ``kvwarden.PromptTooLongError`` (a ``ValueError``) when the
-        prompt does not fit, ``ValueError`` for bad parameters,
+        prompt does not fit, ``ValueError`` for bad parameters (an invalid
+        grammar or schema: ``InvalidArgumentError`` naming the place),
         ``NotImplementedError`` for parameters kvwarden does not implement
-        (suffix, grammar, ...)."""
-        _unsupported({"suffix": suffix, "typical_p": typical_p,
-                      "frequency_penalty": frequency_penalty,
-                      "presence_penalty": presence_penalty, **unsupported})
+        (suffix, mirostat, ...)."""
+        _unsupported({"suffix": suffix, "typical_p": typical_p, **unsupported})
         if logprobs is not None and (not _is_int(logprobs) or not 0 <= logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, got {logprobs!r}")
+        want_prompt = bool(echo) and logprobs is not None
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, stop, top_logprobs=logprobs)
+                        seed, stop, top_logprobs=logprobs, grammar=grammar,
+                        penalties={"presence_penalty": presence_penalty, "frequency_penalty": frequency_penalty,
+                                   "logit_bias": logit_bias, "prompt_logprobs": want_prompt or None})
         meta = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion",
                 "created": int(time.time()), "model": model or self.model_path}
         echo_text = ""
@@ -744,7 +787,7 @@ class Llama:
         with s:
             text = "".join(s)
         self._ended(s)
-        lp = self._completion_logprobs(s, len(echo_text)) if logprobs is not None else None
+        lp = self._completion_logprobs(s, len(echo_text), bool(echo)) if logprobs is not None else None
         return {**meta, "choices": [{"text": echo_text + text, "index": 0, "logprobs": lp,  # type: ignore[typeddict-item]
                                      "finish_reason": self._finish(s)}],
                 "usage": self._usage(s)}
@@ -759,7 +802,7 @@ class Llama:
                 yield {**meta, "choices": [{"text": piece, "index": 0, "logprobs": None,  # type: ignore[misc]
                                             "finish_reason": None}]}
         self._ended(s)
-        lp = self._completion_logprobs(s, len(echo)) if want_lp else None
+        lp = self._completion_logprobs(s, len(echo), bool(echo)) if want_lp else None
         yield {**meta, "choices": [{"text": "", "index": 0, "logprobs": lp,  # type: ignore[misc]
                                     "finish_reason": self._finish(s)}],
                "usage": self._usage(s)}
@@ -786,6 +829,10 @@ class Llama:
                                seed: Optional[int] = None, max_tokens: Optional[int] = None,
                                repeat_penalty: float = 1.0, model: Optional[str] = None,
                                logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None,
+                               response_format: Optional[Dict[str, Any]] = None,
+                               grammar: Optional[LlamaGrammar] = None,
+                               presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                               logit_bias: Optional[Dict[int, float]] = None,
                                **unsupported: Any
                                ) -> Union[ChatCompletion, Iterator[ChatCompletionChunk]]:
         """Answers a conversation; returns an OpenAI ``chat.completion``
@@ -796,11 +843,20 @@ class Llama:
         assistant, tool). ``max_tokens=None`` runs up to the context.
         ``logprobs=True`` (with ``top_logprobs=N``, 0 to 20) fills
         choices[0]["logprobs"] in OpenAI's shape ({"content": [...]}; with
-        stream=True, in the last chunk).
+        stream=True, in the last chunk). ``response_format``
+        ``{"type": "json_object"}`` (optionally with ``"schema"``, as
+        llama-cpp-python) or ``{"type": "json_schema", "json_schema":
+        {"name": ..., "schema": ..., "strict": ...}}``, or ``grammar=`` (a
+        ``LlamaGrammar``), constrain the reply. ``presence_penalty``,
+        ``frequency_penalty`` and ``logit_bias`` as in ``create_completion``.
 
-        Raises as ``create_completion``; tools, functions and
-        response_format raise ``NotImplementedError``."""
+        Raises as ``create_completion``; tools and functions raise
+        ``NotImplementedError``."""
         _unsupported(unsupported)
+        rf_grammar = grammar_for_response_format(response_format)
+        if rf_grammar is not None and grammar is not None:
+            raise ValueError("response_format and grammar both constrain the output; give one")
+        grammar = grammar or rf_grammar
         if top_logprobs is not None and (not _is_int(top_logprobs)
                                          or not 0 <= top_logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"top_logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, "
@@ -813,7 +869,9 @@ class Llama:
             stop = [stop]
         s = self._start(prompt, max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
                         seed, list(stop) + extra_stop, parse_special=special,
-                        top_logprobs=(top_logprobs or 0) if want_lp else None)
+                        top_logprobs=(top_logprobs or 0) if want_lp else None, grammar=grammar,
+                        penalties={"presence_penalty": presence_penalty, "frequency_penalty": frequency_penalty,
+                                   "logit_bias": logit_bias})
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "object": "chat.completion",
                 "created": int(time.time()), "model": model or self.model_path}
         if stream:

@@ -240,6 +240,21 @@ class TestBuiltin(unittest.TestCase):
         with self.assertRaises(kvwarden.InvalidArgumentError):
             kvwarden.Engine(None, chat_template="{% for %}")
 
+    def test_hostile_chat_template_raises(self):
+        # 34 nested tojson and an 8 MiB string concatenated 400 times: each
+        # used to abort the interpreter with a Go "fatal error: out of
+        # memory". Now the render raises and the engine keeps working.
+        tmpl = ("{% set s = 'ab' %}" + "{% set s = s ~ s %}" * 22 +
+                "{% if messages[0].content == 'json' %}{{ messages" + "|tojson" * 34 + " }}"
+                "{% elif messages[0].content == 'concat' %}{{ s" + " ~ s" * 400 + " }}"
+                "{% else %}ok{% endif %}")
+        with kvwarden.Engine(None, kv_memory_bytes=4 << 20, chat_template=tmpl) as eng:
+            for attack in ("json", "concat"):
+                with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+                    eng.apply_chat_template([{"role": "user", "content": attack}])
+                self.assertIn("memory budget", str(cm.exception))
+                self.assertEqual(eng.apply_chat_template([{"role": "user", "content": "hi"}]), "ok")
+
     def test_tokenize_roundtrip(self):
         ids = self.eng.tokenize("hello, wörld ✓")
         self.assertEqual(self.eng.detokenize(ids), "hello, wörld ✓")

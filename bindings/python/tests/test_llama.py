@@ -66,7 +66,10 @@ class TestLlama(unittest.TestCase):
 
     def test_stream_chunks(self):
         chunks = list(self.llm.create_completion(PROMPT, max_tokens=20, temperature=0, stream=True))
-        self.assertGreaterEqual(len(chunks), 2)
+        # One chunk per token (the story model's tokens are whole
+        # characters), then the one with the finish reason.
+        self.assertEqual(len(chunks), 20 + 1)
+        self.assertTrue(all(c["choices"][0]["text"] for c in chunks[:-1]))
         ids = {c["id"] for c in chunks}
         self.assertEqual(len(ids), 1)
         for c in chunks:
@@ -143,13 +146,11 @@ class TestLlama(unittest.TestCase):
         self.assertEqual(self.llm.detokenize(ids[1:]), b"Once upon a time")
 
     def test_unsupported_and_bad_parameters(self):
-        for kw in ({"suffix": "x"}, {"frequency_penalty": 0.5},
-                   {"grammar": object()}, {"mirostat_mode": 2}):
+        for kw in ({"suffix": "x"}, {"typical_p": 0.5}, {"mirostat_mode": 2}):
             with self.assertRaises(NotImplementedError, msg=kw) as cm:
                 self.llm(PROMPT, **kw)
             self.assertIn(next(iter(kw)), str(cm.exception))
-        for kw in ({"tools": [{"type": "function"}]}, {"response_format": {"type": "json_object"}},
-                   {"functions": [{}]}):
+        for kw in ({"tools": [{"type": "function"}]}, {"functions": [{}]}):
             with self.assertRaises(NotImplementedError, msg=kw):
                 self.llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], **kw)
         with self.assertRaises(TypeError):

@@ -318,8 +318,12 @@ class TestLogprobs(unittest.TestCase):
             # greedy: the chosen token is the most likely one
             self.assertAlmostEqual(max(top.values()), p, places=5)
             self.assertEqual(lp["text_offset"][i], len("".join(lp["tokens"][:i])))
+        # echo: the prompt's tokens come first; the generated ones start
+        # after the prompt's text.
         echoed = self.llm(PROMPT, max_tokens=6, temperature=0, logprobs=0, echo=True)
-        self.assertEqual(echoed["choices"][0]["logprobs"]["text_offset"][0], len(PROMPT))
+        elp = echoed["choices"][0]["logprobs"]
+        self.assertEqual(elp["text_offset"][-6], len(PROMPT))
+        self.assertEqual(elp["token_logprobs"][-6:], lp["token_logprobs"])
         self.assertIsNone(self.llm(PROMPT, max_tokens=2)["choices"][0]["logprobs"])
         last = list(self.llm(PROMPT, max_tokens=6, temperature=0, logprobs=3, stream=True))[-1]
         self.assertEqual(last["choices"][0]["logprobs"]["token_logprobs"], lp["token_logprobs"])

@@ -81,3 +81,40 @@ func TestCommonValidateNamesFlag(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, c.EngineConfig().Threads)
 }
+
+func TestApplyEnv(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    int
+		wantErr string
+	}{
+		{"default", nil, nil, 7, ""},
+		{"environment", nil, map[string]string{"KVWARDEN_MAX_TOKENS": "3"}, 3, ""},
+		{"flag wins", []string{"--max-tokens", "5"}, map[string]string{"KVWARDEN_MAX_TOKENS": "3"}, 5, ""},
+		{"shorthand wins over the long name's variable", []string{"-n", "5"}, map[string]string{"KVWARDEN_MAX_TOKENS": "3"}, 5, ""},
+		{"shorthands have no variable", nil, map[string]string{"KVWARDEN_N": "3"}, 7, ""},
+		{"empty is unset", nil, map[string]string{"KVWARDEN_MAX_TOKENS": ""}, 7, ""},
+		{"bad value names the variable", nil, map[string]string{"KVWARDEN_MAX_TOKENS": "many"}, 0, `KVWARDEN_MAX_TOKENS="many" (--max-tokens)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			n := fs.Int("max-tokens", 7, "")
+			fs.IntVar(n, "n", 7, "")
+			json := fs.Bool("json", false, "")
+			_, err := Parse(fs, c.args)
+			require.NoError(t, err)
+			err = applyEnv(fs, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+			if c.wantErr != "" {
+				require.ErrorContains(t, err, c.wantErr)
+				require.True(t, IsUsage(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.want, *n)
+			require.False(t, *json)
+		})
+	}
+	require.Equal(t, "KVWARDEN_KV_CHECKSUM", EnvName("kv-checksum"))
+}

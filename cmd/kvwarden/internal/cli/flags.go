@@ -256,7 +256,8 @@ func (c *Common) EngineConfig() engine.Config {
 
 // Parse parses args with fs, allowing flags and positional arguments in
 // any order ("generate 'a prompt' --json" works); "--" ends flag parsing.
-// Flag errors come back as UsageError.
+// Flags the command line does not set are then read from their
+// environment variables (EnvName). Flag errors come back as UsageError.
 func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
@@ -269,11 +270,11 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return pos, nil
+			return pos, applyEnv(fs, osLookup)
 		}
 		// fs.Parse stops at the first non-flag, or after "--".
 		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), nil
+			return append(pos, rest...), applyEnv(fs, osLookup)
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
