@@ -608,7 +608,7 @@ class Engine:
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
                 add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
                 keep_logits=False, grammar=None, json_schema=None, presence_penalty=0.0,
-                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False):
+                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False, keep_tokens=None):
         p = lib.kvw_request_default_params()
         if max_tokens is None:
             max_tokens = _lib.MAX_TOKENS_UNLIMITED
@@ -640,6 +640,16 @@ class Engine:
             keep += [toks, biases]
             p.logit_bias_tokens, p.logit_bias, p.n_logit_bias = toks, biases, len(logit_bias)
         p.prompt_logprobs = 1 if prompt_logprobs else 0
+        if keep_tokens:
+            # Control tokens spelled out in the output (tool-call markup
+            # such as "<|python_tag|>"), as chat_prepare lists them.
+            if isinstance(keep_tokens, str):
+                raise TypeError("keep_tokens must be a list of token texts, not a str")
+            texts = [_text(t, "keep_tokens entry") for t in keep_tokens]
+            arr = (ctypes.c_char_p * len(texts))(*texts)
+            keep.append(arr)
+            p.keep_tokens = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+            p.n_keep_tokens = len(texts)
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
         if stop:
@@ -693,7 +703,11 @@ class Engine:
         and logit_bias ({token ID: bias in [-100, 100]}, -100 bans the
         token) apply too; prompt_logprobs=True records the prompt tokens'
         log-probabilities (Stream.prompt_logprobs, and with top_logprobs
-        Stream.prompt_top_logprobs; one forward step per prompt token)."""
+        Stream.prompt_top_logprobs; one forward step per prompt token).
+        keep_tokens=[...] (at most 64 texts, e.g. Engine.chat_prepare's
+        "keep_tokens") makes those control tokens ("<|python_tag|>",
+        "[TOOL_CALLS]") appear in the output as their text instead of
+        nothing, so that tool-call markup can be parsed."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
                                tenant=tenant, **sampling)
         rid = c_uint64()

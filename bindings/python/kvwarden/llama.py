@@ -926,9 +926,12 @@ class Llama:
             stop = []
         elif isinstance(stop, str):
             stop = [stop]
+        # The family's markup may be control tokens (Llama 3.1's
+        # <|python_tag|>, Mistral's [TOOL_CALLS]) that decode to nothing
+        # unless kept: the parser would never see the call.
         s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
                         seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar,
-                        penalties=penalties)
+                        penalties={**penalties, "keep_tokens": prep.get("keep_tokens") or None})
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
                 "model": model or self.model_path}
         if stream:
