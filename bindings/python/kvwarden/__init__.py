@@ -288,6 +288,13 @@ class Stream:
         self.prompt_top_logprobs: Optional[List[List[tuple]]] = None
         self._want = (False, 0, False)
         self._want_prompt = False
+        #: With logprobs=True: the (token, logprob, top) records of the
+        #: tokens of the piece next() returned last (top: the top_logprobs
+        #: alternatives, [] without them), read as the piece arrives; after
+        #: the end, tail_logprobs holds those of tokens that brought no text
+        #: (a stop string's), if any.
+        self.piece_logprobs: List[tuple] = []
+        self.tail_logprobs: List[tuple] = []
 
     def __iter__(self) -> "Stream":
         return self
@@ -315,6 +322,11 @@ class Stream:
                 self._finish()
                 raise err
             piece = self._buf.raw[: self._len.value].decode("utf-8")
+            if self._want[0] or self._want[1]:
+                # Read before _finish frees the request.
+                self.tail_logprobs += self._next_logprobs()
+            if piece:
+                self.piece_logprobs, self.tail_logprobs = self.tail_logprobs, []
             if self._done.value:
                 self._finish()
                 if piece:
@@ -322,6 +334,14 @@ class Stream:
                 raise StopIteration
             if piece:
                 return piece
+
+    def _next_logprobs(self) -> List[tuple]:
+        """The records of the latest kvw_next (kvw_next_logprobs)."""
+        recs = _logprob_list(lambda out, cap, n: lib.kvw_next_logprobs(self._h, self.id, out, cap, n))
+        if not self._want[1]:
+            return [(t, lp, []) for t, lp in recs]
+        return [(t, lp, _logprob_list(lambda out, cap, n, i=i: lib.kvw_next_top_logprobs(
+            self._h, self.id, i, out, cap, n))) for i, (t, lp) in enumerate(recs)]
 
     def _finish(self) -> None:
         if not self._open:

@@ -341,6 +341,12 @@ _decl("kvw_request_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_lo
 #                                  size_t capacity, size_t* out_n);
 _decl("kvw_request_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
                                             _szp])
+# int32_t kvw_next_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
+_decl("kvw_next_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
+# int32_t kvw_next_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+#                               size_t capacity, size_t* out_n);
+_decl("kvw_next_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
+                                         _szp])
 # int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
 _decl("kvw_request_prompt_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
 # int32_t kvw_request_prompt_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
