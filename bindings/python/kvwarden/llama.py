@@ -912,26 +912,29 @@ class Llama:
         render the tools into the model's own chat template and read the
         reply's tool calls into ``message["tool_calls"]`` (finish_reason
         "tool_calls"), as the server does (docs/TOOLS.md), streamed as
-        OpenAI tool_calls deltas with stream=True.
+        OpenAI tool_calls deltas with stream=True; ``logprobs`` work there
+        too (streamed, the records of held-back markup come with the next
+        chunk).
 
         Raises as ``create_completion``; the legacy functions and
         function_call raise ``NotImplementedError``."""
         _unsupported(unsupported)
-        if tools is not None or tool_choice is not None:
-            return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
-                                         response_format, stream, stop, max_tokens, temperature, top_p,
-                                         min_p, top_k, repeat_penalty, seed, model,
-                                         {"presence_penalty": presence_penalty,
-                                          "frequency_penalty": frequency_penalty, "logit_bias": logit_bias})
-        rf_grammar = grammar_for_response_format(response_format)
-        if rf_grammar is not None and grammar is not None:
-            raise ValueError("response_format and grammar both constrain the output; give one")
-        grammar = grammar or rf_grammar
         if top_logprobs is not None and (not _is_int(top_logprobs)
                                          or not 0 <= top_logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"top_logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, "
                              f"got {top_logprobs!r}")
         want_lp = bool(logprobs) or bool(top_logprobs)
+        if tools is not None or tool_choice is not None:
+            return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
+                                         response_format, stream, stop, max_tokens, temperature, top_p,
+                                         min_p, top_k, repeat_penalty, seed, model,
+                                         {"presence_penalty": presence_penalty,
+                                          "frequency_penalty": frequency_penalty, "logit_bias": logit_bias},
+                                         (top_logprobs or 0) if want_lp else None)
+        rf_grammar = grammar_for_response_format(response_format)
+        if rf_grammar is not None and grammar is not None:
+            raise ValueError("response_format and grammar both constrain the output; give one")
+        grammar = grammar or rf_grammar
         prompt, extra_stop, special = self._chat_prompt(messages)
         if stop is None:
             stop = []
@@ -961,7 +964,7 @@ class Llama:
                          stream: bool, stop: Union[None, str, List[str]], max_tokens: Optional[int],
                          temperature: float, top_p: float, min_p: float, top_k: int,
                          repeat_penalty: float, seed: Optional[int], model: Optional[str],
-                         penalties: Dict[str, Any]) -> Any:
+                         penalties: Dict[str, Any], top_logprobs: Optional[int] = None) -> Any:
         request: Dict[str, Any] = {"messages": list(messages)}
         if tools is not None:
             request["tools"] = tools
@@ -985,12 +988,14 @@ class Llama:
         # <|python_tag|>, Mistral's [TOOL_CALLS]) that decode to nothing
         # unless kept: the parser would never see the call.
         s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar,
+                        seed, list(stop) + list(self._chat_stop), parse_special=True,
+                        top_logprobs=top_logprobs, grammar=grammar,
                         penalties={**penalties, "keep_tokens": prep.get("keep_tokens") or None})
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
                 "model": model or self.model_path}
+        want_lp = top_logprobs is not None
         if stream:
-            return self._tool_chunks(s, prep["parser"], {**meta, "object": "chat.completion.chunk"})
+            return self._tool_chunks(s, prep["parser"], {**meta, "object": "chat.completion.chunk"}, want_lp)
         with s:
             text = "".join(s)
         self._ended(s)
@@ -999,21 +1004,30 @@ class Llama:
         if message.get("tool_calls") and finish == "stop":
             finish = "tool_calls"
         return {**meta, "object": "chat.completion",
-                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "choices": [{"index": 0, "message": message,
+                             "logprobs": self._chat_logprobs(s) if want_lp else None, "finish_reason": finish}],
                 "usage": self._usage(s)}
 
     def _tool_chunks(self, s: Stream, parser: Dict[str, Any],
-                     meta: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+                     meta: Dict[str, Any], want_lp: bool = False) -> Iterator[Dict[str, Any]]:
         # The output is re-read as a prefix after each piece (chat_parse
         # with "partial"), and what it adds is sent as OpenAI deltas: a
         # call's id, type and name first, then argument fragments. Markup
-        # that may still complete is held back, so content never shows it.
+        # that may still complete is held back, so content never shows it;
+        # the logprobs of its tokens wait for the next chunk (as the
+        # server sends them).
         partial = {**parser, "partial": True}
         sent = {"content": "", "reasoning_content": ""}
         calls: List[Dict[str, str]] = []
+        held: List[Any] = []  # (record, piece) not sent yet
+        prev: List[int] = []
 
         def chunk(delta: Dict[str, Any], finish_reason: Optional[str] = None) -> Dict[str, Any]:
-            return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+            lp = None
+            if held and (delta or finish_reason):
+                lp = self._chunk_chat_logprobs([r for r, _ in held], [p for _, p in held])
+                held.clear()
+            return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": lp,
                                          "finish_reason": finish_reason}]}
 
         def deltas(msg: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
@@ -1039,9 +1053,15 @@ class Llama:
         with s:
             yield chunk({"role": "assistant"})
             for piece in s:
+                if want_lp and s.piece_logprobs:
+                    recs = s.piece_logprobs
+                    held.extend(zip(recs, self._record_pieces(recs, piece, prev)))
+                    prev = [recs[-1][0]]
                 text += piece
                 yield from deltas(chat_parse(partial, text))
         self._ended(s)
+        if want_lp and s.tail_logprobs:
+            held.extend(zip(s.tail_logprobs, self._record_pieces(s.tail_logprobs, None, prev)))
         final = chat_parse(parser, text)
         if len(final.get("tool_calls") or []) < len(calls):
             final = chat_parse(partial, text)  # cut inside a call already sent

@@ -70,6 +70,27 @@ class TestToolFamilies(unittest.TestCase):
                 for keep in seen:
                     self.assertIn(marker, keep)
 
+    def test_logprobs_with_tools(self):
+        # One record per generated token, streamed (spread over the chunks,
+        # markup's held for the next one) and not.
+        with kvwarden.Llama(kvwarden.BUILTIN_STORIES, verbose=False, n_ctx=2048, kv_memory_bytes=32 << 20) as llm:
+            out = llm.create_chat_completion(MESSAGES, tools=TOOLS, tool_choice=NAMED, temperature=0.7, seed=5,
+                                             max_tokens=300, logprobs=True, top_logprobs=2)
+            choice = out["choices"][0]
+            self.assertEqual(choice["finish_reason"], "tool_calls")
+            content = choice["logprobs"]["content"]
+            self.assertEqual(len(content), out["usage"]["completion_tokens"])
+            self.assertTrue(all(len(c["top_logprobs"]) == 2 for c in content))
+            chunks = list(llm.create_chat_completion(MESSAGES, tools=TOOLS, tool_choice=NAMED, temperature=0.7,
+                                                     seed=5, max_tokens=300, logprobs=True, top_logprobs=2,
+                                                     stream=True))
+            got = [e for c in chunks if c["choices"][0]["logprobs"] for e in c["choices"][0]["logprobs"]["content"]]
+            self.assertEqual(got, content)  # same seed, same tokens
+            # the records come along the stream, not all at its end
+            self.assertGreater(sum(1 for c in chunks[:-1] if c["choices"][0]["logprobs"]), 1)
+            plain = llm.create_chat_completion(MESSAGES, tools=TOOLS, tool_choice=NAMED, max_tokens=300)
+            self.assertIsNone(plain["choices"][0]["logprobs"])
+
     def test_keep_tokens_spell_out_control_tokens(self):
         # The built-in vocabulary's <s> decodes to nothing; a +100 bias makes
         # the model emit it. Kept, it comes out as its text.
