@@ -668,7 +668,8 @@ KVW_API int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, siz
  *     waits), KVW_ERR_NOT_FOUND when the request is freed while it waits.
  * Several threads may call kvw_next on the same request; each piece of text
  * goes to exactly one of them. out_len and out_done are required; buf may be
- * NULL only with buf_size 0. */
+ * NULL only with buf_size 0. With logprobs, kvw_next_logprobs gives the
+ * log-probabilities of the tokens each call returned (see below). */
 KVW_API int32_t kvw_next(kvw_engine* engine, uint64_t id, int32_t timeout_ms,
                          char* buf, size_t buf_size, size_t* out_len, int32_t* out_done);
 
