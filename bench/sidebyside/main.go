@@ -11,7 +11,8 @@
 //	    line "pp_tps=... tg_tps=..." with llama-batched-bench's meaning:
 //	    prompt tokens of all sequences over the time until every sequence
 //	    had its first token, and the tokens generated after that over the
-//	    remaining time.
+//	    remaining time. With -json-schema FILE the output is constrained
+//	    to that schema (llama.cpp's --json-schema).
 package main
 
 import (
@@ -145,6 +146,7 @@ func run(args []string) error {
 	reps := fs.Int("r", 1, "repetitions (the best is printed)")
 	batchTokens := fs.Int("batch-tokens", 0, "engine MaxBatchTokens (0 = default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds")
+	schemaFile := fs.String("json-schema", "", "constrain the output to this JSON Schema file (as llama.cpp's --json-schema)")
 	_ = fs.Parse(args)
 	if *path == "" {
 		return errors.New("run: -model is required")
@@ -169,7 +171,18 @@ func run(args []string) error {
 	// of the KV pages and of the batch's scratch buffers (llama.cpp clears
 	// its whole KV buffer when it creates the context and runs its
 	// warm-up prompt at the full prompt length).
-	if _, _, _, err := once(e, 1, *npp, 4, 0); err != nil {
+	var g *engine.Grammar
+	if *schemaFile != "" {
+		schema, err := os.ReadFile(*schemaFile)
+		if err != nil {
+			return err
+		}
+		// Compiled once, as the server keeps a tenant's grammars.
+		if g, err = e.CompileJSONSchema(schema); err != nil {
+			return err
+		}
+	}
+	if _, _, _, err := once(e, 1, *npp, 4, 0, nil); err != nil {
 		return err
 	}
 	if *cpuprofile != "" {
@@ -184,12 +197,12 @@ func run(args []string) error {
 	}
 	var bestPP, bestTG float64
 	for r := 0; r < *reps; r++ {
-		pp, tg, gen, err := once(e, *nb, *npp, *ntg, r+1)
+		pp, tg, gen, err := once(e, *nb, *npp, *ntg, r+1, g)
 		if err != nil {
 			return err
 		}
 		if gen < *nb**ntg {
-			fmt.Fprintf(os.Stderr, "sidebyside: note: %d of %d tokens generated (EOS)\n", gen, *nb**ntg)
+			fmt.Fprintf(os.Stderr, "sidebyside: note: %d of %d tokens generated (EOS or grammar complete)\n", gen, *nb**ntg)
 		}
 		bestPP, bestTG = max(bestPP, pp), max(bestTG, tg)
 	}
@@ -198,7 +211,7 @@ func run(args []string) error {
 }
 
 // once runs one round and returns prompt and generation tokens/s.
-func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, err error) {
+func once(e *engine.Engine, nb, npp, ntg, seed int, g *engine.Grammar) (pp, tg float64, gen int, err error) {
 	vocab := e.ModelConfig().Vocab
 	var mu sync.Mutex
 	var firstAll time.Time
@@ -210,7 +223,7 @@ func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, er
 		go func() {
 			defer wg.Done()
 			st, err := e.Submit(context.Background(), engine.Request{
-				Tokens: prompt(seed*1000+i, npp, vocab), MaxTokens: ntg, Tenant: "bench",
+				Tokens: prompt(seed*1000+i, npp, vocab), MaxTokens: ntg, Tenant: "bench", Grammar: g,
 			})
 			if err != nil {
 				errs[i] = err
