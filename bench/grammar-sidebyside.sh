@@ -41,7 +41,9 @@ trap 'rm -rf "$(dirname "$kvw")"' EXIT
 go build -o "$kvw" ./bench/sidebyside
 
 best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b > a) print b; else print a }'; }
-# llamarun [SCHEMA]: decode tokens/s of one llama-completion run.
+least() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b < a) print b; else print a }'; }
+# llamarun [SCHEMA]: decode tokens/s of one llama-completion run, and its
+# sampling time per token in ms (the grammar's cost, with a schema).
 llamarun() {
 	local extra=(--ignore-eos)
 	[ -n "${1:-}" ] && extra=(--json-schema-file "$1")
@@ -49,7 +51,7 @@ llamarun() {
 		-no-cnv --perf --no-display-prompt "${extra[@]}" </dev/null 2>&1 >/dev/null | awk '
 		/sampling time =/ { for (i = 1; i <= NF; i++) if ($i == "=") s = $(i + 1) }
 		/ eval time =/ && !/prompt/ { for (i = 1; i <= NF; i++) { if ($i == "=") e = $(i + 1); if ($i == "runs") n = $(i - 1) } }
-		END { if (n > 0) printf "%.2f\n", n * 1000 / (e + s); else print 0 }'
+		END { if (n > 0) printf "%.2f %.3f\n", n * 1000 / (e + s), s / (n + 1); else print 0, 0 }'
 }
 kvwrun() {
 	local extra=()
@@ -60,22 +62,22 @@ kvwrun() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }
 echo "model: $model, threads $threads, B=1, greedy, $ntg tokens at most, best of $rounds alternating rounds"
 echo
-echo "| schema | llama.cpp free t/s | llama.cpp schema t/s | llama.cpp ratio | kvwarden free t/s | kvwarden schema t/s | kvwarden ratio | schema: kvwarden / llama.cpp |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| schema | llama.cpp free t/s | llama.cpp schema t/s | llama.cpp ratio | kvwarden free t/s | kvwarden schema t/s | kvwarden ratio | schema: kvwarden / llama.cpp | llama.cpp sampling ms/token free / schema |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for sc in "${schemas[@]}"; do
-	lf= ls= kf= ks=
+	lf= ls= kf= ks= lfs= lss=
 	for r in $(seq "$rounds"); do
 		# Rotate the order of the four runs from round to round.
 		for k in 0 1 2 3; do
 			case $(((k + r) % 4)) in
-			0) x=$(llamarun) && lf=$(best "$lf" "$x") ;;
-			1) x=$(llamarun "$sc") && ls=$(best "$ls" "$x") ;;
+			0) read -r x y < <(llamarun) && lf=$(best "$lf" "$x") && lfs=$(least "$lfs" "$y") ;;
+			1) read -r x y < <(llamarun "$sc") && ls=$(best "$ls" "$x") && lss=$(least "$lss" "$y") ;;
 			2) x=$(kvwrun) && kf=$(best "$kf" "$x") ;;
 			3) x=$(kvwrun "$sc") && ks=$(best "$ks" "$x") ;;
 			esac
 		done
-		echo "$(basename "$sc") round $r: llama.cpp free=$lf schema=$ls; kvwarden free=$kf schema=$ks (best so far)" >&2
+		echo "$(basename "$sc") round $r: llama.cpp free=$lf schema=$ls (sampling ms/token free=$lfs schema=$lss); kvwarden free=$kf schema=$ks (best so far)" >&2
 	done
-	printf "| %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %s |\n" "$(basename "$sc" .json)" "$lf" "$ls" "$(ratio "$lf" "$ls")" \
-		"$kf" "$ks" "$(ratio "$kf" "$ks")" "$(ratio "$ls" "$ks")"
+	printf "| %s | %.1f | %.1f | %s | %.1f | %.1f | %s | %s | %.3f / %.3f |\n" "$(basename "$sc" .json)" "$lf" "$ls" "$(ratio "$lf" "$ls")" \
+		"$kf" "$ks" "$(ratio "$kf" "$ks")" "$(ratio "$ls" "$ks")" "$lfs" "$lss"
 done
