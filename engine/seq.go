@@ -62,6 +62,12 @@ type seq struct {
 	// grammar constrains the tokens s may generate (Request.Grammar).
 	grammar *grammarState
 
+	// Speculative decoding (spec.go): the settings (nil = off), the draft
+	// fed this step, and the step's token buffer.
+	spec    *Speculative
+	draft   []int
+	specBuf []int
+
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission
