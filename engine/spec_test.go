@@ -81,3 +81,116 @@ func TestSpecGreedyIdentical(t *testing.T) {
 		})
 	}
 }
+
+// TestSpecSameOutputWithEveryFeature: logprobs, stop strings, grammars,
+// penalties, seeded sampling and last logits give the same results with
+// speculation as without, in one busy batch.
+func TestSpecSameOutputWithEveryFeature(t *testing.T) {
+	plain := specEngine(t, nil)
+	spec := specEngine(t, func(c *Config) { c.Speculative = ngram; c.MaxBatchTokens = 96 })
+	repeat := "Lily and Tom went to the park. Lily and Tom went to the park. Lily and"
+	var reqs []Request
+	add := func(r Request) { reqs = append(reqs, r) }
+	add(Request{Prompt: repeat, MaxTokens: 80, Sampling: sample.Greedy(), Logprobs: true, TopLogprobs: 3})
+	// A stop string from the middle of the greedy output.
+	free, err := plain.Generate(t.Context(), Request{Prompt: repeat, MaxTokens: 80, Sampling: sample.Greedy()})
+	require.NoError(t, err)
+	mid := len(free.Text) / 2
+	add(Request{Prompt: repeat, MaxTokens: 80, Sampling: sample.Greedy(), Stop: []string{free.Text[mid : mid+5]}})
+	add(Request{Prompt: repeat, MaxTokens: 80, Sampling: sample.Greedy(), LastLogits: true})
+	for seed := range uint64(4) {
+		add(Request{Prompt: repeat, MaxTokens: 80, Sampling: hot(seed), Logprobs: true})
+	}
+	pen := hot(9)
+	pen.RepeatPenalty, pen.RepeatLastN, pen.FrequencyPenalty = 1.1, 16, 0.3
+	add(Request{Prompt: repeat, MaxTokens: 80, Sampling: pen})
+	g, err := spec.CompileGrammar(`root ::= ("Lily and Tom went to the " ("park" | "shop") ". ")+ "The end."`)
+	require.NoError(t, err)
+	gp, err := plain.CompileGrammar(`root ::= ("Lily and Tom went to the " ("park" | "shop") ". ")+ "The end."`)
+	require.NoError(t, err)
+	grammarAt := len(reqs)
+	add(Request{Prompt: repeat, MaxTokens: 120, Sampling: sample.Greedy(), Grammar: g, Logprobs: true})
+	add(Request{Prompt: repeat, MaxTokens: 120, Sampling: hot(3), Grammar: g})
+	add(Request{Prompt: "zq xv kj pw", MaxTokens: 60, Sampling: hot(5)})
+
+	want := make([]Result, len(reqs))
+	for i, r := range reqs {
+		if r.Grammar != nil {
+			r.Grammar = gp
+		}
+		res, err := plain.Generate(t.Context(), r)
+		require.NoError(t, err)
+		want[i] = res
+	}
+	got := runAll(t, spec, append(reqs, reqs...))
+	for j, res := range got {
+		i := j % len(reqs)
+		require.NoError(t, res.Err, "request %d", j)
+		require.Equal(t, want[i].Tokens, res.Tokens, "request %d", j)
+		require.Equal(t, want[i].Text, res.Text, "request %d", j)
+		require.Equal(t, want[i].FinishReason, res.FinishReason, "request %d", j)
+		require.Equal(t, want[i].Logprobs, res.Logprobs, "request %d", j)
+		require.Equal(t, want[i].Logits, res.Logits, "request %d", j)
+	}
+	require.Equal(t, "stop", want[1].FinishReason, "the stop string matched")
+	require.Equal(t, "stop", want[grammarAt].FinishReason, "the grammar completed: %q", want[grammarAt].Text)
+	require.NotEmpty(t, want[2].Logits)
+	st := spec.Stats()
+	require.NotZero(t, st.Spec.Accepted)
+	require.Zero(t, st.IsolationFailures)
+}
+
+// TestSpecRequestOptions: a request's own setting overrides the engine's,
+// and bad settings are refused at admission with the field named.
+func TestSpecRequestOptions(t *testing.T) {
+	e := specEngine(t, nil)
+	r := Request{Prompt: "Lily and Tom went to the park. Lily and Tom went to the park. Lily and", MaxTokens: 40, Sampling: sample.Greedy()}
+	off, err := e.Generate(t.Context(), r)
+	require.NoError(t, err)
+	require.Zero(t, e.Stats().Spec.Steps, "the engine default is off")
+	r.Speculative = &Speculative{Type: SpecNgram, DraftMax: 4, NgramMin: 1, NgramMax: 3}
+	on, err := e.Generate(t.Context(), r)
+	require.NoError(t, err)
+	require.Equal(t, off.Tokens, on.Tokens)
+	st := e.Stats().Spec
+	require.NotZero(t, st.Steps)
+	require.LessOrEqual(t, st.Drafted, 4*st.Steps, "at most DraftMax per step")
+
+	for _, bad := range []Speculative{
+		{Type: "eagle"},
+		{Type: SpecNgram, DraftMax: -1},
+		{Type: SpecNgram, DraftMax: MaxDraftTokens + 1},
+		{Type: SpecNgram, NgramMin: 3, NgramMax: 2},
+		{Type: SpecNgram, NgramMax: MaxNgram + 1},
+	} {
+		r.Speculative = &bad
+		_, err := e.Submit(t.Context(), r)
+		require.ErrorIs(t, err, ErrInvalidParams, "%+v", bad)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "Request.Speculative", ce.Field)
+		require.ErrorIs(t, Config{Speculative: bad}.Validate(), ErrInvalidParams, "%+v", bad)
+	}
+}
+
+func TestNgramDraft(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		toks       []int
+		nmin, nmax int
+		k          int
+		want       []int
+	}{
+		{"longest suffix wins", []int{1, 2, 3, 9, 2, 3, 7, 1, 2, 3}, 1, 3, 4, []int{9, 2, 3, 7}},
+		{"most recent occurrence", []int{5, 1, 6, 5, 1, 8, 5, 1}, 2, 2, 2, []int{8, 5}},
+		{"draft ends at the context", []int{4, 4, 4}, 1, 2, 8, []int{4}},
+		{"no match", []int{1, 2, 3, 4}, 1, 3, 4, nil},
+		{"below the minimum", []int{1, 2, 7, 2}, 2, 3, 4, nil},
+		{"k bounds", []int{1, 2, 3, 4, 5, 1}, 1, 1, 2, []int{2, 3}},
+		{"too short", []int{1}, 1, 3, 4, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, ngramDraft(tc.toks, tc.nmin, tc.nmax, tc.k))
+		})
+	}
+}
