@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 var ngram = Speculative{Type: SpecNgram, DraftMax: 6}
@@ -193,4 +196,113 @@ func TestNgramDraft(t *testing.T) {
 			require.Equal(t, tc.want, ngramDraft(tc.toks, tc.nmin, tc.nmax, tc.k))
 		})
 	}
+}
+
+// pageAudit wraps the model's runner and checks the page accounting of
+// every step: each sequence's table holds exactly the pages its written
+// tokens and this step's tokens need (rejected drafts left no page
+// behind), and the pool's owned and sealed pages are exactly those of the
+// step's tables (with every sequence in every step and no prefix cache).
+type pageAudit struct {
+	inner   Runner
+	pool    *kvcache.Pool
+	ps      int
+	steps   int
+	drafted int
+	errs    []string
+}
+
+func (a *pageAudit) Forward(b *model.Batch) error {
+	held := 0
+	for _, s := range b.Seqs {
+		need := (s.Table.Written() + len(s.Tokens) + a.ps - 1) / a.ps
+		if s.Table.Len() != need {
+			a.errs = append(a.errs, fmt.Sprintf("step %d: table of request %d holds %d pages, needs %d (%d written, %d fed)",
+				a.steps, s.Table.Request(), s.Table.Len(), need, s.Table.Written(), len(s.Tokens)))
+		}
+		held += s.Table.Len()
+		if s.Draft > 0 {
+			a.drafted++
+		}
+	}
+	if st := a.pool.Stats(); st.Owned+st.Sealed != held {
+		a.errs = append(a.errs, fmt.Sprintf("step %d: pool has %d owned and %d sealed pages, the step's tables hold %d", a.steps, st.Owned, st.Sealed, held))
+	}
+	a.steps++
+	a.errs = a.errs[:min(len(a.errs), 8)] // the first few tell the story
+	return a.inner.Forward(b)
+}
+
+func TestSpecRollbackPageAccounting(t *testing.T) {
+	w, tok, err := model.Open(model.BuiltinStories, "")
+	require.NoError(t, err)
+	var audit *pageAudit
+	hooks := TestHooks{NewRunner: func(pool *kvcache.Pool) (Runner, error) {
+		r, err := model.NewRunner(w, pool)
+		audit = &pageAudit{inner: r, pool: pool, ps: pool.Geometry().PageSize}
+		return audit, err
+	}}
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+	}{
+		{"zero on release, step checksums", func(c *Config) { c.ZeroOnRelease = true; c.KVChecksum = ChecksumStep }},
+		{"poison", func(c *Config) { c.Poison = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Weights: w, Tokenizer: tok, KVPages: 256, PageSize: 4, DisablePrefixCache: true, Speculative: ngram}
+			tc.mut(&cfg)
+			e, err := New(cfg, WithTestHooks(hooks))
+			require.NoError(t, err)
+			defer closeClean(t, e)
+			plain := specEngine(t, func(c *Config) { c.PageSize = 4 })
+			var reqs []Request
+			for _, p := range specPrompts {
+				reqs = append(reqs, Request{Prompt: p, MaxTokens: 100, Sampling: sample.Greedy()})
+			}
+			for j, res := range runAll(t, e, append(reqs, reqs...)) {
+				require.NoError(t, res.Err)
+				want, err := plain.Generate(t.Context(), reqs[j%len(reqs)])
+				require.NoError(t, err)
+				require.Equal(t, want.Tokens, res.Tokens)
+			}
+			require.Empty(t, audit.errs)
+			require.NotZero(t, audit.drafted)
+			st := e.Stats()
+			require.NotZero(t, st.Spec.Accepted)
+			require.Less(t, st.Spec.Accepted, st.Spec.Drafted)
+			require.Zero(t, st.IsolationFailures)
+			require.Zero(t, st.Pool.ChecksumFailures)
+			waitPoolIdle(t, e)
+			require.Equal(t, st.Pool.Pages, e.Stats().Pool.Free, "every page back")
+		})
+	}
+}
+
+// TestSpecPrefixCacheSeesVerifiedTokensOnly: with the prefix cache on,
+// a request that speculates publishes its pages, and a later request
+// that extends its context is served them and continues exactly as a
+// request without cache or speculation would.
+func TestSpecPrefixCacheSeesVerifiedTokensOnly(t *testing.T) {
+	plain := specEngine(t, func(c *Config) { c.DisablePrefixCache = true })
+	spec := specEngine(t, func(c *Config) { c.Speculative = ngram; c.KVChecksum = ChecksumStep; c.ZeroOnRelease = true })
+	for _, p := range specPrompts[1:4] {
+		r := Request{Prompt: p, MaxTokens: 90, Sampling: sample.Greedy(), Tenant: "t"}
+		first, err := spec.Generate(t.Context(), r)
+		require.NoError(t, err)
+		want, err := plain.Generate(t.Context(), r)
+		require.NoError(t, err)
+		require.Equal(t, want.Tokens, first.Tokens)
+		ext := Request{Tokens: append(slices.Clone(first.PromptTokens), first.Tokens[:60]...), MaxTokens: 30, Sampling: sample.Greedy(), Tenant: "t"}
+		second, err := spec.Generate(t.Context(), ext)
+		require.NoError(t, err)
+		require.Equal(t, (len(ext.Tokens)-1)/16*16, second.CachedTokens, "the generated pages were published")
+		want, err = plain.Generate(t.Context(), ext)
+		require.NoError(t, err)
+		require.Equal(t, want.Tokens, second.Tokens)
+	}
+	st := spec.Stats()
+	require.NotZero(t, st.Spec.Accepted)
+	require.Zero(t, st.IsolationFailures)
+	require.Zero(t, st.Pool.ChecksumFailures)
 }
