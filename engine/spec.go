@@ -114,20 +114,29 @@ func (e *Engine) specFor(req Request) (*Speculative, error) {
 }
 
 // ngramDraft proposes up to k tokens for the context toks: the tokens that
-// followed the most recent earlier occurrence of its longest suffix of
-// nmin..nmax tokens, or nil.
+// followed an earlier occurrence of its longest suffix of nmin..nmax
+// tokens that occurs earlier, or nil. The occurrence is the most recent
+// one followed by k tokens or more, else the one followed by the most (the
+// earliest): in a loop the most recent occurrence is right behind the
+// suffix and would propose a single token.
 func ngramDraft(toks []int, nmin, nmax, k int) []int {
 	n := len(toks)
 	for g := min(nmax, n-1); g >= nmin; g-- {
 		suffix := toks[n-g:]
+		best := -1
 		// j is where an earlier occurrence starts; it must be followed by
 		// at least one token, and not be the suffix itself.
 		for j := n - g - 1; j >= 0; j-- {
 			if toks[j] != suffix[0] || !equalInts(toks[j:j+g], suffix) {
 				continue
 			}
-			from := j + g
-			return toks[from:min(from+k, n)]
+			if from := j + g; n-from >= k {
+				return toks[from : from+k]
+			}
+			best = j
+		}
+		if best >= 0 {
+			return toks[best+g:]
 		}
 	}
 	return nil

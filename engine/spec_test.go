@@ -190,6 +190,9 @@ func TestNgramDraft(t *testing.T) {
 		{"no match", []int{1, 2, 3, 4}, 1, 3, 4, nil},
 		{"below the minimum", []int{1, 2, 7, 2}, 2, 3, 4, nil},
 		{"k bounds", []int{1, 2, 3, 4, 5, 1}, 1, 1, 2, []int{2, 3}},
+		{"a loop drafts past the latest occurrence", []int{9, 7, 7, 7, 7}, 2, 2, 3, []int{7, 7}},
+		{"most recent occurrence long enough", []int{9, 7, 7, 7, 7}, 2, 2, 2, []int{7, 7}},
+		{"earliest when none is long enough", []int{3, 1, 2, 5, 1, 2, 6, 1, 2}, 2, 2, 9, []int{5, 1, 2, 6, 1, 2}},
 		{"too short", []int{1}, 1, 3, 4, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
