@@ -194,7 +194,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	s.lp = logprobOptsOf(req)
 	s.promptNext = 1 // prompt token 0 has no log-probability
 	s.grammar = gs
-	s.spec = spec
+	s.spec = newSpecSeq(spec)
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))

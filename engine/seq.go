@@ -62,11 +62,10 @@ type seq struct {
 	// grammar constrains the tokens s may generate (Request.Grammar).
 	grammar *grammarState
 
-	// Speculative decoding (spec.go): the settings (nil = off), the draft
-	// fed this step, and the step's token buffer.
-	spec    *Speculative
-	draft   []int
-	specBuf []int
+	// Speculative decoding (spec.go): its state (nil = off) and the draft
+	// fed this step.
+	spec  *specSeq
+	draft []int
 
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V

@@ -113,6 +113,51 @@ func (e *Engine) specFor(req Request) (*Speculative, error) {
 	return e.spec, nil
 }
 
+// specSeq is a sequence's speculation state. The draft length adapts to
+// what the sequence's drafts achieve, since each draft token costs a row
+// of compute whether accepted or not: a fully accepted draft doubles the
+// next one (up to DraftMax), a partly accepted one sets it to what was
+// accepted plus one, and a fully rejected one-token draft makes the
+// sequence stop drafting for a while (1, 2, 4 ... up to maxSpecSkip
+// steps, reset by any acceptance), so text without repetition costs
+// little. None of this changes the output, only how fast it comes.
+type specSeq struct {
+	cfg     *Speculative
+	n       int // draft length of the next draft
+	skip    int // steps left without drafting
+	backoff int // the next skip after a rejected one-token draft
+	buf     []int
+}
+
+// maxSpecSkip bounds the steps a sequence goes without drafting after
+// its drafts kept failing.
+const maxSpecSkip = 16
+
+func newSpecSeq(cfg *Speculative) *specSeq {
+	if cfg == nil {
+		return nil
+	}
+	return &specSeq{cfg: cfg, n: cfg.DraftMax, backoff: 1}
+}
+
+// verified updates the draft length after a draft of drafted tokens of
+// which accepted were.
+func (sp *specSeq) verified(drafted, accepted int) {
+	switch {
+	case accepted == drafted:
+		sp.n = min(sp.cfg.DraftMax, 2*max(sp.n, drafted))
+	case accepted > 0:
+		sp.n = accepted + 1
+	case drafted > 1:
+		sp.n = 1
+	default:
+		sp.skip = sp.backoff
+		sp.backoff = min(2*sp.backoff, maxSpecSkip)
+		return
+	}
+	sp.backoff = 1
+}
+
 // ngramDraft proposes up to k tokens for the context toks: the tokens that
 // followed an earlier occurrence of its longest suffix of nmin..nmax
 // tokens that occurs earlier, or nil. The occurrence is the most recent
@@ -162,13 +207,17 @@ func (sc *scheduler) addDrafts(budget int) int {
 		if sp == nil || budget-used <= 0 || !s.runnable() || s.state != StateDecoding || s.fed != len(s.tokens)-1 {
 			continue
 		}
+		if sp.skip > 0 {
+			sp.skip--
+			continue
+		}
 		// The last draft token's successor is the last token s may
 		// generate: drafts past MaxTokens (and so MaxContext) are useless.
-		k := min(sp.DraftMax, budget-used, s.maxTokens-s.generated-1)
+		k := min(sp.n, budget-used, s.maxTokens-s.generated-1)
 		if k <= 0 {
 			continue
 		}
-		d := ngramDraft(s.tokens, sp.NgramMin, sp.NgramMax, k)
+		d := ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k)
 		if len(d) == 0 {
 			continue
 		}
@@ -192,8 +241,9 @@ func (s *seq) stepSeq(n int) model.Seq {
 	if len(s.draft) == 0 {
 		return model.Seq{Tokens: s.tokens[s.fed : s.fed+n], Table: s.table, Logits: s.wantLogits(s.fed + n)}
 	}
-	s.specBuf = append(append(s.specBuf[:0], s.tokens[s.fed]), s.draft...)
-	return model.Seq{Tokens: s.specBuf, Table: s.table, Logits: true, Draft: len(s.draft)}
+	sp := s.spec
+	sp.buf = append(append(sp.buf[:0], s.tokens[s.fed]), s.draft...)
+	return model.Seq{Tokens: sp.buf, Table: s.table, Logits: true, Draft: len(s.draft)}
 }
 
 // consume samples s's tokens from the step's logits: one, or with a draft
@@ -233,6 +283,7 @@ func (sc *scheduler) consume(s *seq, logits []float32, now time.Time) {
 		}
 		accepted++
 	}
+	s.spec.verified(len(draft), accepted)
 	sc.e.met.update(func(m *metrics) {
 		m.spec.Steps++
 		m.spec.Drafted += uint64(len(draft))

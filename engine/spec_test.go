@@ -309,3 +309,31 @@ func TestSpecPrefixCacheSeesVerifiedTokensOnly(t *testing.T) {
 	require.Zero(t, st.IsolationFailures)
 	require.Zero(t, st.Pool.ChecksumFailures)
 }
+
+// TestSpecDraftLengthAdapts: the draft length follows what drafts achieve,
+// and fully rejected one-token drafts back off exponentially.
+func TestSpecDraftLengthAdapts(t *testing.T) {
+	sp := newSpecSeq(&Speculative{Type: SpecNgram, DraftMax: 8})
+	require.Equal(t, 8, sp.n)
+	type st struct{ n, skip, backoff int }
+	for _, step := range []struct {
+		drafted, accepted int
+		want              st
+	}{
+		{8, 3, st{4, 0, 1}},  // partly accepted: what was accepted plus one
+		{4, 4, st{8, 0, 1}},  // all accepted: double
+		{8, 0, st{1, 0, 1}},  // none of several: one
+		{1, 0, st{1, 1, 2}},  // a rejected single token: skip 1 step
+		{1, 0, st{1, 2, 4}},  // again: skip 2
+		{1, 0, st{1, 4, 8}},  // 4
+		{1, 0, st{1, 8, 16}}, // 8
+		{1, 0, st{1, 16, 16}},
+		{1, 1, st{2, 0, 1}}, // accepted: the backoff resets
+		{2, 2, st{4, 0, 1}},
+	} {
+		sp.skip = 0 // a sequence drafts only once its skip ran out
+		sp.verified(step.drafted, step.accepted)
+		require.Equal(t, step.want, st{sp.n, sp.skip, sp.backoff}, "after %d of %d accepted", step.accepted, step.drafted)
+	}
+	require.Nil(t, newSpecSeq(nil))
+}
