@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -336,4 +337,59 @@ func TestSpecDraftLengthAdapts(t *testing.T) {
 		require.Equal(t, step.want, st{sp.n, sp.skip, sp.backoff}, "after %d of %d accepted", step.accepted, step.drafted)
 	}
 	require.Nil(t, newSpecSeq(nil))
+}
+
+// TestSpecUnderPreemption: with a pool too small for the batch, requests
+// that speculate are preempted (swapped to the host tier, or freed and
+// recomputed) and come back with the same greedy output.
+func TestSpecUnderPreemption(t *testing.T) {
+	plain := specEngine(t, nil)
+	var reqs []Request
+	for k := range 3 {
+		for _, p := range specPrompts {
+			reqs = append(reqs, Request{Prompt: p, MaxTokens: 100, Sampling: sample.Greedy(), Tenant: string(rune('a' + k))})
+		}
+	}
+	want := make([][]int, len(specPrompts))
+	for i, r := range reqs[:len(specPrompts)] {
+		res, err := plain.Generate(t.Context(), r)
+		require.NoError(t, err)
+		want[i] = res.Tokens
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+	}{
+		{"swap", func(c *Config) { c.HostTierBytes = 16 << 20 }},
+		{"recompute", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := make(chan struct{})
+			var once sync.Once
+			release := func() { once.Do(func() { close(gate) }) }
+			cfg := Config{ModelPath: model.BuiltinStories, KVPages: 14, MaxContext: 160, Speculative: ngram, ZeroOnRelease: true}
+			if tc.mut != nil {
+				tc.mut(&cfg)
+			}
+			e, err := New(cfg, WithTestHooks(TestHooks{Faults: &Faults{AbortAt: func(uint64, State) bool {
+				<-gate
+				return false
+			}}}))
+			require.NoError(t, err)
+			defer closeClean(t, e)
+			t.Cleanup(release)
+			for j, res := range submitAll(t, e, release, reqs) {
+				require.NoError(t, res.Err)
+				require.Equal(t, want[j%len(specPrompts)], res.Tokens, "request %d", j)
+			}
+			st := e.Stats()
+			require.NotZero(t, st.Preemptions)
+			if cfg.HostTierBytes > 0 {
+				require.NotZero(t, st.SwapIns)
+			}
+			require.NotZero(t, st.Spec.Accepted)
+			require.Zero(t, st.IsolationFailures)
+			waitPoolIdle(t, e)
+		})
+	}
 }
