@@ -41,3 +41,20 @@ func TestGenerateSpeculative(t *testing.T) {
 		require.Empty(t, r.stdout)
 	}
 }
+
+// TestAuditSpeculative: the canary audit is clean with speculation on,
+// and drafts were verified.
+func TestAuditSpeculative(t *testing.T) {
+	r := runCmd(t, "", "audit", "--json", "--spec-type", "ngram", "--draft-max", "6", "--tenants", "4", "--requests", "4", "--rounds", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep struct {
+		Clean  bool `json:"clean"`
+		Engine struct {
+			Drafted  uint64 `json:"draft_tokens"`
+			Accepted uint64 `json:"accepted_draft_tokens"`
+		} `json:"engine"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.True(t, rep.Clean)
+	require.Positive(t, rep.Engine.Accepted)
+}
