@@ -402,7 +402,6 @@ func (sc *scheduler) step() bool {
 			add(s, 1)
 		}
 	}
-	budget -= sc.addDrafts(budget) // speculative decoding (spec.go)
 	// Then prefill chunks of running prefills.
 	for i := 0; i < len(sc.run) && budget > 0; i++ {
 		s := sc.run[i]
@@ -432,6 +431,7 @@ func (sc *scheduler) step() bool {
 			add(s, n)
 		}
 	}
+	budget -= sc.addDrafts(budget) // speculative decoding: what the step leaves (spec.go)
 	if len(sc.order) == 0 {
 		return restored
 	}

@@ -36,7 +36,7 @@ import (
 // drafts (scrubbed under ZeroOnRelease) and scrubs the rejected tail of
 // the last page. The prefix cache is offered only the verified tokens
 // (s.fed). Drafts never evict the prefix cache or preempt another
-// sequence: they use the pages a plain Reserve can get, else fewer tokens.
+// sequence: they take what the step leaves (addDrafts).
 
 // Spec types of Speculative.Type.
 const (
@@ -197,8 +197,12 @@ func equalInts(a, b []int) bool {
 }
 
 // addDrafts gives each decoding sequence of the step being built that
-// speculates a draft, within budget, and returns the budget used. A draft
-// only uses pages a plain Reserve gets (no eviction, no preemption).
+// speculates a draft, within budget, and returns the budget used. It runs
+// once the step is otherwise complete (decode tokens, prefill chunks,
+// placements), so drafts take only the budget and free pages the step
+// leaves: a draft never makes another sequence wait, evict or preempt. Its
+// pages come back after the step (Rollback) unless they hold accepted
+// tokens.
 func (sc *scheduler) addDrafts(budget int) int {
 	used := 0
 	for _, s := range sc.order {
