@@ -201,3 +201,67 @@ func BenchmarkSpecVerifyStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSpeculativeBatch: the 110M-shaped loop workload (every draft
+// accepted) with 4 and 16 requests at once, half of them speculating in
+// the "mixed" runs: generated tokens per second of wall time with
+// speculation off and on, alternating within each iteration. A batch
+// step already holds several rows, so drafts add less than at batch 1.
+func BenchmarkSpeculativeBatch(b *testing.B) {
+	for _, conc := range []int{4, 16} {
+		for _, mixed := range []bool{false, true} {
+			name := fmt.Sprintf("110M-Q4_K_M/loop/conc=%d", conc)
+			if mixed {
+				name += "/mixed"
+			}
+			b.Run(name, func(b *testing.B) {
+				sp := engine.Speculative{Type: engine.SpecNgram, DraftMax: 8}
+				off := q4SpecEngine(b, engine.Speculative{})
+				on := q4SpecEngine(b, sp)
+				reqs := make([]engine.Request, conc)
+				for i := range reqs {
+					p := benchPrompt(100+i, 32, off.ModelConfig().Vocab)
+					reqs[i] = engine.Request{Tokens: greedyTokens(b, off, p, 8), Sampling: sample.Greedy(), MaxTokens: 48, Tenant: "bench"}
+				}
+				run := func(e *engine.Engine, spec bool) (int, time.Duration) {
+					start := time.Now()
+					streams := make([]*engine.Stream, conc)
+					for i, r := range reqs {
+						if !spec || (mixed && i%2 == 1) {
+							r.Speculative = &engine.Speculative{}
+						}
+						st, err := e.Submit(context.Background(), r)
+						require.NoError(b, err)
+						streams[i] = st
+					}
+					n := 0
+					for _, st := range streams {
+						res := st.Wait()
+						require.NoError(b, res.Err)
+						n += len(res.Tokens)
+					}
+					return n, time.Since(start)
+				}
+				var offN, onN int
+				var offT, onT time.Duration
+				before := on.Stats()
+				b.ResetTimer()
+				for range b.N {
+					n, d := run(off, false)
+					offN, offT = offN+n, offT+d
+					n, d = run(on, true)
+					onN, onT = onN+n, onT+d
+				}
+				b.StopTimer()
+				after := on.Stats()
+				offRate, onRate := float64(offN)/offT.Seconds(), float64(onN)/onT.Seconds()
+				b.ReportMetric(offRate, "off_tok/s")
+				b.ReportMetric(onRate, "on_tok/s")
+				b.ReportMetric(onRate/offRate, "ratio")
+				if steps := after.Spec.Steps - before.Spec.Steps; steps > 0 {
+					b.ReportMetric(float64(after.Spec.Accepted-before.Spec.Accepted)/float64(steps), "accepted/draftstep")
+				}
+			})
+		}
+	}
+}

@@ -376,7 +376,9 @@ func TestSpecUnderPreemption(t *testing.T) {
 				return false
 			}}}))
 			require.NoError(t, err)
-			defer closeClean(t, e)
+			// Cleanups run last-in first-out: the gate opens before Close,
+			// even when the test fails before submitAll opens it.
+			t.Cleanup(func() { closeClean(t, e) })
 			t.Cleanup(release)
 			for j, res := range submitAll(t, e, release, reqs) {
 				require.NoError(t, res.Err)
