@@ -395,3 +395,22 @@ func TestSpecUnderPreemption(t *testing.T) {
 		})
 	}
 }
+
+// TestSpecStopsAtMaxContext: a request that runs until the context is
+// full drafts no token past it and ends exactly as without speculation.
+func TestSpecStopsAtMaxContext(t *testing.T) {
+	plain := specEngine(t, func(c *Config) { c.MaxContext = 72 })
+	spec := specEngine(t, func(c *Config) { c.MaxContext = 72; c.Speculative = Speculative{Type: SpecNgram, DraftMax: 16} })
+	for _, p := range specPrompts {
+		r := Request{Prompt: p, MaxTokens: MaxTokensUntilEnd, Sampling: sample.Greedy()}
+		want, err := plain.Generate(t.Context(), r)
+		require.NoError(t, err)
+		got, err := spec.Generate(t.Context(), r)
+		require.NoError(t, err)
+		require.Equal(t, want.Tokens, got.Tokens)
+		require.Equal(t, want.FinishReason, got.FinishReason)
+		require.LessOrEqual(t, len(got.PromptTokens)+len(got.Tokens), 72)
+	}
+	require.NotZero(t, spec.Stats().Spec.Accepted)
+	waitPoolIdle(t, spec)
+}
