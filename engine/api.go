@@ -1,6 +1,6 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
+// paged KV cache, and keeps the isolation contract of docs/ISOLATION.md: no request
 // ever reads KV data it did not write, or that was not shared with it as an
 // immutable prefix of its own tenant.
 package engine

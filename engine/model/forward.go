@@ -250,7 +250,7 @@ func (r *Runner) Forward(b *Batch) error {
 			case arch.GeGLU:
 				act = ml.GELUMul
 			case arch.SwiGLUOAI:
-				act = func(g, u []float32) { ml.SwiGLUOAIMul(g, u, 1.702, 7) }
+				act = func(g, u []float32) { ml.SwiGLUOAIMul(g, u, arch.SwiGLUOAIAlpha, arch.SwiGLUOAILimit) }
 			}
 			ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { act(hb[lo:hi], hb2[lo:hi]) })
 			ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
