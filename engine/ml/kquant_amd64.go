@@ -161,9 +161,13 @@ type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
 // weight rows per call.
 func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	r := lo
+	ahead := 0
+	if kqPrefetchBytes > 0 {
+		ahead = max(4, (kqPrefetchBytes/rb+3)&^3)
+	}
 	for ; r+4 <= hi; r += 4 {
-		if p := r + kqPrefetchRows; p+4 <= w.Rows {
-			prefetchLines(&w.Data[p*rb], 4*rb)
+		if p := r + ahead; ahead > 0 && p+4 <= w.Rows {
+			kqPrefetch(&w.Data[p*rb], 4*rb)
 		}
 		kern(&w.Data[r*rb], rb, &act[0], 0, nb, &dst[r])
 	}

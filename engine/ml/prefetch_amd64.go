@@ -7,8 +7,21 @@ package ml
 //go:noescape
 func prefetchLines(p *byte, n int)
 
-// kqPrefetchRows is how far ahead of the rows being computed a K-quant
-// matvec asks for its weight rows: its rows are short (a few hundred
-// bytes), too short for the hardware prefetchers to run ahead of four
-// streams at once.
-const kqPrefetchRows = 32
+// prefetchLinesL2 asks for every cache line of p[:n] into the L2 cache.
+//
+//go:noescape
+func prefetchLinesL2(p *byte, n int)
+
+// kqPrefetchBytes is how far ahead of the rows being computed a K-quant
+// matvec asks for its weight rows, and kqPrefetch the instruction: its
+// rows are short (a few hundred bytes to a few KB), too short for the
+// hardware prefetchers to run ahead of four streams at once. Into the L2
+// cache, about 32 KB ahead: far enough to cover DRAM latency at the rate
+// one core consumes weights, and not into the 32 KB L1, which a prefetch
+// that far ahead would thrash (PREFETCHT0 32 rows ahead, the earlier
+// setting, was 1.25x slower on the 1B Q4_K_M decode stream and 1.5x on
+// Q6_K: BenchmarkPrefetchTune). They are variables for that benchmark.
+var (
+	kqPrefetchBytes = 32 << 10
+	kqPrefetch      = prefetchLinesL2
+)
