@@ -40,7 +40,14 @@ func tinyLlamaSet(b *testing.B, body, out Type, layers int) *decodeSet {
 	r := rand.New(rand.NewPCG(5, uint64(body)))
 	s := &decodeSet{}
 	mk := func(t Type, rows, cols int) *Matrix {
-		m, err := NewMatrix(t, rows, cols, randBlocks(r, t, rows*cols/t.BlockSize()))
+		data := randBlocks(r, t, rows*cols/t.BlockSize())
+		if t == F16 {
+			// Finite values of magnitude 2^-7..2^-6 (no NaN, no subnormals).
+			for i := 0; i < len(data); i += 2 {
+				data[i+1] = data[i+1]&0x83 | 0x20
+			}
+		}
+		m, err := NewMatrix(t, rows, cols, data)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -72,7 +79,7 @@ func BenchmarkDecodeStream(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		body, out Type
-	}{{"Q4_K_M", Q4_K, Q6_K}, {"Q6_K", Q6_K, Q6_K}, {"Q8_0", Q8_0, Q8_0}} {
+	}{{"Q4_K_M", Q4_K, Q6_K}, {"Q6_K", Q6_K, Q6_K}, {"Q8_0", Q8_0, Q8_0}, {"F16", F16, F16}} {
 		for _, where := range []string{"dram", "l3"} {
 			b.Run(c.name+"/"+where, func(b *testing.B) {
 				layers := 22
