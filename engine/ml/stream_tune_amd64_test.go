@@ -3,6 +3,7 @@
 package ml
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -27,7 +28,15 @@ func BenchmarkPrefetchTune(b *testing.B) {
 		name      string
 		body, out Type
 	}{{"Q4_K_M", Q4_K, Q6_K}, {"Q6_K", Q6_K, Q6_K}} {
-		b.Run(c.name, func(b *testing.B) { prefetchTune(b, vs, tinyLlamaSet(b, c.body, c.out, 22)) })
+		b.Run(c.name, func(b *testing.B) {
+			savedBytes, savedFn := kqPrefetchBytes, kqPrefetch
+			defer func() { kqPrefetchBytes, kqPrefetch = savedBytes, savedFn }()
+			var tv []tuneVariant
+			for _, v := range vs {
+				tv = append(tv, tuneVariant{v.name, func() { kqPrefetchBytes, kqPrefetch = v.bytes, v.fn }})
+			}
+			tuneRounds(b, tv, tinyLlamaSet(b, c.body, c.out, 22))
+		})
 	}
 }
 
@@ -37,14 +46,24 @@ type prefetchVariant struct {
 	fn    func(*byte, int)
 }
 
-func prefetchTune(b *testing.B, vs []prefetchVariant, s *decodeSet) {
-	savedBytes, savedFn := kqPrefetchBytes, kqPrefetch
-	defer func() { kqPrefetchBytes, kqPrefetch = savedBytes, savedFn }()
+// tuneVariant is one setting: set applies it.
+type tuneVariant struct {
+	name string
+	set  func()
+}
+
+// tuneRounds runs the decode stream of s once per variant per round,
+// rotating the order, and reports each variant's median speed and CPU time
+// relative to the first variant's in the same round, and its best rate.
+func tuneRounds(b *testing.B, vs []tuneVariant, s *decodeSet) {
 	x := randF32(rand.New(rand.NewPCG(1, 2)), 5632)
 	q, k, v := make([]float32, 2048), make([]float32, 256), make([]float32, 256)
 	o, g, u := make([]float32, 2048), make([]float32, 5632), make([]float32, 5632)
 	logits := make([]float32, 32000)
+	var cpu float64
 	step := func() time.Duration {
+		c0 := processCPU()
+		defer func() { cpu = processCPU() - c0 }()
 		t0 := time.Now()
 		for _, l := range s.layers {
 			MatMulGroup([][]float32{q, k, v}, x[:2048], 1, l[:3])
@@ -57,25 +76,46 @@ func prefetchTune(b *testing.B, vs []prefetchVariant, s *decodeSet) {
 	}
 	step()
 	ratios := make([][]float64, len(vs))
+	cpuRatios := make([][]float64, len(vs))
 	best := make([]time.Duration, len(vs))
 	b.ResetTimer()
 	for i := range b.N {
 		times := make([]time.Duration, len(vs))
+		cpus := make([]float64, len(vs))
 		for j := range vs {
 			jj := (i + j) % len(vs)
-			kqPrefetchBytes, kqPrefetch = vs[jj].bytes, vs[jj].fn
+			vs[jj].set()
 			times[jj] = step()
+			cpus[jj] = cpu
 			if best[jj] == 0 || times[jj] < best[jj] {
 				best[jj] = times[jj]
 			}
 		}
 		for j := range vs {
 			ratios[j] = append(ratios[j], float64(times[0])/float64(times[j]))
+			cpuRatios[j] = append(cpuRatios[j], cpus[0]/cpus[j])
 		}
 	}
 	for j, v := range vs {
 		sort.Float64s(ratios[j])
+		sort.Float64s(cpuRatios[j])
 		b.ReportMetric(ratios[j][len(ratios[j])/2], v.name+"-x")
+		// CPU time (spinning included) ratio: what the setting saves in
+		// work, which a loaded machine's lost time slices do not blur.
+		b.ReportMetric(cpuRatios[j][len(cpuRatios[j])/2], v.name+"-cpu-x")
 		b.ReportMetric(float64(s.bytes)/best[j].Seconds()/1e9, v.name+"-bestGB/s")
 	}
+}
+
+// BenchmarkChunkTune is BenchmarkPrefetchTune for chunksPerThread.
+//
+//	KVW_THREADS=2 go test -run '^$' -bench ChunkTune -benchtime 10x ./engine/ml/
+func BenchmarkChunkTune(b *testing.B) {
+	saved := chunksPerThread
+	defer func() { chunksPerThread = saved }()
+	var vs []tuneVariant
+	for _, c := range []int{saved, 1, 2, 8, 16} {
+		vs = append(vs, tuneVariant{fmt.Sprint(c), func() { chunksPerThread = c }})
+	}
+	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
 }
