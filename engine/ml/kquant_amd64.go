@@ -84,14 +84,21 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	default:
 		return false
 	}
+	// The bytes ahead matvecK prefetches per call; the 512-bit Q4_K and
+	// Q6_K kernels prefetch inside their loop instead (kqPfDist).
+	pf := kqPrefetchBytes
+	zpf := 0
+	if kqZCallPrefetch {
+		zpf = pf
+	}
 	if useQ8VNNI() {
 		switch w.Type {
 		case Q4_K:
-			kern = kqQ4KDot4VNNIZ
+			kern, pf = kqQ4KDot4VNNIZ, zpf
 		case Q5_K:
 			kern = kqQ5KDot4VNNI
 		case Q6_K:
-			kern = kqQ6KDot4VNNIZ
+			kern, pf = kqQ6KDot4VNNIZ, zpf
 		case Q2_K:
 			kern, row4 = kqQ2KDot4VNNI, kqQ2KRow4VNNI
 		case Q3_K:
@@ -121,7 +128,7 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
 				}
 			}
-			matvecK(kern, nb, d, a, w, rb, l, hi)
+			matvecK(kern, pf, nb, d, a, w, rb, l, hi)
 		}
 		return true
 	}
@@ -158,12 +165,13 @@ func rowTimes4(row4 kqKernel, dst []float32, act []byte, n int, w *Matrix, rb, a
 type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // matvecK computes dst[r] for r in [lo,hi) for one activation row, four
-// weight rows per call.
-func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+// weight rows per call, first asking for the rows about pf bytes ahead
+// (none when pf is 0) with kqPrefetch.
+func matvecK(kern kqKernel, pf, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	r := lo
 	ahead := 0
-	if kqPrefetchBytes > 0 {
-		ahead = max(4, (kqPrefetchBytes/rb+3)&^3)
+	if pf > 0 {
+		ahead = max(4, (pf/rb+3)&^3)
 	}
 	for ; r+4 <= hi; r += 4 {
 		if p := r + ahead; ahead > 0 && p+4 <= w.Rows {

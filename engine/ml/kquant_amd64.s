@@ -1313,6 +1313,16 @@ GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
 	VEXTRACTI64X4 $1, zacc, Y2 \
 	VPADDD       Y2, acc, acc
 
+// R12 = the in-kernel prefetch distance: kqPfDist bytes, or four rows
+// (the next call's rows) when it is 0.
+#define PF_DIST(label) \
+	MOVQ  ·kqPfDist(SB), R12 \
+	TESTQ R12, R12 \
+	JNZ   label \
+	MOVQ  R8, R12 \
+	SHLQ  $2, R12 \
+label:
+
 // func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //
 // kqQ4KDot4AVX2 with AVX-512 VNNI for one activation row (as is
@@ -1324,6 +1334,7 @@ GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
 TEXT ·kqQ4KDot4VNNIZ(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), DI
 	MOVQ ws+8(FP), R8
+	PF_DIST(q4kZpf)
 	MOVQ a+16(FP), SI
 	XORQ R9, R9
 	XORQ R11, R11
@@ -1346,24 +1357,24 @@ q4kZLoop:
 	VINSERTI64X4  $1, 224(SI), Z23, Z23
 	K4_SCALES4
 	PAIR0
-	PREFETCHT0 (BX)(R8*4)
-	PREFETCHT0 64(BX)(R8*4)
-	PREFETCHT0 128(BX)(R8*4)
+	PREFETCHT1 (BX)(R12*1)
+	PREFETCHT1 64(BX)(R12*1)
+	PREFETCHT1 128(BX)(R12*1)
 	Q4K_PAIR4(0, Z8, Y8)
 	PAIR1
-	PREFETCHT0 (BX)(R8*4)
-	PREFETCHT0 64(BX)(R8*4)
-	PREFETCHT0 128(BX)(R8*4)
+	PREFETCHT1 (BX)(R12*1)
+	PREFETCHT1 64(BX)(R12*1)
+	PREFETCHT1 128(BX)(R12*1)
 	Q4K_PAIR4(1, Z9, Y9)
 	PAIR2
-	PREFETCHT0 (BX)(R8*4)
-	PREFETCHT0 64(BX)(R8*4)
-	PREFETCHT0 128(BX)(R8*4)
+	PREFETCHT1 (BX)(R12*1)
+	PREFETCHT1 64(BX)(R12*1)
+	PREFETCHT1 128(BX)(R12*1)
 	Q4K_PAIR4(2, Z10, Y10)
 	PAIR3
-	PREFETCHT0 (BX)(R8*4)
-	PREFETCHT0 64(BX)(R8*4)
-	PREFETCHT0 128(BX)(R8*4)
+	PREFETCHT1 (BX)(R12*1)
+	PREFETCHT1 64(BX)(R12*1)
+	PREFETCHT1 128(BX)(R12*1)
 	Q4K_PAIR4(3, Z11, Y11)
 
 	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
@@ -1427,10 +1438,10 @@ SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
 // qh[0:32] and qh[32:64]: one 64-byte load), vector 1 ql[32:64] with
 // ql[96:128]; their high nibbles make vectors 2 and 3.
 #define Q6K_PAIRZ(zacc, acc) \
-	PREFETCHT0    (BX)(R8*4) \
-	PREFETCHT0    64(BX)(R8*4) \
-	PREFETCHT0    128(BX)(R8*4) \
-	PREFETCHT0    192(BX)(R8*4) \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
+	PREFETCHT1    192(BX)(R12*1) \
 	VPMOVSXBW     192(BX), Y5 \
 	VPMADDWD      ACT_SUMS16(AX), Y5, Y6 \
 	VPSLLD        $5, Y6, Y6 \
@@ -1466,6 +1477,7 @@ SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
 TEXT ·kqQ6KDot4VNNIZ(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), DI
 	MOVQ ws+8(FP), R8
+	PF_DIST(q6kZpf)
 	MOVQ a+16(FP), SI
 	XORQ R9, R9
 	XORQ R11, R11

@@ -25,3 +25,17 @@ var (
 	kqPrefetchBytes = 32 << 10
 	kqPrefetch      = prefetchLinesL2
 )
+
+// kqPfDist is how far ahead the 512-bit Q4_K and Q6_K matvec kernels
+// prefetch (PREFETCHT1) the lines of the block they are reading, a few
+// lines per block, spread through their loop; 0 means four rows (the next
+// call's rows). Those two kernels skip matvecK's per-call prefetch: its
+// burst of 72 or more prefetches at once fills the core's miss buffers
+// and stalls the kernel until they drain, where prefetches spread through
+// the loop overlap with its arithmetic (1.2-1.26x on the 1B Q4_K_M decode
+// stream, by time and by CPU time: BenchmarkKernelPrefetchTune).
+var kqPfDist = 32 << 10
+
+// kqZCallPrefetch turns matvecK's per-call prefetch back on for those two
+// kernels (for the benchmark).
+var kqZCallPrefetch = false

@@ -119,3 +119,23 @@ func BenchmarkChunkTune(b *testing.B) {
 	}
 	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
 }
+
+// BenchmarkKernelPrefetchTune is BenchmarkPrefetchTune for the in-kernel
+// prefetch distance of the 512-bit Q4_K/Q6_K kernels (kqPfDist), with and
+// without matvecK's per-call prefetch for them too (kqZCallPrefetch).
+//
+//	KVW_THREADS=2 go test -run '^$' -bench KernelPrefetchTune -benchtime 10x ./engine/ml/
+func BenchmarkKernelPrefetchTune(b *testing.B) {
+	savedD, savedB := kqPfDist, kqZCallPrefetch
+	defer func() { kqPfDist, kqZCallPrefetch = savedD, savedB }()
+	var vs []tuneVariant
+	for _, c := range []struct {
+		dist int
+		call bool
+	}{
+		{savedD, savedB}, {0, false}, {16 << 10, false}, {64 << 10, false}, {0, true}, {32 << 10, true},
+	} {
+		vs = append(vs, tuneVariant{fmt.Sprintf("k%dK-call=%v", c.dist>>10, c.call), func() { kqPfDist, kqZCallPrefetch = c.dist, c.call }})
+	}
+	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
+}
