@@ -57,6 +57,9 @@ var fileTypes = map[string]fileType{
 	"q4_k_m": {ml.Q4_K, ml.Q6_K, ml.Q6_K, 15},
 	"q5_k_m": {ml.Q5_K, ml.Q6_K, ml.Q6_K, 17},
 	"q6_k":   {ml.Q6_K, ml.Q6_K, ml.Q6_K, 18},
+	// IQ4_XS everywhere but the output matrix (llama-quantize varies a
+	// few attention matrices too; the bytes per token differ by little).
+	"iq4_xs": {ml.IQ4_XS, ml.IQ4_XS, ml.Q6_K, 30},
 }
 
 func fileTypeNames() string {
@@ -175,6 +178,16 @@ func randomTensor(dst []byte, t ml.Type, rows, cols int, seed uint64) error {
 					q[j+8] = sc[j+4]&15 | (m[j+4]&15)<<4
 				}
 				s.fill(blk[16:])
+			}
+		}
+	case ml.IQ4_XS:
+		// d, then random 6-bit scales (minus 32) and 4-bit indices into
+		// the non-linear table (values -127..113, deviation about 70).
+		d := std / (18 * 70)
+		fillRow = func(row []byte, s *splitmix) {
+			for b := 0; b < len(row); b += 136 {
+				binary.LittleEndian.PutUint16(row[b:], h(d))
+				s.fill(row[b+2 : b+136])
 			}
 		}
 	case ml.Q6_K:
