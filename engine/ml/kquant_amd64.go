@@ -48,6 +48,16 @@ func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqQ4KDot8VNNIZ is kqQ4KDot4VNNIZ for eight rows (out gets eight
+// results), the activation loads shared by both groups of four.
+//
+//go:noescape
+func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// kqQ4K8 turns the eight-row Q4_K matvec kernel on (a variable for
+// BenchmarkKernel8Tune).
+var kqQ4K8 = true
+
 //go:noescape
 func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
@@ -126,6 +136,11 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			if w.Type == Q4_0 {
 				for ; l+8 <= hi; l += 8 {
 					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
+				}
+			}
+			if w.Type == Q4_K && useQ8VNNI() && kqQ4K8 {
+				for ; l+8 <= hi; l += 8 {
+					kqQ4KDot8VNNIZ(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
 				}
 			}
 			matvecK(kern, pf, nb, d, a, w, rb, l, hi)

@@ -139,3 +139,15 @@ func BenchmarkKernelPrefetchTune(b *testing.B) {
 	}
 	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
 }
+
+// BenchmarkKernel8Tune compares the eight-row Q4_K matvec kernel with the
+// four-row one on the 1B Q4_K_M decode stream, interleaved round by round.
+//
+//	KVW_THREADS=2 go test -run '^$' -bench Kernel8Tune -benchtime 12x ./engine/ml/
+func BenchmarkKernel8Tune(b *testing.B) {
+	saved := kqQ4K8
+	defer func() { kqQ4K8 = saved }()
+	tuneRounds(b, []tuneVariant{
+		{"rows4", func() { kqQ4K8 = false }}, {"rows8", func() { kqQ4K8 = true }},
+	}, tinyLlamaSet(b, Q4_K, Q6_K, 22))
+}
