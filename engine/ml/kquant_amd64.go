@@ -48,13 +48,17 @@ func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// kqQ4KDot8VNNIZ is kqQ4KDot4VNNIZ for eight rows (out gets eight
-// results), the activation loads shared by both groups of four.
+// kqQ4KDot8VNNIZ and kqQ6KDot8VNNIZ are the four-row kernels for eight
+// rows (out gets eight results), the activation loads shared by both
+// groups of four.
 //
 //go:noescape
 func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// kqQ4K8 turns the eight-row Q4_K matvec kernel on (a variable for
+//go:noescape
+func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// kqQ4K8 turns the eight-row matvec kernels on (a variable for
 // BenchmarkKernel8Tune).
 var kqQ4K8 = true
 
@@ -101,14 +105,15 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	if kqZCallPrefetch {
 		zpf = pf
 	}
+	var kern8 kqKernel // eight rows per call, where there is such a kernel
 	if useQ8VNNI() {
 		switch w.Type {
 		case Q4_K:
-			kern, pf = kqQ4KDot4VNNIZ, zpf
+			kern, kern8, pf = kqQ4KDot4VNNIZ, kqQ4KDot8VNNIZ, zpf
 		case Q5_K:
 			kern = kqQ5KDot4VNNI
 		case Q6_K:
-			kern, pf = kqQ6KDot4VNNIZ, zpf
+			kern, kern8, pf = kqQ6KDot4VNNIZ, kqQ6KDot8VNNIZ, zpf
 		case Q2_K:
 			kern, row4 = kqQ2KDot4VNNI, kqQ2KRow4VNNI
 		case Q3_K:
@@ -138,9 +143,9 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
 				}
 			}
-			if w.Type == Q4_K && useQ8VNNI() && kqQ4K8 {
+			if kern8 != nil && kqQ4K8 {
 				for ; l+8 <= hi; l += 8 {
-					kqQ4KDot8VNNIZ(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
+					kern8(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
 				}
 			}
 			matvecK(kern, pf, nb, d, a, w, rb, l, hi)

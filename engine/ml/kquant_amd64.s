@@ -1657,3 +1657,102 @@ q6kZLoop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqQ6KDot4VNNIZ over eight rows (two groups of four, the second at
+// w+4*ws), the activation vectors loaded once per super-block for both;
+// each row's arithmetic is the four-row kernel's (the same bits).
+TEXT ·kqQ6KDot8VNNIZ(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	PF_DIST(q6k8pf)
+	MOVQ a+16(FP), SI
+	XORQ R9, R9
+	XORQ R11, R11
+	LEAQ (R8)(R8*2), R10
+	LEAQ (DI)(R8*4), R13
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VMOVDQU64 kqSc6Idx0<>(SB), Z16
+	VMOVDQU64 kqSc6Idx1<>(SB), Z17
+	VMOVDQU64 kqSc6Idx2<>(SB), Z18
+	VMOVDQU64 kqSc6Idx3<>(SB), Z19
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+
+q6k8Loop:
+	VMOVDQU64     (SI), Y20
+	VINSERTI64X4  $1, 128(SI), Z20, Z20
+	VMOVDQU64     32(SI), Y21
+	VINSERTI64X4  $1, 160(SI), Z21, Z21
+	VMOVDQU64     64(SI), Y22
+	VINSERTI64X4  $1, 192(SI), Z22, Z22
+	VMOVDQU64     96(SI), Y23
+	VINSERTI64X4  $1, 224(SI), Z23, Z23
+	PAIR0
+	Q6K_PAIRZ(Z8, Y8)
+	PAIR1
+	Q6K_PAIRZ(Z9, Y9)
+	PAIR2
+	Q6K_PAIRZ(Z10, Y10)
+	PAIR3
+	Q6K_PAIRZ(Z11, Y11)
+
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	VPXOR   X4, X4, X4
+	VPINSRW $0, 208(DI), X4, X4
+	LEAQ    (DI)(R8*1), BX
+	VPINSRW $1, 208(BX), X4, X4
+	LEAQ    (DI)(R8*2), BX
+	VPINSRW $2, 208(BX), X4, X4
+	LEAQ    (DI)(R10*1), BX
+	VPINSRW $3, 208(BX), X4, X4
+	VCVTPH2PS X4, X6
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X0, X0
+
+	XCHGQ DI, R13
+	PAIR0
+	Q6K_PAIRZ(Z8, Y8)
+	PAIR1
+	Q6K_PAIRZ(Z9, Y9)
+	PAIR2
+	Q6K_PAIRZ(Z10, Y10)
+	PAIR3
+	Q6K_PAIRZ(Z11, Y11)
+
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+
+	VPXOR   X4, X4, X4
+	VPINSRW $0, 208(DI), X4, X4
+	LEAQ    (DI)(R8*1), BX
+	VPINSRW $1, 208(BX), X4, X4
+	LEAQ    (DI)(R8*2), BX
+	VPINSRW $2, 208(BX), X4, X4
+	LEAQ    (DI)(R10*1), BX
+	VPINSRW $3, 208(BX), X4, X4
+	VCVTPH2PS X4, X6
+	ACT_SCALES
+	VMULPS  X7, X6, X6
+	VCVTDQ2PS X8, X8
+	VMULPS  X6, X8, X8
+	VADDPS  X8, X1, X1
+
+	XCHGQ DI, R13
+
+	ADDQ $210, DI
+	ADDQ $210, R13
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  q6k8Loop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VMOVUPS X1, 16(DX)
+	VZEROUPPER
+	RET

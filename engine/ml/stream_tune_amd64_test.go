@@ -140,14 +140,15 @@ func BenchmarkKernelPrefetchTune(b *testing.B) {
 	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
 }
 
-// BenchmarkKernel8Tune compares the eight-row Q4_K matvec kernel with the
-// four-row one on the 1B Q4_K_M decode stream, interleaved round by round.
+// BenchmarkKernel8Tune compares the eight-row Q4_K and Q6_K matvec kernels
+// with the four-row ones on the 1B decode streams, interleaved round by
+// round.
 //
 //	KVW_THREADS=2 go test -run '^$' -bench Kernel8Tune -benchtime 12x ./engine/ml/
 func BenchmarkKernel8Tune(b *testing.B) {
 	saved := kqQ4K8
 	defer func() { kqQ4K8 = saved }()
-	tuneRounds(b, []tuneVariant{
-		{"rows4", func() { kqQ4K8 = false }}, {"rows8", func() { kqQ4K8 = true }},
-	}, tinyLlamaSet(b, Q4_K, Q6_K, 22))
+	vs := []tuneVariant{{"rows4", func() { kqQ4K8 = false }}, {"rows8", func() { kqQ4K8 = true }}}
+	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
+	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
 }
