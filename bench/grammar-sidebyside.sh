@@ -56,7 +56,7 @@ llamarun() {
 kvwrun() {
 	local extra=()
 	[ -n "${1:-}" ] && extra=(-json-schema "$1")
-	"$kvw" run -model "$model" -t "$threads" -b 1 -npp 8 -ntg "$ntg" "${extra[@]}" 2>/dev/null | sed 's/.*tg_tps=//'
+	"$kvw" run -model "$model" -t "$threads" -b 1 -npp 8 -ntg "$ntg" "${extra[@]}" 2>/dev/null | sed -n 's/.*tg_tps=\([0-9.]*\).*/\1/p'
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'; }

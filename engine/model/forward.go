@@ -267,8 +267,8 @@ func (r *Runner) Forward(b *Batch) error {
 	end := 0
 	for i, s := range b.Seqs {
 		end += len(s.Tokens)
-		if s.Logits {
-			want = append(want, i, end-1)
+		for j := s.LogitRows(); j > 0; j-- {
+			want = append(want, i, end-j)
 		}
 	}
 	if cap(b.Logits) < len(b.Seqs) {
@@ -287,8 +287,12 @@ func (r *Runner) Forward(b *Batch) error {
 		if blk.FinalSoftcap != 0 {
 			ml.SoftCap(r.logits[:m*c.Vocab], blk.FinalSoftcap)
 		}
-		for j := range m {
-			b.Logits[want[2*j]] = r.logits[j*c.Vocab : (j+1)*c.Vocab : (j+1)*c.Vocab]
+		// A sequence's rows are consecutive: its slice spans all of them.
+		for j := 0; j < m; {
+			i := want[2*j]
+			k := b.Seqs[i].LogitRows()
+			b.Logits[i] = r.logits[j*c.Vocab : (j+k)*c.Vocab : (j+k)*c.Vocab]
+			j += k
 		}
 	}
 
