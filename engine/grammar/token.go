@@ -123,7 +123,8 @@ func (g *Grammar) CheckVocab(v *Vocab) error {
 	return g.cacheFor(v).err
 }
 
-// tokenSyntaxError keeps the place of a resolution error and marks it.
+// tokenError keeps the place of a resolution error (a *SyntaxError) and
+// marks it as ErrUnknownToken.
 type tokenError struct{ *SyntaxError }
 
 func (e tokenError) Unwrap() []error { return []error{e.SyntaxError, ErrUnknownToken} }
