@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -43,6 +44,8 @@ type hostTier struct {
 	used     int64 // under p.mu
 	entries  int   // under p.mu
 	comp     string
+	serial   uint64                  // offloads started, under p.mu: each copy's identity
+	byTenant map[uint32]*tenantUsage // under p.mu
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
 
@@ -52,14 +55,55 @@ type hostTier struct {
 	wg      sync.WaitGroup
 }
 
+// tenantUsage is what one tenant holds in the host tier.
+type tenantUsage struct {
+	entries int
+	bytes   int64
+}
+
+// account moves the host tier's totals and tenant tid's by the same amounts.
+func (h *hostTier) account(tid uint32, entries int, bytes int64) {
+	h.used += bytes
+	h.entries += entries
+	u := h.byTenant[tid]
+	if u == nil {
+		u = &tenantUsage{}
+		h.byTenant[tid] = u
+	}
+	u.entries += entries
+	u.bytes += bytes
+	if u.entries == 0 && u.bytes == 0 {
+		delete(h.byTenant, tid)
+	}
+}
+
+// HostUsage is what tenant holds in the host tier now: copies (complete or
+// in flight) and the bytes charged for them.
+func (p *Pool) HostUsage(tenant Tenant) (entries int, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tid, ok := p.tenants[tenant]
+	if !ok || p.host == nil {
+		return 0, 0
+	}
+	if u := p.host.byTenant[tid]; u != nil {
+		return u.entries, u.bytes
+	}
+	return 0, 0
+}
+
 // hostEntry is one page's copy. It records the tenant and request it came
 // from; a restore into any other is refused.
 type hostEntry struct {
 	tid    uint32
+	tenant Tenant // tid's name, for the sealing key
 	req    RequestID
-	slots  int    // written slots captured
-	rawLen int    // packed bytes before compression
-	sum    uint64 // checksum of the packed bytes as read from the device
+	serial uint64  // never reused: binds the sealed copy to this entry
+	origin PageRef // the device page it was copied from
+	sealed bool    // data is sealed (Config.Sealer)
+	slots  int     // written slots captured
+	rawLen int     // packed bytes before compression
+	sum    uint64  // checksum of the packed bytes as read from the device
 	// partN and partSum are the checksum a handoff took of the first partN
 	// slots of a partial page. The copy is verified against it as it is
 	// made, and a restore carries it back: it never comes from copied bytes.
@@ -90,7 +134,7 @@ type copyJob struct {
 }
 
 func newHostTier(p *Pool, capacity int64, comp string) (*hostTier, error) {
-	h := &hostTier{p: p, capacity: capacity, comp: comp, jobs: make(chan *copyJob, 256)}
+	h := &hostTier{p: p, capacity: capacity, comp: comp, jobs: make(chan *copyJob, 256), byTenant: map[uint32]*tenantUsage{}}
 	if comp == "zstd" {
 		var err error
 		if h.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); err != nil {
@@ -200,7 +244,42 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	default:
 		p.dropHost("compression output", c) // no smaller: stored raw
 	}
+	if s := p.cfg.Sealer; s != nil {
+		// Compressed first: ciphertext does not compress.
+		sealed, err := s.Seal(make([]byte, 0, len(buf)+sealOverhead), string(e.tenant), p.sealedAD(e), buf)
+		p.dropHost("sealing staging", buf)
+		if err != nil {
+			return nil, fmt.Errorf("%w: offload of %v: sealing: %w", ErrCopy, j.ref, err)
+		}
+		buf, e.sealed = sealed, true
+		if f := p.cfg.Faults; f != nil && f.SealedCopy != nil {
+			f.SealedCopy(j.ref, buf)
+		}
+	}
 	return buf, nil
+}
+
+// sealOverhead is kvseal's (header and tag), to size the sealed buffer.
+const sealOverhead = 1 + 8 + 12 + 16
+
+// sealedAD is the identity a host copy is sealed to, besides its tenant
+// and the model (which the Sealer binds): the entry's serial (never
+// reused, so a copy cannot be replayed into another entry), the request,
+// the device page and generation it was copied from, and its shape and
+// checksums. Every field is set before the copy starts and never changes.
+func (p *Pool) sealedAD(e *hostEntry) []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, "kvcache host copy v1"...)
+	for _, v := range []uint64{e.serial, uint64(e.req), uint64(e.origin.Index), e.origin.Gen,
+		uint64(e.slots), uint64(e.rawLen), uint64(e.partN), e.partSum} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	if e.compressed {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	return b
 }
 
 // scrubHost reports whether host buffers that held page bytes are zeroed
@@ -263,7 +342,7 @@ func (p *Pool) complete(j *copyJob, data []byte, err error) {
 		h.uncharge(e)
 	} else {
 		e.data = data
-		h.used += int64(len(data)) - e.charged
+		h.account(e.tid, 0, int64(len(data))-e.charged)
 		e.charged = int64(len(data))
 		p.st.offloaded += int64(e.rawLen)
 		p.st.stored += int64(len(data))
@@ -288,8 +367,7 @@ func (p *Pool) OnCopyDone(f func()) {
 
 func (h *hostTier) uncharge(e *hostEntry) {
 	if e.charged != 0 {
-		h.used -= e.charged
-		h.entries--
+		h.account(e.tid, -1, -e.charged)
 		e.charged = 0
 		h.p.unrefTenantLocked(e.tid)
 	}
@@ -347,13 +425,14 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 	if h.used+int64(raw) > h.capacity {
 		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
 	}
-	e := &hostEntry{tid: m.tenant, req: req, slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
+	h.serial++
+	e := &hostEntry{tid: m.tenant, tenant: p.tenantName(m.tenant), req: req, serial: h.serial, origin: ref,
+		slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
 	p.refTenantLocked(m.tenant) // dropped when the copy is uncharged
 	if x := &p.ext[ref.Index]; !m.sealed && x.partN > 0 {
 		e.partN, e.partSum = int(x.partN), x.partSum
 	}
-	h.used += int64(raw)
-	h.entries++
+	h.account(m.tenant, 1, int64(raw))
 	p.takeLeaseLocked(ref.Index, LeaseCopy)
 	return &copyJob{ref: ref, sealed: m.sealed, sealedSum: p.ext[ref.Index].sum, e: e}, nil
 }
@@ -361,14 +440,25 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 // restoreEntry copies e back into page idx and verifies the checksum on the
 // device before anyone can read the page.
 func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
-	raw := e.data
+	data := e.data
+	if e.sealed {
+		plain, err := p.cfg.Sealer.Open(make([]byte, 0, len(data)), string(e.tenant), p.sealedAD(e), data)
+		if err != nil {
+			// Damaged at rest, or its tenant erased: a miss. Nothing was
+			// uploaded, so the page it was meant for is clean.
+			return fmt.Errorf("%w: restore of request %d into page %d: %w", ErrSealOpen, e.req, idx, err)
+		}
+		defer func() { p.dropHost("unsealing staging", plain) }()
+		data = plain
+	}
+	raw := data
 	var err error
 	if e.compressed {
 		switch p.host.comp {
 		case "s2":
-			raw, err = s2.Decode(nil, e.data)
+			raw, err = s2.Decode(nil, data)
 		case "zstd":
-			raw, err = p.host.zdec.DecodeAll(e.data, make([]byte, 0, e.rawLen))
+			raw, err = p.host.zdec.DecodeAll(data, make([]byte, 0, e.rawLen))
 		}
 		// The decompressed page is staging: it goes once uploaded.
 		defer func() { p.dropHost("decompression staging", raw) }()
@@ -624,6 +714,9 @@ func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []Page
 	for i, r := range refs {
 		p.dropLeaseLocked(r.Index, LeaseCopy)
 		if err != nil {
+			if i == bad && errors.Is(err, ErrSealOpen) {
+				p.st.sealFailures++
+			}
 			if i == bad && errors.Is(err, ErrChecksum) {
 				p.st.checksum++
 				p.isolationLocked("restore checksum", req, r.Index, r.Gen)
