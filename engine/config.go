@@ -14,6 +14,7 @@ import (
 	"github.com/kvwarden/kvwarden/internal/device/cpu"
 	"github.com/kvwarden/kvwarden/internal/device/cuda"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
 
 // ErrDeviceUnavailable is wrapped when the requested device cannot be used.
@@ -28,6 +29,7 @@ type resolved struct {
 	pool       *kvcache.Pool
 	runner     Runner
 	backend    string
+	keys       *kvseal.Keyring
 }
 
 func invalid(format string, args ...any) error {
@@ -260,9 +262,18 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			"max_context", c.MaxContext, "model_context", mc.MaxContext)
 	}
 
+	if r.keys, err = newKeyring(c); err != nil {
+		return r, err
+	}
+	defer func() {
+		if err != nil {
+			r.keys.Close()
+		}
+	}()
 	pool, err := kvcache.New(be, kvcache.Config{
 		Geometry: geo, Pages: c.KVPages, ZeroOnRelease: c.ZeroOnRelease, Poison: c.Poison,
 		HostTierBytes: c.HostTierBytes, Compression: c.Compression, Faults: hooks.poolFaults(), Logger: c.Logger,
+		Sealer: r.keys,
 	})
 	if err != nil {
 		if errors.Is(err, kvcache.ErrConfig) {

@@ -62,6 +62,7 @@ type Engine struct {
 	chat    *chatTemplates
 	backend string
 	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
+	tiers   tiers      // sealing keys and erasure (tiers.go)
 
 	// The vocabulary as grammar matchers see it, on first use (grammar.go).
 	gvOnce sync.Once
@@ -125,6 +126,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	// A completed host-tier copy may let a waiting step proceed: the
 	// scheduler polls the copy (it never waits on one) when woken.
 	e.pool.OnCopyDone(e.signal)
+	e.tiers.init(e, r)
 	e.sched = newScheduler(e)
 	go e.sched.loop()
 	return e, nil
@@ -276,6 +278,7 @@ func (e *Engine) Close() error {
 	e.signal()
 	<-e.loopDone
 	err := e.pool.Close()
+	e.tiers.close()
 	if e.ownW {
 		if cerr := e.weights.Close(); err == nil {
 			err = cerr

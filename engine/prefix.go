@@ -118,6 +118,8 @@ type prefixStore interface {
 	hostLen() int
 	// clear drops every entry (Close).
 	clear()
+	// dropTenant drops every entry of tenant (erasure, erase.go).
+	dropTenant(tenant string) (device, host int)
 }
 
 // noPrefixCache is the disabled prefix cache (Config.DisablePrefixCache):
@@ -132,6 +134,7 @@ func (noPrefixCache) dropHostFor(int64) bool                            { return
 func (noPrefixCache) len() int                                          { return 0 }
 func (noPrefixCache) hostLen() int                                      { return 0 }
 func (noPrefixCache) clear()                                            {}
+func (noPrefixCache) dropTenant(string) (int, int)                      { return 0, 0 }
 
 type prefixKey struct {
 	tenant string

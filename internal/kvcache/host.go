@@ -382,6 +382,20 @@ func (h *hostTier) uncharge(e *hostEntry) {
 	e.data = nil
 }
 
+// hostCharge is what a copy of slots slots is charged before it is made:
+// the most it can take (compression never stores more than the raw page;
+// sealing adds its header and tag), so the tier never goes over capacity.
+func (p *Pool) hostCharge(slots int) int64 {
+	n := int64(p.packedLen(slots))
+	if p.cfg.Sealer != nil {
+		n += sealOverhead
+	}
+	return n
+}
+
+// HostCopyBytes is what a host copy of one full page takes at most.
+func (p *Pool) HostCopyBytes() int64 { return p.hostCharge(p.geo.PageSize) }
+
 func (p *Pool) packedLen(slots int) int {
 	return 2 * p.geo.Layers * slots * p.geo.KVDim() * int(p.elemSize)
 }
@@ -422,8 +436,8 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 	h := p.host
 	m := &p.pages[ref.Index]
 	raw := p.packedLen(slots)
-	if h.used+int64(raw) > h.capacity {
-		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
+	if h.used+p.hostCharge(slots) > h.capacity {
+		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, p.hostCharge(slots), h.used, h.capacity)
 	}
 	h.serial++
 	e := &hostEntry{tid: m.tenant, tenant: p.tenantName(m.tenant), req: req, serial: h.serial, origin: ref,
@@ -432,7 +446,8 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 	if x := &p.ext[ref.Index]; !m.sealed && x.partN > 0 {
 		e.partN, e.partSum = int(x.partN), x.partSum
 	}
-	h.account(m.tenant, 1, int64(raw))
+	e.charged = p.hostCharge(slots)
+	h.account(m.tenant, 1, e.charged)
 	p.takeLeaseLocked(ref.Index, LeaseCopy)
 	return &copyJob{ref: ref, sealed: m.sealed, sealedSum: p.ext[ref.Index].sum, e: e}, nil
 }
@@ -989,7 +1004,7 @@ func (p *Pool) SwapOutAsync(t *PageTable) (*PendingSwap, error) {
 	}
 	need := int64(0)
 	for i := range n {
-		need += int64(p.packedLen(min(ps, t.written-i*ps)))
+		need += p.hostCharge(min(ps, t.written-i*ps))
 	}
 	if h := p.host; h.used+need > h.capacity {
 		err := fmt.Errorf("kvcache: swap out of request %d: %w: %d bytes needed, %d of %d used",

@@ -125,6 +125,15 @@ func ReadKeyFile(path string) ([]byte, error) {
 		ErrKey, path, len(b), KeySize, 2*KeySize)
 }
 
+// SetFingerprint sets the function that computes the model fingerprint,
+// for a keyring made before its model was known. It must be called before
+// the first Seal or Open.
+func (k *Keyring) SetFingerprint(f func() []byte) {
+	k.mu.Lock()
+	k.fpFunc = f
+	k.mu.Unlock()
+}
+
 // fingerprint is the model fingerprint, computed once.
 func (k *Keyring) fingerprint() []byte {
 	k.fpOnce.Do(func() {
