@@ -274,7 +274,7 @@ func (k *Keyring) Erase(tenant string) (uint64, error) {
 		return 0, ErrClosed
 	}
 	old := k.tenants[tenant]
-	tk := &tenantKey{epoch: 1}
+	tk := &tenantKey{epoch: 2} // a tenant never used was at epoch 1
 	if old != nil {
 		tk.epoch = old.epoch + 1
 		clear(old.key[:])

@@ -119,6 +119,8 @@ var (
 	dStale          = desc("kv_stale_completions_total", "Asynchronous completions refused because their page generation was stale.")
 	dCopyFail       = desc("kv_copy_failures_total", "Host-tier copies that failed.")
 	dScrubFail      = desc("kv_scrub_failures_total", "Page scrubs that failed.")
+	dSealFail       = desc("kv_seal_failures_total", "Host-tier copies that failed their authentication tag (damaged, or their tenant erased): each a miss, recomputed.")
+	dErasures       = desc("kv_tenant_erasures_total", "Tenant KV crypto-erasures served.")
 	dHostBytes      = desc("host_tier_bytes", "Host tier bytes (used, capacity).", "kind")
 	dHostEntries    = desc("host_tier_entries", "Pages held in the host tier.")
 	dHostMoved      = desc("host_tier_transferred_bytes_total", "Raw page bytes moved between device and host tier, by direction (offload, restore), and host bytes stored after compression (stored).", "direction")
@@ -147,7 +149,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dPages, dPagesTotal, dLeases, dAllocs, dReleases, dScrubs, dDeferred, dDeferredDur,
 		dChecksum, dIsolation, dIsoRequests, dStale, dCopyFail, dScrubFail, dHostBytes, dHostEntries, dHostMoved, dSeqs,
 		dEngineRejected, dEngineFinished, dSteps, dPreempt, dSwaps, dRecompute, dPrefix, dPrefixEntries, dPrefixEvict,
-		dPrefixHost, dPrefixSpills, dPrefixHostHits, dPrefixHostEvic, dStepTime, dQueueTime} {
+		dPrefixHost, dPrefixSpills, dPrefixHostHits, dPrefixHostEvic, dStepTime, dQueueTime, dSealFail, dErasures} {
 		ch <- d
 	}
 }
@@ -183,6 +185,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dStale, float64(p.StaleCompletions))
 	counter(dCopyFail, float64(p.CopyFailures))
 	counter(dScrubFail, float64(p.ScrubFailures))
+	counter(dSealFail, float64(p.SealFailures))
+	counter(dErasures, float64(s.TenantErasures))
 	gauge(dHostBytes, float64(p.HostTierUsed), "used")
 	gauge(dHostBytes, float64(p.HostTierCapacity), "capacity")
 	gauge(dHostEntries, float64(p.HostEntries))
