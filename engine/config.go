@@ -63,6 +63,11 @@ func (c Config) Validate() error {
 // checkFields validates the fields that do not need the model and fills in
 // their defaults.
 func checkFields(c *Config) error {
+	if c.KVKeyFile != "" {
+		if err := kvseal.CheckKeyFile(c.KVKeyFile); err != nil {
+			return badField("KVKeyFile", "%v", err)
+		}
+	}
 	switch {
 	case c.PageSize < 0 || c.PageSize > 1<<15:
 		return badField("PageSize", "page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)

@@ -134,6 +134,14 @@ func (k *Keyring) SetFingerprint(f func() []byte) {
 	k.mu.Unlock()
 }
 
+// CheckKeyFile reports whether path holds a usable master key, without
+// keeping it.
+func CheckKeyFile(path string) error {
+	k, err := ReadKeyFile(path)
+	clear(k)
+	return err
+}
+
 // fingerprint is the model fingerprint, computed once.
 func (k *Keyring) fingerprint() []byte {
 	k.fpOnce.Do(func() {

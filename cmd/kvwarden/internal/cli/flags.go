@@ -65,6 +65,7 @@ type Common struct {
 	MaxBatchTokens   int
 	MaxSeqs          int
 	NoPrefixCache    bool
+	KVKeyFile        string
 }
 
 // Register adds the common flags to fs.
@@ -90,6 +91,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one scheduler step (default 512)")
 	fs.IntVar(&c.MaxSeqs, "max-seqs", 0, "running sequences at once (default 64)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
+	fs.StringVar(&c.KVKeyFile, "kv-key-file", "", "master key `file` (32 bytes, or 64 hex digits) that per-tenant keys sealing every KV page outside the pool derive from (default: a random key per process)")
 }
 
 // Validate checks every common flag (an empty --model becomes the
@@ -148,7 +150,7 @@ var flagOf = map[string]string{
 	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
 	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
-	"TokenizerPath": "tokenizer", "Threads": "threads",
+	"TokenizerPath": "tokenizer", "Threads": "threads", "KVKeyFile": "kv-key-file",
 }
 
 // CheckEngineConfig validates cfg with the engine's own checks and turns a
@@ -251,6 +253,7 @@ func (c *Common) EngineConfig() engine.Config {
 		KVChecksum:         ck,
 		Poison:             c.Poison,
 		DisablePrefixCache: c.NoPrefixCache,
+		KVKeyFile:          c.KVKeyFile,
 	}
 }
 
