@@ -24,6 +24,7 @@ _Static_assert(sizeof(kvw_engine_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_erase_result) == 48, "kvw_erase_result v1");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 // Version 1 of kvw_engine_params ended after log_user_data (112 bytes);
@@ -379,6 +380,22 @@ int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out) {
     kvw_stats_init(&s);
     int32_t st = kvwgo_engine_stats((uintptr_t)engine, &s);
     if (st == KVW_OK) copy_out(out, &s, sizeof s);
+    return st;
+}
+
+void kvw_erase_result_init(kvw_erase_result* out) {
+    if (out == NULL) return;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+}
+
+int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out) {
+    NOT_IN_CHILD("kvw_tenant_erase_kv");
+    OUT_STRUCT("kvw_erase_result", out);
+    kvw_erase_result r;
+    kvw_erase_result_init(&r);
+    int32_t st = kvwgo_tenant_erase_kv((uintptr_t)engine, (char*)tenant, &r);
+    if (st == KVW_OK && out != NULL) copy_out(out, &r, sizeof r);
     return st;
 }
 
