@@ -455,39 +455,13 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 // restoreEntry copies e back into page idx and verifies the checksum on the
 // device before anyone can read the page.
 func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
-	data := e.data
-	if e.sealed {
-		plain, err := p.cfg.Sealer.Open(make([]byte, 0, len(data)), string(e.tenant), p.sealedAD(e), data)
-		if err != nil {
-			// Damaged at rest, or its tenant erased: a miss. Nothing was
-			// uploaded, so the page it was meant for is clean.
-			return fmt.Errorf("%w: restore of request %d into page %d: %w", ErrSealOpen, e.req, idx, err)
-		}
-		defer func() { p.dropHost("unsealing staging", plain) }()
-		data = plain
+	raw, staging, err := p.decodeEntry(e, fmt.Sprintf("restore of request %d into page %d", e.req, idx))
+	if err != nil {
+		return err
 	}
-	raw := data
-	var err error
-	if e.compressed {
-		switch p.host.comp {
-		case "s2":
-			raw, err = s2.Decode(nil, data)
-		case "zstd":
-			raw, err = p.host.zdec.DecodeAll(data, make([]byte, 0, e.rawLen))
-		}
-		// The decompressed page is staging: it goes once uploaded.
-		defer func() { p.dropHost("decompression staging", raw) }()
-	}
-	if err != nil || len(raw) != e.rawLen {
-		return fmt.Errorf("%w: %w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
-			ErrIsolation, ErrChecksum, errBadCopy, idx, e.rawLen, err)
-	}
-	// The copy is checked in host memory first: a copy that went bad in
-	// transit or at rest is the copy's fault, not the device page's, which
-	// then goes back to the free list instead of quarantine.
-	if got := p.hostChecksum(raw, e.slots); got != e.sum {
-		return fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy taken as %016x, now %016x",
-			ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, e.sum, got)
+	if staging != "" {
+		// The decoded page is staging: it goes once uploaded.
+		defer p.dropHost(staging, raw)
 	}
 	if err := p.uploadPacked(idx, e.slots, raw); err != nil {
 		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
@@ -501,6 +475,53 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 			ErrIsolation, ErrChecksum, e.req, idx, e.sum, got)
 	}
 	return nil
+}
+
+// decodeEntry opens and decompresses e's copy into the page's packed
+// bytes and checks them against the checksum the copy was taken with.
+// staging names the buffer raw is, for dropHost; "" when raw is e.data.
+func (p *Pool) decodeEntry(e *hostEntry, what string) (raw []byte, staging string, err error) {
+	data := e.data
+	if e.sealed {
+		plain, err := p.cfg.Sealer.Open(make([]byte, 0, len(data)), string(e.tenant), p.sealedAD(e), data)
+		if err != nil {
+			// Damaged at rest, or its tenant erased: a miss. Nothing was
+			// uploaded, so the page it was meant for is clean.
+			return nil, "", fmt.Errorf("%w: %s: %w", ErrSealOpen, what, err)
+		}
+		data, staging = plain, "unsealing staging"
+	}
+	raw = data
+	if e.compressed {
+		switch p.host.comp {
+		case "s2":
+			raw, err = s2.Decode(nil, data)
+		case "zstd":
+			raw, err = p.host.zdec.DecodeAll(data, make([]byte, 0, e.rawLen))
+		}
+		if staging != "" {
+			p.dropHost(staging, data)
+		}
+		staging = "decompression staging"
+	}
+	fail := func(err error) ([]byte, string, error) {
+		if staging != "" {
+			p.dropHost(staging, raw)
+		}
+		return nil, "", err
+	}
+	if err != nil || len(raw) != e.rawLen {
+		return fail(fmt.Errorf("%w: %w: %w: %s: host copy does not decompress to %d bytes (%v)",
+			ErrIsolation, ErrChecksum, errBadCopy, what, e.rawLen, err))
+	}
+	// The copy is checked in host memory first: a copy that went bad in
+	// transit or at rest is the copy's fault, not the device page's, which
+	// then goes back to the free list instead of quarantine.
+	if got := p.hostChecksum(raw, e.slots); got != e.sum {
+		return fail(fmt.Errorf("%w: %w: %w: %s: host copy taken as %016x, now %016x",
+			ErrIsolation, ErrChecksum, errBadCopy, what, e.sum, got))
+	}
+	return raw, staging, nil
 }
 
 // HostPage is an asynchronous offload of one sealed page.

@@ -18,6 +18,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -76,6 +77,20 @@ type Keyring struct {
 	fpOnce  sync.Once
 	tenants map[string]*tenantKey
 	closed  bool
+	store   EpochStore // persists epochs (disk tier); nil: memory only
+	// macKey names things on disk (MAC): derived from the master key,
+	// fixed from New to Close.
+	macKey [KeySize]byte
+}
+
+// EpochStore persists tenants' epochs, so that pages sealed before a
+// restart (disk tier) open after it with the same master key, and an
+// erasure outlives the process.
+type EpochStore interface {
+	// Load returns tenant's persisted epoch, if any.
+	Load(tenant string) (Epoch, bool)
+	// Save persists tenant's epoch durably before it returns.
+	Save(tenant string, e Epoch) error
 }
 
 // New is a keyring over master (KeySize bytes; copied, so the caller may
@@ -87,7 +102,39 @@ func New(master []byte, fingerprint func() []byte) (*Keyring, error) {
 	}
 	k := &Keyring{fpFunc: fingerprint, tenants: map[string]*tenantKey{}}
 	copy(k.master[:], master)
+	mk, err := hkdf.Key(sha256.New, k.master[:], nil, "kvwarden names v1", KeySize)
+	if err != nil {
+		return nil, fmt.Errorf("kvseal: deriving the naming key: %w", err)
+	}
+	copy(k.macKey[:], mk)
+	clear(mk)
 	return k, nil
+}
+
+// MAC is HMAC-SHA256 under a key derived from the master key, over the
+// parts (each length-prefixed): names of things on disk that must not
+// reveal their tenant or content, and that another master key does not
+// find.
+func (k *Keyring) MAC(parts ...[]byte) [32]byte {
+	m := hmac.New(sha256.New, k.macKey[:])
+	var n [8]byte
+	for _, p := range parts {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(p)))
+		m.Write(n[:])
+		m.Write(p)
+	}
+	var out [32]byte
+	m.Sum(out[:0])
+	return out
+}
+
+// SetEpochStore makes the keyring load each tenant's epoch from s on
+// first use, and save every new or erased epoch to it. Call it before the
+// first seal.
+func (k *Keyring) SetEpochStore(s EpochStore) {
+	k.mu.Lock()
+	k.store = s
+	k.mu.Unlock()
 }
 
 // NewRandom is a keyring over a fresh random master key: what is sealed
@@ -159,10 +206,22 @@ func (k *Keyring) tenantLocked(tenant string) (*tenantKey, error) {
 		return tk, nil
 	}
 	tk := k.tenants[tenant]
+	if tk == nil && k.store != nil {
+		if e, ok := k.store.Load(tenant); ok {
+			tk = &tenantKey{epoch: e.Epoch, salt: e.Salt}
+			k.tenants[tenant] = tk
+		}
+	}
 	if tk == nil {
 		tk = &tenantKey{epoch: 1}
 		if _, err := rand.Read(tk.salt[:]); err != nil {
 			return nil, fmt.Errorf("kvseal: random salt: %w", err)
+		}
+		if k.store != nil {
+			// Unsaved, pages sealed now only fail to open after a restart.
+			if err := k.store.Save(tenant, Epoch{tk.epoch, tk.salt}); err != nil {
+				return nil, fmt.Errorf("kvseal: saving tenant epoch: %w", err)
+			}
 		}
 		k.tenants[tenant] = tk
 	}
@@ -282,6 +341,11 @@ func (k *Keyring) Erase(tenant string) (uint64, error) {
 		return 0, ErrClosed
 	}
 	old := k.tenants[tenant]
+	if old == nil && k.store != nil {
+		if e, ok := k.store.Load(tenant); ok {
+			old = &tenantKey{epoch: e.Epoch}
+		}
+	}
 	tk := &tenantKey{epoch: 2} // a tenant never used was at epoch 1
 	if old != nil {
 		tk.epoch = old.epoch + 1
@@ -294,6 +358,12 @@ func (k *Keyring) Erase(tenant string) (uint64, error) {
 		return 0, fmt.Errorf("kvseal: random salt: %w", err)
 	}
 	k.tenants[tenant] = tk
+	if k.store != nil {
+		if err := k.store.Save(tenant, Epoch{tk.epoch, tk.salt}); err != nil {
+			// In memory the old epoch is gone; on disk it is not yet.
+			return tk.epoch, fmt.Errorf("kvseal: saving the erased epoch: %w", err)
+		}
+	}
 	return tk.epoch, nil
 }
 
@@ -339,6 +409,7 @@ func (k *Keyring) Close() {
 	}
 	k.closed = true
 	clear(k.master[:])
+	clear(k.macKey[:])
 	for t, tk := range k.tenants {
 		clear(tk.key[:])
 		clear(tk.salt[:])
