@@ -63,6 +63,14 @@ func (c Config) Validate() error {
 // checkFields validates the fields that do not need the model and fills in
 // their defaults.
 func checkFields(c *Config) error {
+	switch {
+	case c.KVDiskBudget < 0:
+		return badField("KVDiskBudget", "disk tier budget %d bytes is negative", c.KVDiskBudget)
+	case c.KVDisk != "" && c.KVDiskBudget == 0:
+		return badField("KVDiskBudget", "the disk tier (%s) needs a budget in bytes", c.KVDisk)
+	case c.KVDisk == "" && c.KVDiskBudget > 0:
+		return badField("KVDisk", "a disk tier budget without a disk tier directory")
+	}
 	if c.KVKeyFile != "" {
 		if err := kvseal.CheckKeyFile(c.KVKeyFile); err != nil {
 			return badField("KVKeyFile", "%v", err)

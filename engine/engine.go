@@ -126,8 +126,11 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	// A completed host-tier copy may let a waiting step proceed: the
 	// scheduler polls the copy (it never waits on one) when woken.
 	e.pool.OnCopyDone(e.signal)
-	e.tiers.init(e, r)
 	e.sched = newScheduler(e)
+	if err := e.tiers.init(e, r); err != nil {
+		e.abandon()
+		return nil, err
+	}
 	go e.sched.loop()
 	return e, nil
 }
@@ -259,6 +262,7 @@ func (e *Engine) signal() {
 func (e *Engine) Stats() Stats {
 	st := e.met.snapshot()
 	st.Pool = poolStatsOf(e.pool.Stats())
+	st.Disk = e.tiers.diskStats()
 	return st
 }
 

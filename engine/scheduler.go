@@ -1121,6 +1121,7 @@ func (sc *scheduler) shutdown() {
 		}
 		sc.end(s)
 	}
+	sc.prefix.persist() // to the disk tier, if any
 	sc.prefix.clear()
 	sc.gauges()
 }

@@ -150,6 +150,8 @@ type Stats struct {
 	Recoveries uint64
 	// TenantErasures counts EraseTenantKV calls served.
 	TenantErasures uint64
+	// Disk is the disk tier (Config.KVDisk); zero without one.
+	Disk DiskStats
 
 	PromptTokens     uint64 // prompt tokens of admitted requests
 	GeneratedTokens  uint64 // tokens sampled

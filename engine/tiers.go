@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/kvwarden/kvwarden/internal/kvcache"
@@ -20,6 +21,7 @@ var ErrBadTenant = errors.New("engine: bad tenant name")
 // the scheduler.
 type tiers struct {
 	keys *kvseal.Keyring
+	disk *diskTier // Config.KVDisk, or nil
 
 	mu      sync.Mutex
 	pending []*eraseMsg // for the scheduler (erasures)
@@ -48,6 +50,9 @@ type EraseResult struct {
 	// from then on (a swapped request of the tenant recomputes).
 	HostPages int   `json:"host_pages"`
 	HostBytes int64 `json:"host_bytes"`
+	// DiskFiles and DiskBytes are the tenant's disk tier files deleted.
+	DiskFiles int   `json:"disk_files"`
+	DiskBytes int64 `json:"disk_bytes"`
 }
 
 // newKeyring is the keyring every page that leaves the pool is sealed
@@ -69,19 +74,58 @@ func newKeyring(c Config) (*kvseal.Keyring, error) {
 	return kvseal.New(master, nil)
 }
 
-func (t *tiers) init(e *Engine, r resolved) {
+// init binds the keyring to the model and opens the disk tier, before the
+// scheduler starts: nothing is sealed before then.
+func (t *tiers) init(e *Engine, r resolved) error {
 	t.keys = r.keys
-	if t.keys == nil {
-		return
-	}
-	// Before the scheduler starts: nothing is sealed before then.
 	t.keys.SetFingerprint(e.kvFingerprint)
+	c := e.cfg
+	if c.KVDisk == "" {
+		return nil
+	}
+	pc, ok := e.sched.prefix.(*prefixCache)
+	if !ok {
+		return badField("KVDisk", "the disk tier holds prefix-cache pages, and the prefix cache is disabled")
+	}
+	g := e.pool.Geometry()
+	d, err := openDiskTier(c.KVDisk, c.KVDiskBudget, t.keys, e.kvFingerprint(), g.PageSize, int(g.PageBytes()),
+		c.ZeroOnRelease || c.Poison, c.KVKeyFile != "", e.log)
+	if err != nil {
+		return err
+	}
+	t.keys.SetEpochStore(d.epochs)
+	t.disk, pc.disk = d, d
+	return nil
 }
 
 func (t *tiers) close() {
+	if t.disk != nil {
+		t.disk.close()
+	}
 	if t.keys != nil {
 		t.keys.Close()
 	}
+}
+
+func (t *tiers) diskStats() DiskStats {
+	if t.disk == nil {
+		return DiskStats{}
+	}
+	return t.disk.stats()
+}
+
+// abandon frees what New built when it fails after the engine was made
+// (the scheduler never started).
+func (e *Engine) abandon() {
+	close(e.loopDone)
+	_ = e.pool.Close()
+	if e.ownW {
+		_ = e.weights.Close()
+	}
+	if c, ok := e.runner.(io.Closer); ok {
+		_ = c.Close()
+	}
+	e.tiers.close()
 }
 
 // kvFingerprint is what a sealed page is bound to besides its tenant and
@@ -163,6 +207,9 @@ func (sc *scheduler) erasures() {
 		}
 		r.Epoch = ep
 		r.PrefixDevicePages, r.PrefixHostPages = sc.prefix.dropTenant(m.tenant)
+		if t.disk != nil {
+			r.DiskFiles, r.DiskBytes = t.disk.erase(m.tenant)
+		}
 		sc.e.met.erasure()
 		sc.e.log.Info("engine: tenant KV erased", "tenant", m.tenant, "key_epoch", ep,
 			"prefix_device_pages", r.PrefixDevicePages, "prefix_host_pages", r.PrefixHostPages, "host_pages", r.HostPages)
