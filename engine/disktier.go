@@ -524,9 +524,6 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 		}
 	}
 	clear(plain[:off])
-	d.mu.Lock()
-	d.st.Hits++
-	d.mu.Unlock()
 	return plain[off:], true
 }
 
@@ -547,6 +544,13 @@ func (d *diskTier) erase(tenant string) (files int, size int64) {
 	}
 	d.st.Erased += uint64(files)
 	return files, size
+}
+
+// hit counts a page read back and served.
+func (d *diskTier) hit() {
+	d.mu.Lock()
+	d.st.Hits++
+	d.mu.Unlock()
 }
 
 func (d *diskTier) stats() DiskStats {

@@ -217,7 +217,13 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 		h := c.chainHash(s, i)
 		el, ok := c.entries[prefixKey{s.tenant, h}]
 		if !ok {
-			if el = c.fromDisk(s, i, parent, keepFree); el == nil {
+			var err error
+			el, err = c.fromDisk(s, i, parent, keepFree)
+			if err != nil && s.prefixWaits < maxPrefixWaits {
+				s.hostHitsWaiting += hostHits
+				return 0, err // pages come back from spills: wait a step
+			}
+			if el == nil {
 				break
 			}
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/list"
+	"errors"
 	"slices"
 
 	"github.com/kvwarden/kvwarden/internal/kvcache"
@@ -73,16 +74,17 @@ func (c *prefixCache) persist() {
 // disk tier; on a hit it imports the page into a fresh device page
 // (verified on the device, as a restore from the host tier is), indexes it
 // as a device entry and returns its element. nil: a miss, or no page to
-// import into (leaving keepFree pages free), and s computes the rest.
-func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int) *list.Element {
+// import into (leaving keepFree pages free), and s computes the rest;
+// errSpillInFlight: pages are on their way back from spills, s may wait.
+func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int) (*list.Element, error) {
 	if c.disk == nil {
-		return nil
+		return nil, nil
 	}
 	page := s.tokens[i*c.ps : (i+1)*c.ps]
 	strong := strongHash(strongOf(parent), page)
 	raw, ok := c.disk.load(s.tenant, strong, i, page)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	defer c.pool.DropRaw(raw)
 	tenant := kvcache.Tenant(s.tenant)
@@ -104,13 +106,17 @@ func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int)
 	if err == nil {
 		err = c.pool.Retain(ref, tenant)
 	}
+	if errors.Is(err, errPagesPending) {
+		return nil, errSpillInFlight
+	}
 	if err != nil {
 		c.log.Debug("engine: disk tier hit not imported; computing", "request", s.id, "err", err)
-		return nil
+		return nil, nil
 	}
 	key := prefixKey{s.tenant, c.chainHash(s, i)}
 	ent := &prefixEntry{key: key, parent: parent, tokens: slices.Clone(page), ref: ref, strong: strong}
 	el := c.lru.PushFront(ent)
 	c.entries[key] = el
-	return el
+	c.disk.hit()
+	return el, nil
 }
