@@ -66,6 +66,8 @@ type Common struct {
 	MaxSeqs          int
 	NoPrefixCache    bool
 	KVKeyFile        string
+	KVDisk           string
+	KVDiskBudget     SizeValue
 }
 
 // Register adds the common flags to fs.
@@ -91,6 +93,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one scheduler step (default 512)")
 	fs.IntVar(&c.MaxSeqs, "max-seqs", 0, "running sequences at once (default 64)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
+	fs.StringVar(&c.KVDisk, "kv-disk", "", "disk tier `dir`ectory below the host tier: prefix pages, sealed, kept across restarts with the same --kv-key-file (needs --kv-disk-budget)")
+	fs.Var(&c.KVDiskBudget, "kv-disk-budget", "disk tier `size`, a hard limit, e.g. 10GiB")
 	fs.StringVar(&c.KVKeyFile, "kv-key-file", "", "master key `file` (32 bytes, or 64 hex digits) that per-tenant keys sealing every KV page outside the pool derive from (default: a random key per process)")
 }
 
@@ -151,6 +155,7 @@ var flagOf = map[string]string{
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
 	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
 	"TokenizerPath": "tokenizer", "Threads": "threads", "KVKeyFile": "kv-key-file",
+	"KVDisk": "kv-disk", "KVDiskBudget": "kv-disk-budget",
 }
 
 // CheckEngineConfig validates cfg with the engine's own checks and turns a
@@ -254,6 +259,8 @@ func (c *Common) EngineConfig() engine.Config {
 		Poison:             c.Poison,
 		DisablePrefixCache: c.NoPrefixCache,
 		KVKeyFile:          c.KVKeyFile,
+		KVDisk:             c.KVDisk,
+		KVDiskBudget:       c.KVDiskBudget.N,
 	}
 }
 
