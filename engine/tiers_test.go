@@ -11,9 +11,10 @@ import (
 	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
-// sealCapture records, through the pool's fault hooks, every plaintext
-// that was sealed (the sealing staging buffer, seen as it is dropped with
-// scrubbing off) and every sealed copy.
+// sealCapture records, through the pool's fault hooks, plaintext pages
+// (the staging buffers of sealing, when the copy is compressed, and of
+// unsealing on restore, seen as they are dropped with scrubbing off) and
+// every sealed copy.
 type sealCapture struct {
 	mu     sync.Mutex
 	plain  [][]byte
@@ -30,7 +31,7 @@ func newSealCapture() *sealCapture {
 func (c *sealCapture) faults() *Faults {
 	return &Faults{Pool: &kvcache.Faults{
 		DroppedHost: func(what string, b []byte) {
-			if what != "sealing staging" {
+			if what != "sealing staging" && what != "unsealing staging" {
 				return
 			}
 			c.mu.Lock()
@@ -81,7 +82,7 @@ func TestHostTierCopiesSealed(t *testing.T) {
 			capt.mu.Lock()
 			defer capt.mu.Unlock()
 			require.NotEmpty(t, capt.sealed)
-			require.Len(t, capt.plain, len(capt.sealed))
+			require.NotEmpty(t, capt.plain)
 			for _, p := range capt.plain {
 				for j := 0; j+16 <= len(p); j += 8 {
 					for _, s := range capt.sealed {

@@ -203,7 +203,12 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 		}
 	}
 	e := j.e
+	var store []byte // room to seal in place (uncompressed copies)
 	buf := make([]byte, e.rawLen)
+	if _, ok := p.cfg.Sealer.(inPlaceSealer); ok && p.host.comp == "none" {
+		store = make([]byte, sealHeader+e.rawLen, sealHeader+e.rawLen+sealTag)
+		buf = store[sealHeader:]
+	}
 	if err := p.downloadPacked(buf, j.ref.Index, e.slots); err != nil {
 		p.dropHost("offload staging", buf)
 		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
@@ -244,7 +249,18 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	default:
 		p.dropHost("compression output", c) // no smaller: stored raw
 	}
-	if s := p.cfg.Sealer; s != nil {
+	if s, ok := p.cfg.Sealer.(inPlaceSealer); ok && store != nil {
+		// Encrypted where it was downloaded: no second page-sized buffer.
+		sealed, err := s.SealInPlace(store, string(e.tenant), p.sealedAD(e))
+		if err != nil {
+			p.dropHost("offload staging", store)
+			return nil, fmt.Errorf("%w: offload of %v: sealing: %w", ErrCopy, j.ref, err)
+		}
+		buf, e.sealed = sealed, true
+		if f := p.cfg.Faults; f != nil && f.SealedCopy != nil {
+			f.SealedCopy(j.ref, buf)
+		}
+	} else if s := p.cfg.Sealer; s != nil {
 		// Compressed first: ciphertext does not compress.
 		sealed, err := s.Seal(make([]byte, 0, len(buf)+sealOverhead), string(e.tenant), p.sealedAD(e), buf)
 		p.dropHost("sealing staging", buf)
@@ -260,7 +276,16 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 }
 
 // sealOverhead is kvseal's (header and tag), to size the sealed buffer.
-const sealOverhead = 1 + 8 + 12 + 16
+const (
+	sealHeader   = 1 + 8 + 12
+	sealTag      = 16
+	sealOverhead = sealHeader + sealTag
+)
+
+// inPlaceSealer seals a buffer where it is (kvseal.Keyring.SealInPlace).
+type inPlaceSealer interface {
+	SealInPlace(buf []byte, tenant string, ad []byte) ([]byte, error)
+}
 
 // sealedAD is the identity a host copy is sealed to, besides its tenant
 // and the model (which the Sealer binds): the entry's serial (never

@@ -37,7 +37,14 @@ const KeySize = 32
 const SaltSize = 16
 
 // Overhead is what Seal adds to a plaintext: the header and the GCM tag.
-const Overhead = headerSize + 16
+const Overhead = headerSize + TagSize
+
+// HeaderSize is the sealed form's header (SealInPlace's room before the
+// plaintext), TagSize its trailer.
+const (
+	HeaderSize = headerSize
+	TagSize    = 16
+)
 
 const (
 	version    = 1
@@ -306,6 +313,29 @@ func (k *Keyring) Seal(dst []byte, tenant string, ad, plain []byte) ([]byte, err
 	out := append(dst, hdr[:]...)
 	adb := k.additional(make([]byte, 0, 128+len(ad)), hdr[:], tenant, ad)
 	return tk.aead.Seal(out, hdr[9:], plain, adb), nil
+}
+
+// SealInPlace is Seal without a copy: buf holds HeaderSize bytes of room
+// and then the plaintext, and has TagSize bytes of spare capacity; the
+// header is written into the room, the plaintext encrypted where it is,
+// and the tag appended. It returns the sealed form, buf's own memory.
+func (k *Keyring) SealInPlace(buf []byte, tenant string, ad []byte) ([]byte, error) {
+	if len(buf) < headerSize || cap(buf)-len(buf) < TagSize {
+		return nil, fmt.Errorf("kvseal: SealInPlace needs %d bytes of room and %d of spare capacity", headerSize, TagSize)
+	}
+	tk, err := k.get(tenant)
+	if err != nil {
+		return nil, err
+	}
+	hdr := buf[:headerSize]
+	hdr[0] = version
+	binary.LittleEndian.PutUint64(hdr[1:9], tk.epoch)
+	if _, err := rand.Read(hdr[9:]); err != nil {
+		return nil, fmt.Errorf("kvseal: nonce: %w", err)
+	}
+	adb := k.additional(make([]byte, 0, 128+len(ad)), hdr, tenant, ad)
+	out := tk.aead.Seal(buf[headerSize:headerSize], hdr[9:], buf[headerSize:], adb)
+	return buf[:headerSize+len(out)], nil
 }
 
 // Open appends to dst the plaintext of sealed, checking it was sealed for
