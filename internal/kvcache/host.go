@@ -49,10 +49,29 @@ type hostTier struct {
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
 
+	// stages are page-sized buffers to open sealed copies into: a restore
+	// of a page would otherwise allocate (and the GC collect) one per page.
+	stages sync.Pool
+
 	sendMu  sync.RWMutex
 	stopped bool
 	jobs    chan *copyJob
 	wg      sync.WaitGroup
+}
+
+// stage is an empty buffer of at least n bytes' capacity, for unsealing.
+func (h *hostTier) stage(n int) []byte {
+	if b, ok := h.stages.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// unstage gives a buffer from stage back, once dropped (dropHost scrubs it
+// under ZeroOnRelease).
+func (h *hostTier) unstage(b []byte) {
+	b = b[:0]
+	h.stages.Put(&b)
 }
 
 // tenantUsage is what one tenant holds in the host tier.
@@ -486,7 +505,12 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 	}
 	if staging != "" {
 		// The decoded page is staging: it goes once uploaded.
-		defer p.dropHost(staging, raw)
+		defer func() {
+			p.dropHost(staging, raw)
+			if staging == "unsealing staging" {
+				p.host.unstage(raw)
+			}
+		}()
 	}
 	if err := p.uploadPacked(idx, e.slots, raw); err != nil {
 		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
@@ -508,7 +532,7 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 func (p *Pool) decodeEntry(e *hostEntry, what string) (raw []byte, staging string, err error) {
 	data := e.data
 	if e.sealed {
-		plain, err := p.cfg.Sealer.Open(make([]byte, 0, len(data)), string(e.tenant), p.sealedAD(e), data)
+		plain, err := p.cfg.Sealer.Open(p.host.stage(len(data)), string(e.tenant), p.sealedAD(e), data)
 		if err != nil {
 			// Damaged at rest, or its tenant erased: a miss. Nothing was
 			// uploaded, so the page it was meant for is clean.
@@ -526,6 +550,7 @@ func (p *Pool) decodeEntry(e *hostEntry, what string) (raw []byte, staging strin
 		}
 		if staging != "" {
 			p.dropHost(staging, data)
+			p.host.unstage(data)
 		}
 		staging = "decompression staging"
 	}
