@@ -32,7 +32,7 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 #define KVW_ENGINE_PARAMS_V1_SIZE 112
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
-_Static_assert(sizeof(kvw_engine_params) == 136, "kvw_engine_params v4 (v1: 112, v2: 120, v3: 128)");
+_Static_assert(sizeof(kvw_engine_params) == 160, "kvw_engine_params v5 (v1: 112, v2: 120, v3: 128, v4: 136)");
 _Static_assert(sizeof(kvw_request_params) == 136, "kvw_request_params v5 (v1: 64, v2: 72, v3: 88, v4: 104)");
 _Static_assert(offsetof(kvw_request_params, presence_penalty) == 104, "kvw_request_params v5 starts after v4");
 _Static_assert(sizeof(kvw_token_logprob) == 8, "kvw_token_logprob is fixed");

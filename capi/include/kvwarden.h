@@ -280,6 +280,13 @@ typedef struct kvw_engine_params {
     /* v4 (struct_size 136): */
     const char* kv_type;        /* KV cache element type: "f16" (NULL, default) or "f32"
                                    (twice the memory; exact against float32 references) */
+    /* v5 (struct_size 160): sealed tiers (see kvw_tenant_erase_kv) */
+    const char* kv_key_file;    /* master key file (32 bytes or 64 hex digits) every page
+                                   outside the pool is sealed under, per tenant; NULL = a
+                                   random key per process. Copied. */
+    const char* kv_disk_dir;    /* disk tier directory: prefix pages below the host tier,
+                                   kept across engines with the same key file; NULL = none */
+    int64_t kv_disk_budget_bytes; /* the disk tier's hard limit; required with kv_disk_dir */
 } kvw_engine_params;
 
 /* Defaults for kvw_engine_params (struct_size set). Thread-safe. */

@@ -110,6 +110,9 @@ class kvw_engine_params(Structure):
         ("n_threads", c_int32),  # v3
         ("reserved0", c_int32),
         ("kv_type", c_char_p),  # v4
+        ("kv_key_file", c_char_p),  # v5
+        ("kv_disk_dir", c_char_p),
+        ("kv_disk_budget_bytes", c_int64),
     ]
 
 

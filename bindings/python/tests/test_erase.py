@@ -1,5 +1,7 @@
 """Engine.erase_tenant_kv (kvw_tenant_erase_kv) on the built-in model."""
 import ctypes
+import os
+import tempfile
 import unittest
 
 import kvwarden
@@ -54,6 +56,27 @@ class TestEraseTenantKV(unittest.TestCase):
         self.eng.close()
         with self.assertRaises(kvwarden.ClosedError):
             self.eng.erase_tenant_kv("alice")
+
+
+class TestDiskTier(unittest.TestCase):
+    def test_prefix_survives_engines_with_the_same_key(self):
+        with tempfile.TemporaryDirectory() as d:
+            key = os.path.join(d, "kv.key")
+            with open(key, "wb") as f:
+                f.write(bytes(range(32)))
+            params = dict(kv_memory_bytes=8 << 20, page_size=4, kv_key_file=key,
+                          kv_disk_dir=os.path.join(d, "kv"), kv_disk_budget_bytes=16 << 20)
+            with kvwarden.Engine(kvwarden.BUILTIN_STORIES, **params) as eng:
+                first = eng.generate(PROMPT, max_tokens=4, tenant="alice")
+            with kvwarden.Engine(kvwarden.BUILTIN_STORIES, **params) as eng:
+                s = eng.stream(PROMPT, max_tokens=4, tenant="alice")
+                self.assertEqual("".join(s), first)
+                self.assertGreater(s.result["cached_tokens"], 0)
+                self.assertGreater(eng.erase_tenant_kv("alice")["prefix_device_pages"], 0)
+
+    def test_budget_without_dir_is_refused(self):
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            kvwarden.Engine(kvwarden.BUILTIN_STORIES, kv_disk_budget_bytes=1 << 20)
 
 
 if __name__ == "__main__":
