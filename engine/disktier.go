@@ -52,8 +52,10 @@ import (
 // Writes are crash-safe: temporary file, fsync, rename, fsync of the
 // directory; the index is the directory itself, rebuilt on start, and a
 // temporary file left by a crash is deleted then. The budget is a hard
-// limit: a file's size is reserved, evicting least recently used files
-// first, before it is written.
+// limit: a file's size is reserved, evicting files first, before it is
+// written. Eviction is tenant-fair: the least recently used file of the
+// tenant that holds the most bytes goes first, so one tenant's traffic
+// cannot push every other tenant's prefixes off the disk.
 //
 // Tenants' key epochs (salts) are persisted in the directory (epochs),
 // keyed by tenant tag, so pages outlive a restart with the same key file
@@ -97,12 +99,12 @@ type diskTier struct {
 	zdec   *zstd.Decoder
 	lock   *os.File
 
-	mu    sync.Mutex
-	files map[string]*list.Element // file name -> *diskFile
-	lru   *list.List               // front: most recently used
-	used  int64
-	gens  map[[16]byte]uint64 // tenant tag -> erasures, so a write racing one is dropped
-	st    DiskStats
+	mu      sync.Mutex
+	files   map[string]*diskFile
+	tenants map[[16]byte]*tenantFiles // by tenant tag
+	used    int64                     // bytes of the files, and of writes reserved or deletions pending
+	gens    map[[16]byte]uint64       // tenant tag -> erasures, so a write racing one is dropped
+	st      DiskStats
 
 	sendMu sync.RWMutex
 	closed bool
@@ -116,6 +118,13 @@ type diskFile struct {
 	name string
 	size int64
 	tag  [16]byte
+	el   *list.Element // in its tenant's LRU list
+}
+
+// tenantFiles is one tenant's files, least recently used at the back.
+type tenantFiles struct {
+	lru   *list.List
+	bytes int64
 }
 
 // diskJob is one page for the writer, or (raw nil) a flush marker.
@@ -128,6 +137,7 @@ type diskJob struct {
 	tokens []int
 	raw    []byte
 	done   chan struct{}
+	remove []*diskFile // files to delete (an erasure), instead of a page
 }
 
 // errDiskInUse is a disk tier directory another engine holds.
@@ -149,7 +159,7 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 		return nil, fmt.Errorf("%w: %s: %w", errDiskInUse, dir, err)
 	}
 	d := &diskTier{dir: dir, budget: budget, keys: keys, log: log, ps: ps, rawLen: rawLen, scrub: scrub, fp: fp, lock: lock,
-		files: map[string]*list.Element{}, lru: list.New(), gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
+		files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
 	d.st.Budget = budget
 	t := keys.MAC([]byte("kvwarden disk fingerprint v1"), fp)
 	copy(d.fpTag[:], t[:])
@@ -247,8 +257,7 @@ func (d *diskTier) index() error {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].mtime < all[j].mtime })
 	for _, x := range all {
-		d.files[x.f.name] = d.lru.PushFront(x.f)
-		d.used += x.f.size
+		d.insertLocked(x.f)
 	}
 	for d.used > d.budget && d.evictLocked() {
 	}
@@ -340,6 +349,9 @@ func (d *diskTier) flush() {
 func (d *diskTier) writer() {
 	defer d.wg.Done()
 	for j := range d.jobs {
+		if j.remove != nil {
+			d.remove(j.remove)
+		}
 		if j.raw != nil {
 			d.write(j)
 		}
@@ -414,7 +426,8 @@ func (d *diskTier) write(j *diskJob) {
 		d.used -= size
 		return
 	}
-	d.files[name] = d.lru.PushFront(&diskFile{name: name, size: size, tag: j.tag})
+	d.used -= size // reserved; insertLocked counts it
+	d.insertLocked(&diskFile{name: name, size: size, tag: j.tag})
 	d.st.Writes++
 }
 
@@ -449,21 +462,49 @@ func writeAtomic(dir, name string, b []byte) error {
 	return nil
 }
 
-// evictLocked deletes the least recently used file; false when none is left.
+// insertLocked indexes f as its tenant's most recently used file.
+func (d *diskTier) insertLocked(f *diskFile) {
+	tf := d.tenants[f.tag]
+	if tf == nil {
+		tf = &tenantFiles{lru: list.New()}
+		d.tenants[f.tag] = tf
+	}
+	f.el = tf.lru.PushFront(f)
+	tf.bytes += f.size
+	d.files[f.name] = f
+	d.used += f.size
+}
+
+// unindexLocked takes f out of the index (its bytes stay counted in used
+// until the file is deleted).
+func (d *diskTier) unindexLocked(f *diskFile) {
+	tf := d.tenants[f.tag]
+	tf.lru.Remove(f.el)
+	if tf.bytes -= f.size; tf.lru.Len() == 0 {
+		delete(d.tenants, f.tag)
+	}
+	delete(d.files, f.name)
+}
+
+// evictLocked deletes the least recently used file of the tenant holding
+// the most bytes; false when there is none.
 func (d *diskTier) evictLocked() bool {
-	el := d.lru.Back()
-	if el == nil {
+	var big *tenantFiles
+	for _, tf := range d.tenants {
+		if big == nil || tf.bytes > big.bytes {
+			big = tf
+		}
+	}
+	if big == nil {
 		return false
 	}
-	d.dropLocked(el)
+	d.dropLocked(big.lru.Back().Value.(*diskFile))
 	d.st.Evictions++
 	return true
 }
 
-func (d *diskTier) dropLocked(el *list.Element) {
-	f := el.Value.(*diskFile)
-	d.lru.Remove(el)
-	delete(d.files, f.name)
+func (d *diskTier) dropLocked(f *diskFile) {
+	d.unindexLocked(f)
 	d.used -= f.size
 	if err := os.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		d.log.Warn("engine: disk tier: deleting a page file failed", "err", err)
@@ -477,9 +518,9 @@ func (d *diskTier) dropLocked(el *list.Element) {
 func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) ([]byte, bool) {
 	name := d.name(tenant, strong)
 	d.mu.Lock()
-	el, ok := d.files[name]
+	f, ok := d.files[name]
 	if ok {
-		d.lru.MoveToFront(el)
+		d.tenants[f.tag].lru.MoveToFront(f.el)
 	}
 	d.mu.Unlock()
 	if !ok {
@@ -487,8 +528,8 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 	}
 	bad := func(why string, err error) ([]byte, bool) {
 		d.mu.Lock()
-		if el, ok := d.files[name]; ok {
-			d.dropLocked(el)
+		if f, ok := d.files[name]; ok {
+			d.dropLocked(f)
 		}
 		d.st.SealFailures++
 		d.mu.Unlock()
@@ -527,23 +568,48 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 	return plain[off:], true
 }
 
-// erase deletes every file of tenant, and drops its writes in flight.
+// erase takes every file of tenant out of the index at once, and drops
+// its writes in flight; the writer deletes the files (in order: before any
+// later write lands), so the scheduler does not wait on the filesystem.
 func (d *diskTier) erase(tenant string) (files int, size int64) {
 	tag := d.tenantTag(tenant)
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.gens[tag]++
-	for el := d.lru.Back(); el != nil; {
-		prev := el.Prev()
-		if f := el.Value.(*diskFile); f.tag == tag {
-			files++
-			size += f.size
-			d.dropLocked(el)
+	var gone []*diskFile
+	if tf := d.tenants[tag]; tf != nil {
+		for el := tf.lru.Front(); el != nil; el = el.Next() {
+			gone = append(gone, el.Value.(*diskFile))
 		}
-		el = prev
 	}
-	d.st.Erased += uint64(files)
-	return files, size
+	for _, f := range gone {
+		d.unindexLocked(f)
+		size += f.size
+	}
+	d.st.Erased += uint64(len(gone))
+	d.mu.Unlock()
+	if len(gone) == 0 {
+		return 0, 0
+	}
+	d.sendMu.RLock()
+	defer d.sendMu.RUnlock()
+	if d.closed {
+		d.remove(gone)
+		return len(gone), size
+	}
+	d.jobs <- &diskJob{remove: gone}
+	return len(gone), size
+}
+
+// remove deletes files already out of the index.
+func (d *diskTier) remove(fs []*diskFile) {
+	for _, f := range fs {
+		if err := os.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("engine: disk tier: deleting an erased page file failed", "err", err)
+		}
+		d.mu.Lock()
+		d.used -= f.size
+		d.mu.Unlock()
+	}
 }
 
 // hit counts a page read back and served.

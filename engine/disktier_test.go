@@ -3,7 +3,10 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +17,10 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // writeKeyFile writes a 32-byte master key made of b.
 func writeKeyFile(t *testing.T, b byte) string {
@@ -304,4 +310,63 @@ func TestDiskTierConfig(t *testing.T) {
 	newEcho(t, diskConfig(t, dir, key))
 	_, err := New(diskConfig(t, dir, key))
 	require.ErrorIs(t, err, errDiskInUse)
+}
+
+// TestDiskTierEvictionIsTenantFair: when the budget is reached, the tenant
+// holding the most bytes gives up its least recently used file, so one
+// tenant flooding the disk tier does not push another's few pages out.
+func TestDiskTierEvictionIsTenantFair(t *testing.T) {
+	keys, err := kvseal.New(bytes.Repeat([]byte{5}, 32), nil)
+	require.NoError(t, err)
+	defer keys.Close()
+	const ps, rawLen = 4, 512
+	probe := func(dir string, budget int64) *diskTier {
+		d, err := openDiskTier(dir, budget, keys, []byte("model"), ps, rawLen, false, true, quietLog())
+		require.NoError(t, err)
+		return d
+	}
+	page := func(tenant string, i int) ([32]byte, []int, []byte) {
+		tokens := []int{i, i + 1, i + 2, i + 3}
+		raw := make([]byte, rawLen)
+		r := rand.New(rand.NewPCG(uint64(i), uint64(len(tenant))))
+		for j := range raw {
+			raw[j] = byte(r.UintN(256))
+		}
+		return strongHash([32]byte{byte(len(tenant))}, tokens), tokens, raw
+	}
+	noDrop := func([]byte) {}
+	// The size of one file, to size the budget in files.
+	d := probe(t.TempDir(), 1<<20)
+	s, tok, raw := page("x", 0)
+	d.put("x", s, 0, tok, raw, true, noDrop)
+	d.flush()
+	one := d.stats().Used
+	d.close()
+
+	d = probe(t.TempDir(), 10*one)
+	defer d.close()
+	for i := range 2 {
+		s, tok, raw := page("small", i)
+		d.put("small", s, 0, tok, raw, true, noDrop)
+	}
+	for i := range 30 {
+		s, tok, raw := page("hog", 100+i)
+		d.put("hog", s, 0, tok, raw, true, noDrop)
+	}
+	d.flush()
+	st := d.stats()
+	require.LessOrEqual(t, st.Used, 10*one)
+	require.Equal(t, uint64(22), st.Evictions)
+	for i := range 2 {
+		s, tok, raw := page("small", i)
+		got, ok := d.load("small", s, 0, tok)
+		require.True(t, ok, "small's page %d was evicted", i)
+		require.Equal(t, raw, got)
+	}
+	s, tok, _ = page("hog", 100)
+	_, ok := d.load("hog", s, 0, tok)
+	require.False(t, ok, "the hog's oldest page went first")
+	s, tok, _ = page("hog", 129)
+	_, ok = d.load("hog", s, 0, tok)
+	require.True(t, ok, "the hog's newest page stays")
 }
