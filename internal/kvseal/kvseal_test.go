@@ -175,3 +175,30 @@ func TestCiphertextIncompressible(t *testing.T) {
 	require.Less(t, len(enc.EncodeAll(plain, nil)), 1000)
 	require.GreaterOrEqual(t, len(enc.EncodeAll(sealed, nil)), len(sealed))
 }
+
+// TestSealInPlace: the in-place form is the same format as Seal's (Open
+// reads it, with the same bindings), uses the caller's memory, and refuses
+// a buffer without room for the header or the tag.
+func TestSealInPlace(t *testing.T) {
+	k, err := New(testKey(1), fp("m"))
+	require.NoError(t, err)
+	defer k.Close()
+	plain := bytes.Repeat([]byte("page "), 200)
+	buf := make([]byte, HeaderSize+len(plain), HeaderSize+len(plain)+TagSize)
+	copy(buf[HeaderSize:], plain)
+	sealed, err := k.SealInPlace(buf, "t", []byte("id"))
+	require.NoError(t, err)
+	require.Len(t, sealed, len(plain)+Overhead)
+	require.Same(t, &buf[0], &sealed[0], "sealed where it was")
+	require.False(t, bytes.Contains(sealed, []byte("page page")))
+	got, err := k.Open(nil, "t", []byte("id"), sealed)
+	require.NoError(t, err)
+	require.Equal(t, plain, got)
+	_, err = k.Open(nil, "u", []byte("id"), sealed)
+	require.ErrorIs(t, err, ErrOpen)
+
+	for _, b := range [][]byte{make([]byte, 10, 100), make([]byte, HeaderSize+8)} {
+		_, err := k.SealInPlace(b, "t", nil)
+		require.Error(t, err)
+	}
+}
