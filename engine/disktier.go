@@ -98,6 +98,7 @@ type diskTier struct {
 	zenc   *zstd.Encoder
 	zdec   *zstd.Decoder
 	lock   *os.File
+	fs     diskFS
 
 	mu      sync.Mutex
 	files   map[string]*diskFile
@@ -159,7 +160,7 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 		return nil, fmt.Errorf("%w: %s: %w", errDiskInUse, dir, err)
 	}
 	d := &diskTier{dir: dir, budget: budget, keys: keys, log: log, ps: ps, rawLen: rawLen, scrub: scrub, fp: fp, lock: lock,
-		files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
+		fs: newDiskFS(), files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
 	d.st.Budget = budget
 	t := keys.MAC([]byte("kvwarden disk fingerprint v1"), fp)
 	copy(d.fpTag[:], t[:])
@@ -236,7 +237,7 @@ func (d *diskTier) index() error {
 		path := filepath.Join(d.dir, name)
 		switch {
 		case strings.HasPrefix(name, diskTmp):
-			_ = os.Remove(path) // a write that never completed
+			_ = d.fs.Remove(path) // a write that never completed
 			continue
 		case !strings.HasSuffix(name, diskExt) || !e.Type().IsRegular():
 			continue
@@ -245,10 +246,10 @@ func (d *diskTier) index() error {
 		if err != nil {
 			continue
 		}
-		hdr, err := readHeader(path)
+		hdr, err := readHeader(d.fs, path)
 		if err != nil {
 			d.st.SealFailures++
-			_ = os.Remove(path)
+			_ = d.fs.Remove(path)
 			continue
 		}
 		f := &diskFile{name: name, size: info.Size()}
@@ -265,8 +266,8 @@ func (d *diskTier) index() error {
 	return nil
 }
 
-func readHeader(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readHeader(fsys diskFS, path string) ([]byte, error) {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +412,7 @@ func (d *diskTier) write(j *diskJob) {
 	}
 	d.used += size // reserved before the write: the budget is never exceeded
 	d.mu.Unlock()
-	err = writeAtomic(d.dir, name, file)
+	err = writeAtomic(d.fs, d.dir, name, file)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
@@ -422,7 +423,7 @@ func (d *diskTier) write(j *diskJob) {
 	}
 	if d.gens[j.tag] != j.gen {
 		// Its tenant was erased while it was written.
-		_ = os.Remove(filepath.Join(d.dir, name))
+		_ = d.fs.Remove(filepath.Join(d.dir, name))
 		d.used -= size
 		return
 	}
@@ -433,11 +434,11 @@ func (d *diskTier) write(j *diskJob) {
 
 // writeAtomic writes b to dir/name crash-safely: a temporary file,
 // fsynced, renamed over name, and the directory fsynced.
-func writeAtomic(dir, name string, b []byte) error {
+func writeAtomic(fsys diskFS, dir, name string, b []byte) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(dir, diskTmp+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := fsys.Create(tmp)
 	if err != nil {
 		return err
 	}
@@ -449,10 +450,10 @@ func writeAtomic(dir, name string, b []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
+		err = fsys.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return err
 	}
 	if df, err := os.Open(dir); err == nil {
@@ -506,7 +507,7 @@ func (d *diskTier) evictLocked() bool {
 func (d *diskTier) dropLocked(f *diskFile) {
 	d.unindexLocked(f)
 	d.used -= f.size
-	if err := os.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.fs.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		d.log.Warn("engine: disk tier: deleting a page file failed", "err", err)
 	}
 }
@@ -536,7 +537,7 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 		d.log.Warn("engine: disk tier: page file unusable; deleted (a miss)", "reason", why, "err", err)
 		return nil, false
 	}
-	b, err := os.ReadFile(filepath.Join(d.dir, name))
+	b, err := d.fs.ReadFile(filepath.Join(d.dir, name))
 	if err != nil {
 		return bad("unreadable", err)
 	}
@@ -603,7 +604,7 @@ func (d *diskTier) erase(tenant string) (files int, size int64) {
 // remove deletes files already out of the index.
 func (d *diskTier) remove(fs []*diskFile) {
 	for _, f := range fs {
-		if err := os.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := d.fs.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Warn("engine: disk tier: deleting an erased page file failed", "err", err)
 		}
 		d.mu.Lock()
@@ -720,5 +721,5 @@ func (s *epochStore) Save(tenant string, e kvseal.Epoch) error {
 		e := s.m[k]
 		fmt.Fprintf(&b, "%s %d %s\n", k, e.Epoch, hex.EncodeToString(e.Salt[:]))
 	}
-	return writeAtomic(filepath.Dir(s.path), filepath.Base(s.path), []byte(b.String()))
+	return writeAtomic(osFS{}, filepath.Dir(s.path), filepath.Base(s.path), []byte(b.String()))
 }
