@@ -105,6 +105,7 @@ type diskTier struct {
 	tenants map[[16]byte]*tenantFiles // by tenant tag
 	used    int64                     // bytes of the files, and of writes reserved or deletions pending
 	gens    map[[16]byte]uint64       // tenant tag -> erasures, so a write racing one is dropped
+	orphans []*diskFile               // out of the index, but deleting them failed: still counted in used
 	st      DiskStats
 
 	sendMu sync.RWMutex
@@ -235,21 +236,24 @@ func (d *diskTier) index() error {
 	for _, e := range ents {
 		name := e.Name()
 		path := filepath.Join(d.dir, name)
-		switch {
-		case strings.HasPrefix(name, diskTmp):
-			_ = d.fs.Remove(path) // a write that never completed
-			continue
-		case !strings.HasSuffix(name, diskExt) || !e.Type().IsRegular():
+		tmp := strings.HasPrefix(name, diskTmp)
+		if !tmp && (!strings.HasSuffix(name, diskExt) || !e.Type().IsRegular()) {
 			continue
 		}
 		info, err := e.Info()
 		if err != nil {
 			continue
 		}
+		// A file to delete is counted until it is gone (deleteLocked).
+		drop := func() { d.used += info.Size(); d.deleteLocked(&diskFile{name: name, size: info.Size()}) }
+		if tmp {
+			drop() // a write that never completed
+			continue
+		}
 		hdr, err := readHeader(d.fs, path)
 		if err != nil {
 			d.st.SealFailures++
-			_ = d.fs.Remove(path)
+			drop()
 			continue
 		}
 		f := &diskFile{name: name, size: info.Size()}
@@ -410,21 +414,33 @@ func (d *diskTier) write(j *diskJob) {
 	}
 	for d.used+size > d.budget && d.evictLocked() {
 	}
+	if d.used+size > d.budget {
+		// Nothing left to evict, and bytes still pending deletion (an
+		// erasure in flight, files whose deletion failed) hold the room.
+		d.st.Skipped++
+		d.mu.Unlock()
+		return
+	}
 	d.used += size // reserved before the write: the budget is never exceeded
 	d.mu.Unlock()
-	err = writeAtomic(d.fs, d.dir, name, file)
+	leftover, err := writeAtomic(d.fs, d.dir, name, file)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
-		d.used -= size
+		if leftover != "" {
+			// The temporary file outlived the failure: its bytes stay
+			// counted until an eviction deletes it.
+			d.orphans = append(d.orphans, &diskFile{name: leftover, size: size})
+		} else {
+			d.used -= size
+		}
 		d.st.WriteErrors++
 		d.log.Warn("engine: disk tier: writing a page failed", "err", err)
 		return
 	}
 	if d.gens[j.tag] != j.gen {
 		// Its tenant was erased while it was written.
-		_ = d.fs.Remove(filepath.Join(d.dir, name))
-		d.used -= size
+		d.deleteLocked(&diskFile{name: name, size: size, tag: j.tag})
 		return
 	}
 	d.used -= size // reserved; insertLocked counts it
@@ -433,14 +449,15 @@ func (d *diskTier) write(j *diskJob) {
 }
 
 // writeAtomic writes b to dir/name crash-safely: a temporary file,
-// fsynced, renamed over name, and the directory fsynced.
-func writeAtomic(fsys diskFS, dir, name string, b []byte) error {
+// fsynced, renamed over name, and the directory fsynced. On an error,
+// leftover names the temporary file if it could not be deleted.
+func writeAtomic(fsys diskFS, dir, name string, b []byte) (leftover string, err error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(dir, diskTmp+hex.EncodeToString(rnd[:]))
 	f, err := fsys.Create(tmp)
 	if err != nil {
-		return err
+		return "", err
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -453,14 +470,16 @@ func writeAtomic(fsys diskFS, dir, name string, b []byte) error {
 		err = fsys.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
-		_ = fsys.Remove(tmp)
-		return err
+		if rerr := fsys.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			leftover = filepath.Base(tmp)
+		}
+		return leftover, err
 	}
 	if df, err := os.Open(dir); err == nil {
 		_ = df.Sync()
 		_ = df.Close()
 	}
-	return nil
+	return "", nil
 }
 
 // insertLocked indexes f as its tenant's most recently used file.
@@ -490,6 +509,9 @@ func (d *diskTier) unindexLocked(f *diskFile) {
 // evictLocked deletes the least recently used file of the tenant holding
 // the most bytes; false when there is none.
 func (d *diskTier) evictLocked() bool {
+	if d.retryOrphansLocked() {
+		return true
+	}
 	var big *tenantFiles
 	for _, tf := range d.tenants {
 		if big == nil || tf.bytes > big.bytes {
@@ -506,10 +528,37 @@ func (d *diskTier) evictLocked() bool {
 
 func (d *diskTier) dropLocked(f *diskFile) {
 	d.unindexLocked(f)
-	d.used -= f.size
+	d.deleteLocked(f)
+}
+
+// deleteLocked deletes a file already out of the index. A file that could
+// not be deleted still takes disk space, so its bytes stay counted
+// against the budget until a later eviction deletes it.
+func (d *diskTier) deleteLocked(f *diskFile) {
 	if err := d.fs.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Warn("engine: disk tier: deleting a page file failed", "err", err)
+		d.log.Warn("engine: disk tier: deleting a page file failed; retried later", "err", err)
+		d.orphans = append(d.orphans, f)
+		return
 	}
+	d.used -= f.size
+}
+
+// retryOrphansLocked tries again to delete the files whose deletion
+// failed; true if that freed bytes.
+func (d *diskTier) retryOrphansLocked() bool {
+	freed := false
+	keep := d.orphans[:0]
+	for _, f := range d.orphans {
+		if err := d.fs.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			keep = append(keep, f)
+			continue
+		}
+		d.used -= f.size
+		freed = true
+	}
+	clear(d.orphans[len(keep):])
+	d.orphans = keep
+	return freed
 }
 
 // load reads the page at pos of tenant whose strong chain hash is strong,
@@ -603,13 +652,10 @@ func (d *diskTier) erase(tenant string) (files int, size int64) {
 
 // remove deletes files already out of the index.
 func (d *diskTier) remove(fs []*diskFile) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, f := range fs {
-		if err := d.fs.Remove(filepath.Join(d.dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Warn("engine: disk tier: deleting an erased page file failed", "err", err)
-		}
-		d.mu.Lock()
-		d.used -= f.size
-		d.mu.Unlock()
+		d.deleteLocked(f)
 	}
 }
 
@@ -721,5 +767,6 @@ func (s *epochStore) Save(tenant string, e kvseal.Epoch) error {
 		e := s.m[k]
 		fmt.Fprintf(&b, "%s %d %s\n", k, e.Epoch, hex.EncodeToString(e.Salt[:]))
 	}
-	return writeAtomic(osFS{}, filepath.Dir(s.path), filepath.Base(s.path), []byte(b.String()))
+	_, err := writeAtomic(osFS{}, filepath.Dir(s.path), filepath.Base(s.path), []byte(b.String()))
+	return err
 }

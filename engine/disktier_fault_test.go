@@ -30,12 +30,14 @@ const (
 	faultUnreadable           // read of a page file: EACCES
 	faultShortRead            // read of a page file: the first bytes only, no error
 	faultOpenEIO              // header read while indexing: EIO
+	faultRemoveEIO            // deleting a page file (eviction, erasure, a bad file): EIO
 )
 
 var faultNames = map[diskFault]string{
 	faultENOSPC: "enospc", faultWriteEIO: "write-eio", faultSyncEIO: "sync-eio", faultTorn: "torn",
 	faultCrash: "crash", faultRenameEIO: "rename-eio", faultReadEIO: "read-eio",
 	faultUnreadable: "unreadable", faultShortRead: "short-read", faultOpenEIO: "open-eio",
+	faultRemoveEIO: "remove-eio",
 }
 
 var (
@@ -66,6 +68,13 @@ func (f *faultFS) choose(c []diskFault) diskFault {
 		f.injected[x]++
 	}
 	return x
+}
+
+// heal stops the faults.
+func (f *faultFS) heal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pick = func([]diskFault) diskFault { return faultNone }
 }
 
 func (f *faultFS) count(x diskFault) int {
@@ -142,6 +151,12 @@ func (f *faultFS) Remove(path string) error {
 	f.mu.Unlock()
 	if crashed {
 		return nil
+	}
+	// Only page files: a start must still delete what a crash left (a
+	// temporary file it cannot delete is counted against the budget, and
+	// would fail the checks for leftovers here).
+	if strings.HasSuffix(path, diskExt) && f.choose([]diskFault{faultRemoveEIO}) == faultRemoveEIO {
+		return pathErr("unlink", path, syscall.EIO)
 	}
 	return f.osFS.Remove(path)
 }
@@ -281,7 +296,7 @@ func TestDiskTierFaultChaos(t *testing.T) {
 	dir, key := t.TempDir(), writeKeyFile(t, 11)
 	rng := rand.New(rand.NewPCG(27, 2))
 	ops := map[diskFault]int{} // by kind of operation
-	all := append(append(append([]diskFault(nil), writeFaults...), readFaults...), faultOpenEIO)
+	all := append(append(append([]diskFault(nil), writeFaults...), readFaults...), faultOpenEIO, faultRemoveEIO)
 	ffs := newFaultFS(func(c []diskFault) diskFault {
 		// One operation in three fails, cycling through the faults it can
 		// suffer, so every kind is met whatever the interleaving.
@@ -343,11 +358,51 @@ func TestDiskTierFaultChaos(t *testing.T) {
 	// How many pages are written or read depends on the writer keeping up
 	// (a busy writer skips pages), so only the kinds are required here;
 	// TestDiskTierWriteFaults and TestDiskTierReadFaults meet each fault.
-	for _, kind := range [][]diskFault{writeFaults, readFaults} {
+	for _, kind := range [][]diskFault{writeFaults, readFaults, {faultRemoveEIO}} {
 		n := 0
 		for _, x := range kind {
 			n += ffs.count(x)
 		}
 		require.Positive(t, n, "faults of every kind were met (%s)", fmt.Sprint(met))
 	}
+}
+
+// TestDiskTierRemoveFaults: when deleting page files fails (EIO on every
+// unlink), evictions cannot free room: the files that would not go stay
+// counted, writes that do not fit are skipped, and neither the budget nor
+// any output suffers. Once deletions work again, the room comes back.
+func TestDiskTierRemoveFaults(t *testing.T) {
+	dir := t.TempDir()
+	cfg := noEOS(echoConfig(t, 16, 4))
+	probe := newEcho(t, cfg)
+	pb := probe.pool.Geometry().PageBytes()
+	require.NoError(t, probe.Close())
+	budget := 5*pb + 100
+	cfg.KVDisk, cfg.KVDiskBudget, cfg.KVKeyFile = dir, budget, writeKeyFile(t, 3)
+	ffs := newFaultFS(only(faultRemoveEIO))
+	ffs.install(t)
+	e := newEcho(t, cfg)
+	run := func(from, to int) {
+		for i := from; i < to; i++ {
+			p := tenantPrompt(i%5, 100+i, 30)
+			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 3, Tenant: []string{"a", "b", "c"}[i%3]})
+			require.NoError(t, err)
+			require.Equal(t, echoOracle(p, 3, e.MaxContext(), false), r.Tokens)
+			e.tiers.disk.flush()
+			require.LessOrEqual(t, dirBytes(t, dir), budget)
+			require.LessOrEqual(t, e.Stats().Disk.Used, budget)
+			require.Equal(t, e.Stats().Disk.Used, dirBytes(t, dir), "files that would not go are still counted")
+		}
+	}
+	run(0, 30)
+	s := e.Stats().Disk
+	require.Positive(t, ffs.count(faultRemoveEIO), "evictions tried to delete")
+	require.Positive(t, s.Skipped, "writes that did not fit were skipped: %+v", s)
+
+	ffs.heal()
+	run(30, 60)
+	s2 := e.Stats().Disk
+	require.Greater(t, s2.Writes, s.Writes, "the room came back")
+	require.Equal(t, s2.Files, len(pageFiles(t, dir)), "every file that would not go is gone")
+	require.NoError(t, e.Close())
 }
