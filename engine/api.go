@@ -219,6 +219,10 @@ type TestHooks struct {
 	// UnsafeSkipValidation skips the page-table validation before each
 	// step (invariant 4), to measure that check's cost in benchmarks.
 	UnsafeSkipValidation bool
+	// UnsafePlainTiers seals nothing that leaves the pool (host tier and
+	// disk tier pages are written in the clear, unauthenticated), to
+	// measure what encryption costs in benchmarks.
+	UnsafePlainTiers bool
 }
 
 // WithTestHooks installs test hooks (see TestHooks).

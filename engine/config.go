@@ -289,7 +289,7 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	pool, err := kvcache.New(be, kvcache.Config{
 		Geometry: geo, Pages: c.KVPages, ZeroOnRelease: c.ZeroOnRelease, Poison: c.Poison,
 		HostTierBytes: c.HostTierBytes, Compression: c.Compression, Faults: hooks.poolFaults(), Logger: c.Logger,
-		Sealer: r.keys,
+		Sealer: hooks.sealer(r.keys),
 	})
 	if err != nil {
 		if errors.Is(err, kvcache.ErrConfig) {
@@ -336,6 +336,15 @@ func defaultPages(c Config, modelCtx int, pageBytes int64) int {
 	want := int64(perSeq) * int64(c.MaxSeqs)
 	capPages := max(1, DefaultKVMemory/pageBytes)
 	return int(max(int64(perSeq), min(want, capPages)))
+}
+
+// sealer is what seals pages leaving the pool: keys, or nothing
+// (UnsafePlainTiers).
+func (h *TestHooks) sealer(keys *kvseal.Keyring) kvcache.Sealer {
+	if h.UnsafePlainTiers {
+		return nil
+	}
+	return keys
 }
 
 func (h *TestHooks) poolFaults() *kvcache.Faults {

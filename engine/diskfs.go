@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"io"
 	"os"
+
+	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
 
 // diskFS is the file-system seam of the disk tier: every page file it
@@ -43,3 +46,20 @@ func (osFS) Remove(path string) error             { return os.Remove(path) }
 // newDiskFS gives each disk tier its file system; tests replace it to
 // inject faults (never in parallel tests).
 var newDiskFS = func() diskFS { return osFS{} }
+
+// plainSealer stores pages in the clear with a zero "tag" in place of
+// the authentication tag (TestHooks.UnsafePlainTiers: benchmarks of what
+// encryption costs). It detects nothing.
+type plainSealer struct{}
+
+func (plainSealer) Seal(dst []byte, _ string, _, plain []byte) ([]byte, error) {
+	dst = append(dst, plain...)
+	return append(dst, make([]byte, kvseal.Overhead)...), nil
+}
+
+func (plainSealer) Open(dst []byte, _ string, _, sealed []byte) ([]byte, error) {
+	if len(sealed) < kvseal.Overhead {
+		return nil, errors.New("engine: plain page too short")
+	}
+	return append(dst, sealed[:len(sealed)-kvseal.Overhead]...), nil
+}

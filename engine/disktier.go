@@ -22,6 +22,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
 
@@ -89,6 +90,7 @@ type diskTier struct {
 	dir    string
 	budget int64
 	keys   *kvseal.Keyring
+	seal   kvcache.Sealer // keys, or plainSealer (TestHooks.UnsafePlainTiers)
 	log    *slog.Logger
 	ps     int
 	rawLen int
@@ -160,7 +162,7 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 		_ = lock.Close()
 		return nil, fmt.Errorf("%w: %s: %w", errDiskInUse, dir, err)
 	}
-	d := &diskTier{dir: dir, budget: budget, keys: keys, log: log, ps: ps, rawLen: rawLen, scrub: scrub, fp: fp, lock: lock,
+	d := &diskTier{dir: dir, budget: budget, keys: keys, seal: keys, log: log, ps: ps, rawLen: rawLen, scrub: scrub, fp: fp, lock: lock,
 		fs: newDiskFS(), files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
 	d.st.Budget = budget
 	t := keys.MAC([]byte("kvwarden disk fingerprint v1"), fp)
@@ -396,7 +398,7 @@ func (d *diskTier) write(j *diskJob) {
 	copy(hdr, diskMagic)
 	copy(hdr[8:24], j.tag[:])
 	copy(hdr[24:32], d.fpTag[:])
-	file, err := d.keys.Seal(hdr, j.tenant, diskAD(hdr[:diskHdrSize], j.strong, j.pos), comp)
+	file, err := d.seal.Seal(hdr, j.tenant, diskAD(hdr[:diskHdrSize], j.strong, j.pos), comp)
 	d.wipe(comp)
 	if err != nil {
 		d.mu.Lock()
@@ -594,7 +596,7 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 	if len(b) < diskHdrSize+kvseal.Overhead || string(b[:8]) != diskMagic || !bytes.Equal(b[8:24], tag[:]) || !bytes.Equal(b[24:32], d.fpTag[:]) {
 		return bad("malformed header", nil)
 	}
-	comp, err := d.keys.Open(nil, tenant, diskAD(b[:diskHdrSize], strong, pos), b[diskHdrSize:])
+	comp, err := d.seal.Open(nil, tenant, diskAD(b[:diskHdrSize], strong, pos), b[diskHdrSize:])
 	if err != nil {
 		return bad("authentication", err)
 	}

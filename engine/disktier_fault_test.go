@@ -12,7 +12,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
 
 // A fault the fault file system injects inside one operation.
@@ -405,4 +408,37 @@ func TestDiskTierRemoveFaults(t *testing.T) {
 	require.Greater(t, s2.Writes, s.Writes, "the room came back")
 	require.Equal(t, s2.Files, len(pageFiles(t, dir)), "every file that would not go is gone")
 	require.NoError(t, e.Close())
+}
+
+// TestDiskTierUnsafePlainTiers: the benchmark switch that turns sealing
+// off keeps the tiers working (a restart serves the prefix from disk with
+// the exact output), and it does turn sealing off: the page files then
+// hold the tokens in the clear (zstd leaves short literals readable).
+func TestDiskTierUnsafePlainTiers(t *testing.T) {
+	dir, key := t.TempDir(), writeKeyFile(t, 4)
+	cfg := diskConfig(t, dir, key)
+	cfg.th().UnsafePlainTiers = true
+	cfg.Compression = "zstd"
+	e := newEcho(t, cfg)
+	r1, err := e.Generate(t.Context(), Request{Tokens: longPrompt, MaxTokens: 5, Tenant: "alice"})
+	require.NoError(t, err)
+	spillAll(t, e, "filler", 7) // through the plain host tier
+	require.NoError(t, e.Close())
+	require.Positive(t, e.Stats().PrefixSpills)
+
+	files := pageFiles(t, dir)
+	require.NotEmpty(t, files)
+	zdec, err := zstd.NewReader(nil)
+	require.NoError(t, err)
+	defer zdec.Close()
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	_, err = zdec.DecodeAll(b[diskHdrSize:len(b)-kvseal.Overhead], nil)
+	require.NoError(t, err, "a plain page is a zstd frame, not ciphertext")
+
+	e2 := newEcho(t, cfg)
+	r, err := e2.Generate(t.Context(), Request{Tokens: longPrompt, MaxTokens: 5, Tenant: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, r1.Tokens, r.Tokens)
+	require.Equal(t, 24, r.CachedTokens, "the prefix from the plain disk tier")
 }

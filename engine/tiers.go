@@ -94,6 +94,9 @@ func (t *tiers) init(e *Engine, r resolved) error {
 		return err
 	}
 	t.keys.SetEpochStore(d.epochs)
+	if e.hooks.UnsafePlainTiers {
+		d.seal = plainSealer{}
+	}
 	t.disk, pc.disk = d, d
 	return nil
 }
