@@ -724,6 +724,18 @@ func kvwgo_engine_stats(hv C.uintptr_t, out *C.kvw_stats) (st C.int32_t) {
 	out.prefix_misses = C.uint64_t(s.PrefixMisses)
 	out.ttft_mean_ms = C.double(float64(s.TTFT.Mean()) / float64(time.Millisecond))
 	out.step_mean_ms = C.double(float64(s.StepTime.Mean()) / float64(time.Millisecond))
+	out.host_seal_failures = C.uint64_t(p.SealFailures)
+	d := s.Disk
+	out.disk_used_bytes = C.int64_t(d.Used)
+	out.disk_budget_bytes = C.int64_t(d.Budget)
+	out.disk_files = C.int64_t(d.Files)
+	out.disk_writes = C.uint64_t(d.Writes)
+	out.disk_hits = C.uint64_t(d.Hits)
+	out.disk_seal_failures = C.uint64_t(d.SealFailures)
+	out.disk_evictions = C.uint64_t(d.Evictions)
+	out.disk_erased = C.uint64_t(d.Erased)
+	out.disk_skipped = C.uint64_t(d.Skipped)
+	out.disk_write_errors = C.uint64_t(d.WriteErrors)
 	return stOK
 }
 

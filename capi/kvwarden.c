@@ -25,6 +25,8 @@ _Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_erase_result) == 48, "kvw_erase_result v1");
+_Static_assert(offsetof(kvw_stats, step_mean_ms) + sizeof(double) == 312, "kvw_stats v1 was 312 bytes");
+_Static_assert(sizeof(kvw_stats) == 400, "kvw_stats v2 (v1: 312)");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 // Version 1 of kvw_engine_params ended after log_user_data (112 bytes);

@@ -940,6 +940,20 @@ typedef struct kvw_stats {
     uint64_t prefix_misses;
     double ttft_mean_ms;
     double step_mean_ms;
+    /* v2 (struct_size 400; v1 was 312): the sealed tiers below the pool.
+     * A seal failure is a copy that failed its authentication tag (torn,
+     * corrupted, another key, an erased tenant): a miss, never data. */
+    uint64_t host_seal_failures;  /* host-tier copies */
+    int64_t disk_used_bytes;      /* disk tier (kv_disk_dir); all zero without one */
+    int64_t disk_budget_bytes;
+    int64_t disk_files;
+    uint64_t disk_writes;         /* pages written */
+    uint64_t disk_hits;           /* pages read back and served */
+    uint64_t disk_seal_failures;  /* files that failed their tag or could not be read: deleted, misses */
+    uint64_t disk_evictions;      /* files deleted to stay under the budget */
+    uint64_t disk_erased;         /* files deleted by kvw_tenant_erase_kv */
+    uint64_t disk_skipped;        /* pages not written: the writer was busy, or no room */
+    uint64_t disk_write_errors;   /* writes that failed (full disk, I/O errors): misses later */
 } kvw_stats;
 
 /* Sets out->struct_size and zeroes the rest. */

@@ -77,6 +77,27 @@ static void test_disk_tier(void) {
     r = run(eng, "alice", again, sizeof again);
     CHECK(r.cached_tokens > 0);
     CHECK(strcmp(first, again) == 0);
+
+    /* kvw_stats v2 carries the disk tier's counters; a v1 caller (312
+     * bytes) gets exactly the v1 fields and nothing written past them. */
+    kvw_stats st;
+    kvw_stats_init(&st);
+    REQUIRE_OK(kvw_engine_stats(eng, &st));
+    CHECK(st.struct_size == sizeof st);
+    CHECK(st.disk_hits > 0);
+    CHECK(st.disk_files > 0);
+    CHECK(st.disk_budget_bytes == 16 << 20);
+    CHECK(st.disk_used_bytes > 0 && st.disk_used_bytes <= st.disk_budget_bytes);
+    CHECK(st.disk_seal_failures == 0 && st.host_seal_failures == 0);
+    kvw_stats v1;
+    memset(&v1, 0xAB, sizeof v1);
+    v1.struct_size = 312;
+    REQUIRE_OK(kvw_engine_stats(eng, &v1));
+    CHECK(v1.struct_size == 312);
+    CHECK(v1.submitted == st.submitted);
+    CHECK(v1.host_seal_failures == 0xABABABABABABABABull);
+    CHECK(v1.disk_hits == 0xABABABABABABABABull);
+
     kvw_erase_result er;
     kvw_erase_result_init(&er);
     REQUIRE_OK(kvw_tenant_erase_kv(eng, "alice", &er));

@@ -218,6 +218,12 @@ _STATS_FIELDS = (
         "prompt_tokens", "generated_tokens", "cached_tokens", "steps", "preemptions",
         "prefix_hits", "prefix_misses")]
     + [("ttft_mean_ms", c_double), ("step_mean_ms", c_double)]
+    # v2: the sealed tiers below the pool (kvwarden.h).
+    + [("host_seal_failures", c_uint64)]
+    + [(n, c_int64) for n in ("disk_used_bytes", "disk_budget_bytes", "disk_files")]
+    + [(n, c_uint64) for n in (
+        "disk_writes", "disk_hits", "disk_seal_failures", "disk_evictions", "disk_erased",
+        "disk_skipped", "disk_write_errors")]
 )
 
 

@@ -313,6 +313,29 @@ class TestBuiltin(unittest.TestCase):
         gc.collect()
         self.assertEqual(len(msgs), n)  # nothing after close
 
+    def test_disk_tier_stats(self):
+        # kvw_stats v2: the disk tier's counters. A prompt written to disk by
+        # one engine's close is read back by the next one with the same key.
+        with tempfile.TemporaryDirectory() as d:
+            key = os.path.join(d, "kv.key")
+            with open(key, "wb") as f:
+                f.write(bytes(range(1, 33)))
+            kw = dict(kv_memory_bytes=8 << 20, page_size=4, host_tier_bytes=1 << 20, kv_key_file=key,
+                      kv_disk_dir=os.path.join(d, "kv"), kv_disk_budget_bytes=16 << 20)
+            prompt = "Once upon a time there was a little girl who lived in a village near the forest."
+            with kvwarden.Engine(None, **kw) as e:
+                first = e.generate(prompt, max_tokens=4, tenant="alice")
+                self.assertEqual(e.stats()["disk_hits"], 0)
+            with kvwarden.Engine(None, **kw) as e:
+                self.assertEqual(e.generate(prompt, max_tokens=4, tenant="alice"), first)
+                st = e.stats()
+        self.assertGreater(st["disk_hits"], 0)
+        self.assertGreater(st["disk_files"], 0)
+        self.assertEqual(st["disk_budget_bytes"], 16 << 20)
+        self.assertLessEqual(st["disk_used_bytes"], st["disk_budget_bytes"])
+        self.assertEqual(st["disk_seal_failures"], 0)
+        self.assertEqual(st["host_seal_failures"], 0)
+
 
     def test_seed_zero_is_fixed(self):
         kw = dict(max_tokens=16, temperature=1.5)
