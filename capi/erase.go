@@ -41,6 +41,8 @@ func kvwgo_tenant_erase_kv(hv C.uintptr_t, tenant *C.char, out *C.kvw_erase_resu
 		out.prefix_host_pages = C.int64_t(res.PrefixHostPages)
 		out.host_pages = C.int64_t(res.HostPages)
 		out.host_bytes = C.int64_t(res.HostBytes)
+		out.disk_files = C.int64_t(res.DiskFiles)
+		out.disk_bytes = C.int64_t(res.DiskBytes)
 	}
 	return stOK
 }

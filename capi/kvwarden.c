@@ -24,7 +24,8 @@ _Static_assert(sizeof(kvw_engine_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
-_Static_assert(sizeof(kvw_erase_result) == 48, "kvw_erase_result v1");
+_Static_assert(offsetof(kvw_erase_result, host_bytes) + sizeof(int64_t) == 48, "kvw_erase_result v1 was 48 bytes");
+_Static_assert(sizeof(kvw_erase_result) == 64, "kvw_erase_result v2 (v1: 48)");
 _Static_assert(offsetof(kvw_stats, step_mean_ms) + sizeof(double) == 312, "kvw_stats v1 was 312 bytes");
 _Static_assert(sizeof(kvw_stats) == 400, "kvw_stats v2 (v1: 312)");
 // Version 1 sizes. A change here is an ABI change: append fields instead.

@@ -976,15 +976,19 @@ typedef struct kvw_erase_result {
     int64_t host_pages;           /* host-tier copies of the tenant's (prefix spills and
                                      swapped requests), all unreadable from now on */
     int64_t host_bytes;
+    /* v2 (struct_size 64; v1 was 48): */
+    int64_t disk_files;           /* the tenant's disk tier files deleted (kv_disk_dir) */
+    int64_t disk_bytes;
 } kvw_erase_result;
 
 /* Sets out->struct_size and zeroes the rest. */
 KVW_API void kvw_erase_result_init(kvw_erase_result* out);
 
 /* Crypto-erases tenant's cached KV: rotates the tenant's key epoch, so every
- * page of the tenant's outside the device pool (host tier) is unreadable at
- * once (a restore of one is a miss, computed again), and drops the tenant's
- * prefix-cache pages on the device and in the host tier. A running request
+ * page of the tenant's outside the device pool (host and disk tiers) is
+ * unreadable at once (a restore of one is a miss, computed again), and drops
+ * the tenant's prefix-cache pages on the device, in the host tier and on
+ * disk (the files are deleted in the background). A running request
  * of the tenant keeps its own pages until it ends. tenant: NUL-terminated
  * UTF-8 ("" is the default tenant of kvw_request_params.tenant NULL). out
  * may be NULL. Waits for the scheduler's next step boundary. Errors:

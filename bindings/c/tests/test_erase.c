@@ -101,9 +101,14 @@ static void test_disk_tier(void) {
     kvw_erase_result er;
     kvw_erase_result_init(&er);
     REQUIRE_OK(kvw_tenant_erase_kv(eng, "alice", &er));
+    CHECK(er.struct_size == sizeof er);
     CHECK(er.prefix_device_pages > 0);
+    CHECK(er.disk_files > 0); /* v2: alice's files on disk */
+    CHECK(er.disk_bytes > 0);
     r = run(eng, "alice", again, sizeof again);
     CHECK(r.cached_tokens == 0);
+    REQUIRE_OK(kvw_engine_stats(eng, &st));
+    CHECK(st.disk_erased == (uint64_t)er.disk_files);
     REQUIRE_OK(kvw_engine_close(eng));
 
     /* A budget without a directory is refused. */
@@ -151,7 +156,7 @@ int main(void) {
     REQUIRE_OK(kvw_tenant_erase_kv(eng, "alice", NULL));
     CHECK_ST(kvw_tenant_erase_kv(eng, NULL, NULL), KVW_ERR_INVALID_ARGUMENT);
     CHECK_ST(kvw_tenant_erase_kv(NULL, "alice", NULL), KVW_ERR_INVALID_ARGUMENT);
-    kvw_erase_result small = {4, 0, 0, 0, 0, 0, 0};
+    kvw_erase_result small = {4, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK_ST(kvw_tenant_erase_kv(eng, "alice", &small), KVW_ERR_INVALID_ARGUMENT);
     CHECK_ST(kvw_tenant_erase_kv(eng, "\xff", NULL), KVW_ERR_INVALID_ARGUMENT);
 

@@ -894,7 +894,7 @@ class Engine:
         tenant's key epoch, so its pages outside the device pool are
         unreadable at once, and drops its prefix-cache pages. Returns what
         was erased: {"key_epoch", "prefix_device_pages", "prefix_host_pages",
-        "host_pages", "host_bytes"}."""
+        "host_pages", "host_bytes", "disk_files", "disk_bytes"}."""
         r = _lib.kvw_erase_result()
         lib.kvw_erase_result_init(byref(r))
         _check(lib.kvw_tenant_erase_kv(self._h, _text(tenant, "tenant"), byref(r)))

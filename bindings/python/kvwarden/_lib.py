@@ -240,6 +240,8 @@ class kvw_erase_result(Structure):
         ("prefix_host_pages", c_int64),
         ("host_pages", c_int64),
         ("host_bytes", c_int64),
+        ("disk_files", c_int64),  # v2
+        ("disk_bytes", c_int64),
     ]
 
 

@@ -329,6 +329,10 @@ class TestBuiltin(unittest.TestCase):
             with kvwarden.Engine(None, **kw) as e:
                 self.assertEqual(e.generate(prompt, max_tokens=4, tenant="alice"), first)
                 st = e.stats()
+                er = e.erase_tenant_kv("alice")
+                self.assertGreater(er["disk_files"], 0)
+                self.assertGreater(er["disk_bytes"], 0)
+                self.assertEqual(e.stats()["disk_erased"], er["disk_files"])
         self.assertGreater(st["disk_hits"], 0)
         self.assertGreater(st["disk_files"], 0)
         self.assertEqual(st["disk_budget_bytes"], 16 << 20)
