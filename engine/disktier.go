@@ -446,6 +446,7 @@ func (d *diskTier) write(j *diskJob) {
 		return
 	}
 	d.used -= size // reserved; insertLocked counts it
+	d.forgetOrphanLocked(name)
 	d.insertLocked(&diskFile{name: name, size: size, tag: j.tag})
 	d.st.Writes++
 }
@@ -543,6 +544,18 @@ func (d *diskTier) deleteLocked(f *diskFile) {
 		return
 	}
 	d.used -= f.size
+}
+
+// forgetOrphanLocked stops counting a file that could not be deleted and
+// has just been replaced by a rename over its name (its bytes are gone).
+func (d *diskTier) forgetOrphanLocked(name string) {
+	for i, f := range d.orphans {
+		if f.name == name {
+			d.used -= f.size
+			d.orphans = slices.Delete(d.orphans, i, i+1)
+			return
+		}
+	}
 }
 
 // retryOrphansLocked tries again to delete the files whose deletion

@@ -402,6 +402,21 @@ func TestDiskTierRemoveFaults(t *testing.T) {
 	require.Positive(t, ffs.count(faultRemoveEIO), "evictions tried to delete")
 	require.Positive(t, s.Skipped, "writes that did not fit were skipped: %+v", s)
 
+	// Every other deletion fails, and the same prompts come again: a page
+	// is written anew over the name of a file that would not go, which
+	// then counts once.
+	var n int
+	ffs.mu.Lock()
+	ffs.pick = func(c []diskFault) diskFault {
+		if n++; n%2 == 0 {
+			return only(faultRemoveEIO)(c)
+		}
+		return faultNone
+	}
+	ffs.mu.Unlock()
+	run(0, 30)
+	run(0, 30)
+
 	ffs.heal()
 	run(30, 60)
 	s2 := e.Stats().Disk
