@@ -321,7 +321,7 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	ps := r.geo.PageSize
 	pageElems := r.geo.PageElems()
-	kvDim := r.geo.KVDim()
+	kvDim := r.geo.RowUnits() // arena units of a row: bytes for a quantized KV
 	kLayer := layer * 2 * ps * kvDim
 	vLayer := (layer*2 + 1) * ps * kvDim
 
@@ -372,7 +372,7 @@ func (r *Runner) attention(layer int, rows []row) {
 		q := r.q[u.row*qDim : (u.row+1)*qDim]
 		out := r.att[u.row*qDim : (u.row+1)*qDim]
 		for h := u.h0; h < u.h1; h++ {
-			kvh := (h / group) * hd
+			kvh := (h / group) * r.geo.HeadUnits()
 			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
 			r.kv.scores(s, q[h*hd:(h+1)*hd], kvh, offs, inv)
 			if softcap != 0 {
