@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cpu"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
+)
+
+// A quantized KV type sizes the pool from its own page bytes: the same
+// KVMemory holds 1.88x (q8_0) or 3.56x (q4_0) the pages of f16.
+func TestKVTypePoolSizing(t *testing.T) {
+	for _, tc := range []struct {
+		kv string
+		dt device.DType
+	}{{"f16", device.F16}, {"q8_0", device.Q8_0}, {"q4_0", device.Q4_0}} {
+		t.Run(tc.kv, func(t *testing.T) {
+			e, err := New(Config{KVType: tc.kv, KVMemory: 8 << 20, Device: "cpu"})
+			require.NoError(t, err)
+			defer e.Close()
+			mc := e.ModelConfig()
+			pb := kvcache.Geometry{PageSize: 16, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: tc.dt}.PageBytes()
+			c := e.Config()
+			require.Equal(t, tc.kv, c.KVType)
+			require.Equal(t, int((8<<20)/pb), c.KVPages)
+			require.Equal(t, int64(c.KVPages)*pb, c.KVMemory)
+			r, err := e.Generate(t.Context(), Request{Prompt: "Hello", MaxTokens: 8})
+			require.NoError(t, err)
+			require.Len(t, r.Tokens, 8)
+		})
+	}
+}
+
+// With a quantized KV every request produces, in a crowded pool that
+// preempts and swaps sequences through the host tier (checksummed over the
+// quantized bytes) and with prefill split in chunks, the tokens it
+// produces alone; the prefix cache serves a repeated prompt.
+func TestKVTypeQuantizedThroughEngine(t *testing.T) {
+	g := testmodels.LoadArchGolden(t, "llama32")
+	for _, kv := range []string{"q8_0", "q4_0"} {
+		t.Run(kv, func(t *testing.T) {
+			alone := archEngine(t, g.Model, func(c *Config) { c.KVType = kv })
+			want := make([][]int, len(g.Cases))
+			for i, c := range g.Cases {
+				r, err := alone.Generate(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated)})
+				require.NoError(t, err)
+				want[i] = r.Tokens
+			}
+			// Again: the prompts' pages now come from the prefix cache.
+			for i, c := range g.Cases {
+				r, err := alone.Generate(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated)})
+				require.NoError(t, err)
+				require.Equal(t, want[i], r.Tokens, "case %d from the prefix cache", i)
+			}
+			require.NotZero(t, alone.Stats().PrefixHits)
+
+			gate := make(chan struct{})
+			hold := WithTestHooks(TestHooks{Faults: &Faults{AbortAt: func(uint64, State) bool {
+				<-gate
+				return false
+			}}})
+			e := archEngine(t, g.Model, func(c *Config) {
+				c.KVType, c.KVPages, c.HostTierBytes, c.MaxBatchTokens, c.MaxContext = kv, 8, 16<<20, 8, 96
+			}, hold)
+			var streams []*Stream
+			var idx []int
+			for k := range 2 {
+				for i, c := range g.Cases {
+					st, err := e.Submit(t.Context(), Request{Tokens: c.Prompt, MaxTokens: len(c.Generated), Tenant: string(rune('a' + k))})
+					require.NoError(t, err)
+					streams, idx = append(streams, st), append(idx, i)
+				}
+			}
+			close(gate)
+			for j, st := range streams {
+				r := st.Wait()
+				require.NoError(t, r.Err)
+				require.Equal(t, want[idx[j]], r.Tokens, "request %d (case %d)", j, idx[j])
+			}
+			s := e.Stats()
+			require.NotZero(t, s.SwapIns, "%+v", s)
+			require.Zero(t, s.IsolationFailures)
+		})
+	}
+}
+
+func TestKVTypeErrors(t *testing.T) {
+	_, err := New(Config{KVType: "q5_0"})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	require.ErrorContains(t, err, "q8_0 or q4_0")
+
+	// stories260K has a head dim of 8: not whole blocks of 32.
+	_, err = New(Config{ModelPath: testmodels.Path(t, "stories260K.gguf"), KVType: "q8_0", Device: "cpu"})
+	require.ErrorIs(t, err, ErrInvalidParams)
+	require.ErrorContains(t, err, "head dim 8")
+}
+
+// On CUDA a quantized KV type is refused when the device was asked for by
+// name, and moves the engine to the CPU under auto, with a log line.
+func TestKVTypeOnCUDA(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	gpu := cpu.New() // stands for the CUDA backend: only the decision is under test
+	for _, kv := range []string{"q8_0", "q4_0"} {
+		_, err := kvTypeOnCUDA(gpu, "cuda", kv, log)
+		require.ErrorIs(t, err, ErrKVTypeUnsupported)
+		require.ErrorContains(t, err, kv)
+
+		be, err := kvTypeOnCUDA(gpu, "auto", kv, log)
+		require.NoError(t, err)
+		require.Equal(t, "cpu", be.Name())
+		require.Contains(t, buf.String(), "kv_type="+kv)
+	}
+	for _, kv := range []string{"f16", "f32"} {
+		be, err := kvTypeOnCUDA(gpu, "cuda", kv, log)
+		require.NoError(t, err)
+		require.Equal(t, gpu, be)
+	}
+}
