@@ -30,6 +30,7 @@ func TestKVTypePoolSizing(t *testing.T) {
 			require.Equal(t, tc.kv, c.KVType)
 			require.Equal(t, int((8<<20)/pb), c.KVPages)
 			require.Equal(t, int64(c.KVPages)*pb, c.KVMemory)
+			require.Equal(t, pb, c.PageBytes())
 			r, err := e.Generate(t.Context(), Request{Prompt: "Hello", MaxTokens: 8})
 			require.NoError(t, err)
 			require.Len(t, r.Tokens, 8)

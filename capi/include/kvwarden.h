@@ -278,8 +278,11 @@ typedef struct kvw_engine_params {
                                  * engine's value applies. */
     int32_t reserved0;
     /* v4 (struct_size 136): */
-    const char* kv_type;        /* KV cache element type: "f16" (NULL, default) or "f32"
-                                   (twice the memory; exact against float32 references) */
+    const char* kv_type;        /* KV cache element type: "f16" (NULL, default), "f32"
+                                   (twice the memory; exact against float32 references),
+                                   "q8_0" or "q4_0" (ggml blocks of 32 along the head:
+                                   0.53x and 0.28x of f16; head dim a multiple of 32;
+                                   CPU only: device "cuda" fails, "auto" uses the CPU) */
 } kvw_engine_params;
 
 /* Defaults for kvw_engine_params (struct_size set). Thread-safe. */

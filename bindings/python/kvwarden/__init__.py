@@ -527,8 +527,8 @@ class Engine:
     tokenizer_path), BUILTIN_STORIES (a small story model compiled into the
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
-    are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
-    or "f32"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
+    are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16",
+    "f32", "q8_0" or "q4_0"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
     zero_on_release=True scrubs KV bytes in every tier: freed device pages, and
     every host buffer that held them (host-tier copies, compressed or not, when
     dropped; compression and CUDA staging buffers). n_threads is the number of

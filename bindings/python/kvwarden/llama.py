@@ -315,8 +315,9 @@ _REFUSED_WHY = {
     "tokenizer": "the engine uses the model's own tokenizer",
 }
 
-# GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has.
-_KV_TYPES = {0: "f32", 1: "f16"}
+# GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has
+# (GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8).
+_KV_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0"}
 
 
 class Llama:
@@ -328,7 +329,7 @@ class Llama:
     something else than their default, ignored with one KvwardenWarning
     each. Those that change what the model computes and kvwarden cannot
     do (lora_path, embedding, rope_freq_base, rope_freq_scale, kv_overrides,
-    vocab_only, a quantized type_k/type_v, ...) raise NotImplementedError
+    vocab_only, a type_k/type_v other than f32/f16/q8_0/q4_0, ...) raise NotImplementedError
     naming them. An unknown argument raises TypeError naming Llama().
 
     Args:
@@ -350,7 +351,10 @@ class Llama:
         seed: base seed for sampling; None (or -1, or llama.cpp's
             0xFFFFFFFF) draws a fresh seed per request. With a seed, the
             sequence of outputs is reproducible run to run.
-        type_k, type_v: the KV cache type as a GGML type (0 f32, 1 f16).
+        type_k, type_v: the KV cache type as a GGML type (0 f32, 1 f16,
+            8 q8_0, 2 q4_0) or its name; kvwarden stores K and V in one
+            type, so both must agree. q8_0 and q4_0 need a head dim that
+            is a multiple of 32 and run on the CPU.
         last_n_tokens_size: the repetition penalty's window (default 64).
         chat_format: None uses the model's own chat template (ChatML when
             the file has none); a name ("chatml", "llama-2", "llama-3",
@@ -411,9 +415,9 @@ class Llama:
         if type_k is not None or type_v is not None:
             kt, vt = (_KV_TYPES.get(t, t) if t is not None else None for t in (type_k, type_v))
             for name, t in (("type_k", kt), ("type_v", vt)):
-                if t is not None and t not in ("f16", "f32"):
+                if t is not None and t not in _KV_TYPES.values():
                     raise NotImplementedError(f"Llama(): {name}={t!r} is not supported by kvwarden "
-                                              "(KV cache types: 0 = f32, 1 = f16)")
+                                              "(KV cache types: 0 = f32, 1 = f16, 8 = q8_0, 2 = q4_0)")
             if kt is not None and vt is not None and kt != vt:
                 raise NotImplementedError("Llama(): type_k and type_v must be the same KV cache type in kvwarden")
             params["kv_type"] = kt or vt

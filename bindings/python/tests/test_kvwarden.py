@@ -195,6 +195,9 @@ class TestBuiltin(unittest.TestCase):
         self.assertIn("KV type", str(cm.exception))
         with kvwarden.Engine(None, kv_memory_bytes=4 << 20, kv_type="f32") as e32:
             self.assertIsInstance(e32.generate("hi", max_tokens=3), str)
+        for kt in ("q8_0", "q4_0"):
+            with kvwarden.Engine(None, kv_memory_bytes=4 << 20, kv_type=kt, device="cpu") as eq:
+                self.assertIsInstance(eq.generate("hi", max_tokens=3), str)
         with self.assertRaises(kvwarden.ModelLoadError):
             kvwarden.Engine("/nonexistent/model.gguf")
         # A readable GGUF of an architecture kvwarden does not run.

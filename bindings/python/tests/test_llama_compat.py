@@ -117,6 +117,15 @@ class TestConstructor(unittest.TestCase):
             self.assertEqual(llm(PROMPT, max_tokens=4, temperature=0)["choices"][0]["text"], ", there was a")
         with self.assertRaises(ValueError):
             stories(n_batch=0)
+        # q8_0 (GGML 8) and q4_0 (2) are kvwarden's quantized KV types; K and V
+        # share one type; stories260K's head dim of 8 is not whole blocks.
+        with self.assertRaises(NotImplementedError):
+            stories(type_k=8, type_v=2)
+        with self.assertRaises(NotImplementedError):
+            stories(type_k=6)
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            stories(type_k=8, type_v=8)
+        self.assertIn("head dim 8", str(cm.exception))
 
 
 class TestTokensAndFacts(unittest.TestCase):
