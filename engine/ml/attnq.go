@@ -12,7 +12,8 @@ import (
 // attnChunk positions the rows are expanded, block by block, into an
 // L1-resident float32 tile and scored (or accumulated) with the f32
 // kernels, so no dequantized copy of the cache exists and the query stays
-// in float32. Expansion is exact (one f32 product d*q per value), so
+// in float32. With AVX-512 fused kernels (attnq_amd64.s) expand each block
+// in registers instead, with the same arithmetic. Expansion is exact (one f32 product d*q per value), so
 // AttnScoresQ8_0 equals AttnScores over the dequantized rows bit for bit,
 // whatever the SIMD level and the number of positions; the same holds for
 // the other three kernels.
@@ -129,6 +130,9 @@ func attnScoresQ(k kvQuant, dst, q []float32, kv []byte, offs []int, scale float
 		clear(dst)
 		return
 	}
+	if attnScoresQSIMD(k, dst, q, kv, offs, scale) {
+		return
+	}
 	buf := getScratch(attnChunk * d)
 	defer scratch.Put(buf)
 	var loc [attnChunk]int
@@ -147,6 +151,9 @@ func attnAccumQ(k kvQuant, out, w []float32, kv []byte, offs []int) {
 	d := len(out)
 	checkAttnQ(k, "AttnAccum", len(w), d, kv, offs)
 	if len(w) == 0 || d == 0 {
+		return
+	}
+	if attnAccumQSIMD(k, out, w, kv, offs) {
 		return
 	}
 	buf := getScratch(attnChunk * d)
