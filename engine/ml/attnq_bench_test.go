@@ -1,0 +1,62 @@
+package ml
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// BenchmarkAttnKVQuant measures one head's attention (scores, then the
+// value sum) over n cached positions with f16, q8_0 and q4_0 K/V, head
+// dim 64, rows a Llama-3.2-1B layer apart (8 KV heads x 64, K|V of a
+// 16-slot page), so long spans stream from memory as decode does. The
+// three types take turns within each iteration, so their ratios hold on a
+// loaded machine; reports positions per second per type and the ratios.
+//
+//	go test ./engine/ml/ -run '^$' -bench AttnKVQuant -benchtime 20x
+func BenchmarkAttnKVQuant(b *testing.B) {
+	const d, kvDim = 64, 8 * 64
+	for _, n := range []int{512, 4096, 16384} {
+		r := rand.New(rand.NewPCG(1, uint64(n)))
+		rows := randF32(r, n*kvDim)
+		kv16 := make([]uint16, len(rows))
+		F32sToF16s(kv16, rows)
+		q8 := make([]byte, n*kvDim/32*34)
+		QuantizeRowQ8_0(q8, rows)
+		q4 := make([]byte, n*kvDim/32*18)
+		QuantizeRowQ4_0(q4, rows)
+		offs16, offs8, offs4 := make([]int, n), make([]int, n), make([]int, n)
+		for t := range n {
+			offs16[t], offs8[t], offs4[t] = t*kvDim, t*kvDim/32*34, t*kvDim/32*18
+		}
+		q := randF32(r, d)
+		s := make([]float32, n)
+		out := make([]float32, d)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			var busy [3]time.Duration
+			for range b.N {
+				t0 := time.Now()
+				AttnScoresF16(s, q, kv16, offs16, 0.125)
+				AttnAccumF16(out, s, kv16, offs16)
+				t1 := time.Now()
+				AttnScoresQ8_0(s, q, q8, offs8, 0.125)
+				AttnAccumQ8_0(out, s, q8, offs8)
+				t2 := time.Now()
+				AttnScoresQ4_0(s, q, q4, offs4, 0.125)
+				AttnAccumQ4_0(out, s, q4, offs4)
+				t3 := time.Now()
+				busy[0] += t1.Sub(t0)
+				busy[1] += t2.Sub(t1)
+				busy[2] += t3.Sub(t2)
+			}
+			var rate [3]float64
+			for i, name := range []string{"f16", "q8_0", "q4_0"} {
+				rate[i] = float64(b.N) * float64(n) / busy[i].Seconds() / 1e6
+				b.ReportMetric(rate[i], name+"_Mpos/s")
+			}
+			b.ReportMetric(rate[1]/rate[0], "q8_0/f16")
+			b.ReportMetric(rate[2]/rate[0], "q4_0/f16")
+		})
+	}
+}
