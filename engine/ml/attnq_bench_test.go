@@ -7,16 +7,19 @@ import (
 	"time"
 )
 
-// BenchmarkAttnKVQuant measures one head's attention (scores, then the
-// value sum) over n cached positions with f16, q8_0 and q4_0 K/V, head
-// dim 64, rows a Llama-3.2-1B layer apart (8 KV heads x 64, K|V of a
+// BenchmarkAttnKVQuant measures the attention (scores, then the value
+// sum) of the 4 query heads that share one KV head (Llama-3.2-1B's GQA
+// group) over n cached positions with f16, q8_0 and q4_0 K/V (the
+// quantized types through the grouped kernels), head dim 64, rows a
+// Llama-3.2-1B layer apart (8 KV heads x 64, K|V of a
 // 16-slot page), so long spans stream from memory as decode does. The
 // three types take turns within each iteration, so their ratios hold on a
-// loaded machine; reports positions per second per type and the ratios.
+// loaded machine; reports positions (times heads) per second per type and
+// the ratios.
 //
 //	go test ./engine/ml/ -run '^$' -bench AttnKVQuant -benchtime 20x
 func BenchmarkAttnKVQuant(b *testing.B) {
-	const d, kvDim = 64, 8 * 64
+	const d, kvDim, g = 64, 8 * 64, 4
 	for _, n := range []int{512, 4096, 16384} {
 		r := rand.New(rand.NewPCG(1, uint64(n)))
 		rows := randF32(r, n*kvDim)
@@ -30,21 +33,23 @@ func BenchmarkAttnKVQuant(b *testing.B) {
 		for t := range n {
 			offs16[t], offs8[t], offs4[t] = t*kvDim, t*kvDim/32*34, t*kvDim/32*18
 		}
-		q := randF32(r, d)
-		s := make([]float32, n)
-		out := make([]float32, d)
+		q := randF32(r, g*d)
+		s := make([]float32, g*n)
+		out := make([]float32, g*d)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			var busy [3]time.Duration
 			for range b.N {
 				t0 := time.Now()
-				AttnScoresF16(s, q, kv16, offs16, 0.125)
-				AttnAccumF16(out, s, kv16, offs16)
+				for h := range g {
+					AttnScoresF16(s[h*n:(h+1)*n], q[h*d:(h+1)*d], kv16, offs16, 0.125)
+					AttnAccumF16(out[h*d:(h+1)*d], s[h*n:(h+1)*n], kv16, offs16)
+				}
 				t1 := time.Now()
-				AttnScoresQ8_0(s, q, q8, offs8, 0.125)
-				AttnAccumQ8_0(out, s, q8, offs8)
+				AttnScoresQ8_0Group(s, q, g, q8, offs8, 0.125)
+				AttnAccumQ8_0Group(out, s, g, q8, offs8)
 				t2 := time.Now()
-				AttnScoresQ4_0(s, q, q4, offs4, 0.125)
-				AttnAccumQ4_0(out, s, q4, offs4)
+				AttnScoresQ4_0Group(s, q, g, q4, offs4, 0.125)
+				AttnAccumQ4_0Group(out, s, g, q4, offs4)
 				t3 := time.Now()
 				busy[0] += t1.Sub(t0)
 				busy[1] += t2.Sub(t1)
@@ -52,7 +57,7 @@ func BenchmarkAttnKVQuant(b *testing.B) {
 			}
 			var rate [3]float64
 			for i, name := range []string{"f16", "q8_0", "q4_0"} {
-				rate[i] = float64(b.N) * float64(n) / busy[i].Seconds() / 1e6
+				rate[i] = float64(b.N) * float64(g*n) / busy[i].Seconds() / 1e6
 				b.ReportMetric(rate[i], name+"_Mpos/s")
 			}
 			b.ReportMetric(rate[1]/rate[0], "q8_0/f16")

@@ -150,3 +150,64 @@ func TestAttnQuantKVBounds(t *testing.T) {
 	require.Panics(t, func() { AttnScoresQ8_0(make([]float32, 2), q, kv, []int{0}, 1) })
 	AttnScoresQ8_0(dst, q, kv, []int{102}, 1) // the last row fits
 }
+
+// The grouped kernels give every head what the one-head kernels give it,
+// for every group size (8+4+2+1 splits included) and SIMD level.
+func TestAttnQuantKVGroup(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, q8 := range []bool{true, false} {
+		bb := 18
+		if q8 {
+			bb = 34
+		}
+		for _, d := range []int{32, 64, 128} {
+			rb := d / 32 * bb
+			for _, g := range []int{1, 2, 3, 4, 7, 8, 15} {
+				for _, n := range []int{1, 5, attnChunk + 3} {
+					rows := 2*n + 2
+					kv := make([]byte, rows*rb)
+					for i := range rows {
+						if q8 {
+							QuantizeRowQ8_0(kv[i*rb:(i+1)*rb], randF32(r, d))
+						} else {
+							QuantizeRowQ4_0(kv[i*rb:(i+1)*rb], randF32(r, d))
+						}
+					}
+					offs := make([]int, n)
+					for t := range offs {
+						offs[t] = (r.IntN(2*n) + 1) * rb
+					}
+					q, w, out0 := randF32(r, g*d), randF32(r, g*n), randF32(r, g*d)
+					for _, lvl := range supportedLevels() {
+						name := fmt.Sprintf("q8=%v d=%d g=%d n=%d level=%d", q8, d, g, n, lvl)
+						saved := simdLevel()
+						setSIMDLevel(lvl)
+						want, got := make([]float32, g*n), make([]float32, g*n)
+						wantO := append([]float32(nil), out0...)
+						gotO := append([]float32(nil), out0...)
+						for h := range g {
+							if q8 {
+								AttnScoresQ8_0(want[h*n:(h+1)*n], q[h*d:(h+1)*d], kv, offs, 0.3)
+								AttnAccumQ8_0(wantO[h*d:(h+1)*d], w[h*n:(h+1)*n], kv, offs)
+							} else {
+								AttnScoresQ4_0(want[h*n:(h+1)*n], q[h*d:(h+1)*d], kv, offs, 0.3)
+								AttnAccumQ4_0(wantO[h*d:(h+1)*d], w[h*n:(h+1)*n], kv, offs)
+							}
+						}
+						if q8 {
+							AttnScoresQ8_0Group(got, q, g, kv, offs, 0.3)
+							AttnAccumQ8_0Group(gotO, w, g, kv, offs)
+						} else {
+							AttnScoresQ4_0Group(got, q, g, kv, offs, 0.3)
+							AttnAccumQ4_0Group(gotO, w, g, kv, offs)
+						}
+						setSIMDLevel(saved)
+						requireBits(t, want, got, g*n, name+" scores")
+						requireBits(t, wantO, gotO, g*d, name+" accum")
+					}
+				}
+			}
+		}
+	}
+	require.Panics(t, func() { AttnScoresQ8_0Group(make([]float32, 3), make([]float32, 64), 2, make([]byte, 68), []int{0}, 1) })
+}
