@@ -371,21 +371,28 @@ func (r *Runner) attention(layer int, rows []row) {
 		}
 		q := r.q[u.row*qDim : (u.row+1)*qDim]
 		out := r.att[u.row*qDim : (u.row+1)*qDim]
-		for h := u.h0; h < u.h1; h++ {
+		// The heads of the unit that share a KV head go together, so a
+		// quantized cache expands each block once for all of them.
+		for h := u.h0; h < u.h1; {
+			hEnd := min(u.h1, (h/group+1)*group)
 			kvh := (h / group) * r.geo.HeadUnits()
-			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
-			r.kv.scores(s, q[h*hd:(h+1)*hd], kvh, offs, inv)
-			if softcap != 0 {
-				ml.SoftCap(s, softcap)
+			ss := sc[(h-u.h0)*span : (hEnd-u.h0)*span]
+			r.kv.scoresGroup(ss, q[h*hd:hEnd*hd], hEnd-h, kvh, offs, inv)
+			for j := h; j < hEnd; j++ {
+				s := sc[(j-u.h0)*span : (j-u.h0+1)*span]
+				if softcap != 0 {
+					ml.SoftCap(s, softcap)
+				}
+				if sinks != nil {
+					ml.SoftmaxSink(s, sinks[j])
+				} else {
+					ml.Softmax(s)
+				}
 			}
-			if sinks != nil {
-				ml.SoftmaxSink(s, sinks[h])
-			} else {
-				ml.Softmax(s)
-			}
-			o := out[h*hd : (h+1)*hd]
+			o := out[h*hd : hEnd*hd]
 			clear(o)
-			r.kv.accum(o, s, vDelta+kvh, offs)
+			r.kv.accumGroup(o, ss, hEnd-h, vDelta+kvh, offs)
+			h = hEnd
 		}
 	}
 

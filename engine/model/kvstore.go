@@ -106,3 +106,38 @@ func (s kvStore) accum(out, w []float32, base int, offs []int) {
 	}
 	ml.AttnAccum(out, w, s.f32[base:], offs)
 }
+
+// scoresGroup is scores for g consecutive query heads sharing the KV head
+// at base: q and dst hold the heads back to back. Each head's scores are
+// what scores gives it alone.
+func (s kvStore) scoresGroup(dst, q []float32, g, base int, offs []int, scale float32) {
+	switch s.qt {
+	case device.Q8_0:
+		ml.AttnScoresQ8_0Group(dst, q, g, s.q[base:], offs, scale)
+		return
+	case device.Q4_0:
+		ml.AttnScoresQ4_0Group(dst, q, g, s.q[base:], offs, scale)
+		return
+	}
+	n, d := len(dst)/g, len(q)/g
+	for h := range g {
+		s.scores(dst[h*n:(h+1)*n], q[h*d:(h+1)*d], base, offs, scale)
+	}
+}
+
+// accumGroup is accum for g consecutive query heads sharing the KV head
+// at base: out and w hold the heads back to back.
+func (s kvStore) accumGroup(out, w []float32, g, base int, offs []int) {
+	switch s.qt {
+	case device.Q8_0:
+		ml.AttnAccumQ8_0Group(out, w, g, s.q[base:], offs)
+		return
+	case device.Q4_0:
+		ml.AttnAccumQ4_0Group(out, w, g, s.q[base:], offs)
+		return
+	}
+	n, d := len(w)/g, len(out)/g
+	for h := range g {
+		s.accum(out[h*d:(h+1)*d], w[h*n:(h+1)*n], base, offs)
+	}
+}
