@@ -41,8 +41,8 @@ var (
 // 1B-layer shape above with Q4_0 weights. The cache is filled to the
 // depth directly (random rows through the pool's row writer; prefilling
 // 16k tokens would take minutes on a small machine and is not what is
-// measured); then each type decodes 16 tokens in turn, three rounds, so the
-// types share the machine's load and their ratio (q8_0/f16, q4_0/f16
+// measured); then each type decodes 4 tokens in turn, twelve rounds, so
+// the types share the machine's load and their ratio (q8_0/f16, q4_0/f16
 // speed) is meaningful on a busy machine even when the absolute rates are
 // not. KV bytes per token (all layers, K and V) come from the pool's page
 // size for the 2-layer model, and are scaled to the 16-layer 1B as
@@ -55,7 +55,7 @@ func BenchmarkKVQuantDecode(b *testing.B) {
 	w := kvQuantW
 	c := w.Config
 	types := []device.DType{device.F16, device.Q8_0, device.Q4_0}
-	const steps, rounds, ps = 16, 3, 16
+	const steps, rounds, ps = 4, 12, 16
 	for _, depth := range []int{0, 4096, 16384} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			b.StopTimer()
