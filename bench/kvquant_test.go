@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -46,11 +47,19 @@ var (
 // speed) is meaningful on a busy machine even when the absolute rates are
 // not. KV bytes per token (all layers, K and V) come from the pool's page
 // size for the 2-layer model, and are scaled to the 16-layer 1B as
-// 1B_KV_KiB/token.
+// 1B_KV_KiB/token. KVWARDEN_KVBENCH_MODEL=file.gguf runs a model file
+// instead (the figures side by side with llama-bench -d in RESULTS.md);
+// 1B_KV_KiB/token then scales its layer count to 16.
 //
 //	go test ./bench/ -run '^$' -bench KVQuantDecode -benchtime 1x
 func BenchmarkKVQuantDecode(b *testing.B) {
-	kvQuantOnce.Do(func() { kvQuantW, kvQuantErr = model.Synthetic(kvQuantBenchConfig(), 7, ml.Q4_0) })
+	kvQuantOnce.Do(func() {
+		if path := os.Getenv("KVWARDEN_KVBENCH_MODEL"); path != "" {
+			kvQuantW, _, kvQuantErr = model.Open(path, "")
+			return
+		}
+		kvQuantW, kvQuantErr = model.Synthetic(kvQuantBenchConfig(), 7, ml.Q4_0)
+	})
 	require.NoError(b, kvQuantErr)
 	w := kvQuantW
 	c := w.Config
