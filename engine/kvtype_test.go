@@ -124,3 +124,23 @@ func TestKVTypeOnCUDA(t *testing.T) {
 		require.Equal(t, gpu, be)
 	}
 }
+
+// Prefix-cache keys depend on the KV type: the same tokens hash apart in
+// caches over pools of different types, so their pages can never be taken
+// for one another.
+func TestPrefixKeyIncludesKVType(t *testing.T) {
+	hashes := map[uint64]device.DType{}
+	for _, dt := range []device.DType{device.F32, device.F16, device.Q8_0, device.Q4_0} {
+		pool, err := kvcache.New(cpu.New(), kvcache.Config{
+			Geometry: kvcache.Geometry{PageSize: 4, Layers: 1, KVHeads: 1, HeadDim: 32, DType: dt}, Pages: 2,
+		})
+		require.NoError(t, err)
+		c := newPrefixCache(pool, nil, slog.Default(), false)
+		s := &seq{tokens: []int{1, 2, 3, 4, 5, 6, 7, 8}}
+		h := c.chainHash(s, 1)
+		prev, dup := hashes[h]
+		require.False(t, dup, "%s hashes like %s", dt, prev)
+		hashes[h] = dt
+		require.NoError(t, pool.Close())
+	}
+}
