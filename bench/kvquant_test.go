@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"slices"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -90,16 +91,21 @@ func BenchmarkKVQuantDecode(b *testing.B) {
 			}
 			b.StartTimer()
 			tok := 5
+			var r8, r4 []float64
 			for range b.N {
 				for range rounds {
-					for _, s := range sides {
+					var d [3]time.Duration
+					for i, s := range sides {
 						t0 := time.Now()
 						for range steps {
 							bt := &model.Batch{Seqs: []model.Seq{{Tokens: []int{tok}, Table: s.tab, Logits: true}}}
 							require.NoError(b, s.r.Forward(bt))
 						}
-						s.busy += time.Since(t0)
+						d[i] = time.Since(t0)
+						s.busy += d[i]
 					}
+					r8 = append(r8, float64(d[0])/float64(d[1]))
+					r4 = append(r4, float64(d[0])/float64(d[2]))
 				}
 			}
 			n := float64(b.N * rounds * steps)
@@ -112,8 +118,21 @@ func BenchmarkKVQuantDecode(b *testing.B) {
 			}
 			b.ReportMetric(rate[1]/rate[0], "q8_0/f16_speed")
 			b.ReportMetric(rate[2]/rate[0], "q4_0/f16_speed")
+			// Medians of the per-round ratios: robust to a round that lost
+			// time slices to other processes.
+			b.ReportMetric(medianOf(r8), "q8_0/f16_median")
+			b.ReportMetric(medianOf(r4), "q4_0/f16_median")
 		})
 	}
+}
+
+func medianOf(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // fillKV writes depth positions of random K and V rows (unit scale, as
