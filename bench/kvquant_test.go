@@ -2,9 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
