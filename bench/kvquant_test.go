@@ -47,8 +47,8 @@ var (
 // the types share the machine's load and their ratio (q8_0/f16, q4_0/f16
 // speed) is meaningful on a busy machine even when the absolute rates are
 // not. KV bytes per token (all layers, K and V) come from the pool's page
-// size for the 2-layer model, and are scaled to the 16-layer 1B as
-// 1B_KV_KiB/token. KVWARDEN_KVBENCH_MODEL=file.gguf runs a model file
+// size (KV_KiB/token, of the model run) and are scaled to the 16-layer 1B
+// as 1B_KV_KiB/token. KVWARDEN_KVBENCH_MODEL=file.gguf runs a model file
 // instead (the figures side by side with llama-bench -d in RESULTS.md);
 // 1B_KV_KiB/token then scales its layer count to 16.
 //
@@ -114,6 +114,7 @@ func BenchmarkKVQuantDecode(b *testing.B) {
 				rate[i] = n / s.busy.Seconds()
 				b.ReportMetric(rate[i], types[i].String()+"_tok/s")
 				perTok := float64(s.pb) / ps
+				b.ReportMetric(perTok/1024, types[i].String()+"_KV_KiB/token")
 				b.ReportMetric(perTok*16/float64(c.Layers)/1024, types[i].String()+"_1B_KV_KiB/token")
 			}
 			b.ReportMetric(rate[1]/rate[0], "q8_0/f16_speed")
