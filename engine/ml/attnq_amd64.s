@@ -53,7 +53,10 @@
 
 // dst[t] = dot(q[:32*nb], row t) * scale, row t the nb blocks at
 // kv+offs[t]; bb = block bytes.
-// (expanded below by hand for each type: the assembler has no token pasting for labels)
+// dst[t] = dot(q[:32*nb], row t) * scale, row t the nb blocks at
+// kv+offs[t]. (Written out for each type: the assembler has no token
+// pasting for labels.) The accumulation kernels are generated, in
+// attnqg_amd64.s.
 
 // func attnScoresQ8AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
 TEXT ·attnScoresQ8AVX512(SB), NOSPLIT, $0-52
@@ -149,101 +152,5 @@ sq4_b:
 	INCQ   DX
 	JMP    sq4_t
 sq4_done:
-	VZEROUPPER
-	RET
-
-// out[32*b:32*b+32] += w[t] * block b of row t for t = 0..n-1 in order,
-// one block at a time (every element is one FMA chain over t, as in
-// attnAccumAVX512).
-// (expanded below by hand for each type: the assembler has no token pasting for labels)
-
-// func attnAccumQ8AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-TEXT ·attnAccumQ8AVX512(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ kv+16(FP), R8
-	MOVQ offs+24(FP), R10
-	MOVQ n+32(FP), R11
-	MOVQ nb+40(FP), R9
-	XORQ BX, BX
-aq8_blk:
-	CMPQ    R9, $0
-	JE      aq8_done
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	XORQ    DX, DX
-aq8_t:
-	CMPQ         DX, R11
-	JGE          aq8_st
-	LEAQ         4(DX), R12
-	CMPQ         R12, R11
-	JGE          aq8_nopf
-	MOVQ         (R10)(R12*8), R12
-	ADDQ         R8, R12
-	PREFETCHT0   (R12)(BX*1)
-aq8_nopf:
-	MOVQ         (R10)(DX*8), R12
-	ADDQ         R8, R12
-	ADDQ         BX, R12
-	VBROADCASTSS (SI)(DX*4), Z4
-	Q8_EXPAND
-	VFMADD231PS  Z6, Z4, Z0
-	VFMADD231PS  Z7, Z4, Z1
-	INCQ         DX
-	JMP          aq8_t
-aq8_st:
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z1, 64(DI)
-	ADDQ    $128, DI
-	ADDQ    $34, BX
-	DECQ    R9
-	JMP     aq8_blk
-aq8_done:
-	VZEROUPPER
-	RET
-
-// func attnAccumQ4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-TEXT ·attnAccumQ4AVX512(SB), NOSPLIT, $0-48
-	Q4_CONSTS
-	MOVQ out+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ kv+16(FP), R8
-	MOVQ offs+24(FP), R10
-	MOVQ n+32(FP), R11
-	MOVQ nb+40(FP), R9
-	XORQ BX, BX
-aq4_blk:
-	CMPQ    R9, $0
-	JE      aq4_done
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	XORQ    DX, DX
-aq4_t:
-	CMPQ         DX, R11
-	JGE          aq4_st
-	LEAQ         4(DX), R12
-	CMPQ         R12, R11
-	JGE          aq4_nopf
-	MOVQ         (R10)(R12*8), R12
-	ADDQ         R8, R12
-	PREFETCHT0   (R12)(BX*1)
-aq4_nopf:
-	MOVQ         (R10)(DX*8), R12
-	ADDQ         R8, R12
-	ADDQ         BX, R12
-	VBROADCASTSS (SI)(DX*4), Z4
-	Q4_EXPAND
-	VFMADD231PS  Z6, Z4, Z0
-	VFMADD231PS  Z7, Z4, Z1
-	INCQ         DX
-	JMP          aq4_t
-aq4_st:
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z1, 64(DI)
-	ADDQ    $128, DI
-	ADDQ    $18, BX
-	DECQ    R9
-	JMP     aq4_blk
-aq4_done:
 	VZEROUPPER
 	RET

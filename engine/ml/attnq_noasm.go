@@ -9,4 +9,6 @@ func attnAccumQSIMD(kvQuant, []float32, []float32, []byte, []int) bool { return 
 type qScoresKernel = func(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
 type qAccumKernel = func(out, w *float32, kv *byte, offs *int, n, nb int)
 
-func groupKernels(kvQuant, int) (qScoresKernel, qAccumKernel) { return nil, nil }
+func groupKernel(kvQuant, int) qScoresKernel { return nil }
+
+func accumKernel(kvQuant, int, int) qAccumKernel { return nil }

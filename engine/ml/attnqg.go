@@ -55,7 +55,7 @@ func attnScoresQGroup(k kvQuant, dst, q []float32, g int, kv []byte, offs []int,
 	d, n := checkGroup("AttnScores"+k.name+"Group", g, len(q), len(dst))
 	for h := 0; h < g; {
 		gc := groupChunk(g - h)
-		sk, _ := groupKernels(k, gc)
+		sk := groupKernel(k, gc)
 		if sk == nil || n == 0 || d == 0 {
 			attnScoresQ(k, dst[h*n:(h+1)*n], q[h*d:(h+1)*d], kv, offs, scale)
 			h++
@@ -88,7 +88,12 @@ func attnAccumQGroup(k kvQuant, out, w []float32, g int, kv []byte, offs []int) 
 	d, n := checkGroup("AttnAccum"+k.name+"Group", g, len(out), len(w))
 	for h := 0; h < g; {
 		gc := groupChunk(g - h)
-		_, ak := groupKernels(k, gc)
+		if gc == 1 {
+			attnAccumQ(k, out[h*d:(h+1)*d], w[h*n:(h+1)*n], kv, offs)
+			h++
+			continue
+		}
+		ak := accumKernel(k, gc, len(out)/g/32)
 		if ak == nil || n == 0 || d == 0 {
 			attnAccumQ(k, out[h*d:(h+1)*d], w[h*n:(h+1)*n], kv, offs)
 			h++

@@ -85,234 +85,6 @@ sg8x2_done:
 	VZEROUPPER
 	RET
 
-// func attnAccumQ8x2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-// 2 query heads' value sums over one KV head: out is [block][head][32],
-// w [t][head]; each element is attnAccumQ8AVX512's FMA chain.
-TEXT ·attnAccumQ8x2AVX512(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ kv+16(FP), R8
-	MOVQ offs+24(FP), R10
-	MOVQ n+32(FP), R11
-	MOVQ nb+40(FP), R9
-	XORQ BX, BX
-
-ag8x2_blk:
-	CMPQ R9, $0
-	JE   ag8x2_done
-	VMOVUPS 0(DI), Z8
-	VMOVUPS 64(DI), Z9
-	VMOVUPS 128(DI), Z10
-	VMOVUPS 192(DI), Z11
-	XORQ DX, DX
-	MOVQ SI, R15
-
-ag8x2_t:
-	CMPQ       DX, R11
-	JGE        ag8x2_st
-	LEAQ       4(DX), R12
-	CMPQ       R12, R11
-	JGE        ag8x2_nopf
-	MOVQ       (R10)(R12*8), R12
-	ADDQ       R8, R12
-	PREFETCHT0 (R12)(BX*1)
-
-ag8x2_nopf:
-	MOVQ (R10)(DX*8), R12
-	ADDQ R8, R12
-	ADDQ BX, R12
-	VPBROADCASTW (R12), Y5
-	VCVTPH2PS    Y5, Z5
-	VPMOVSXBD    2(R12), Z6
-	VPMOVSXBD    18(R12), Z7
-	VCVTDQ2PS    Z6, Z6
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z5, Z6, Z6
-	VMULPS       Z5, Z7, Z7
-	VBROADCASTSS 0(R15), Z24
-	VFMADD231PS  Z6, Z24, Z8
-	VFMADD231PS  Z7, Z24, Z9
-	VBROADCASTSS 4(R15), Z24
-	VFMADD231PS  Z6, Z24, Z10
-	VFMADD231PS  Z7, Z24, Z11
-	ADDQ $8, R15
-	INCQ DX
-	JMP  ag8x2_t
-
-ag8x2_st:
-	VMOVUPS Z8, 0(DI)
-	VMOVUPS Z9, 64(DI)
-	VMOVUPS Z10, 128(DI)
-	VMOVUPS Z11, 192(DI)
-	ADDQ $256, DI
-	ADDQ $34, BX
-	DECQ R9
-	JMP  ag8x2_blk
-
-ag8x2_done:
-	VZEROUPPER
-	RET
-
-// func attnScoresQ4x2AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
-// 2 query heads against one KV head: q is [block][head][32], dst
-// [t][head]; each head's operations are attnScoresQ4AVX512's.
-TEXT ·attnScoresQ4x2AVX512(SB), NOSPLIT, $0-52
-	MOVQ         dst+0(FP), R15
-	MOVQ         q+8(FP), SI
-	MOVQ         kv+16(FP), R8
-	MOVQ         offs+24(FP), R10
-	MOVQ         n+32(FP), R11
-	MOVQ         nb+40(FP), R9
-	VBROADCASTSS scale+48(FP), Z31
-	MOVL         $15, AX
-	VPBROADCASTD AX, Z28
-	MOVL         $8, AX
-	VPBROADCASTD AX, Z29
-	XORQ         DX, DX
-
-sg4x2_t:
-	CMPQ       DX, R11
-	JGE        sg4x2_done
-	LEAQ       2(DX), R12
-	CMPQ       R12, R11
-	JGE        sg4x2_nopf
-	MOVQ       (R10)(R12*8), R12
-	ADDQ       R8, R12
-	PREFETCHT0 (R12)
-	PREFETCHT0 64(R12)
-	PREFETCHT0 128(R12)
-
-sg4x2_nopf:
-	MOVQ (R10)(DX*8), R12
-	ADDQ R8, R12
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	MOVQ SI, R13
-	MOVQ R9, CX
-
-sg4x2_b:
-	VPBROADCASTW (R12), Y5
-	VCVTPH2PS    Y5, Z5
-	VPMOVZXBD    2(R12), Z6
-	VPSRLD       $4, Z6, Z7
-	VPANDD       Z28, Z6, Z6
-	VPSUBD       Z29, Z6, Z6
-	VPSUBD       Z29, Z7, Z7
-	VCVTDQ2PS    Z6, Z6
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z5, Z6, Z6
-	VMULPS       Z5, Z7, Z7
-	VFMADD231PS 0(R13), Z6, Z8
-	VFMADD231PS 64(R13), Z7, Z9
-	VFMADD231PS 128(R13), Z6, Z10
-	VFMADD231PS 192(R13), Z7, Z11
-	ADDQ $256, R13
-	ADDQ $18, R12
-	DECQ CX
-	JNZ  sg4x2_b
-	VADDPS        Z9, Z8, Z0
-	VEXTRACTF64X4 $1, Z0, Y30
-	VADDPS        Y30, Y0, Y0
-	VEXTRACTF32X4 $1, Y0, X30
-	VADDPS        X30, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMULSS        X31, X0, X0
-	VMOVSS        X0, 0(R15)
-	VADDPS        Z11, Z10, Z0
-	VEXTRACTF64X4 $1, Z0, Y30
-	VADDPS        Y30, Y0, Y0
-	VEXTRACTF32X4 $1, Y0, X30
-	VADDPS        X30, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMULSS        X31, X0, X0
-	VMOVSS        X0, 4(R15)
-	ADDQ $8, R15
-	INCQ DX
-	JMP  sg4x2_t
-
-sg4x2_done:
-	VZEROUPPER
-	RET
-
-// func attnAccumQ4x2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-// 2 query heads' value sums over one KV head: out is [block][head][32],
-// w [t][head]; each element is attnAccumQ4AVX512's FMA chain.
-TEXT ·attnAccumQ4x2AVX512(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ kv+16(FP), R8
-	MOVQ offs+24(FP), R10
-	MOVQ n+32(FP), R11
-	MOVQ nb+40(FP), R9
-	MOVL         $15, AX
-	VPBROADCASTD AX, Z28
-	MOVL         $8, AX
-	VPBROADCASTD AX, Z29
-	XORQ BX, BX
-
-ag4x2_blk:
-	CMPQ R9, $0
-	JE   ag4x2_done
-	VMOVUPS 0(DI), Z8
-	VMOVUPS 64(DI), Z9
-	VMOVUPS 128(DI), Z10
-	VMOVUPS 192(DI), Z11
-	XORQ DX, DX
-	MOVQ SI, R15
-
-ag4x2_t:
-	CMPQ       DX, R11
-	JGE        ag4x2_st
-	LEAQ       4(DX), R12
-	CMPQ       R12, R11
-	JGE        ag4x2_nopf
-	MOVQ       (R10)(R12*8), R12
-	ADDQ       R8, R12
-	PREFETCHT0 (R12)(BX*1)
-
-ag4x2_nopf:
-	MOVQ (R10)(DX*8), R12
-	ADDQ R8, R12
-	ADDQ BX, R12
-	VPBROADCASTW (R12), Y5
-	VCVTPH2PS    Y5, Z5
-	VPMOVZXBD    2(R12), Z6
-	VPSRLD       $4, Z6, Z7
-	VPANDD       Z28, Z6, Z6
-	VPSUBD       Z29, Z6, Z6
-	VPSUBD       Z29, Z7, Z7
-	VCVTDQ2PS    Z6, Z6
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z5, Z6, Z6
-	VMULPS       Z5, Z7, Z7
-	VBROADCASTSS 0(R15), Z24
-	VFMADD231PS  Z6, Z24, Z8
-	VFMADD231PS  Z7, Z24, Z9
-	VBROADCASTSS 4(R15), Z24
-	VFMADD231PS  Z6, Z24, Z10
-	VFMADD231PS  Z7, Z24, Z11
-	ADDQ $8, R15
-	INCQ DX
-	JMP  ag4x2_t
-
-ag4x2_st:
-	VMOVUPS Z8, 0(DI)
-	VMOVUPS Z9, 64(DI)
-	VMOVUPS Z10, 128(DI)
-	VMOVUPS Z11, 192(DI)
-	ADDQ $256, DI
-	ADDQ $18, BX
-	DECQ R9
-	JMP  ag4x2_blk
-
-ag4x2_done:
-	VZEROUPPER
-	RET
-
 // func attnScoresQ8x4AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
 // 4 query heads against one KV head: q is [block][head][32], dst
 // [t][head]; each head's operations are attnScoresQ8AVX512's.
@@ -414,288 +186,6 @@ sg8x4_b:
 	JMP  sg8x4_t
 
 sg8x4_done:
-	VZEROUPPER
-	RET
-
-// func attnAccumQ8x4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-// 4 query heads' value sums over one KV head: out is [block][head][32],
-// w [t][head]; each element is attnAccumQ8AVX512's FMA chain.
-TEXT ·attnAccumQ8x4AVX512(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ kv+16(FP), R8
-	MOVQ offs+24(FP), R10
-	MOVQ n+32(FP), R11
-	MOVQ nb+40(FP), R9
-	XORQ BX, BX
-
-ag8x4_blk:
-	CMPQ R9, $0
-	JE   ag8x4_done
-	VMOVUPS 0(DI), Z8
-	VMOVUPS 64(DI), Z9
-	VMOVUPS 128(DI), Z10
-	VMOVUPS 192(DI), Z11
-	VMOVUPS 256(DI), Z12
-	VMOVUPS 320(DI), Z13
-	VMOVUPS 384(DI), Z14
-	VMOVUPS 448(DI), Z15
-	XORQ DX, DX
-	MOVQ SI, R15
-
-ag8x4_t:
-	CMPQ       DX, R11
-	JGE        ag8x4_st
-	LEAQ       4(DX), R12
-	CMPQ       R12, R11
-	JGE        ag8x4_nopf
-	MOVQ       (R10)(R12*8), R12
-	ADDQ       R8, R12
-	PREFETCHT0 (R12)(BX*1)
-
-ag8x4_nopf:
-	MOVQ (R10)(DX*8), R12
-	ADDQ R8, R12
-	ADDQ BX, R12
-	VPBROADCASTW (R12), Y5
-	VCVTPH2PS    Y5, Z5
-	VPMOVSXBD    2(R12), Z6
-	VPMOVSXBD    18(R12), Z7
-	VCVTDQ2PS    Z6, Z6
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z5, Z6, Z6
-	VMULPS       Z5, Z7, Z7
-	VBROADCASTSS 0(R15), Z24
-	VFMADD231PS  Z6, Z24, Z8
-	VFMADD231PS  Z7, Z24, Z9
-	VBROADCASTSS 4(R15), Z24
-	VFMADD231PS  Z6, Z24, Z10
-	VFMADD231PS  Z7, Z24, Z11
-	VBROADCASTSS 8(R15), Z24
-	VFMADD231PS  Z6, Z24, Z12
-	VFMADD231PS  Z7, Z24, Z13
-	VBROADCASTSS 12(R15), Z24
-	VFMADD231PS  Z6, Z24, Z14
-	VFMADD231PS  Z7, Z24, Z15
-	ADDQ $16, R15
-	INCQ DX
-	JMP  ag8x4_t
-
-ag8x4_st:
-	VMOVUPS Z8, 0(DI)
-	VMOVUPS Z9, 64(DI)
-	VMOVUPS Z10, 128(DI)
-	VMOVUPS Z11, 192(DI)
-	VMOVUPS Z12, 256(DI)
-	VMOVUPS Z13, 320(DI)
-	VMOVUPS Z14, 384(DI)
-	VMOVUPS Z15, 448(DI)
-	ADDQ $512, DI
-	ADDQ $34, BX
-	DECQ R9
-	JMP  ag8x4_blk
-
-ag8x4_done:
-	VZEROUPPER
-	RET
-
-// func attnScoresQ4x4AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
-// 4 query heads against one KV head: q is [block][head][32], dst
-// [t][head]; each head's operations are attnScoresQ4AVX512's.
-TEXT ·attnScoresQ4x4AVX512(SB), NOSPLIT, $0-52
-	MOVQ         dst+0(FP), R15
-	MOVQ         q+8(FP), SI
-	MOVQ         kv+16(FP), R8
-	MOVQ         offs+24(FP), R10
-	MOVQ         n+32(FP), R11
-	MOVQ         nb+40(FP), R9
-	VBROADCASTSS scale+48(FP), Z31
-	MOVL         $15, AX
-	VPBROADCASTD AX, Z28
-	MOVL         $8, AX
-	VPBROADCASTD AX, Z29
-	XORQ         DX, DX
-
-sg4x4_t:
-	CMPQ       DX, R11
-	JGE        sg4x4_done
-	LEAQ       2(DX), R12
-	CMPQ       R12, R11
-	JGE        sg4x4_nopf
-	MOVQ       (R10)(R12*8), R12
-	ADDQ       R8, R12
-	PREFETCHT0 (R12)
-	PREFETCHT0 64(R12)
-	PREFETCHT0 128(R12)
-
-sg4x4_nopf:
-	MOVQ (R10)(DX*8), R12
-	ADDQ R8, R12
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	MOVQ SI, R13
-	MOVQ R9, CX
-
-sg4x4_b:
-	VPBROADCASTW (R12), Y5
-	VCVTPH2PS    Y5, Z5
-	VPMOVZXBD    2(R12), Z6
-	VPSRLD       $4, Z6, Z7
-	VPANDD       Z28, Z6, Z6
-	VPSUBD       Z29, Z6, Z6
-	VPSUBD       Z29, Z7, Z7
-	VCVTDQ2PS    Z6, Z6
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z5, Z6, Z6
-	VMULPS       Z5, Z7, Z7
-	VFMADD231PS 0(R13), Z6, Z8
-	VFMADD231PS 64(R13), Z7, Z9
-	VFMADD231PS 128(R13), Z6, Z10
-	VFMADD231PS 192(R13), Z7, Z11
-	VFMADD231PS 256(R13), Z6, Z12
-	VFMADD231PS 320(R13), Z7, Z13
-	VFMADD231PS 384(R13), Z6, Z14
-	VFMADD231PS 448(R13), Z7, Z15
-	ADDQ $512, R13
-	ADDQ $18, R12
-	DECQ CX
-	JNZ  sg4x4_b
-	VADDPS        Z9, Z8, Z0
-	VEXTRACTF64X4 $1, Z0, Y30
-	VADDPS        Y30, Y0, Y0
-	VEXTRACTF32X4 $1, Y0, X30
-	VADDPS        X30, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMULSS        X31, X0, X0
-	VMOVSS        X0, 0(R15)
-	VADDPS        Z11, Z10, Z0
-	VEXTRACTF64X4 $1, Z0, Y30
-	VADDPS        Y30, Y0, Y0
-	VEXTRACTF32X4 $1, Y0, X30
-	VADDPS        X30, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMULSS        X31, X0, X0
-	VMOVSS        X0, 4(R15)
-	VADDPS        Z13, Z12, Z0
-	VEXTRACTF64X4 $1, Z0, Y30
-	VADDPS        Y30, Y0, Y0
-	VEXTRACTF32X4 $1, Y0, X30
-	VADDPS        X30, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMULSS        X31, X0, X0
-	VMOVSS        X0, 8(R15)
-	VADDPS        Z15, Z14, Z0
-	VEXTRACTF64X4 $1, Z0, Y30
-	VADDPS        Y30, Y0, Y0
-	VEXTRACTF32X4 $1, Y0, X30
-	VADDPS        X30, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMULSS        X31, X0, X0
-	VMOVSS        X0, 12(R15)
-	ADDQ $16, R15
-	INCQ DX
-	JMP  sg4x4_t
-
-sg4x4_done:
-	VZEROUPPER
-	RET
-
-// func attnAccumQ4x4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-// 4 query heads' value sums over one KV head: out is [block][head][32],
-// w [t][head]; each element is attnAccumQ4AVX512's FMA chain.
-TEXT ·attnAccumQ4x4AVX512(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ kv+16(FP), R8
-	MOVQ offs+24(FP), R10
-	MOVQ n+32(FP), R11
-	MOVQ nb+40(FP), R9
-	MOVL         $15, AX
-	VPBROADCASTD AX, Z28
-	MOVL         $8, AX
-	VPBROADCASTD AX, Z29
-	XORQ BX, BX
-
-ag4x4_blk:
-	CMPQ R9, $0
-	JE   ag4x4_done
-	VMOVUPS 0(DI), Z8
-	VMOVUPS 64(DI), Z9
-	VMOVUPS 128(DI), Z10
-	VMOVUPS 192(DI), Z11
-	VMOVUPS 256(DI), Z12
-	VMOVUPS 320(DI), Z13
-	VMOVUPS 384(DI), Z14
-	VMOVUPS 448(DI), Z15
-	XORQ DX, DX
-	MOVQ SI, R15
-
-ag4x4_t:
-	CMPQ       DX, R11
-	JGE        ag4x4_st
-	LEAQ       4(DX), R12
-	CMPQ       R12, R11
-	JGE        ag4x4_nopf
-	MOVQ       (R10)(R12*8), R12
-	ADDQ       R8, R12
-	PREFETCHT0 (R12)(BX*1)
-
-ag4x4_nopf:
-	MOVQ (R10)(DX*8), R12
-	ADDQ R8, R12
-	ADDQ BX, R12
-	VPBROADCASTW (R12), Y5
-	VCVTPH2PS    Y5, Z5
-	VPMOVZXBD    2(R12), Z6
-	VPSRLD       $4, Z6, Z7
-	VPANDD       Z28, Z6, Z6
-	VPSUBD       Z29, Z6, Z6
-	VPSUBD       Z29, Z7, Z7
-	VCVTDQ2PS    Z6, Z6
-	VCVTDQ2PS    Z7, Z7
-	VMULPS       Z5, Z6, Z6
-	VMULPS       Z5, Z7, Z7
-	VBROADCASTSS 0(R15), Z24
-	VFMADD231PS  Z6, Z24, Z8
-	VFMADD231PS  Z7, Z24, Z9
-	VBROADCASTSS 4(R15), Z24
-	VFMADD231PS  Z6, Z24, Z10
-	VFMADD231PS  Z7, Z24, Z11
-	VBROADCASTSS 8(R15), Z24
-	VFMADD231PS  Z6, Z24, Z12
-	VFMADD231PS  Z7, Z24, Z13
-	VBROADCASTSS 12(R15), Z24
-	VFMADD231PS  Z6, Z24, Z14
-	VFMADD231PS  Z7, Z24, Z15
-	ADDQ $16, R15
-	INCQ DX
-	JMP  ag4x4_t
-
-ag4x4_st:
-	VMOVUPS Z8, 0(DI)
-	VMOVUPS Z9, 64(DI)
-	VMOVUPS Z10, 128(DI)
-	VMOVUPS Z11, 192(DI)
-	VMOVUPS Z12, 256(DI)
-	VMOVUPS Z13, 320(DI)
-	VMOVUPS Z14, 384(DI)
-	VMOVUPS Z15, 448(DI)
-	ADDQ $512, DI
-	ADDQ $18, BX
-	DECQ R9
-	JMP  ag4x4_blk
-
-ag4x4_done:
 	VZEROUPPER
 	RET
 
@@ -855,10 +345,11 @@ sg8x8_done:
 	VZEROUPPER
 	RET
 
-// func attnAccumQ8x8AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-// 8 query heads' value sums over one KV head: out is [block][head][32],
-// w [t][head]; each element is attnAccumQ8AVX512's FMA chain.
-TEXT ·attnAccumQ8x8AVX512(SB), NOSPLIT, $0-48
+// func attnAccumQ8x1p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 1 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x1p1AVX512(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ kv+16(FP), R8
@@ -867,9 +358,421 @@ TEXT ·attnAccumQ8x8AVX512(SB), NOSPLIT, $0-48
 	MOVQ nb+40(FP), R9
 	XORQ BX, BX
 
-ag8x8_blk:
+ag8x1p1_blk:
 	CMPQ R9, $0
-	JE   ag8x8_done
+	JLE  ag8x1p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x1p1_t:
+	CMPQ       DX, R11
+	JGE        ag8x1p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x1p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x1p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	ADDQ $4, R15
+	INCQ DX
+	JMP  ag8x1p1_t
+
+ag8x1p1_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	ADDQ $128, DI
+	ADDQ $34, BX
+	SUBQ $1, R9
+	JMP  ag8x1p1_blk
+
+ag8x1p1_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x1p2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 1 query head(s)' value sums over one KV head, 2 block(s) per pass over
+// the rows (nb a multiple of 2): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x1p2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x1p2_blk:
+	CMPQ R9, $0
+	JLE  ag8x1p2_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x1p2_t:
+	CMPQ       DX, R11
+	JGE        ag8x1p2_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x1p2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x1p2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VPBROADCASTW 34(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    36(R12), Z6
+	VPMOVSXBD    52(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	ADDQ $4, R15
+	INCQ DX
+	JMP  ag8x1p2_t
+
+ag8x1p2_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	ADDQ $256, DI
+	ADDQ $68, BX
+	SUBQ $2, R9
+	JMP  ag8x1p2_blk
+
+ag8x1p2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x1p4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 1 query head(s)' value sums over one KV head, 4 block(s) per pass over
+// the rows (nb a multiple of 4): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x1p4AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x1p4_blk:
+	CMPQ R9, $0
+	JLE  ag8x1p4_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x1p4_t:
+	CMPQ       DX, R11
+	JGE        ag8x1p4_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x1p4_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+	PREFETCHT0 128(R12)(BX*1)
+
+ag8x1p4_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VPBROADCASTW 34(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    36(R12), Z6
+	VPMOVSXBD    52(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VPBROADCASTW 68(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    70(R12), Z6
+	VPMOVSXBD    86(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VPBROADCASTW 102(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    104(R12), Z6
+	VPMOVSXBD    120(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	ADDQ $4, R15
+	INCQ DX
+	JMP  ag8x1p4_t
+
+ag8x1p4_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	ADDQ $512, DI
+	ADDQ $136, BX
+	SUBQ $4, R9
+	JMP  ag8x1p4_blk
+
+ag8x1p4_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x2p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 2 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x2p1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x2p1_blk:
+	CMPQ R9, $0
+	JLE  ag8x2p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x2p1_t:
+	CMPQ       DX, R11
+	JGE        ag8x2p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x2p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x2p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	ADDQ $8, R15
+	INCQ DX
+	JMP  ag8x2p1_t
+
+ag8x2p1_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	ADDQ $256, DI
+	ADDQ $34, BX
+	SUBQ $1, R9
+	JMP  ag8x2p1_blk
+
+ag8x2p1_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x2p2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 2 query head(s)' value sums over one KV head, 2 block(s) per pass over
+// the rows (nb a multiple of 2): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x2p2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x2p2_blk:
+	CMPQ R9, $0
+	JLE  ag8x2p2_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x2p2_t:
+	CMPQ       DX, R11
+	JGE        ag8x2p2_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x2p2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x2p2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VPBROADCASTW 34(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    36(R12), Z6
+	VPMOVSXBD    52(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	ADDQ $8, R15
+	INCQ DX
+	JMP  ag8x2p2_t
+
+ag8x2p2_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	ADDQ $512, DI
+	ADDQ $68, BX
+	SUBQ $2, R9
+	JMP  ag8x2p2_blk
+
+ag8x2p2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x2p4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 2 query head(s)' value sums over one KV head, 4 block(s) per pass over
+// the rows (nb a multiple of 4): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x2p4AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x2p4_blk:
+	CMPQ R9, $0
+	JLE  ag8x2p4_done
 	VMOVUPS 0(DI), Z8
 	VMOVUPS 64(DI), Z9
 	VMOVUPS 128(DI), Z10
@@ -889,21 +792,363 @@ ag8x8_blk:
 	XORQ DX, DX
 	MOVQ SI, R15
 
-ag8x8_t:
+ag8x2p4_t:
 	CMPQ       DX, R11
-	JGE        ag8x8_st
+	JGE        ag8x2p4_st
 	LEAQ       4(DX), R12
 	CMPQ       R12, R11
-	JGE        ag8x8_nopf
+	JGE        ag8x2p4_nopf
 	MOVQ       (R10)(R12*8), R12
 	ADDQ       R8, R12
 	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+	PREFETCHT0 128(R12)(BX*1)
 
-ag8x8_nopf:
+ag8x2p4_nopf:
 	MOVQ (R10)(DX*8), R12
 	ADDQ R8, R12
 	ADDQ BX, R12
-	VPBROADCASTW (R12), Y5
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VPBROADCASTW 34(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    36(R12), Z6
+	VPMOVSXBD    52(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	VPBROADCASTW 68(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    70(R12), Z6
+	VPMOVSXBD    86(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z16
+	VFMADD231PS  Z7, Z24, Z17
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z18
+	VFMADD231PS  Z7, Z24, Z19
+	VPBROADCASTW 102(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    104(R12), Z6
+	VPMOVSXBD    120(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z20
+	VFMADD231PS  Z7, Z24, Z21
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z22
+	VFMADD231PS  Z7, Z24, Z23
+	ADDQ $8, R15
+	INCQ DX
+	JMP  ag8x2p4_t
+
+ag8x2p4_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	VMOVUPS Z16, 512(DI)
+	VMOVUPS Z17, 576(DI)
+	VMOVUPS Z18, 640(DI)
+	VMOVUPS Z19, 704(DI)
+	VMOVUPS Z20, 768(DI)
+	VMOVUPS Z21, 832(DI)
+	VMOVUPS Z22, 896(DI)
+	VMOVUPS Z23, 960(DI)
+	ADDQ $1024, DI
+	ADDQ $136, BX
+	SUBQ $4, R9
+	JMP  ag8x2p4_blk
+
+ag8x2p4_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x4p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 4 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x4p1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x4p1_blk:
+	CMPQ R9, $0
+	JLE  ag8x4p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x4p1_t:
+	CMPQ       DX, R11
+	JGE        ag8x4p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x4p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x4p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VBROADCASTSS 8(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 12(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	ADDQ $16, R15
+	INCQ DX
+	JMP  ag8x4p1_t
+
+ag8x4p1_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	ADDQ $512, DI
+	ADDQ $34, BX
+	SUBQ $1, R9
+	JMP  ag8x4p1_blk
+
+ag8x4p1_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x4p2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 4 query head(s)' value sums over one KV head, 2 block(s) per pass over
+// the rows (nb a multiple of 2): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x4p2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x4p2_blk:
+	CMPQ R9, $0
+	JLE  ag8x4p2_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	VMOVUPS 512(DI), Z16
+	VMOVUPS 576(DI), Z17
+	VMOVUPS 640(DI), Z18
+	VMOVUPS 704(DI), Z19
+	VMOVUPS 768(DI), Z20
+	VMOVUPS 832(DI), Z21
+	VMOVUPS 896(DI), Z22
+	VMOVUPS 960(DI), Z23
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x4p2_t:
+	CMPQ       DX, R11
+	JGE        ag8x4p2_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x4p2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x4p2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    2(R12), Z6
+	VPMOVSXBD    18(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VBROADCASTSS 8(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 12(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	VPBROADCASTW 34(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBD    36(R12), Z6
+	VPMOVSXBD    52(R12), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z16
+	VFMADD231PS  Z7, Z24, Z17
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z18
+	VFMADD231PS  Z7, Z24, Z19
+	VBROADCASTSS 8(R15), Z24
+	VFMADD231PS  Z6, Z24, Z20
+	VFMADD231PS  Z7, Z24, Z21
+	VBROADCASTSS 12(R15), Z24
+	VFMADD231PS  Z6, Z24, Z22
+	VFMADD231PS  Z7, Z24, Z23
+	ADDQ $16, R15
+	INCQ DX
+	JMP  ag8x4p2_t
+
+ag8x4p2_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	VMOVUPS Z16, 512(DI)
+	VMOVUPS Z17, 576(DI)
+	VMOVUPS Z18, 640(DI)
+	VMOVUPS Z19, 704(DI)
+	VMOVUPS Z20, 768(DI)
+	VMOVUPS Z21, 832(DI)
+	VMOVUPS Z22, 896(DI)
+	VMOVUPS Z23, 960(DI)
+	ADDQ $1024, DI
+	ADDQ $68, BX
+	SUBQ $2, R9
+	JMP  ag8x4p2_blk
+
+ag8x4p2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8x8p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 8 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ8x8p1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	XORQ BX, BX
+
+ag8x8p1_blk:
+	CMPQ R9, $0
+	JLE  ag8x8p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	VMOVUPS 512(DI), Z16
+	VMOVUPS 576(DI), Z17
+	VMOVUPS 640(DI), Z18
+	VMOVUPS 704(DI), Z19
+	VMOVUPS 768(DI), Z20
+	VMOVUPS 832(DI), Z21
+	VMOVUPS 896(DI), Z22
+	VMOVUPS 960(DI), Z23
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag8x8p1_t:
+	CMPQ       DX, R11
+	JGE        ag8x8p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag8x8p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag8x8p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
 	VCVTPH2PS    Y5, Z5
 	VPMOVSXBD    2(R12), Z6
 	VPMOVSXBD    18(R12), Z7
@@ -937,9 +1182,9 @@ ag8x8_nopf:
 	VFMADD231PS  Z7, Z24, Z23
 	ADDQ $32, R15
 	INCQ DX
-	JMP  ag8x8_t
+	JMP  ag8x8p1_t
 
-ag8x8_st:
+ag8x8p1_st:
 	VMOVUPS Z8, 0(DI)
 	VMOVUPS Z9, 64(DI)
 	VMOVUPS Z10, 128(DI)
@@ -958,10 +1203,206 @@ ag8x8_st:
 	VMOVUPS Z23, 960(DI)
 	ADDQ $1024, DI
 	ADDQ $34, BX
-	DECQ R9
-	JMP  ag8x8_blk
+	SUBQ $1, R9
+	JMP  ag8x8p1_blk
 
-ag8x8_done:
+ag8x8p1_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresQ4x2AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
+// 2 query heads against one KV head: q is [block][head][32], dst
+// [t][head]; each head's operations are attnScoresQ4AVX512's.
+TEXT ·attnScoresQ4x2AVX512(SB), NOSPLIT, $0-52
+	MOVQ         dst+0(FP), R15
+	MOVQ         q+8(FP), SI
+	MOVQ         kv+16(FP), R8
+	MOVQ         offs+24(FP), R10
+	MOVQ         n+32(FP), R11
+	MOVQ         nb+40(FP), R9
+	VBROADCASTSS scale+48(FP), Z31
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ         DX, DX
+
+sg4x2_t:
+	CMPQ       DX, R11
+	JGE        sg4x2_done
+	LEAQ       2(DX), R12
+	CMPQ       R12, R11
+	JGE        sg4x2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+
+sg4x2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ SI, R13
+	MOVQ R9, CX
+
+sg4x2_b:
+	VPBROADCASTW (R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VFMADD231PS 0(R13), Z6, Z8
+	VFMADD231PS 64(R13), Z7, Z9
+	VFMADD231PS 128(R13), Z6, Z10
+	VFMADD231PS 192(R13), Z7, Z11
+	ADDQ $256, R13
+	ADDQ $18, R12
+	DECQ CX
+	JNZ  sg4x2_b
+	VADDPS        Z9, Z8, Z0
+	VEXTRACTF64X4 $1, Z0, Y30
+	VADDPS        Y30, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X30
+	VADDPS        X30, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMULSS        X31, X0, X0
+	VMOVSS        X0, 0(R15)
+	VADDPS        Z11, Z10, Z0
+	VEXTRACTF64X4 $1, Z0, Y30
+	VADDPS        Y30, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X30
+	VADDPS        X30, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMULSS        X31, X0, X0
+	VMOVSS        X0, 4(R15)
+	ADDQ $8, R15
+	INCQ DX
+	JMP  sg4x2_t
+
+sg4x2_done:
+	VZEROUPPER
+	RET
+
+// func attnScoresQ4x4AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
+// 4 query heads against one KV head: q is [block][head][32], dst
+// [t][head]; each head's operations are attnScoresQ4AVX512's.
+TEXT ·attnScoresQ4x4AVX512(SB), NOSPLIT, $0-52
+	MOVQ         dst+0(FP), R15
+	MOVQ         q+8(FP), SI
+	MOVQ         kv+16(FP), R8
+	MOVQ         offs+24(FP), R10
+	MOVQ         n+32(FP), R11
+	MOVQ         nb+40(FP), R9
+	VBROADCASTSS scale+48(FP), Z31
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ         DX, DX
+
+sg4x4_t:
+	CMPQ       DX, R11
+	JGE        sg4x4_done
+	LEAQ       2(DX), R12
+	CMPQ       R12, R11
+	JGE        sg4x4_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 128(R12)
+
+sg4x4_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ SI, R13
+	MOVQ R9, CX
+
+sg4x4_b:
+	VPBROADCASTW (R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VFMADD231PS 0(R13), Z6, Z8
+	VFMADD231PS 64(R13), Z7, Z9
+	VFMADD231PS 128(R13), Z6, Z10
+	VFMADD231PS 192(R13), Z7, Z11
+	VFMADD231PS 256(R13), Z6, Z12
+	VFMADD231PS 320(R13), Z7, Z13
+	VFMADD231PS 384(R13), Z6, Z14
+	VFMADD231PS 448(R13), Z7, Z15
+	ADDQ $512, R13
+	ADDQ $18, R12
+	DECQ CX
+	JNZ  sg4x4_b
+	VADDPS        Z9, Z8, Z0
+	VEXTRACTF64X4 $1, Z0, Y30
+	VADDPS        Y30, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X30
+	VADDPS        X30, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMULSS        X31, X0, X0
+	VMOVSS        X0, 0(R15)
+	VADDPS        Z11, Z10, Z0
+	VEXTRACTF64X4 $1, Z0, Y30
+	VADDPS        Y30, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X30
+	VADDPS        X30, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMULSS        X31, X0, X0
+	VMOVSS        X0, 4(R15)
+	VADDPS        Z13, Z12, Z0
+	VEXTRACTF64X4 $1, Z0, Y30
+	VADDPS        Y30, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X30
+	VADDPS        X30, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMULSS        X31, X0, X0
+	VMOVSS        X0, 8(R15)
+	VADDPS        Z15, Z14, Z0
+	VEXTRACTF64X4 $1, Z0, Y30
+	VADDPS        Y30, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X30
+	VADDPS        X30, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMULSS        X31, X0, X0
+	VMOVSS        X0, 12(R15)
+	ADDQ $16, R15
+	INCQ DX
+	JMP  sg4x4_t
+
+sg4x4_done:
 	VZEROUPPER
 	RET
 
@@ -1128,10 +1569,11 @@ sg4x8_done:
 	VZEROUPPER
 	RET
 
-// func attnAccumQ4x8AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
-// 8 query heads' value sums over one KV head: out is [block][head][32],
-// w [t][head]; each element is attnAccumQ4AVX512's FMA chain.
-TEXT ·attnAccumQ4x8AVX512(SB), NOSPLIT, $0-48
+// func attnAccumQ4x1p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 1 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x1p1AVX512(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), DI
 	MOVQ w+8(FP), SI
 	MOVQ kv+16(FP), R8
@@ -1144,9 +1586,470 @@ TEXT ·attnAccumQ4x8AVX512(SB), NOSPLIT, $0-48
 	VPBROADCASTD AX, Z29
 	XORQ BX, BX
 
-ag4x8_blk:
+ag4x1p1_blk:
 	CMPQ R9, $0
-	JE   ag4x8_done
+	JLE  ag4x1p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x1p1_t:
+	CMPQ       DX, R11
+	JGE        ag4x1p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x1p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x1p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	ADDQ $4, R15
+	INCQ DX
+	JMP  ag4x1p1_t
+
+ag4x1p1_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	ADDQ $128, DI
+	ADDQ $18, BX
+	SUBQ $1, R9
+	JMP  ag4x1p1_blk
+
+ag4x1p1_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x1p2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 1 query head(s)' value sums over one KV head, 2 block(s) per pass over
+// the rows (nb a multiple of 2): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x1p2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x1p2_blk:
+	CMPQ R9, $0
+	JLE  ag4x1p2_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x1p2_t:
+	CMPQ       DX, R11
+	JGE        ag4x1p2_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x1p2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x1p2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VPBROADCASTW 18(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    20(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	ADDQ $4, R15
+	INCQ DX
+	JMP  ag4x1p2_t
+
+ag4x1p2_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	ADDQ $256, DI
+	ADDQ $36, BX
+	SUBQ $2, R9
+	JMP  ag4x1p2_blk
+
+ag4x1p2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x1p4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 1 query head(s)' value sums over one KV head, 4 block(s) per pass over
+// the rows (nb a multiple of 4): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x1p4AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x1p4_blk:
+	CMPQ R9, $0
+	JLE  ag4x1p4_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x1p4_t:
+	CMPQ       DX, R11
+	JGE        ag4x1p4_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x1p4_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x1p4_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VPBROADCASTW 18(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    20(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VPBROADCASTW 36(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    38(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VPBROADCASTW 54(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    56(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	ADDQ $4, R15
+	INCQ DX
+	JMP  ag4x1p4_t
+
+ag4x1p4_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	ADDQ $512, DI
+	ADDQ $72, BX
+	SUBQ $4, R9
+	JMP  ag4x1p4_blk
+
+ag4x1p4_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x2p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 2 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x2p1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x2p1_blk:
+	CMPQ R9, $0
+	JLE  ag4x2p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x2p1_t:
+	CMPQ       DX, R11
+	JGE        ag4x2p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x2p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x2p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	ADDQ $8, R15
+	INCQ DX
+	JMP  ag4x2p1_t
+
+ag4x2p1_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	ADDQ $256, DI
+	ADDQ $18, BX
+	SUBQ $1, R9
+	JMP  ag4x2p1_blk
+
+ag4x2p1_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x2p2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 2 query head(s)' value sums over one KV head, 2 block(s) per pass over
+// the rows (nb a multiple of 2): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x2p2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x2p2_blk:
+	CMPQ R9, $0
+	JLE  ag4x2p2_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x2p2_t:
+	CMPQ       DX, R11
+	JGE        ag4x2p2_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x2p2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x2p2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VPBROADCASTW 18(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    20(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	ADDQ $8, R15
+	INCQ DX
+	JMP  ag4x2p2_t
+
+ag4x2p2_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	ADDQ $512, DI
+	ADDQ $36, BX
+	SUBQ $2, R9
+	JMP  ag4x2p2_blk
+
+ag4x2p2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x2p4AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 2 query head(s)' value sums over one KV head, 4 block(s) per pass over
+// the rows (nb a multiple of 4): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x2p4AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x2p4_blk:
+	CMPQ R9, $0
+	JLE  ag4x2p4_done
 	VMOVUPS 0(DI), Z8
 	VMOVUPS 64(DI), Z9
 	VMOVUPS 128(DI), Z10
@@ -1166,21 +2069,395 @@ ag4x8_blk:
 	XORQ DX, DX
 	MOVQ SI, R15
 
-ag4x8_t:
+ag4x2p4_t:
 	CMPQ       DX, R11
-	JGE        ag4x8_st
+	JGE        ag4x2p4_st
 	LEAQ       4(DX), R12
 	CMPQ       R12, R11
-	JGE        ag4x8_nopf
+	JGE        ag4x2p4_nopf
 	MOVQ       (R10)(R12*8), R12
 	ADDQ       R8, R12
 	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
 
-ag4x8_nopf:
+ag4x2p4_nopf:
 	MOVQ (R10)(DX*8), R12
 	ADDQ R8, R12
 	ADDQ BX, R12
-	VPBROADCASTW (R12), Y5
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VPBROADCASTW 18(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    20(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	VPBROADCASTW 36(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    38(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z16
+	VFMADD231PS  Z7, Z24, Z17
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z18
+	VFMADD231PS  Z7, Z24, Z19
+	VPBROADCASTW 54(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    56(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z20
+	VFMADD231PS  Z7, Z24, Z21
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z22
+	VFMADD231PS  Z7, Z24, Z23
+	ADDQ $8, R15
+	INCQ DX
+	JMP  ag4x2p4_t
+
+ag4x2p4_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	VMOVUPS Z16, 512(DI)
+	VMOVUPS Z17, 576(DI)
+	VMOVUPS Z18, 640(DI)
+	VMOVUPS Z19, 704(DI)
+	VMOVUPS Z20, 768(DI)
+	VMOVUPS Z21, 832(DI)
+	VMOVUPS Z22, 896(DI)
+	VMOVUPS Z23, 960(DI)
+	ADDQ $1024, DI
+	ADDQ $72, BX
+	SUBQ $4, R9
+	JMP  ag4x2p4_blk
+
+ag4x2p4_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x4p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 4 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x4p1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x4p1_blk:
+	CMPQ R9, $0
+	JLE  ag4x4p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x4p1_t:
+	CMPQ       DX, R11
+	JGE        ag4x4p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x4p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x4p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VBROADCASTSS 8(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 12(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	ADDQ $16, R15
+	INCQ DX
+	JMP  ag4x4p1_t
+
+ag4x4p1_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	ADDQ $512, DI
+	ADDQ $18, BX
+	SUBQ $1, R9
+	JMP  ag4x4p1_blk
+
+ag4x4p1_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x4p2AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 4 query head(s)' value sums over one KV head, 2 block(s) per pass over
+// the rows (nb a multiple of 2): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x4p2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x4p2_blk:
+	CMPQ R9, $0
+	JLE  ag4x4p2_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	VMOVUPS 512(DI), Z16
+	VMOVUPS 576(DI), Z17
+	VMOVUPS 640(DI), Z18
+	VMOVUPS 704(DI), Z19
+	VMOVUPS 768(DI), Z20
+	VMOVUPS 832(DI), Z21
+	VMOVUPS 896(DI), Z22
+	VMOVUPS 960(DI), Z23
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x4p2_t:
+	CMPQ       DX, R11
+	JGE        ag4x4p2_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x4p2_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x4p2_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    2(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z8
+	VFMADD231PS  Z7, Z24, Z9
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z10
+	VFMADD231PS  Z7, Z24, Z11
+	VBROADCASTSS 8(R15), Z24
+	VFMADD231PS  Z6, Z24, Z12
+	VFMADD231PS  Z7, Z24, Z13
+	VBROADCASTSS 12(R15), Z24
+	VFMADD231PS  Z6, Z24, Z14
+	VFMADD231PS  Z7, Z24, Z15
+	VPBROADCASTW 18(R12), Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBD    20(R12), Z6
+	VPSRLD       $4, Z6, Z7
+	VPANDD       Z28, Z6, Z6
+	VPSUBD       Z29, Z6, Z6
+	VPSUBD       Z29, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z6, Z6
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS 0(R15), Z24
+	VFMADD231PS  Z6, Z24, Z16
+	VFMADD231PS  Z7, Z24, Z17
+	VBROADCASTSS 4(R15), Z24
+	VFMADD231PS  Z6, Z24, Z18
+	VFMADD231PS  Z7, Z24, Z19
+	VBROADCASTSS 8(R15), Z24
+	VFMADD231PS  Z6, Z24, Z20
+	VFMADD231PS  Z7, Z24, Z21
+	VBROADCASTSS 12(R15), Z24
+	VFMADD231PS  Z6, Z24, Z22
+	VFMADD231PS  Z7, Z24, Z23
+	ADDQ $16, R15
+	INCQ DX
+	JMP  ag4x4p2_t
+
+ag4x4p2_st:
+	VMOVUPS Z8, 0(DI)
+	VMOVUPS Z9, 64(DI)
+	VMOVUPS Z10, 128(DI)
+	VMOVUPS Z11, 192(DI)
+	VMOVUPS Z12, 256(DI)
+	VMOVUPS Z13, 320(DI)
+	VMOVUPS Z14, 384(DI)
+	VMOVUPS Z15, 448(DI)
+	VMOVUPS Z16, 512(DI)
+	VMOVUPS Z17, 576(DI)
+	VMOVUPS Z18, 640(DI)
+	VMOVUPS Z19, 704(DI)
+	VMOVUPS Z20, 768(DI)
+	VMOVUPS Z21, 832(DI)
+	VMOVUPS Z22, 896(DI)
+	VMOVUPS Z23, 960(DI)
+	ADDQ $1024, DI
+	ADDQ $36, BX
+	SUBQ $2, R9
+	JMP  ag4x4p2_blk
+
+ag4x4p2_done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4x8p1AVX512(out, w *float32, kv *byte, offs *int, n, nb int)
+// 8 query head(s)' value sums over one KV head, 1 block(s) per pass over
+// the rows (nb a multiple of 1): out is [block][head][32], w [t][head];
+// each element is one FMA chain over t, as in attnAccumAVX512.
+TEXT ·attnAccumQ4x8p1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ kv+16(FP), R8
+	MOVQ offs+24(FP), R10
+	MOVQ n+32(FP), R11
+	MOVQ nb+40(FP), R9
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $8, AX
+	VPBROADCASTD AX, Z29
+	XORQ BX, BX
+
+ag4x8p1_blk:
+	CMPQ R9, $0
+	JLE  ag4x8p1_done
+	VMOVUPS 0(DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	VMOVUPS 256(DI), Z12
+	VMOVUPS 320(DI), Z13
+	VMOVUPS 384(DI), Z14
+	VMOVUPS 448(DI), Z15
+	VMOVUPS 512(DI), Z16
+	VMOVUPS 576(DI), Z17
+	VMOVUPS 640(DI), Z18
+	VMOVUPS 704(DI), Z19
+	VMOVUPS 768(DI), Z20
+	VMOVUPS 832(DI), Z21
+	VMOVUPS 896(DI), Z22
+	VMOVUPS 960(DI), Z23
+	XORQ DX, DX
+	MOVQ SI, R15
+
+ag4x8p1_t:
+	CMPQ       DX, R11
+	JGE        ag4x8p1_st
+	LEAQ       4(DX), R12
+	CMPQ       R12, R11
+	JGE        ag4x8p1_nopf
+	MOVQ       (R10)(R12*8), R12
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)(BX*1)
+	PREFETCHT0 64(R12)(BX*1)
+
+ag4x8p1_nopf:
+	MOVQ (R10)(DX*8), R12
+	ADDQ R8, R12
+	ADDQ BX, R12
+	VPBROADCASTW 0(R12), Y5
 	VCVTPH2PS    Y5, Z5
 	VPMOVZXBD    2(R12), Z6
 	VPSRLD       $4, Z6, Z7
@@ -1217,9 +2494,9 @@ ag4x8_nopf:
 	VFMADD231PS  Z7, Z24, Z23
 	ADDQ $32, R15
 	INCQ DX
-	JMP  ag4x8_t
+	JMP  ag4x8p1_t
 
-ag4x8_st:
+ag4x8p1_st:
 	VMOVUPS Z8, 0(DI)
 	VMOVUPS Z9, 64(DI)
 	VMOVUPS Z10, 128(DI)
@@ -1238,9 +2515,9 @@ ag4x8_st:
 	VMOVUPS Z23, 960(DI)
 	ADDQ $1024, DI
 	ADDQ $18, BX
-	DECQ R9
-	JMP  ag4x8_blk
+	SUBQ $1, R9
+	JMP  ag4x8p1_blk
 
-ag4x8_done:
+ag4x8p1_done:
 	VZEROUPPER
 	RET
