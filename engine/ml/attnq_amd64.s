@@ -52,8 +52,6 @@
 	VHADDPS       x, x, x
 
 // dst[t] = dot(q[:32*nb], row t) * scale, row t the nb blocks at
-// kv+offs[t]; bb = block bytes.
-// dst[t] = dot(q[:32*nb], row t) * scale, row t the nb blocks at
 // kv+offs[t]. (Written out for each type: the assembler has no token
 // pasting for labels.) The accumulation kernels are generated, in
 // attnqg_amd64.s.
