@@ -24,6 +24,7 @@ _Static_assert(sizeof(kvw_engine_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_erase_result) == 48, "kvw_erase_result v1");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 // Version 1 of kvw_engine_params ended after log_user_data (112 bytes);
@@ -31,9 +32,11 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 #define KVW_ENGINE_PARAMS_V1_SIZE 112
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
-_Static_assert(sizeof(kvw_engine_params) == 136, "kvw_engine_params v4 (v1: 112, v2: 120, v3: 128)");
-_Static_assert(sizeof(kvw_request_params) == 136, "kvw_request_params v5 (v1: 64, v2: 72, v3: 88, v4: 104)");
+_Static_assert(sizeof(kvw_engine_params) == 160, "kvw_engine_params v5 (v1: 112, v2: 120, v3: 128, v4: 136)");
+_Static_assert(sizeof(kvw_request_params) == 152, "kvw_request_params v6 (v1: 64, v2: 72, v3: 88, v4: 104, v5: 136)");
 _Static_assert(offsetof(kvw_request_params, presence_penalty) == 104, "kvw_request_params v5 starts after v4");
+_Static_assert(offsetof(kvw_request_params, keep_tokens) == 136, "kvw_request_params v6 starts after v5");
+_Static_assert(KVW_MAX_KEEP_TOKENS == 64, "engine.MaxKeepTokens");
 _Static_assert(sizeof(kvw_token_logprob) == 8, "kvw_token_logprob is fixed");
 _Static_assert(sizeof(kvw_model_info) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_model_info) == 32, "kvw_model_info v1");
@@ -382,6 +385,22 @@ int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out) {
     return st;
 }
 
+void kvw_erase_result_init(kvw_erase_result* out) {
+    if (out == NULL) return;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+}
+
+int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out) {
+    NOT_IN_CHILD("kvw_tenant_erase_kv");
+    OUT_STRUCT("kvw_erase_result", out);
+    kvw_erase_result r;
+    kvw_erase_result_init(&r);
+    int32_t st = kvwgo_tenant_erase_kv((uintptr_t)engine, (char*)tenant, &r);
+    if (st == KVW_OK && out != NULL) copy_out(out, &r, sizeof r);
+    return st;
+}
+
 int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, size_t n_tokens,
                           const kvw_request_params* params, uint64_t* out_id) {
     NOT_IN_CHILD("kvw_submit_tokens");
@@ -400,6 +419,18 @@ int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
                                  kvw_token_logprob* out, size_t capacity, size_t* out_n) {
     NOT_IN_CHILD("kvw_request_top_logprobs");
     return kvwgo_request_top_logprobs((uintptr_t)engine, id, index, out, capacity, out_n);
+}
+
+int32_t kvw_next_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity,
+                          size_t* out_n) {
+    NOT_IN_CHILD("kvw_next_logprobs");
+    return kvwgo_next_logprobs((uintptr_t)engine, id, out, capacity, out_n);
+}
+
+int32_t kvw_next_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+                              size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_next_top_logprobs");
+    return kvwgo_next_top_logprobs((uintptr_t)engine, id, index, out, capacity, out_n);
 }
 
 int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out,

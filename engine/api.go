@@ -1,6 +1,6 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
+// paged KV cache, and keeps the isolation contract of docs/ISOLATION.md: no request
 // ever reads KV data it did not write, or that was not shared with it as an
 // immutable prefix of its own tenant.
 package engine
@@ -151,6 +151,18 @@ type Config struct {
 
 	HostTierBytes int64  // host-memory tier for preemption and prefix spill, 0 = none
 	Compression   string // host tier compression: "none", "s2" or "zstd"
+	// KVKeyFile holds the master key (32 raw bytes or 64 hex digits) the
+	// per-tenant keys that seal every page outside the pool derive from
+	// (docs/ISOLATION.md). "" draws a random key per process: host copies
+	// are sealed all the same, and a disk tier does not outlive the process.
+	KVKeyFile string
+	// KVDisk is a directory for the disk tier below the host tier: prefix
+	// pages leaving the host tier (or the device, without one) and the
+	// whole prefix cache on Close go there, sealed, and serve prefix hits
+	// after a restart with the same KVKeyFile; "" = none. KVDiskBudget is
+	// its hard limit in bytes (required with KVDisk).
+	KVDisk       string
+	KVDiskBudget int64
 
 	// ZeroOnRelease scrubs KV bytes in every tier: freed device pages
 	// before reuse, and every host buffer that held them (host-tier
@@ -162,6 +174,11 @@ type Config struct {
 
 	// DisablePrefixCache turns the tenant-scoped prefix cache off.
 	DisablePrefixCache bool
+
+	// Speculative turns speculative decoding on for every request that
+	// does not set its own (Request.Speculative); the zero value is off.
+	// Output is unchanged by it (see spec.go).
+	Speculative Speculative
 
 	// ChatTemplate, when set, is a Jinja chat template that replaces the
 	// model file's tokenizer.chat_template (serve --chat-template-file).
@@ -292,6 +309,10 @@ type Request struct {
 	// the model ends it where the grammar can end; it fails with
 	// ErrGrammarDeadEnd when no token can go on.
 	Grammar *Grammar
+
+	// Speculative, when set, replaces Config.Speculative for this request
+	// (&Speculative{} turns it off).
+	Speculative *Speculative
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

@@ -62,11 +62,14 @@ type Engine struct {
 	chat    *chatTemplates
 	backend string
 	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
+	tiers   tiers      // sealing keys and erasure (tiers.go)
 
 	// The vocabulary as grammar matchers see it, on first use (grammar.go).
 	gvOnce sync.Once
 	gv     *grammar.Vocab
 	gvErr  error
+
+	spec *Speculative // Config.Speculative resolved; nil = off (spec.go)
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
@@ -114,6 +117,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		met: newMetrics(), tokGates: newTokGates(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
+	e.spec, _ = r.cfg.Speculative.resolve("Speculative") // checked by checkFields
 	// Generation ends on every end-of-generation token of the vocabulary
 	// (EOS, EOT, <|im_end|>, <end_of_turn>, ...), as llama.cpp does, and on
 	// the model's own EOS id.
@@ -126,6 +130,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	// scheduler polls the copy (it never waits on one) when woken.
 	e.pool.OnCopyDone(e.signal)
 	e.sched = newScheduler(e)
+	if err := e.tiers.init(e, r); err != nil {
+		e.abandon()
+		return nil, err
+	}
 	go e.sched.loop()
 	return e, nil
 }
@@ -179,6 +187,11 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 			return nil, err
 		}
 	}
+	spec, err := e.specFor(req)
+	if err != nil {
+		e.met.reject(RejectInvalidParams)
+		return nil, err
+	}
 	s, err := e.admit(ctx, req)
 	if err != nil {
 		return nil, err
@@ -186,6 +199,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	s.lp = logprobOptsOf(req)
 	s.promptNext = 1 // prompt token 0 has no log-probability
 	s.grammar = gs
+	s.spec = newSpecSeq(spec)
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
@@ -257,6 +271,7 @@ func (e *Engine) signal() {
 func (e *Engine) Stats() Stats {
 	st := e.met.snapshot()
 	st.Pool = poolStatsOf(e.pool.Stats())
+	st.Disk = e.tiers.diskStats()
 	return st
 }
 
@@ -276,6 +291,7 @@ func (e *Engine) Close() error {
 	e.signal()
 	<-e.loopDone
 	err := e.pool.Close()
+	e.tiers.close()
 	if e.ownW {
 		if cerr := e.weights.Close(); err == nil {
 			err = cerr

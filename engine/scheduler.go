@@ -152,6 +152,7 @@ func (sc *scheduler) intake() (closing bool) {
 	e.inbox, e.aborts = nil, nil
 	closing = e.closed
 	e.mu.Unlock()
+	sc.erasures() // tiers.go
 	for _, s := range in {
 		sc.byID[s.id] = s
 		sc.enqueue(s)
@@ -431,6 +432,7 @@ func (sc *scheduler) step() bool {
 			add(s, n)
 		}
 	}
+	budget -= sc.addDrafts(budget) // speculative decoding: what the step leaves (spec.go)
 	if len(sc.order) == 0 {
 		return restored
 	}
@@ -903,12 +905,7 @@ func (sc *scheduler) forward() {
 			continue
 		}
 		drops = append(drops, drop)
-		n := sc.inStep[s]
-		b.Seqs = append(b.Seqs, model.Seq{
-			Tokens: s.tokens[s.fed : s.fed+n],
-			Table:  s.table,
-			Logits: s.wantLogits(s.fed + n),
-		})
+		b.Seqs = append(b.Seqs, s.stepSeq(sc.inStep[s]))
 		members = append(members, s)
 	}
 	if len(members) == 0 {
@@ -944,7 +941,7 @@ func (sc *scheduler) forward() {
 		return
 	}
 	for i, s := range members {
-		n := sc.inStep[s]
+		n := sc.inStep[s] - len(s.draft) // drafts are not written yet (spec.go)
 		before := s.fed
 		s.fed += n
 		if i < len(b.Failed) && b.Failed[i] != nil {
@@ -984,11 +981,7 @@ func (sc *scheduler) forward() {
 			sc.fail(s, fmt.Errorf("engine: forward step returned no logits for request %d", s.id))
 			continue
 		}
-		if err := sc.grammarMask(s); err != nil {
-			sc.fail(s, err)
-			continue
-		}
-		sc.emit(s, sc.sample(s, logits), now)
+		sc.consume(s, logits, now)
 	}
 }
 
@@ -1120,6 +1113,7 @@ func (sc *scheduler) shutdown() {
 		}
 		sc.end(s)
 	}
+	sc.prefix.persist() // to the disk tier, if any
 	sc.prefix.clear()
 	sc.gauges()
 }

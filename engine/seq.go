@@ -62,6 +62,11 @@ type seq struct {
 	// grammar constrains the tokens s may generate (Request.Grammar).
 	grammar *grammarState
 
+	// Speculative decoding (spec.go): its state (nil = off) and the draft
+	// fed this step.
+	spec  *specSeq
+	draft []int
+
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission

@@ -189,6 +189,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
 	s.llamaRoutes(mux)
+	s.eraseRoutes(mux) // erase.go
 	mux.Handle("GET /metrics", s.metricsHandler(s.met.Handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"),
@@ -544,7 +545,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return req, p, nil
 	})
 	if e == nil {
-		e = plan.constrain(s, tenant, &req, p)
+		e = plan.constrain(s, tenant, &req)
 	}
 	if e != nil {
 		s.reject(w, ep, e)

@@ -1,9 +1,9 @@
 package ml
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
+
+	"github.com/kvwarden/kvwarden/internal/blockq"
 )
 
 // Block-quantized KV cache (q8_0, q4_0): each K or V row of a head is
@@ -20,53 +20,11 @@ import (
 
 // QuantizeRowQ8_0 encodes src (len a multiple of 32) into dst
 // (len(src)/32*34 bytes) as QuantizeQ8_0 does, without allocating.
-func QuantizeRowQ8_0(dst []byte, src []float32) {
-	checkQuantRow("QuantizeRowQ8_0", len(dst), len(src), 34)
-	for b := 0; b < len(src)/32; b++ {
-		x := src[b*32 : b*32+32]
-		o := dst[b*34 : b*34+34]
-		var amax float32
-		for _, v := range x {
-			amax = max(amax, float32(math.Abs(float64(v))))
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		binary.LittleEndian.PutUint16(o, F32ToF16(d))
-		for j, v := range x {
-			o[2+j] = byte(int8(roundf(v * id)))
-		}
-	}
-}
+func QuantizeRowQ8_0(dst []byte, src []float32) { blockq.QuantizeRowQ8_0(dst, src) }
 
 // QuantizeRowQ4_0 encodes src (len a multiple of 32) into dst
 // (len(src)/32*18 bytes) as QuantizeQ4_0 does, without allocating.
-func QuantizeRowQ4_0(dst []byte, src []float32) {
-	checkQuantRow("QuantizeRowQ4_0", len(dst), len(src), 18)
-	for b := 0; b < len(src)/32; b++ {
-		x := src[b*32 : b*32+32]
-		o := dst[b*18 : b*18+18]
-		var amax, mx float32
-		for _, v := range x {
-			if a := float32(math.Abs(float64(v))); amax < a {
-				amax, mx = a, v
-			}
-		}
-		d := mx / -8
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		binary.LittleEndian.PutUint16(o, F32ToF16(d))
-		for j := range 16 {
-			xi0 := min(15, int8(x[j]*id+8.5))
-			xi1 := min(15, int8(x[16+j]*id+8.5))
-			o[2+j] = byte(xi0) | byte(xi1)<<4
-		}
-	}
-}
+func QuantizeRowQ4_0(dst []byte, src []float32) { blockq.QuantizeRowQ4_0(dst, src) }
 
 // DequantizeRowQ8_0 expands len(dst)/32 Q8_0 blocks of src into dst.
 func DequantizeRowQ8_0(dst []float32, src []byte) {

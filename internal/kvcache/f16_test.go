@@ -48,6 +48,8 @@ func TestQuantPool(t *testing.T) {
 			"HostTierFaults":      TestHostTierFaults,
 			"ValidateQuarantines": TestValidateTableReportsAndQuarantines,
 			"Chaos":               TestChaos,
+			"Rollback":            TestRollbackDropsTentativeWrites,
+			"RollbackBoundary":    TestRollbackAtPageBoundaryAndMisuse,
 		} {
 			t.Run(dt.String()+"/"+name, f)
 		}

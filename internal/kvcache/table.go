@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/internal/blockq"
 	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/half"
 )
 
 // PageTable is one sequence's list of pages, in token order. Tokens
@@ -510,18 +511,18 @@ func (p *Pool) rowIO(page uint32, layer, slot int, k, v []float32, write bool) e
 func encodeRow(buf []byte, row []float32, d device.DType) {
 	switch d {
 	case device.Q8_0:
-		ml.QuantizeRowQ8_0(buf, row)
+		blockq.QuantizeRowQ8_0(buf, row)
 		return
 	case device.Q4_0:
-		ml.QuantizeRowQ4_0(buf, row)
+		blockq.QuantizeRowQ4_0(buf, row)
 		return
 	}
 	for i, x := range row {
 		switch d {
 		case device.F16:
-			binary.LittleEndian.PutUint16(buf[2*i:], ml.F32ToF16(x))
+			binary.LittleEndian.PutUint16(buf[2*i:], half.F32ToF16(x))
 		case device.BF16:
-			binary.LittleEndian.PutUint16(buf[2*i:], ml.F32ToBF16(x))
+			binary.LittleEndian.PutUint16(buf[2*i:], half.F32ToBF16(x))
 		default:
 			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
 		}
@@ -532,18 +533,18 @@ func encodeRow(buf []byte, row []float32, d device.DType) {
 func decodeRow(row []float32, buf []byte, d device.DType) {
 	switch d {
 	case device.Q8_0:
-		ml.DequantizeRowQ8_0(row, buf)
+		blockq.DequantizeRowQ8_0(row, buf)
 		return
 	case device.Q4_0:
-		ml.DequantizeRowQ4_0(row, buf)
+		blockq.DequantizeRowQ4_0(row, buf)
 		return
 	}
 	for i := range row {
 		switch d {
 		case device.F16:
-			row[i] = ml.F16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+			row[i] = half.F16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
 		case device.BF16:
-			row[i] = ml.BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+			row[i] = half.BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
 		default:
 			row[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
 		}

@@ -57,6 +57,7 @@ DEFAULT_MAX_TOKENS = 128
 MAX_TOKENS_UNLIMITED = -1
 MAX_LOGIT_BIAS = 1024  # KVW_MAX_LOGIT_BIAS
 MAX_TOP_LOGPROBS = 20
+MAX_KEEP_TOKENS = 64  # KVW_MAX_KEEP_TOKENS
 # kvw_tokenize_ex / kvw_detokenize_ex flags
 TOKENIZE_ADD_BOS = 1
 TOKENIZE_SPECIAL = 2
@@ -110,6 +111,9 @@ class kvw_engine_params(Structure):
         ("n_threads", c_int32),  # v3
         ("reserved0", c_int32),
         ("kv_type", c_char_p),  # v4
+        ("kv_key_file", c_char_p),  # v5
+        ("kv_disk_dir", c_char_p),
+        ("kv_disk_budget_bytes", c_int64),
     ]
 
 
@@ -142,6 +146,9 @@ class kvw_request_params(Structure):
         ("logit_bias", POINTER(c_float)),
         ("n_logit_bias", c_uint32),
         ("prompt_logprobs", c_int32),
+        ("keep_tokens", POINTER(c_char_p)),  # v6
+        ("n_keep_tokens", c_uint32),
+        ("reserved3", c_int32),
     ]
 
 
@@ -216,6 +223,18 @@ _STATS_FIELDS = (
 
 class kvw_stats(Structure):
     _fields_ = _STATS_FIELDS
+
+
+class kvw_erase_result(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("reserved0", c_int32),
+        ("key_epoch", c_uint64),
+        ("prefix_device_pages", c_int64),
+        ("prefix_host_pages", c_int64),
+        ("host_pages", c_int64),
+        ("host_bytes", c_int64),
+    ]
 
 
 def _candidates():
@@ -326,6 +345,10 @@ _decl("kvw_generate", c_int32, [c_void_p, c_char_p, POINTER(kvw_request_params),
 _decl("kvw_stats_init", None, [POINTER(kvw_stats)])
 # int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
 _decl("kvw_engine_stats", c_int32, [c_void_p, POINTER(kvw_stats)])
+# void kvw_erase_result_init(kvw_erase_result* out);
+_decl("kvw_erase_result_init", None, [POINTER(kvw_erase_result)])
+# int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out);
+_decl("kvw_tenant_erase_kv", c_int32, [c_void_p, c_char_p, POINTER(kvw_erase_result)])
 
 _u8p = POINTER(ctypes.c_uint8)
 # int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, size_t n_tokens,
@@ -337,6 +360,12 @@ _decl("kvw_request_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_lo
 #                                  size_t capacity, size_t* out_n);
 _decl("kvw_request_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
                                             _szp])
+# int32_t kvw_next_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
+_decl("kvw_next_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
+# int32_t kvw_next_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+#                               size_t capacity, size_t* out_n);
+_decl("kvw_next_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
+                                         _szp])
 # int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
 _decl("kvw_request_prompt_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
 # int32_t kvw_request_prompt_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
