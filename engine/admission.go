@@ -95,7 +95,7 @@ func (e *Engine) unadmit(s *seq) {
 
 // validate checks what needs no tokenizing. It touches no shared state.
 func (e *Engine) validate(req Request) (string, error) {
-	if req.Prompt == "" && len(req.Tokens) == 0 {
+	if req.Prompt == "" && len(req.Tokens) == 0 && req.embed == nil {
 		return RejectEmptyPrompt, fmt.Errorf("%w: request has neither prompt text nor tokens", ErrEmptyPrompt)
 	}
 	if req.Prompt != "" && len(req.Tokens) > 0 {
@@ -137,6 +137,9 @@ func (e *Engine) validate(req Request) (string, error) {
 // state but the tokenizing gate. An empty reason with an error means the
 // request was cancelled while it waited at the gate.
 func (e *Engine) build(ctx context.Context, req Request) (*seq, string, error) {
+	if req.embed != nil {
+		return e.buildEmbed(ctx, req)
+	}
 	reqMax, maxTok := req.MaxTokens, req.MaxTokens
 	limit := e.cfg.MaxContext
 	switch maxTok {

@@ -292,6 +292,10 @@ type Request struct {
 	// the model ends it where the grammar can end; it fails with
 	// ErrGrammarDeadEnd when no token can go on.
 	Grammar *Grammar
+
+	// embed makes the request an embedding input (Engine.Embed): prefill
+	// only, its hidden states pooled, never sampled.
+	embed *embedJob
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

@@ -62,6 +62,10 @@ type seq struct {
 	// grammar constrains the tokens s may generate (Request.Grammar).
 	grammar *grammarState
 
+	// emb makes s an embedding input (embed.go): prefill only, never
+	// given or offered prefix-cache pages.
+	emb *embedJob
+
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission

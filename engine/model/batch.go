@@ -14,6 +14,9 @@ type Seq struct {
 	Tokens []int
 	Table  *kvcache.PageTable
 	Logits bool // compute logits for the last token of Tokens
+	// Hidden asks for the final-normed hidden state of every token of
+	// Tokens (Batch.Hidden): what embeddings are pooled from.
+	Hidden bool
 }
 
 // Batch is the input of one forward step. Forward fills Logits[i] for every
@@ -23,6 +26,9 @@ type Seq struct {
 type Batch struct {
 	Seqs   []Seq
 	Logits [][]float32
+	// Hidden[i], for every Seqs[i] that asked, holds len(Tokens) rows of
+	// Config.Dim values, row j the output-normed hidden state of token j.
+	Hidden [][]float32
 	// Failed[i] is the per-sequence outcome: non-nil when sequence i's
 	// pages failed as its table advanced (a page sealed this step did not
 	// match the checksum taken at an earlier handoff: its own page was

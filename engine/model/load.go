@@ -443,6 +443,9 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 		return c, fmt.Errorf("model: %s metadata: %w", g.arch, err)
 	}
 	g.normOffset = c.Block.NormOffset
+	if err := g.pooling(&c); err != nil {
+		return c, err
+	}
 	c.BOS, c.EOS = -1, -1
 	c.Vocab = 1 // set from token_embd before Check
 	if err := c.Validate(); err != nil {

@@ -41,6 +41,13 @@ type Config struct {
 	Block arch.Block
 
 	BOS, EOS int // -1 when absent
+
+	// Pooling is the file's <arch>.pooling_type (PoolingUnset when it has
+	// none: a generative model); NonCausal is <arch>.attention.causal
+	// false (every token attends to the whole input, which must then be
+	// computed in one step).
+	Pooling   Pooling
+	NonCausal bool
 }
 
 // KVDim is the width of one token's K (or V) vector in one layer.

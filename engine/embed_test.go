@@ -1,0 +1,504 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/gguf"
+)
+
+// embedModel describes a random-weight embedding GGUF built by the tests.
+type embedModel struct {
+	arch      string // "llama" (e5-mistral-like) or "qwen3" (Qwen3-Embedding-like)
+	pooling   int    // GGUF pooling_type; -1 writes no key (a generative model)
+	nonCausal bool   // writes attention.causal = false
+	addEOS    bool
+}
+
+const embedVocab = 320
+
+// writeEmbedGGUF writes m with random weights (model.Synthetic, F32) and
+// norms that are not all ones, so that every norm weight matters, and
+// returns its path and the weights the reference reads.
+func writeEmbedGGUF(t testing.TB, m embedModel) (string, *model.Weights) {
+	t.Helper()
+	cfg := model.Config{
+		Dim: 64, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: embedVocab, MaxContext: 512, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 16,
+		BOS: 1, EOS: 2,
+	}
+	w, err := model.Synthetic(cfg, 0x656d6264, ml.F32)
+	require.NoError(t, err)
+	norm := func(n, salt int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = 0.75 + 0.5*float32((i*7+salt)%11)/11
+		}
+		return v
+	}
+	w.Norm = norm(cfg.Dim, 99)
+	for l := range w.Layers {
+		L := &w.Layers[l]
+		L.AttnNorm, L.FFNNorm = norm(cfg.Dim, 2*l), norm(cfg.Dim, 2*l+1)
+		if m.arch == "qwen3" {
+			L.QNorm, L.KNorm = norm(cfg.HeadDim, 3*l+5), norm(cfg.HeadDim, 3*l+6)
+		}
+	}
+	w.Config.NonCausal = m.nonCausal
+
+	b := gguf.NewBuilder()
+	a := m.arch
+	b.Set("general.architecture", a)
+	b.Set(a+".context_length", uint32(cfg.MaxContext))
+	b.Set(a+".embedding_length", uint32(cfg.Dim))
+	b.Set(a+".feed_forward_length", uint32(cfg.Hidden))
+	b.Set(a+".block_count", uint32(cfg.Layers))
+	b.Set(a+".attention.head_count", uint32(cfg.Heads))
+	b.Set(a+".attention.head_count_kv", uint32(cfg.KVHeads))
+	b.Set(a+".attention.key_length", uint32(cfg.HeadDim))
+	b.Set(a+".attention.value_length", uint32(cfg.HeadDim))
+	b.Set(a+".attention.layer_norm_rms_epsilon", cfg.NormEps)
+	b.Set(a+".rope.freq_base", cfg.RopeTheta)
+	if m.pooling >= 0 {
+		b.Set(a+".pooling_type", uint32(m.pooling))
+	}
+	if m.nonCausal {
+		b.Set(a+".attention.causal", false)
+	}
+	toks := make([]string, cfg.Vocab)
+	scores := make([]float32, cfg.Vocab)
+	types := make([]int32, cfg.Vocab)
+	for i := range toks {
+		switch {
+		case i == 0:
+			toks[i], types[i] = "<unk>", 2
+		case i == 1:
+			toks[i], types[i] = "<s>", 3
+		case i == 2:
+			toks[i], types[i] = "</s>", 3
+		case i < 3+256:
+			toks[i], types[i] = fmt.Sprintf("<0x%02X>", i-3), 6
+		default:
+			toks[i], types[i] = fmt.Sprintf("\u2581t%d", i), 1
+			scores[i] = -float32(i)
+		}
+	}
+	b.Set("tokenizer.ggml.model", "llama")
+	b.Set("tokenizer.ggml.tokens", toks)
+	b.Set("tokenizer.ggml.scores", scores)
+	b.Set("tokenizer.ggml.token_type", types)
+	b.Set("tokenizer.ggml.bos_token_id", uint32(1))
+	b.Set("tokenizer.ggml.eos_token_id", uint32(2))
+	b.Set("tokenizer.ggml.add_eos_token", m.addEOS)
+	mat := func(name string, x *ml.Matrix) {
+		b.AddTensor(name, gguf.TypeF32, []uint64{uint64(x.Cols), uint64(x.Rows)}, x.Data)
+	}
+	vec := func(name string, v []float32) { b.AddF32(name, []uint64{uint64(len(v))}, v) }
+	mat("token_embd.weight", w.Embed)
+	vec("output_norm.weight", w.Norm)
+	for i, l := range w.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		vec(p+"attn_norm.weight", l.AttnNorm)
+		mat(p+"attn_q.weight", l.Q)
+		mat(p+"attn_k.weight", l.K)
+		mat(p+"attn_v.weight", l.V)
+		mat(p+"attn_output.weight", l.O)
+		vec(p+"ffn_norm.weight", l.FFNNorm)
+		mat(p+"ffn_gate.weight", l.Gate)
+		mat(p+"ffn_up.weight", l.Up)
+		mat(p+"ffn_down.weight", l.Down)
+		if l.QNorm != nil {
+			vec(p+"attn_q_norm.weight", l.QNorm)
+			vec(p+"attn_k_norm.weight", l.KNorm)
+		}
+	}
+	path := filepath.Join(t.TempDir(), a+".gguf")
+	require.NoError(t, b.WriteFile(path))
+	return path, w
+}
+
+// refHidden is an independent float64 forward pass of the llama / qwen3
+// block over toks: the output-normed hidden state of every token.
+func refHidden(w *model.Weights, toks []int, neox bool) [][]float64 {
+	c := w.Config
+	dim, hd := c.Dim, c.HeadDim
+	row := func(m *ml.Matrix, r int) []float64 {
+		f := make([]float32, m.Cols)
+		ml.Dequantize(f, m, r)
+		out := make([]float64, len(f))
+		for i, v := range f {
+			out[i] = float64(v)
+		}
+		return out
+	}
+	matVec := func(m *ml.Matrix, x []float64) []float64 {
+		out := make([]float64, m.Rows)
+		for r := range m.Rows {
+			for k, v := range row(m, r) {
+				out[r] += v * x[k]
+			}
+		}
+		return out
+	}
+	rms := func(x []float64, wt []float32) []float64 {
+		var ss float64
+		for _, v := range x {
+			ss += v * v
+		}
+		inv := 1 / math.Sqrt(ss/float64(len(x))+float64(c.NormEps))
+		out := make([]float64, len(x))
+		for i, v := range x {
+			out[i] = v * inv * float64(wt[i])
+		}
+		return out
+	}
+	rope := func(v []float64, pos int) {
+		for h := 0; h < len(v); h += hd {
+			for j := range hd / 2 {
+				th := float64(pos) * math.Pow(float64(c.RopeTheta), -2*float64(j)/float64(hd))
+				a, b := h+2*j, h+2*j+1
+				if neox {
+					a, b = h+j, h+j+hd/2
+				}
+				x0, x1 := v[a], v[b]
+				v[a] = x0*math.Cos(th) - x1*math.Sin(th)
+				v[b] = x0*math.Sin(th) + x1*math.Cos(th)
+			}
+		}
+	}
+	n := len(toks)
+	x := make([][]float64, n)
+	for i, t := range toks {
+		x[i] = row(w.Embed, t)
+	}
+	group := c.Heads / c.KVHeads
+	for l := range c.Layers {
+		L := &w.Layers[l]
+		q, k, v := make([][]float64, n), make([][]float64, n), make([][]float64, n)
+		for i := range n {
+			xn := rms(x[i], L.AttnNorm)
+			q[i], k[i], v[i] = matVec(L.Q, xn), matVec(L.K, xn), matVec(L.V, xn)
+			if L.QNorm != nil {
+				for h := 0; h < len(q[i]); h += hd {
+					copy(q[i][h:h+hd], rms(q[i][h:h+hd], L.QNorm))
+				}
+				for h := 0; h < len(k[i]); h += hd {
+					copy(k[i][h:h+hd], rms(k[i][h:h+hd], L.KNorm))
+				}
+			}
+			rope(q[i], i)
+			rope(k[i], i)
+		}
+		for i := range n {
+			last := i
+			if c.NonCausal {
+				last = n - 1
+			}
+			att := make([]float64, c.Heads*hd)
+			for h := range c.Heads {
+				kvh := (h / group) * hd
+				s := make([]float64, last+1)
+				mx := math.Inf(-1)
+				for j := range s {
+					for d := range hd {
+						s[j] += q[i][h*hd+d] * k[j][kvh+d]
+					}
+					s[j] /= math.Sqrt(float64(hd))
+					mx = math.Max(mx, s[j])
+				}
+				var sum float64
+				for j := range s {
+					s[j] = math.Exp(s[j] - mx)
+					sum += s[j]
+				}
+				for j := range s {
+					for d := range hd {
+						att[h*hd+d] += s[j] / sum * v[j][kvh+d]
+					}
+				}
+			}
+			o := matVec(L.O, att)
+			for d := range dim {
+				x[i][d] += o[d]
+			}
+		}
+		for i := range n {
+			xn := rms(x[i], L.FFNNorm)
+			g, u := matVec(L.Gate, xn), matVec(L.Up, xn)
+			for j := range g {
+				g[j] = g[j] / (1 + math.Exp(-g[j])) * u[j]
+			}
+			d := matVec(L.Down, g)
+			for j := range dim {
+				x[i][j] += d[j]
+			}
+		}
+	}
+	out := make([][]float64, n)
+	for i := range n {
+		out[i] = rms(x[i], w.Norm)
+	}
+	return out
+}
+
+func newEmbedEngine(t testing.TB, path string, cfg Config) *Engine {
+	t.Helper()
+	cfg.ModelPath = path
+	if cfg.KVType == "" {
+		cfg.KVType = "f32"
+	}
+	if cfg.MaxContext == 0 {
+		cfg.MaxContext = 256
+	}
+	if cfg.KVPages == 0 {
+		cfg.KVPages = 256
+	}
+	e, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	return e
+}
+
+func embedTokens(n, salt int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = 3 + (i*37+salt*101)%(embedVocab-3)
+	}
+	return out
+}
+
+// The engine's per-token hidden states (pooling none, not normalized)
+// equal an independent float64 forward pass, for a causal llama, a qwen3
+// (NeoX RoPE, Q/K norms) and a non-causal llama, across a chunked input.
+func TestEmbedHiddenMatchesReference(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    embedModel
+		neox bool
+	}{
+		{"llama_mean", embedModel{arch: "llama", pooling: 1}, false},
+		{"qwen3_last", embedModel{arch: "qwen3", pooling: 3, addEOS: true}, true},
+		{"llama_noncausal", embedModel{arch: "llama", pooling: 1, nonCausal: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, w := writeEmbedGGUF(t, tc.m)
+			e := newEmbedEngine(t, path, Config{MaxBatchTokens: 48})
+			require.Equal(t, model.PoolingNone+model.Pooling(tc.m.pooling), e.ModelConfig().Pooling)
+			require.Equal(t, tc.m.nonCausal, e.ModelConfig().NonCausal)
+			toks := embedTokens(40, 1)
+			res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}, Pooling: model.PoolingNone, NoNormalize: true})
+			require.NoError(t, err)
+			got := res.Data[0].PerToken
+			require.Len(t, got, len(toks))
+			want := refHidden(w, toks, tc.neox)
+			worst := 0.0
+			for i := range want {
+				for d := range want[i] {
+					worst = math.Max(worst, math.Abs(float64(got[i][d])-want[i][d]))
+				}
+			}
+			require.Less(t, worst, 1e-4, "max abs difference from the float64 reference")
+		})
+	}
+}
+
+// Pooling and normalization equal a float64 oracle over the engine's own
+// per-token hidden states, exactly.
+func TestEmbedPoolingOracle(t *testing.T) {
+	path, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: 1})
+	e := newEmbedEngine(t, path, Config{MaxBatchTokens: 16})
+	toks := embedTokens(37, 2) // three chunks of 16
+	none, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}, Pooling: model.PoolingNone, NoNormalize: true})
+	require.NoError(t, err)
+	rows := none.Data[0].PerToken
+	oracle := func(p model.Pooling, keep int, norm bool) []float32 {
+		var v []float32
+		switch p {
+		case model.PoolingMean:
+			sum := make([]float64, len(rows[0]))
+			for _, r := range rows {
+				for k, x := range r {
+					sum[k] += float64(x)
+				}
+			}
+			v = make([]float32, len(sum))
+			for k, s := range sum {
+				v[k] = float32(s / float64(len(rows)))
+			}
+		case model.PoolingCLS:
+			v = rows[0]
+		case model.PoolingLast:
+			v = rows[len(rows)-1]
+		}
+		v = append([]float32(nil), v[:keep]...)
+		if norm {
+			var ss float64
+			for _, x := range v {
+				ss += float64(x) * float64(x)
+			}
+			for k, x := range v {
+				v[k] = float32(float64(x) / math.Sqrt(ss))
+			}
+		}
+		return v
+	}
+	for _, p := range []model.Pooling{model.PoolingMean, model.PoolingCLS, model.PoolingLast} {
+		for _, keep := range []int{0, 16} {
+			for _, norm := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%v/dims%d/norm%v", p, keep, norm), func(t *testing.T) {
+					res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}, Pooling: p, Dimensions: keep, NoNormalize: !norm})
+					require.NoError(t, err)
+					k := keep
+					if k == 0 {
+						k = 64
+					}
+					v := res.Data[0].Vector
+					require.Equal(t, oracle(p, k, norm), v)
+					if norm {
+						var ss float64
+						for _, x := range v {
+							ss += float64(x) * float64(x)
+						}
+						require.InDelta(t, 1, ss, 1e-6)
+					}
+				})
+			}
+		}
+	}
+	// The model's own pooling (mean) is the default.
+	res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}})
+	require.NoError(t, err)
+	require.Equal(t, model.PoolingMean, res.Pooling)
+	require.Equal(t, oracle(model.PoolingMean, 64, true), res.Data[0].Vector)
+	require.Equal(t, len(toks), res.PromptTokens)
+}
+
+// An input's vector is bit-identical whatever else is in the batch: 16
+// concurrent Embed calls, mixed with generation requests, on an engine
+// whose steps chunk and batch them in whatever way their arrival gives,
+// equal each input embedded alone on an idle engine.
+func TestEmbedBitIdenticalUnderConcurrency(t *testing.T) {
+	for _, m := range []embedModel{{arch: "qwen3", pooling: 3, addEOS: true}, {arch: "llama", pooling: 1}} {
+		t.Run(m.arch, func(t *testing.T) {
+			path, _ := writeEmbedGGUF(t, m)
+			alone := newEmbedEngine(t, path, Config{})
+			busy := newEmbedEngine(t, path, Config{MaxBatchTokens: 64})
+			inputs := make([]string, 16)
+			want := make([][]float32, len(inputs))
+			for i := range inputs {
+				inputs[i] = fmt.Sprintf("input %d:", i)
+				for range i {
+					inputs[i] += " fox jumps"
+				}
+				r, err := alone.Embed(t.Context(), EmbedRequest{Inputs: []string{inputs[i]}})
+				require.NoError(t, err)
+				want[i] = r.Data[0].Vector
+			}
+			var wg sync.WaitGroup
+			got := make([][]float32, len(inputs))
+			errs := make([]error, len(inputs))
+			for i := range inputs {
+				wg.Go(func() {
+					r, err := busy.Embed(t.Context(), EmbedRequest{Inputs: []string{inputs[i]}})
+					if errs[i] = err; err == nil {
+						got[i] = r.Data[0].Vector
+					}
+				})
+			}
+			for i := range 4 {
+				wg.Go(func() {
+					_, err := busy.Generate(t.Context(), Request{Tokens: embedTokens(30+i, i), MaxTokens: 8})
+					require.NoError(t, err)
+				})
+			}
+			// And all of them in one call: one batch of many inputs.
+			var all EmbedResult
+			var allErr error
+			wg.Go(func() { all, allErr = busy.Embed(t.Context(), EmbedRequest{Inputs: inputs}) })
+			wg.Wait()
+			require.NoError(t, allErr)
+			for i := range inputs {
+				require.NoError(t, errs[i])
+				require.Equal(t, want[i], got[i], "input %d alone vs concurrent", i)
+				require.Equal(t, want[i], all.Data[i].Vector, "input %d alone vs in a list", i)
+				require.Equal(t, i, all.Data[i].Index)
+			}
+		})
+	}
+}
+
+// Bad input is refused with a typed error naming the field; nothing runs.
+func TestEmbedErrors(t *testing.T) {
+	path, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: 1})
+	e := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 64})
+	gen, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: -1})
+	g := newEmbedEngine(t, gen, Config{})
+	for _, tc := range []struct {
+		name  string
+		e     *Engine
+		req   EmbedRequest
+		is    error
+		field string
+		index int
+	}{
+		{"generative model", g, EmbedRequest{Inputs: []string{"hi"}}, ErrNoPooling, "model", -1},
+		{"no inputs", e, EmbedRequest{}, ErrEmptyPrompt, "input", -1},
+		{"empty string", e, EmbedRequest{Inputs: []string{"a", ""}}, ErrEmptyPrompt, "input", 1},
+		{"empty token array", e, EmbedRequest{Tokens: [][]int{{5}, {}}}, ErrEmptyPrompt, "input", 1},
+		{"dimensions too large", e, EmbedRequest{Inputs: []string{"a"}, Dimensions: 65}, ErrDimensions, "dimensions", -1},
+		{"negative dimensions", e, EmbedRequest{Inputs: []string{"a"}, Dimensions: -1}, ErrDimensions, "dimensions", -1},
+		{"too long", e, EmbedRequest{Tokens: [][]int{{5}, embedTokens(65, 0)}}, ErrPromptTooLong, "input", 1},
+		{"token outside the vocabulary", e, EmbedRequest{Tokens: [][]int{{5, embedVocab}}}, ErrInvalidParams, "input", 0},
+		{"rank pooling", e, EmbedRequest{Inputs: []string{"a"}, Pooling: model.PoolingRank}, ErrInvalidParams, "pooling", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.e.Embed(t.Context(), tc.req)
+			require.ErrorIs(t, err, tc.is)
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, tc.field, fe.Field)
+			require.Equal(t, tc.index, fe.Index)
+		})
+	}
+
+	// Asking for a pooling makes a generative model embed.
+	r, err := g.Embed(t.Context(), EmbedRequest{Inputs: []string{"hi"}, Pooling: model.PoolingLast})
+	require.NoError(t, err)
+	require.Len(t, r.Data[0].Vector, 64)
+
+	// Truncate keeps the first MaxContext tokens.
+	long := embedTokens(80, 0)
+	r, err = e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{long}, Truncate: true})
+	require.NoError(t, err)
+	require.Equal(t, 64, r.Data[0].Tokens)
+	cut, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{long[:64]}})
+	require.NoError(t, err)
+	require.Equal(t, cut.Data[0].Vector, r.Data[0].Vector)
+}
+
+// Embedding inputs hold pages like any request: all come back when the
+// call ends, scrubbed under ZeroOnRelease, and none enters the prefix
+// cache, so a later request of the same tenant with the same tokens
+// computes its prompt itself.
+func TestEmbedReleasesAndScrubsPages(t *testing.T) {
+	path, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: 1})
+	e := newEmbedEngine(t, path, Config{ZeroOnRelease: true, MaxBatchTokens: 32})
+	toks := embedTokens(100, 3)
+	_, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks, toks[:50]}, Tenant: "acme"})
+	require.NoError(t, err)
+	st := e.Stats()
+	require.Equal(t, st.Pool.Pages, st.Pool.Free+st.Pool.Releasing)
+	require.Zero(t, st.PrefixEntries, "embedding pages never enter the prefix cache")
+	require.Positive(t, st.Pool.Releases)
+	require.Equal(t, st.Pool.Releases, st.Pool.Scrubs, "every released page was scrubbed")
+	r, err := e.Generate(t.Context(), Request{Tokens: toks, MaxTokens: 1, Tenant: "acme"})
+	require.NoError(t, err)
+	require.Zero(t, r.CachedTokens)
+}
