@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -11,118 +10,8 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
-	"github.com/kvwarden/kvwarden/engine/model/gguf"
+	"github.com/kvwarden/kvwarden/internal/embedtest"
 )
-
-// embedModel describes a random-weight embedding GGUF built by the tests.
-type embedModel struct {
-	arch      string // "llama" (e5-mistral-like) or "qwen3" (Qwen3-Embedding-like)
-	pooling   int    // GGUF pooling_type; -1 writes no key (a generative model)
-	nonCausal bool   // writes attention.causal = false
-	addEOS    bool
-}
-
-const embedVocab = 320
-
-// writeEmbedGGUF writes m with random weights (model.Synthetic, F32) and
-// norms that are not all ones, so that every norm weight matters, and
-// returns its path and the weights the reference reads.
-func writeEmbedGGUF(t testing.TB, m embedModel) (string, *model.Weights) {
-	t.Helper()
-	cfg := model.Config{
-		Dim: 64, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
-		Vocab: embedVocab, MaxContext: 512, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 16,
-		BOS: 1, EOS: 2,
-	}
-	w, err := model.Synthetic(cfg, 0x656d6264, ml.F32)
-	require.NoError(t, err)
-	norm := func(n, salt int) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = 0.75 + 0.5*float32((i*7+salt)%11)/11
-		}
-		return v
-	}
-	w.Norm = norm(cfg.Dim, 99)
-	for l := range w.Layers {
-		L := &w.Layers[l]
-		L.AttnNorm, L.FFNNorm = norm(cfg.Dim, 2*l), norm(cfg.Dim, 2*l+1)
-		if m.arch == "qwen3" {
-			L.QNorm, L.KNorm = norm(cfg.HeadDim, 3*l+5), norm(cfg.HeadDim, 3*l+6)
-		}
-	}
-	w.Config.NonCausal = m.nonCausal
-
-	b := gguf.NewBuilder()
-	a := m.arch
-	b.Set("general.architecture", a)
-	b.Set(a+".context_length", uint32(cfg.MaxContext))
-	b.Set(a+".embedding_length", uint32(cfg.Dim))
-	b.Set(a+".feed_forward_length", uint32(cfg.Hidden))
-	b.Set(a+".block_count", uint32(cfg.Layers))
-	b.Set(a+".attention.head_count", uint32(cfg.Heads))
-	b.Set(a+".attention.head_count_kv", uint32(cfg.KVHeads))
-	b.Set(a+".attention.key_length", uint32(cfg.HeadDim))
-	b.Set(a+".attention.value_length", uint32(cfg.HeadDim))
-	b.Set(a+".attention.layer_norm_rms_epsilon", cfg.NormEps)
-	b.Set(a+".rope.freq_base", cfg.RopeTheta)
-	if m.pooling >= 0 {
-		b.Set(a+".pooling_type", uint32(m.pooling))
-	}
-	if m.nonCausal {
-		b.Set(a+".attention.causal", false)
-	}
-	toks := make([]string, cfg.Vocab)
-	scores := make([]float32, cfg.Vocab)
-	types := make([]int32, cfg.Vocab)
-	for i := range toks {
-		switch {
-		case i == 0:
-			toks[i], types[i] = "<unk>", 2
-		case i == 1:
-			toks[i], types[i] = "<s>", 3
-		case i == 2:
-			toks[i], types[i] = "</s>", 3
-		case i < 3+256:
-			toks[i], types[i] = fmt.Sprintf("<0x%02X>", i-3), 6
-		default:
-			toks[i], types[i] = fmt.Sprintf("\u2581t%d", i), 1
-			scores[i] = -float32(i)
-		}
-	}
-	b.Set("tokenizer.ggml.model", "llama")
-	b.Set("tokenizer.ggml.tokens", toks)
-	b.Set("tokenizer.ggml.scores", scores)
-	b.Set("tokenizer.ggml.token_type", types)
-	b.Set("tokenizer.ggml.bos_token_id", uint32(1))
-	b.Set("tokenizer.ggml.eos_token_id", uint32(2))
-	b.Set("tokenizer.ggml.add_eos_token", m.addEOS)
-	mat := func(name string, x *ml.Matrix) {
-		b.AddTensor(name, gguf.TypeF32, []uint64{uint64(x.Cols), uint64(x.Rows)}, x.Data)
-	}
-	vec := func(name string, v []float32) { b.AddF32(name, []uint64{uint64(len(v))}, v) }
-	mat("token_embd.weight", w.Embed)
-	vec("output_norm.weight", w.Norm)
-	for i, l := range w.Layers {
-		p := fmt.Sprintf("blk.%d.", i)
-		vec(p+"attn_norm.weight", l.AttnNorm)
-		mat(p+"attn_q.weight", l.Q)
-		mat(p+"attn_k.weight", l.K)
-		mat(p+"attn_v.weight", l.V)
-		mat(p+"attn_output.weight", l.O)
-		vec(p+"ffn_norm.weight", l.FFNNorm)
-		mat(p+"ffn_gate.weight", l.Gate)
-		mat(p+"ffn_up.weight", l.Up)
-		mat(p+"ffn_down.weight", l.Down)
-		if l.QNorm != nil {
-			vec(p+"attn_q_norm.weight", l.QNorm)
-			vec(p+"attn_k_norm.weight", l.KNorm)
-		}
-	}
-	path := filepath.Join(t.TempDir(), a+".gguf")
-	require.NoError(t, b.WriteFile(path))
-	return path, w
-}
 
 // refHidden is an independent float64 forward pass of the llama / qwen3
 // block over toks: the output-normed hidden state of every token.
@@ -269,7 +158,7 @@ func newEmbedEngine(t testing.TB, path string, cfg Config) *Engine {
 func embedTokens(n, salt int) []int {
 	out := make([]int, n)
 	for i := range out {
-		out[i] = 3 + (i*37+salt*101)%(embedVocab-3)
+		out[i] = 3 + (i*37+salt*101)%(embedtest.Vocab-3)
 	}
 	return out
 }
@@ -280,18 +169,18 @@ func embedTokens(n, salt int) []int {
 func TestEmbedHiddenMatchesReference(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		m    embedModel
+		m    embedtest.Spec
 		neox bool
 	}{
-		{"llama_mean", embedModel{arch: "llama", pooling: 1}, false},
-		{"qwen3_last", embedModel{arch: "qwen3", pooling: 3, addEOS: true}, true},
-		{"llama_noncausal", embedModel{arch: "llama", pooling: 1, nonCausal: true}, false},
+		{"llama_mean", embedtest.Spec{Arch: "llama", Pooling: 1}, false},
+		{"qwen3_last", embedtest.Spec{Arch: "qwen3", Pooling: 3, AddEOS: true}, true},
+		{"llama_noncausal", embedtest.Spec{Arch: "llama", Pooling: 1, NonCausal: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path, w := writeEmbedGGUF(t, tc.m)
+			path, w := embedtest.Write(t, tc.m)
 			e := newEmbedEngine(t, path, Config{MaxBatchTokens: 48})
-			require.Equal(t, model.PoolingNone+model.Pooling(tc.m.pooling), e.ModelConfig().Pooling)
-			require.Equal(t, tc.m.nonCausal, e.ModelConfig().NonCausal)
+			require.Equal(t, model.PoolingNone+model.Pooling(tc.m.Pooling), e.ModelConfig().Pooling)
+			require.Equal(t, tc.m.NonCausal, e.ModelConfig().NonCausal)
 			toks := embedTokens(40, 1)
 			res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}, Pooling: model.PoolingNone, NoNormalize: true})
 			require.NoError(t, err)
@@ -312,7 +201,7 @@ func TestEmbedHiddenMatchesReference(t *testing.T) {
 // Pooling and normalization equal a float64 oracle over the engine's own
 // per-token hidden states, exactly.
 func TestEmbedPoolingOracle(t *testing.T) {
-	path, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: 1})
+	path, _ := embedtest.Write(t, embedtest.Spec{Arch: "llama", Pooling: 1})
 	e := newEmbedEngine(t, path, Config{MaxBatchTokens: 16})
 	toks := embedTokens(37, 2) // three chunks of 16
 	none, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}, Pooling: model.PoolingNone, NoNormalize: true})
@@ -385,9 +274,9 @@ func TestEmbedPoolingOracle(t *testing.T) {
 // whose steps chunk and batch them in whatever way their arrival gives,
 // equal each input embedded alone on an idle engine.
 func TestEmbedBitIdenticalUnderConcurrency(t *testing.T) {
-	for _, m := range []embedModel{{arch: "qwen3", pooling: 3, addEOS: true}, {arch: "llama", pooling: 1}} {
-		t.Run(m.arch, func(t *testing.T) {
-			path, _ := writeEmbedGGUF(t, m)
+	for _, m := range []embedtest.Spec{{Arch: "qwen3", Pooling: 3, AddEOS: true}, {Arch: "llama", Pooling: 1}} {
+		t.Run(m.Arch, func(t *testing.T) {
+			path, _ := embedtest.Write(t, m)
 			alone := newEmbedEngine(t, path, Config{})
 			busy := newEmbedEngine(t, path, Config{MaxBatchTokens: 64})
 			inputs := make([]string, 16)
@@ -436,9 +325,9 @@ func TestEmbedBitIdenticalUnderConcurrency(t *testing.T) {
 
 // Bad input is refused with a typed error naming the field; nothing runs.
 func TestEmbedErrors(t *testing.T) {
-	path, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: 1})
+	path, _ := embedtest.Write(t, embedtest.Spec{Arch: "llama", Pooling: 1})
 	e := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 64})
-	gen, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: -1})
+	gen, _ := embedtest.Write(t, embedtest.Spec{Arch: "llama", Pooling: -1})
 	g := newEmbedEngine(t, gen, Config{})
 	for _, tc := range []struct {
 		name  string
@@ -455,7 +344,7 @@ func TestEmbedErrors(t *testing.T) {
 		{"dimensions too large", e, EmbedRequest{Inputs: []string{"a"}, Dimensions: 65}, ErrDimensions, "dimensions", -1},
 		{"negative dimensions", e, EmbedRequest{Inputs: []string{"a"}, Dimensions: -1}, ErrDimensions, "dimensions", -1},
 		{"too long", e, EmbedRequest{Tokens: [][]int{{5}, embedTokens(65, 0)}}, ErrPromptTooLong, "input", 1},
-		{"token outside the vocabulary", e, EmbedRequest{Tokens: [][]int{{5, embedVocab}}}, ErrInvalidParams, "input", 0},
+		{"token outside the vocabulary", e, EmbedRequest{Tokens: [][]int{{5, embedtest.Vocab}}}, ErrInvalidParams, "input", 0},
 		{"rank pooling", e, EmbedRequest{Inputs: []string{"a"}, Pooling: model.PoolingRank}, ErrInvalidParams, "pooling", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -488,7 +377,7 @@ func TestEmbedErrors(t *testing.T) {
 // cache, so a later request of the same tenant with the same tokens
 // computes its prompt itself.
 func TestEmbedReleasesAndScrubsPages(t *testing.T) {
-	path, _ := writeEmbedGGUF(t, embedModel{arch: "llama", pooling: 1})
+	path, _ := embedtest.Write(t, embedtest.Spec{Arch: "llama", Pooling: 1})
 	e := newEmbedEngine(t, path, Config{ZeroOnRelease: true, MaxBatchTokens: 32})
 	toks := embedTokens(100, 3)
 	_, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks, toks[:50]}, Tenant: "acme"})
