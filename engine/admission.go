@@ -98,6 +98,9 @@ func (e *Engine) validate(req Request) (string, error) {
 	if req.Prompt == "" && len(req.Tokens) == 0 && req.embed == nil {
 		return RejectEmptyPrompt, fmt.Errorf("%w: request has neither prompt text nor tokens", ErrEmptyPrompt)
 	}
+	if req.embed == nil && e.weights.IsEncoder() {
+		return RejectInvalidParams, fmt.Errorf("%w: the model is an encoder (%s): it computes embeddings (Engine.Embed) and cannot generate", ErrInvalidParams, e.mcfg.Arch)
+	}
 	if req.Prompt != "" && len(req.Tokens) > 0 {
 		return RejectInvalidParams, fmt.Errorf("%w: request has both prompt text and tokens; give one", ErrInvalidParams)
 	}

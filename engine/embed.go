@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,6 +108,8 @@ type embedJob struct {
 	keep     int // dimensions kept
 	norm     bool
 	whole    bool // non-causal: the input must run in one step
+	// head is the classification head of pooling rank (RankScores).
+	head func([]float32) ([]float32, error)
 
 	n        int
 	sum      []float64 // mean: rows summed so far, in token order
@@ -163,6 +167,23 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedResult, erro
 		jobs[i] = j
 	}
 
+	if err := e.runJobs(ctx, req.Tenant, jobs, "input"); err != nil {
+		return EmbedResult{}, err
+	}
+	res := EmbedResult{Data: make([]Embedding, n), Pooling: pool}
+	for i, j := range jobs {
+		res.Data[i] = j.out
+		res.Data[i].Index = i
+		res.PromptTokens += j.out.Tokens
+	}
+	return res, nil
+}
+
+// runJobs submits one request per job (at most TenantQuota at once when a
+// quota is set) and waits for all; the first error (an input's own, before
+// the aborts it causes) is returned, a *FieldError on field.
+func (e *Engine) runJobs(ctx context.Context, tenant string, jobs []*embedJob, field string) error {
+	n := len(jobs)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := n
@@ -181,10 +202,10 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedResult, erro
 				return
 			}
 			defer func() { <-sem }()
-			if err := e.runEmbed(ctx, req.Tenant, jobs[i]); err != nil {
+			if err := e.runEmbed(ctx, tenant, jobs[i]); err != nil {
 				var fe *FieldError
 				if !errors.As(err, &fe) && !errors.Is(err, ErrAborted) {
-					err = &FieldError{Field: "input", Index: i, Err: err}
+					err = &FieldError{Field: field, Index: i, Err: err}
 				}
 				errs[i] = err
 				cancel() // the others end with ErrAborted
@@ -210,15 +231,9 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedResult, erro
 		}
 	}
 	if first != nil {
-		return EmbedResult{}, first
+		return first
 	}
-	res := EmbedResult{Data: make([]Embedding, n), Pooling: pool}
-	for i, j := range jobs {
-		res.Data[i] = j.out
-		res.Data[i].Index = i
-		res.PromptTokens += j.out.Tokens
-	}
-	return res, nil
+	return nil
 }
 
 // embedPooling resolves the pooling of a request: its own, else the
@@ -260,8 +275,12 @@ func (e *Engine) buildEmbed(ctx context.Context, req Request) (*seq, string, err
 	tooLong := func(n int, atLeast bool) (*seq, string, error) {
 		return nil, RejectPromptTooLong, &PromptTooLongError{Requested: n, Limit: limit, Prompt: n, AtLeast: atLeast}
 	}
+	// The token that ends an input: BERT's separator [SEP], else EOS when
+	// the vocabulary adds it (Qwen3-Embedding's <|endoftext|>).
 	eos := -1
-	if e.tok.AddEOS() {
+	if sp, ok := e.tok.(interface{ Sep() int }); ok && sp.Sep() >= 0 {
+		eos = sp.Sep()
+	} else if e.tok.AddEOS() {
 		eos = e.tok.EOS()
 	}
 	var prompt []int
@@ -341,7 +360,7 @@ func (j *embedJob) take(before int, rows []float32) error {
 				j.sum[k] += float64(v)
 			}
 		}
-	case model.PoolingCLS:
+	case model.PoolingCLS, model.PoolingRank:
 		if before == 0 {
 			j.vec = append(j.vec[:0], rows[:j.dim]...)
 		}
@@ -377,6 +396,15 @@ func (j *embedJob) done() error {
 			v[k] = float32(s / float64(j.n))
 		}
 		j.out.Vector = finishVector(v, j.keep, j.norm)
+	case model.PoolingRank:
+		if len(j.vec) != j.dim || j.head == nil {
+			return errors.New("engine: rank pooling saw no row")
+		}
+		scores, err := j.head(j.vec)
+		if err != nil {
+			return err
+		}
+		j.out.Vector = scores
 	default:
 		if len(j.vec) != j.dim {
 			return fmt.Errorf("engine: %v pooling saw no row", j.pooling)
@@ -426,4 +454,105 @@ func (sc *scheduler) finishEmbed(s *seq, now time.Time) {
 	}
 	s.firstTok, s.lastTok = now, now
 	sc.finish(s, "stop")
+}
+
+// RerankRequest scores documents against a query with a cross-encoder
+// (a model with pooling rank and a classification head), each
+// query/document pair one request of the engine as in Embed.
+type RerankRequest struct {
+	Query     string
+	Documents []string
+	Tenant    string
+	// TopN keeps the best TopN results (0: all).
+	TopN int
+	// Truncate cuts a pair longer than the engine takes (see
+	// EmbedRequest.Truncate) instead of refusing it.
+	Truncate bool
+}
+
+// RerankScore is one document's relevance: the classification head's
+// first output (a logit, as llama-server reports it).
+type RerankScore struct {
+	Index int // position in RerankRequest.Documents
+	Score float32
+}
+
+// RerankResult holds the scores, best first (ties by index).
+type RerankResult struct {
+	Results      []RerankScore
+	PromptTokens int
+}
+
+// Rerank scores each document against the query. The pair is tokenized as
+// llama-server does: [BOS] query [EOS] [SEP] document [EOS], with BOS,
+// EOS and SEP where the vocabulary adds them (BERT: [CLS] query [SEP]
+// document).
+func (e *Engine) Rerank(ctx context.Context, req RerankRequest) (RerankResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if e.mcfg.Pooling != model.PoolingRank || !e.weights.IsEncoder() {
+		return RerankResult{}, &FieldError{Field: "model", Index: -1, Err: ErrNoRankHead}
+	}
+	if req.Query == "" {
+		return RerankResult{}, &FieldError{Field: "query", Index: -1, Err: fmt.Errorf("%w: empty query", ErrEmptyPrompt)}
+	}
+	if len(req.Documents) == 0 {
+		return RerankResult{}, &FieldError{Field: "documents", Index: -1, Err: fmt.Errorf("%w: no documents", ErrEmptyPrompt)}
+	}
+	if req.TopN < 0 {
+		return RerankResult{}, &FieldError{Field: "top_n", Index: -1, Err: fmt.Errorf("%w: top_n %d is negative", ErrInvalidParams, req.TopN)}
+	}
+	q, err := e.encodePrompt(req.Query, false, false)
+	if err != nil {
+		return RerankResult{}, &FieldError{Field: "query", Index: -1, Err: fmt.Errorf("%w: tokenizing: %w", ErrInvalidParams, err)}
+	}
+	sep := -1
+	if sp, ok := e.tok.(interface{ Sep() int }); ok {
+		sep = sp.Sep()
+	}
+	eos := -1
+	if e.tok.AddEOS() {
+		eos = e.tok.EOS()
+	}
+	jobs := make([]*embedJob, len(req.Documents))
+	for i, doc := range req.Documents {
+		if doc == "" {
+			return RerankResult{}, &FieldError{Field: "documents", Index: i, Err: fmt.Errorf("%w: empty document", ErrEmptyPrompt)}
+		}
+		d, err := e.encodePrompt(doc, false, false)
+		if err != nil {
+			return RerankResult{}, &FieldError{Field: "documents", Index: i, Err: fmt.Errorf("%w: tokenizing: %w", ErrInvalidParams, err)}
+		}
+		var toks []int
+		if b := e.tok.BOS(); b >= 0 && e.tok.AddBOS() {
+			toks = append(toks, b)
+		}
+		toks = append(toks, q...)
+		if eos >= 0 {
+			toks = append(toks, eos)
+		}
+		if sep >= 0 {
+			toks = append(toks, sep)
+		}
+		toks = append(toks, d...)
+		if eos >= 0 {
+			toks = append(toks, eos)
+		}
+		jobs[i] = &embedJob{tokens: toks, truncate: req.Truncate, pooling: model.PoolingRank, dim: e.mcfg.Dim, keep: e.mcfg.Dim,
+			whole: e.mcfg.NonCausal, head: e.weights.RankScores}
+	}
+	if err := e.runJobs(ctx, req.Tenant, jobs, "documents"); err != nil {
+		return RerankResult{}, err
+	}
+	res := RerankResult{Results: make([]RerankScore, len(jobs))}
+	for i, j := range jobs {
+		res.Results[i] = RerankScore{Index: i, Score: j.out.Vector[0]}
+		res.PromptTokens += j.out.Tokens
+	}
+	slices.SortStableFunc(res.Results, func(a, b RerankScore) int { return cmp.Compare(b.Score, a.Score) })
+	if req.TopN > 0 && req.TopN < len(res.Results) {
+		res.Results = res.Results[:req.TopN]
+	}
+	return res, nil
 }

@@ -104,6 +104,9 @@ func (r *Runner) Forward(b *Batch) error {
 	if n == 0 {
 		return nil
 	}
+	if r.w.Encoder != nil {
+		return r.forwardEncoder(b, n)
+	}
 
 	rows := make([]row, 0, n)
 	for i, s := range b.Seqs {

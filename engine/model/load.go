@@ -94,6 +94,9 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 // risk).
 func FromGGUF(f *gguf.File) (*Weights, error) {
 	name := f.Architecture()
+	if name == "bert" {
+		return fromGGUFBert(f)
+	}
 	a, err := arch.Lookup(name)
 	if err != nil {
 		return nil, err

@@ -121,6 +121,8 @@ type Weights struct {
 	// under "" and tokenizer.chat_template.<name> under <name>. Nil when the
 	// file has none (llama2.c checkpoints never do).
 	ChatTemplates map[string]string
+	// Encoder, when set, makes the model a BERT-style encoder (bert.go).
+	Encoder *Encoder
 
 	closer io.Closer // releases a memory map, if any
 }
@@ -237,6 +239,9 @@ func (w *Weights) Check() error {
 			return fmt.Errorf("%w: tensor %s missing", ErrUnsupported, name)
 		}
 		return vec(name, v, n)
+	}
+	if w.Encoder != nil {
+		return w.checkEncoder()
 	}
 	if len(w.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(w.Layers), c.Layers)

@@ -17,6 +17,9 @@ var ErrMoE = fmt.Errorf("gpu: mixture-of-experts models are not implemented on C
 // Supports reports, as an error wrapping ErrMoE, why the CUDA runner
 // cannot run w; nil when it can (as far as the block description goes).
 func Supports(w *model.Weights) error {
+	if w.Encoder != nil || w.Config.NonCausal {
+		return fmt.Errorf("gpu: encoders and non-causal attention are not implemented on CUDA (use the CPU): %w", model.ErrNotImplemented)
+	}
 	if err := supportsConfig(w.Config); err != nil {
 		return err
 	}
