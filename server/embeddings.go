@@ -17,10 +17,13 @@ import (
 // (OpenAI's limit is 2048).
 const MaxEmbeddingInputs = 2048
 
-// embeddingRoutes registers the embedding endpoints.
+// embeddingRoutes registers the embedding and rerank endpoints.
 func (s *Server) embeddingRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("/embeddings", s.handleEmbeddings)
+	for _, p := range []string{"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"} {
+		mux.HandleFunc(p, s.handleRerank)
+	}
 }
 
 // embeddingRequest is POST /v1/embeddings: OpenAI's fields, plus

@@ -155,3 +155,70 @@ func TestEmbeddingsBadInput(t *testing.T) {
 	resp, raw = gen.post(t, "/v1/embeddings", "", map[string]any{"input": "a", "pooling": "last"})
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
 }
+
+// /v1/rerank (and llama-server's aliases): results sorted by relevance,
+// equal to Engine.Rerank, top_n and return_documents applied; bad input
+// is a 400 naming the field.
+func TestRerankEndpoint(t *testing.T) {
+	path, _ := embedtest.WriteBERT(t, embedtest.BERTSpec{Pooling: 4, Rank: true, Lower: true})
+	ts := start(t, setup{cfg: engine.Config{ModelPath: path, KVType: "f32", MaxContext: 64}})
+	docs := []string{"Paris is the capital of France.", "The quick brown fox.", "hello world"}
+	want, err := ts.eng.Rerank(t.Context(), engine.RerankRequest{Query: "capital of france", Documents: docs})
+	require.NoError(t, err)
+	for _, path := range []string{"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"} {
+		resp, raw := ts.post(t, path, "", map[string]any{"query": "capital of france", "documents": []any{docs[0], map[string]string{"text": docs[1]}, docs[2]},
+			"top_n": 2, "return_documents": true})
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+		var out struct {
+			Object  string `json:"object"`
+			Results []struct {
+				Index          int     `json:"index"`
+				RelevanceScore float32 `json:"relevance_score"`
+				Document       struct {
+					Text string `json:"text"`
+				} `json:"document"`
+			} `json:"results"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &out))
+		require.Equal(t, "list", out.Object)
+		require.Len(t, out.Results, 2)
+		for i, r := range out.Results {
+			require.Equal(t, want.Results[i].Index, r.Index)
+			require.Equal(t, want.Results[i].Score, r.RelevanceScore)
+			require.Equal(t, docs[r.Index], r.Document.Text)
+		}
+		require.Equal(t, want.PromptTokens, out.Usage.PromptTokens)
+	}
+	for _, tc := range []struct {
+		name  string
+		body  any
+		param string
+	}{
+		{"no query", map[string]any{"documents": docs}, "query"},
+		{"empty query", map[string]any{"query": "", "documents": docs}, "query"},
+		{"no documents", map[string]any{"query": "q"}, "documents"},
+		{"empty document", map[string]any{"query": "q", "documents": []string{"a", ""}}, "documents"},
+		{"bad document", map[string]any{"query": "q", "documents": []any{3}}, "documents"},
+		{"top_n zero", map[string]any{"query": "q", "documents": docs, "top_n": 0}, "top_n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, raw := ts.post(t, "/v1/rerank", "", tc.body)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", raw)
+			var e struct {
+				Error struct {
+					Param string `json:"param"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &e))
+			require.Equal(t, tc.param, e.Error.Param)
+		})
+	}
+	// An embedding model without a classification head: 400 on model.
+	emb := embedServer(t, embedtest.Spec{Arch: "llama", Pooling: 1})
+	resp, raw := emb.post(t, "/v1/rerank", "", map[string]any{"query": "q", "documents": docs})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", raw)
+	require.Contains(t, string(raw), `"param":"model"`)
+}
