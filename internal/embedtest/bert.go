@@ -75,6 +75,16 @@ func (r *rng) next() float32 {
 // weights as the engine loads them (for references).
 func WriteBERT(t testing.TB, s BERTSpec) (string, *model.Weights) {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "bert.gguf")
+	require.NoError(t, WriteBERTFile(path, s))
+	w, _, err := model.Load(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	return path, w
+}
+
+// WriteBERTFile writes the file WriteBERT describes to path.
+func WriteBERTFile(path string, s BERTSpec) error {
 	r := rng(0x62657274)
 	tokens, types := BERTVocab()
 	b := gguf.NewBuilder()
@@ -136,10 +146,5 @@ func WriteBERT(t testing.TB, s BERTSpec) (string, *model.Weights) {
 		mat("cls.output.weight", 1, BERTDim, 1.7)
 		vec("cls.output.bias", 1, 0, 0.1)
 	}
-	path := filepath.Join(t.TempDir(), "bert.gguf")
-	require.NoError(t, b.WriteFile(path))
-	w, _, err := model.Load(path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
-	return path, w
+	return b.WriteFile(path)
 }

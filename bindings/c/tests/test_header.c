@@ -31,6 +31,7 @@ int main(void) {
         SYM(kvw_model_meta_val_str), SYM(kvw_pull),
         SYM(kvw_request_prompt_logprobs), SYM(kvw_request_prompt_top_logprobs),
         SYM(kvw_chat_prepare), SYM(kvw_chat_parse),
+        SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_rerank),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 
