@@ -50,7 +50,7 @@ func BERTVocab() (tokens []string, types []int32) {
 	for _, w := range []string{"the", "quick", "brown", "fox", "jump", "hello", "world", "cat", "dog", "paris", "capital", "france", "what", "is", "of"} {
 		add("\u2581"+w, 1)
 	}
-	for _, s := range []string{"ing", "s", "ed", "ly"} {
+	for _, s := range []string{"ing", "ed", "ly"} { // "s" is a letter already: texts are unique, as llama.cpp requires
 		add(s, 1)
 	}
 	for _, p := range []string{",", ".", "!", "?", "'", "-", "$"} {
@@ -85,15 +85,40 @@ func WriteBERT(t testing.TB, s BERTSpec) (string, *model.Weights) {
 
 // WriteBERTFile writes the file WriteBERT describes to path.
 func WriteBERTFile(path string, s BERTSpec) error {
+	return bertBuilder(s, TinyBERT).WriteFile(path)
+}
+
+// BERTShape is the size of a BERT file: TinyBERT for tests, BGEBase for
+// benchmarks.
+type BERTShape struct {
+	Dim, Hidden, Layers, Heads, Context, Vocab int
+}
+
+var (
+	TinyBERT = BERTShape{Dim: BERTDim, Hidden: BERTHidden, Layers: BERTLayers, Heads: BERTHeads, Context: BERTContext}
+	// BGEBase is bge-base-en-v1.5's shape (BERT-base).
+	BGEBase = BERTShape{Dim: 768, Hidden: 3072, Layers: 12, Heads: 12, Context: 512, Vocab: 30522}
+)
+
+// BERTBytes is a random-weight BERT GGUF of the given shape, in memory.
+func BERTBytes(s BERTSpec, shape BERTShape) ([]byte, error) {
+	return bertBuilder(s, shape).Bytes()
+}
+
+func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 	r := rng(0x62657274)
 	tokens, types := BERTVocab()
+	for i := len(tokens); i < shape.Vocab; i++ {
+		tokens, types = append(tokens, fmt.Sprintf("[pad%d]", i)), append(types, 5)
+	}
+	BERTDim, BERTHidden, BERTLayers, BERTContext := shape.Dim, shape.Hidden, shape.Layers, shape.Context
 	b := gguf.NewBuilder()
 	b.Set("general.architecture", "bert")
 	b.Set("bert.context_length", uint32(BERTContext))
 	b.Set("bert.embedding_length", uint32(BERTDim))
 	b.Set("bert.feed_forward_length", uint32(BERTHidden))
 	b.Set("bert.block_count", uint32(BERTLayers))
-	b.Set("bert.attention.head_count", uint32(BERTHeads))
+	b.Set("bert.attention.head_count", uint32(shape.Heads))
 	b.Set("bert.attention.layer_norm_epsilon", float32(1e-12))
 	b.Set("bert.attention.causal", false)
 	b.Set("bert.pooling_type", uint32(s.Pooling))
@@ -146,5 +171,5 @@ func WriteBERTFile(path string, s BERTSpec) error {
 		mat("cls.output.weight", 1, BERTDim, 1.7)
 		vec("cls.output.bias", 1, 0, 0.1)
 	}
-	return b.WriteFile(path)
+	return b
 }

@@ -125,3 +125,13 @@ func Write(t testing.TB, m Spec) (string, *model.Weights) {
 	require.NoError(t, b.WriteFile(path))
 	return path, w
 }
+
+// Tokens is a deterministic token array of n IDs inside Vocab (and inside
+// BERTVocab: the IDs run from 3 to 119).
+func Tokens(n, salt int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = 3 + (i*37+salt*101)%117
+	}
+	return out
+}
