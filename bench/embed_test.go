@@ -1,6 +1,13 @@
 package bench
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +80,59 @@ func BenchmarkEmbed(b *testing.B) {
 			b.Logf("%s: %d x %d tokens, threads %d", tc.name, inputs, tokens, e.Config().Threads)
 		})
 	}
+}
+
+// BenchmarkEmbedSideBySide runs BenchmarkEmbed's bge-base case on one
+// thread next to llama.cpp on the same file and inputs, alternating within
+// each iteration: kvwarden through Engine.Embed (32 requests batched by the
+// scheduler), llama.cpp through bench/llamaembed with BATCH=1 (the 32
+// inputs as 32 sequences of one llama_encode), its own compute time (model
+// loading excluded). It needs KVWARDEN_LLAMA_EMBED (docs/EMBEDDINGS.md).
+//
+//	KVWARDEN_LLAMA_EMBED=/tmp/llamaembed go test ./bench -run '^$' -bench EmbedSideBySide -benchtime 2x
+func BenchmarkEmbedSideBySide(b *testing.B) {
+	bin := os.Getenv("KVWARDEN_LLAMA_EMBED")
+	if bin == "" {
+		b.Skip("KVWARDEN_LLAMA_EMBED is not set (a bench/llamaembed binary built against llama.cpp)")
+	}
+	const inputs, tokens = 32, 128
+	data, err := embedtest.BERTBytes(embedtest.BERTSpec{Pooling: 2, Lower: true}, embedtest.BGEBase)
+	require.NoError(b, err)
+	path := filepath.Join(b.TempDir(), "bge-base.gguf")
+	require.NoError(b, os.WriteFile(path, data, 0o644))
+	e, err := engine.New(engine.Config{ModelPath: path, Device: "cpu", Threads: 1, MaxContext: 512,
+		KVMemory: 1 << 30, MaxBatchTokens: inputs * tokens, MaxSeqs: inputs})
+	require.NoError(b, err)
+	defer e.Close()
+	req := engine.EmbedRequest{Tokens: make([][]int, inputs)}
+	var lines strings.Builder
+	for i := range req.Tokens {
+		req.Tokens[i] = make([]int, tokens)
+		for j := range req.Tokens[i] {
+			req.Tokens[i][j] = 200 + (i*131+j*17)%1000
+		}
+		lines.WriteString(strings.Trim(fmt.Sprint(req.Tokens[i]), "[]") + "\n")
+	}
+	var ours, theirs float64 // seconds
+	for b.Loop() {
+		start := time.Now()
+		_, err := e.Embed(b.Context(), req)
+		require.NoError(b, err)
+		ours += time.Since(start).Seconds()
+
+		cmd := exec.Command(bin, path, "-1")
+		cmd.Env = append(os.Environ(), "BATCH=1", "THREADS=1")
+		cmd.Stdin = strings.NewReader(lines.String())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(b, cmd.Run(), "%s", stderr.String())
+		_, sec, ok := strings.Cut(strings.TrimSpace(stderr.String()), "compute_seconds ")
+		require.True(b, ok, "%s", stderr.String())
+		s, err := strconv.ParseFloat(sec, 64)
+		require.NoError(b, err)
+		theirs += s
+	}
+	b.ReportMetric(float64(inputs*b.N)/ours, "embeddings/s")
+	b.ReportMetric(float64(inputs*b.N)/theirs, "llama.cpp-embeddings/s")
+	b.ReportMetric(theirs/ours, "ratio")
 }
