@@ -62,17 +62,38 @@ func refBERT(w *model.Weights, toks []int) [][]float64 {
 	n := len(toks)
 	x := make([][]float64, n)
 	for i, t := range toks {
-		e, ty, p := row(w.Embed, t), row(enc.TokenTypes, 0), row(enc.Pos, i)
+		e, ty := row(w.Embed, t), row(enc.TokenTypes, 0)
 		for d := range e {
-			e[d] += ty[d] + p[d]
+			e[d] += ty[d]
+		}
+		if enc.Pos != nil {
+			for d, p := range row(enc.Pos, i) {
+				e[d] += p
+			}
 		}
 		x[i] = ln(e, enc.EmbNorm, enc.EmbNormB)
+	}
+	// nomic-bert: NeoX RoPE on Q and K.
+	rope := func(v []float64, pos int) {
+		for h := 0; h < len(v); h += hd {
+			for j := range hd / 2 {
+				th := float64(pos) * math.Pow(float64(c.RopeTheta), -2*float64(j)/float64(hd))
+				a, b := h+j, h+j+hd/2
+				x0, x1 := v[a], v[b]
+				v[a] = x0*math.Cos(th) - x1*math.Sin(th)
+				v[b] = x0*math.Sin(th) + x1*math.Cos(th)
+			}
+		}
 	}
 	for l := range c.Layers {
 		L, EL := &w.Layers[l], &enc.Layers[l]
 		q, k, v := make([][]float64, n), make([][]float64, n), make([][]float64, n)
 		for i := range n {
 			q[i], k[i], v[i] = lin(L.Q, L.QBias, x[i]), lin(L.K, L.KBias, x[i]), lin(L.V, L.VBias, x[i])
+			if enc.RoPE {
+				rope(q[i], i)
+				rope(k[i], i)
+			}
 		}
 		for i := range n {
 			att := make([]float64, dim)
@@ -105,8 +126,15 @@ func refBERT(w *model.Weights, toks []int) [][]float64 {
 		}
 		for i := range n {
 			u := lin(L.Up, EL.UpB, x[i])
-			for j, g := range u {
-				u[j] = 0.5 * g * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(g+0.044715*g*g*g)))
+			if enc.Gated {
+				g := lin(L.Gate, nil, x[i])
+				for j := range u {
+					u[j] *= g[j] / (1 + math.Exp(-g[j]))
+				}
+			} else {
+				for j, g := range u {
+					u[j] = 0.5 * g * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(g+0.044715*g*g*g)))
+				}
 			}
 			d := lin(L.Down, EL.DownB, u)
 			for j := range dim {
@@ -144,6 +172,21 @@ func maxAbs(got []float32, want []float64) float64 {
 		worst = math.Max(worst, math.Abs(float64(got[i])-want[i]))
 	}
 	return worst
+}
+
+// A nomic-bert file (RoPE, fused QKV, SwiGLU) equals the float64
+// reference too, on mean pooling, its default.
+func TestEmbedNomicBERTMatchesReference(t *testing.T) {
+	path, w := embedtest.WriteBERT(t, embedtest.BERTSpec{Pooling: 1, Lower: true, Nomic: true})
+	e := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 64})
+	require.Equal(t, "nomic-bert", e.ModelConfig().Arch)
+	toks := embedtest.Tokens(50, 4)
+	none, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{toks}, Pooling: model.PoolingNone, NoNormalize: true})
+	require.NoError(t, err)
+	want := refBERT(w, toks)
+	for i := range want {
+		require.Less(t, maxAbs(none.Data[0].PerToken[i], want[i]), 1e-4, "token %d", i)
+	}
 }
 
 // A BERT file (token types, absolute positions, post-LayerNorm, GELU,

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
 
@@ -15,10 +16,13 @@ import (
 // the FFN residual), both LayerNorms with the biases kept here. There is
 // no final norm: the last layer's output is the embedding.
 type Encoder struct {
-	TokenTypes        *ml.Matrix // [types][Dim]; row 0 is added ("sentence A"); nil when absent
-	Pos               *ml.Matrix // [context][Dim] absolute position embeddings
-	EmbNorm, EmbNormB []float32  // token_embd_norm
-	Eps               float32    // LayerNorm epsilon
+	TokenTypes *ml.Matrix // [types][Dim]; row 0 is added ("sentence A"); nil when absent
+	Pos        *ml.Matrix // [context][Dim] absolute position embeddings (bert); nil with RoPE
+	// RoPE (nomic-bert): NeoX rotation of Q and K instead of position
+	// embeddings; Gated: a SwiGLU FFN (silu(gate) * up) instead of GELU.
+	RoPE, Gated       bool
+	EmbNorm, EmbNormB []float32 // token_embd_norm
+	Eps               float32   // LayerNorm epsilon
 	Layers            []EncoderLayer
 	// The classification head of a reranker (pooling rank), each part
 	// optional as in llama.cpp: cls (dense + tanh), then cls.output.
@@ -37,9 +41,13 @@ type EncoderLayer struct {
 func (w *Weights) IsEncoder() bool { return w.Encoder != nil }
 
 // fromGGUFBert loads architecture "bert" (BGE, all-MiniLM, E5, mxbai, and
-// BERT cross-encoders with a classification head).
+// BERT cross-encoders with a classification head) and "nomic-bert"
+// (nomic-embed-text v1 / v1.5: RoPE instead of position embeddings, a
+// SwiGLU FFN, Q/K/V fused or not).
 func fromGGUFBert(f *gguf.File) (*Weights, error) {
-	g := &ggufLoader{f: f, arch: "bert", used: map[string]bool{}}
+	name := f.Architecture()
+	nomic := name == "nomic-bert"
+	g := &ggufLoader{f: f, arch: name, used: map[string]bool{}}
 	var c Config
 	var err error
 	get := func(dst *int, suffix string, def int) {
@@ -56,19 +64,30 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 		return nil, err
 	}
 	if c.Heads == 0 || c.Dim%c.Heads != 0 {
-		return nil, fmt.Errorf("model: gguf bert.embedding_length %d is not a multiple of attention.head_count %d", c.Dim, c.Heads)
+		return nil, fmt.Errorf("model: gguf %s.embedding_length %d is not a multiple of attention.head_count %d", name, c.Dim, c.Heads)
 	}
 	if c.Layers > len(f.Tensors) {
-		return nil, fmt.Errorf("model: gguf bert.block_count is %d but the file has %d tensors", c.Layers, len(f.Tensors))
+		return nil, fmt.Errorf("model: gguf %s.block_count is %d but the file has %d tensors", name, c.Layers, len(f.Tensors))
+	}
+	if moe, _ := g.uint("moe_every_n_layers", 0); moe > 0 {
+		return nil, fmt.Errorf("%w: %s with mixture-of-experts layers (nomic-embed-text v2)", ErrUnsupported, name)
 	}
 	c.KVHeads, c.HeadDim = c.Heads, c.Dim/c.Heads
-	c.RopeDim, c.RopeTheta = c.HeadDim, 10000 // unused: BERT has absolute positions
+	c.RopeDim, c.RopeTheta = c.HeadDim, 10000 // unused by bert: absolute positions
+	if nomic {
+		theta, err := g.float("rope.freq_base", 10000, false)
+		if err != nil {
+			return nil, err
+		}
+		c.RopeTheta = float32(theta)
+		c.Block.RopeStyle = arch.RopeNeoX
+	}
 	eps, err := g.float("attention.layer_norm_epsilon", 0, true)
 	if err != nil {
 		return nil, err
 	}
 	c.NormEps = float32(eps)
-	c.Arch = "bert"
+	c.Arch = name
 	c.BOS, c.EOS = -1, -1
 	c.Vocab = 1
 	if err := g.pooling(&c); err != nil {
@@ -78,7 +97,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Weights{Config: c, Name: "gguf", ChatTemplates: ChatTemplates(f), Encoder: &Encoder{Eps: c.NormEps}}
+	w := &Weights{Config: c, Name: "gguf", ChatTemplates: ChatTemplates(f), Encoder: &Encoder{Eps: c.NormEps, RoPE: nomic, Gated: nomic}}
 	if w.Embed, err = g.matrix("token_embd", -1, c.Dim); err != nil {
 		return nil, err
 	}
@@ -95,8 +114,10 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 			return nil, err
 		}
 	}
-	if enc.Pos, err = g.matrix("position_embd", -1, c.Dim); err != nil {
-		return nil, err
+	if !nomic {
+		if enc.Pos, err = g.matrix("position_embd", -1, c.Dim); err != nil {
+			return nil, err
+		}
 	}
 	if enc.EmbNorm, err = g.vector("token_embd_norm.weight", c.Dim); err != nil {
 		return nil, err
@@ -104,7 +125,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	if enc.EmbNormB, err = g.vector("token_embd_norm.bias", c.Dim); err != nil {
 		return nil, err
 	}
-	if _, ok := g.tensor("cls"); ok {
+	if _, ok := g.tensor("cls"); ok && !nomic {
 		if enc.Cls, err = g.matrix("cls", c.Dim, c.Dim); err != nil {
 			return nil, err
 		}
@@ -114,7 +135,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 			}
 		}
 	}
-	if _, ok := g.tensor("cls.output"); ok {
+	if _, ok := g.tensor("cls.output"); ok && !nomic {
 		if enc.ClsOut, err = g.matrix("cls.output", -1, c.Dim); err != nil {
 			return nil, err
 		}
@@ -129,14 +150,35 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	for i := range w.Layers {
 		l, el := &w.Layers[i], &enc.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		for _, m := range []struct {
+		mats := []struct {
 			dst        **ml.Matrix
 			name       string
 			rows, cols int
 		}{
-			{&l.Q, "attn_q", c.Dim, c.Dim}, {&l.K, "attn_k", c.Dim, c.Dim}, {&l.V, "attn_v", c.Dim, c.Dim},
 			{&l.O, "attn_output", c.Dim, c.Dim}, {&l.Up, "ffn_up", c.Hidden, c.Dim}, {&l.Down, "ffn_down", c.Dim, c.Hidden},
-		} {
+		}
+		if _, fused := g.tensor(p + "attn_qkv"); fused {
+			qkv, err := g.matrix(p+"attn_qkv", 3*c.Dim, c.Dim)
+			if err != nil {
+				return nil, err
+			}
+			parts := splitRows(qkv, c.Dim, c.Dim, c.Dim)
+			l.Q, l.K, l.V = parts[0], parts[1], parts[2]
+		} else {
+			mats = append(mats, []struct {
+				dst        **ml.Matrix
+				name       string
+				rows, cols int
+			}{{&l.Q, "attn_q", c.Dim, c.Dim}, {&l.K, "attn_k", c.Dim, c.Dim}, {&l.V, "attn_v", c.Dim, c.Dim}}...)
+		}
+		if nomic {
+			mats = append(mats, struct {
+				dst        **ml.Matrix
+				name       string
+				rows, cols int
+			}{&l.Gate, "ffn_gate", c.Hidden, c.Dim})
+		}
+		for _, m := range mats {
 			if *m.dst, err = g.matrix(p+m.name, m.rows, m.cols); err != nil {
 				return nil, err
 			}
@@ -162,7 +204,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	}
 	for _, t := range f.Tensors {
 		if !g.used[t.Name] {
-			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the bert encoder this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims)
+			return nil, fmt.Errorf("%w: tensor %s (%v %v) is not part of the %s encoder this engine implements", ErrUnsupported, t.Name, t.Type, t.Dims, name)
 		}
 	}
 	if err := w.Check(); err != nil {
@@ -177,8 +219,15 @@ func (w *Weights) checkEncoder() error {
 	if len(w.Layers) != c.Layers || len(enc.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(w.Layers), c.Layers)
 	}
-	if enc.Pos == nil || enc.Pos.Cols != c.Dim || enc.Pos.Rows < 1 {
+	if !enc.RoPE && (enc.Pos == nil || enc.Pos.Cols != c.Dim || enc.Pos.Rows < 1) {
 		return fmt.Errorf("%w: encoder position embeddings missing or not [context][%d]", ErrUnsupported, c.Dim)
+	}
+	if enc.Gated {
+		for i, l := range w.Layers {
+			if l.Gate == nil || l.Gate.Rows != c.Hidden || l.Gate.Cols != c.Dim {
+				return fmt.Errorf("model: encoder layer %d has no ffn_gate of %dx%d", i, c.Hidden, c.Dim)
+			}
+		}
 	}
 	if enc.TokenTypes != nil && enc.TokenTypes.Cols != c.Dim {
 		return fmt.Errorf("model: token_types has %d columns, want %d", enc.TokenTypes.Cols, c.Dim)
@@ -249,7 +298,7 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 		if s.Table.Written() != 0 {
 			return fmt.Errorf("%w: an encoder input split across steps (sequence %d starts at %d)", ErrNotImplemented, i, s.Table.Written())
 		}
-		if len(s.Tokens) > enc.Pos.Rows {
+		if enc.Pos != nil && len(s.Tokens) > enc.Pos.Rows {
 			return fmt.Errorf("model: sequence %d has %d tokens, the encoder's position embeddings cover %d", i, len(s.Tokens), enc.Pos.Rows)
 		}
 		pages := s.Table.Pages()
@@ -264,7 +313,16 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	r.v = ml.Grow(r.v, n*dim)
 	r.att = ml.Grow(r.att, n*dim)
 	r.hb = ml.Grow(r.hb, n*hid)
+	r.hb2 = ml.Grow(r.hb2, n*hid)
 	r.lx = ml.Grow(r.lx, 2*dim)
+	var ropeDim int
+	if enc.RoPE {
+		ropeDim = r.ropes[0].Dim()
+		r.tabs[0] = ml.Grow(r.tabs[0], n*ropeDim)
+		for i, rw := range rows {
+			r.ropes[0].Fill(r.tabs[0][i*ropeDim:(i+1)*ropeDim], rw.pos)
+		}
+	}
 
 	// Embeddings: token + token type 0 + absolute position, LayerNorm.
 	ti := 0
@@ -277,8 +335,10 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 				ml.Dequantize(tmp, enc.TokenTypes, 0)
 				ml.Add(x, tmp)
 			}
-			ml.Dequantize(tmp, enc.Pos, j)
-			ml.Add(x, tmp)
+			if enc.Pos != nil {
+				ml.Dequantize(tmp, enc.Pos, j)
+				ml.Add(x, tmp)
+			}
 			LayerNorm(x, x, enc.EmbNorm, enc.EmbNormB, enc.Eps)
 			ti++
 		}
@@ -308,6 +368,11 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 		bias(r.k[:n*dim], L.KBias)
 		bias(r.v[:n*dim], L.VBias)
 		for i := range n {
+			if enc.RoPE {
+				cs := r.tabs[0][i*ropeDim : (i+1)*ropeDim]
+				ml.RoPEApplyNeoX(r.q[i*dim:(i+1)*dim], c.HeadDim, cs)
+				ml.RoPEApplyNeoX(r.k[i*dim:(i+1)*dim], c.HeadDim, cs)
+			}
 			page := uint32(locs[i][0])
 			r.kv.put(r.geo.KOffset(page, l, locs[i][1]), r.k[i*dim:(i+1)*dim])
 			r.kv.put(r.geo.VOffset(page, l, locs[i][1]), r.v[i*dim:(i+1)*dim])
@@ -320,14 +385,22 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			ml.Add(x, r.xb[i*dim:(i+1)*dim])
 			LayerNorm(x, x, L.AttnNorm, EL.AttnNormB, enc.Eps)
 		}
-		ml.MatMul(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
-		bias(r.hb[:n*hid], EL.UpB)
-		hb := r.hb[:n*hid]
-		ml.Parallel(n*hid, 8192, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				hb[i] = ml.GELUTanh(hb[i])
-			}
-		})
+		if enc.Gated {
+			r.dsts = append(r.dsts[:0], r.hb[:n*hid], r.hb2[:n*hid])
+			r.mats = append(r.mats[:0], L.Gate, L.Up)
+			ml.MatMulGroup(r.dsts, r.x[:n*dim], n, r.mats)
+			hb, hb2 := r.hb[:n*hid], r.hb2[:n*hid]
+			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.SiLUMul(hb[lo:hi], hb2[lo:hi]) })
+		} else {
+			ml.MatMul(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
+			bias(r.hb[:n*hid], EL.UpB)
+			hb := r.hb[:n*hid]
+			ml.Parallel(n*hid, 8192, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					hb[i] = ml.GELUTanh(hb[i])
+				}
+			})
+		}
 		ml.MatMul(r.xb[:n*dim], r.hb[:n*hid], n, L.Down)
 		bias(r.xb[:n*dim], EL.DownB)
 		for i := range n {

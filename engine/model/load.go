@@ -94,7 +94,7 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 // risk).
 func FromGGUF(f *gguf.File) (*Weights, error) {
 	name := f.Architecture()
-	if name == "bert" {
+	if name == "bert" || name == "nomic-bert" {
 		return fromGGUFBert(f)
 	}
 	a, err := arch.Lookup(name)

@@ -17,6 +17,10 @@ type BERTSpec struct {
 	Pooling int  // GGUF pooling_type: 1 mean, 2 cls, 4 rank
 	Rank    bool // writes the classification head (cls, cls.output)
 	Lower   bool // tokenizer.ggml.normalizer.lowercase
+	// Nomic writes architecture nomic-bert (nomic-embed-text): RoPE
+	// (freq_base 1000) instead of position embeddings, fused attn_qkv, a
+	// SwiGLU FFN without biases.
+	Nomic bool
 }
 
 // BERT dimensions of the files WriteBERT builds.
@@ -113,15 +117,20 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 	}
 	BERTDim, BERTHidden, BERTLayers, BERTContext := shape.Dim, shape.Hidden, shape.Layers, shape.Context
 	b := gguf.NewBuilder()
-	b.Set("general.architecture", "bert")
-	b.Set("bert.context_length", uint32(BERTContext))
-	b.Set("bert.embedding_length", uint32(BERTDim))
-	b.Set("bert.feed_forward_length", uint32(BERTHidden))
-	b.Set("bert.block_count", uint32(BERTLayers))
-	b.Set("bert.attention.head_count", uint32(shape.Heads))
-	b.Set("bert.attention.layer_norm_epsilon", float32(1e-12))
-	b.Set("bert.attention.causal", false)
-	b.Set("bert.pooling_type", uint32(s.Pooling))
+	a := "bert"
+	if s.Nomic {
+		a = "nomic-bert"
+		b.Set(a+".rope.freq_base", float32(1000))
+	}
+	b.Set("general.architecture", a)
+	b.Set(a+".context_length", uint32(BERTContext))
+	b.Set(a+".embedding_length", uint32(BERTDim))
+	b.Set(a+".feed_forward_length", uint32(BERTHidden))
+	b.Set(a+".block_count", uint32(BERTLayers))
+	b.Set(a+".attention.head_count", uint32(shape.Heads))
+	b.Set(a+".attention.layer_norm_epsilon", float32(1e-12))
+	b.Set(a+".attention.causal", false)
+	b.Set(a+".pooling_type", uint32(s.Pooling))
 	b.Set("tokenizer.ggml.model", "bert")
 	b.Set("tokenizer.ggml.tokens", tokens)
 	b.Set("tokenizer.ggml.token_type", types)
@@ -147,21 +156,34 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 	}
 	mat("token_embd.weight", len(tokens), BERTDim, 4)
 	mat("token_types.weight", 2, BERTDim, 4)
-	mat("position_embd.weight", BERTContext, BERTDim, 4)
+	if !s.Nomic {
+		mat("position_embd.weight", BERTContext, BERTDim, 4)
+	}
 	vec("token_embd_norm.weight", BERTDim, 1, 0.2)
 	vec("token_embd_norm.bias", BERTDim, 0, 0.1)
 	for i := range BERTLayers {
 		p := fmt.Sprintf("blk.%d.", i)
-		for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_output"} {
-			mat(p+n+".weight", BERTDim, BERTDim, 1.7)
-			vec(p+n+".bias", BERTDim, 0, 0.1)
+		if s.Nomic {
+			mat(p+"attn_qkv.weight", 3*BERTDim, BERTDim, 1.7)
+			mat(p+"attn_output.weight", BERTDim, BERTDim, 1.7)
+		} else {
+			for _, n := range []string{"attn_q", "attn_k", "attn_v", "attn_output"} {
+				mat(p+n+".weight", BERTDim, BERTDim, 1.7)
+				vec(p+n+".bias", BERTDim, 0, 0.1)
+			}
 		}
 		vec(p+"attn_output_norm.weight", BERTDim, 1, 0.2)
 		vec(p+"attn_output_norm.bias", BERTDim, 0, 0.1)
-		mat(p+"ffn_up.weight", BERTHidden, BERTDim, 1.7)
-		vec(p+"ffn_up.bias", BERTHidden, 0, 0.1)
-		mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
-		vec(p+"ffn_down.bias", BERTDim, 0, 0.1)
+		if s.Nomic {
+			mat(p+"ffn_gate.weight", BERTHidden, BERTDim, 1.7)
+			mat(p+"ffn_up.weight", BERTHidden, BERTDim, 1.7)
+			mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
+		} else {
+			mat(p+"ffn_up.weight", BERTHidden, BERTDim, 1.7)
+			vec(p+"ffn_up.bias", BERTHidden, 0, 0.1)
+			mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
+			vec(p+"ffn_down.bias", BERTDim, 0, 0.1)
+		}
 		vec(p+"layer_output_norm.weight", BERTDim, 1, 0.2)
 		vec(p+"layer_output_norm.bias", BERTDim, 0, 0.1)
 	}
