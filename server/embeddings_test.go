@@ -1,12 +1,17 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -221,4 +226,64 @@ func TestRerankEndpoint(t *testing.T) {
 	resp, raw := emb.post(t, "/v1/rerank", "", map[string]any{"query": "q", "documents": docs})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", raw)
 	require.Contains(t, string(raw), `"param":"model"`)
+}
+
+// TestOpenAINodeEmbeddings runs the official openai npm client against
+// /v1/embeddings: its default base64 encoding decodes to the engine's
+// float32 values exactly, float too; dimensions; an empty list is a 400
+// naming input.
+func TestOpenAINodeEmbeddings(t *testing.T) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skipOrFail(t, "%s not found: the openai npm client test needs Node.js and npm", tool)
+		}
+	}
+	dir := npmDir(t)
+	script, err := os.ReadFile(filepath.Join("testdata", "openai_embeddings.mjs"))
+	require.NoError(t, err)
+	scriptPath := filepath.Join(dir, "openai_embeddings.mjs")
+	require.NoError(t, os.WriteFile(scriptPath, script, 0o644))
+
+	ts := embedServer(t, embedtest.Spec{Arch: "qwen3", Pooling: 3, AddEOS: true})
+	want, err := ts.eng.Embed(t.Context(), engine.EmbedRequest{Inputs: []string{"hello world", "second"}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", scriptPath, ts.url+"/v1", "none", "test-model")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "node client failed:\n%s\n%s", out, stderr)
+	var res struct {
+		Default [][]float64
+		Index   []int
+		Float   []float64
+		Dims    int
+		Usage   struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
+		Bad struct {
+			Status int
+			Param  string
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &res), "%s", out)
+	f32 := func(v []float64) []float32 {
+		o := make([]float32, len(v))
+		for i, x := range v {
+			o[i] = float32(x)
+		}
+		return o
+	}
+	require.Equal(t, []int{0, 1}, res.Index)
+	require.Equal(t, want.Data[0].Vector, f32(res.Default[0]))
+	require.Equal(t, want.Data[1].Vector, f32(res.Default[1]))
+	require.Equal(t, want.Data[0].Vector, f32(res.Float))
+	require.Equal(t, 8, res.Dims)
+	require.Equal(t, want.PromptTokens, res.Usage.PromptTokens)
+	require.Equal(t, http.StatusBadRequest, res.Bad.Status)
+	require.Equal(t, "input", res.Bad.Param)
 }
