@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/embedtest"
@@ -130,6 +131,41 @@ func TestEmbedAgainstLlamaCpp(t *testing.T) {
 				require.Greater(t, minCos, 0.99999)
 			})
 		}
+	}
+
+	// Quantized and F16 weights, both sides with f32 K/V: the kernels
+	// differ (llama.cpp quantizes the activations to Q8 for Q8_0/Q4_0
+	// products, as kvwarden's do; rounding and order differ).
+	type quantFile struct {
+		name          string
+		path          string
+		limit, cosine float64 // measured, with a margin (docs/EMBEDDINGS.md)
+	}
+	var quant []quantFile
+	for _, q := range []struct {
+		ty            ml.Type
+		limit, cosine float64
+	}{{ml.F16, 5e-3, 0.99999}, {ml.Q8_0, 0.06, 0.9998}, {ml.Q4_0, 0.1, 0.9995}} {
+		p, _ := embedtest.Write(t, embedtest.Spec{Arch: "qwen3", Pooling: 3, AddEOS: true, Type: q.ty})
+		quant = append(quant, quantFile{"qwen3/" + q.ty.String(), p, q.limit, q.cosine})
+		p, _ = embedtest.WriteBERT(t, embedtest.BERTSpec{Pooling: 1, Lower: true, Type: q.ty})
+		quant = append(quant, quantFile{"bert/" + q.ty.String(), p, q.limit, q.cosine})
+	}
+	for _, q := range quant {
+		t.Run(q.name, func(t *testing.T) {
+			want := llamaEmbed(t, bin, q.path, -1, lines, false, true)
+			e := newEmbedEngine(t, q.path, Config{KVType: "f32", MaxContext: 64, KVPages: 64})
+			worst, minCos := 0.0, 1.0
+			for i, in := range inputs {
+				res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{in}, NoNormalize: true})
+				require.NoError(t, err)
+				worst = math.Max(worst, maxAbs(res.Data[0].Vector, want[i]))
+				minCos = math.Min(minCos, cosine(res.Data[0].Vector, want[i]))
+			}
+			t.Logf("%s: max abs difference from llama.cpp %.3g, min cosine %.9f", q.name, worst, minCos)
+			require.Less(t, worst, q.limit)
+			require.Greater(t, minCos, q.cosine)
+		})
 	}
 
 	// The WordPiece tokenizer against llama.cpp's, with [CLS] and [SEP].

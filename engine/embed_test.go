@@ -175,6 +175,7 @@ func TestEmbedHiddenMatchesReference(t *testing.T) {
 		{"llama_mean", embedtest.Spec{Arch: "llama", Pooling: 1}, false},
 		{"qwen3_last", embedtest.Spec{Arch: "qwen3", Pooling: 3, AddEOS: true}, true},
 		{"llama_noncausal", embedtest.Spec{Arch: "llama", Pooling: 1, NonCausal: true}, false},
+		{"qwen3_q8_0", embedtest.Spec{Arch: "qwen3", Pooling: 3, AddEOS: true, Type: ml.Q8_0}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, w := embedtest.Write(t, tc.m)
@@ -193,7 +194,16 @@ func TestEmbedHiddenMatchesReference(t *testing.T) {
 					worst = math.Max(worst, math.Abs(float64(got[i][d])-want[i][d]))
 				}
 			}
-			require.Less(t, worst, 1e-4, "max abs difference from the float64 reference")
+			t.Logf("max abs difference from the float64 reference: %.3g", worst)
+			limit := 1e-4
+			if tc.m.Type != ml.F32 {
+				// The reference multiplies the dequantized weights exactly;
+				// the Q8_0 kernels also quantize the activations to 8 bits,
+				// as llama.cpp's do: measured 0.097 over every token's row
+				// (last token: kvwarden 0.045, llama.cpp 0.035 from it).
+				limit = 0.15
+			}
+			require.Less(t, worst, limit, "max abs difference from the float64 reference")
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
@@ -21,6 +22,9 @@ type BERTSpec struct {
 	// (freq_base 1000) instead of position embeddings, fused attn_qkv, a
 	// SwiGLU FFN without biases.
 	Nomic bool
+	// Type is the matrices' weight type (F32, the zero value; F16, BF16,
+	// Q8_0 or Q4_0); vectors stay F32.
+	Type ml.Type
 }
 
 // BERT dimensions of the files WriteBERT builds.
@@ -145,7 +149,17 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		for i := range v {
 			v[i] = r.next() * scale / float32(math.Sqrt(float64(cols)))
 		}
-		b.AddF32(name, []uint64{uint64(cols), uint64(rows)}, v)
+		// The token-type and position tables stay F32 as the converter
+		// writes them (llama.cpp adds the type row as an f32 view).
+		if s.Type == ml.F32 || name == "token_types.weight" || name == "position_embd.weight" {
+			b.AddF32(name, []uint64{uint64(cols), uint64(rows)}, v)
+			return
+		}
+		m, err := ml.Quantize(s.Type, rows, cols, v)
+		if err != nil {
+			panic(err) // the shapes are this package's own: multiples of every block size
+		}
+		b.AddTensor(name, s.Type, []uint64{uint64(cols), uint64(rows)}, m.Data)
 	}
 	vec := func(name string, n int, base, spread float32) {
 		v := make([]float32, n)

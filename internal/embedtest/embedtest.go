@@ -20,6 +20,9 @@ type Spec struct {
 	Pooling   int    // GGUF pooling_type; -1 writes no key (a generative model)
 	NonCausal bool   // writes attention.causal = false
 	AddEOS    bool
+	// Type is the matrices' weight type (F32, the zero value; F16, BF16,
+	// Q8_0 or Q4_0); norms stay F32.
+	Type ml.Type
 }
 
 // Vocab is the vocabulary size of the files Write builds: a SentencePiece
@@ -36,7 +39,7 @@ func Write(t testing.TB, m Spec) (string, *model.Weights) {
 		Vocab: Vocab, MaxContext: 512, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 16,
 		BOS: 1, EOS: 2,
 	}
-	w, err := model.Synthetic(cfg, 0x656d6264, ml.F32)
+	w, err := model.Synthetic(cfg, 0x656d6264, m.Type)
 	require.NoError(t, err)
 	norm := func(n, salt int) []float32 {
 		v := make([]float32, n)
@@ -100,7 +103,7 @@ func Write(t testing.TB, m Spec) (string, *model.Weights) {
 	b.Set("tokenizer.ggml.eos_token_id", uint32(2))
 	b.Set("tokenizer.ggml.add_eos_token", m.AddEOS)
 	mat := func(name string, x *ml.Matrix) {
-		b.AddTensor(name, gguf.TypeF32, []uint64{uint64(x.Cols), uint64(x.Rows)}, x.Data)
+		b.AddTensor(name, x.Type, []uint64{uint64(x.Cols), uint64(x.Rows)}, x.Data)
 	}
 	vec := func(name string, v []float32) { b.AddF32(name, []uint64{uint64(len(v))}, v) }
 	mat("token_embd.weight", w.Embed)
