@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,8 +109,10 @@ type embedJob struct {
 	keep     int // dimensions kept
 	norm     bool
 	whole    bool // non-causal: the input must run in one step
-	// head is the classification head of pooling rank (RankScores).
-	head func([]float32) ([]float32, error)
+	// head is the classification head of pooling rank (RankScores);
+	// rankLast pools the last token for it (Qwen3), else the first.
+	head     func([]float32) ([]float32, error)
+	rankLast bool
 
 	n        int
 	sum      []float64 // mean: rows summed so far, in token order
@@ -361,7 +364,11 @@ func (j *embedJob) take(before int, rows []float32) error {
 			}
 		}
 	case model.PoolingCLS, model.PoolingRank:
-		if before == 0 {
+		if j.pooling == model.PoolingRank && j.rankLast {
+			if before+m == j.n {
+				j.vec = append(j.vec[:0], rows[(m-1)*j.dim:]...)
+			}
+		} else if before == 0 {
 			j.vec = append(j.vec[:0], rows[:j.dim]...)
 		}
 	case model.PoolingLast:
@@ -484,14 +491,16 @@ type RerankResult struct {
 }
 
 // Rerank scores each document against the query. The pair is tokenized as
-// llama-server does: [BOS] query [EOS] [SEP] document [EOS], with BOS,
-// EOS and SEP where the vocabulary adds them (BERT: [CLS] query [SEP]
-// document).
+// llama-server does: with the file's rerank template
+// (tokenizer.chat_template.rerank, Qwen3-Reranker) its text with {query}
+// and {document} replaced, special tokens parsed and no BOS added; else
+// [BOS] query [EOS] [SEP] document [EOS], with BOS, EOS and SEP where the
+// vocabulary adds them (BERT: [CLS] query [SEP] document).
 func (e *Engine) Rerank(ctx context.Context, req RerankRequest) (RerankResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if e.mcfg.Pooling != model.PoolingRank || !e.weights.IsEncoder() {
+	if e.mcfg.Pooling != model.PoolingRank || e.weights.Rank == nil {
 		return RerankResult{}, &FieldError{Field: "model", Index: -1, Err: ErrNoRankHead}
 	}
 	if req.Query == "" {
@@ -515,10 +524,21 @@ func (e *Engine) Rerank(ctx context.Context, req RerankRequest) (RerankResult, e
 	if e.tok.AddEOS() {
 		eos = e.tok.EOS()
 	}
+	tmpl, hasTmpl := e.weights.ChatTemplates["rerank"]
 	jobs := make([]*embedJob, len(req.Documents))
 	for i, doc := range req.Documents {
 		if doc == "" {
 			return RerankResult{}, &FieldError{Field: "documents", Index: i, Err: fmt.Errorf("%w: empty document", ErrEmptyPrompt)}
+		}
+		job := &embedJob{truncate: req.Truncate, pooling: model.PoolingRank, dim: e.mcfg.Dim, keep: e.mcfg.Dim,
+			whole: e.mcfg.NonCausal, head: e.weights.RankScores, rankLast: e.weights.Rank.Last}
+		jobs[i] = job
+		if hasTmpl {
+			text := strings.NewReplacer("{query}", req.Query, "{document}", doc).Replace(tmpl)
+			if job.tokens, err = e.encodePrompt(text, false, true); err != nil {
+				return RerankResult{}, &FieldError{Field: "documents", Index: i, Err: fmt.Errorf("%w: tokenizing: %w", ErrInvalidParams, err)}
+			}
+			continue
 		}
 		d, err := e.encodePrompt(doc, false, false)
 		if err != nil {
@@ -539,8 +559,7 @@ func (e *Engine) Rerank(ctx context.Context, req RerankRequest) (RerankResult, e
 		if eos >= 0 {
 			toks = append(toks, eos)
 		}
-		jobs[i] = &embedJob{tokens: toks, truncate: req.Truncate, pooling: model.PoolingRank, dim: e.mcfg.Dim, keep: e.mcfg.Dim,
-			whole: e.mcfg.NonCausal, head: e.weights.RankScores}
+		job.tokens = toks
 	}
 	if err := e.runJobs(ctx, req.Tenant, jobs, "documents"); err != nil {
 		return RerankResult{}, err

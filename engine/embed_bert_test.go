@@ -148,7 +148,7 @@ func refBERT(w *model.Weights, toks []int) [][]float64 {
 
 // refRank is the classification head over the first token, in float64.
 func refRank(w *model.Weights, h []float64) float64 {
-	enc := w.Encoder
+	enc := w.Rank
 	cur := make([]float64, enc.Cls.Rows)
 	f := make([]float32, enc.Cls.Cols)
 	for r := range enc.Cls.Rows {

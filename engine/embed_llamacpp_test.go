@@ -78,7 +78,7 @@ func TestEmbedAgainstLlamaCpp(t *testing.T) {
 		path string
 	}
 	var files []file
-	for _, s := range []embedtest.Spec{{Arch: "qwen3", Pooling: 3, AddEOS: true}, {Arch: "llama", Pooling: 1}} {
+	for _, s := range []embedtest.Spec{{Arch: "qwen3", Pooling: 3, AddEOS: true}, {Arch: "llama", Pooling: 1}, {Arch: "qwen3", Pooling: 4, Reranker: true}} {
 		p, _ := embedtest.Write(t, s)
 		files = append(files, file{fmt.Sprintf("%s/pooling%d", s.Arch, s.Pooling), p})
 	}
@@ -103,8 +103,13 @@ func TestEmbedAgainstLlamaCpp(t *testing.T) {
 					var got []float32
 					if e.ModelConfig().Pooling == model.PoolingRank {
 						// The engine's rerank pairs are built from text; score
-						// the token input directly through the same path.
-						res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{in}, Pooling: model.PoolingCLS, NoNormalize: true})
+						// the token input directly through the same path
+						// (the first token for BERT, the last for Qwen3).
+						pool := model.PoolingCLS
+						if e.weights.Rank.Last {
+							pool = model.PoolingLast
+						}
+						res, err := e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{in}, Pooling: pool, NoNormalize: true})
 						require.NoError(t, err)
 						got, err = e.weights.RankScores(res.Data[0].Vector)
 						require.NoError(t, err)

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/embedtest"
 )
 
@@ -400,4 +402,36 @@ func TestEmbedReleasesAndScrubsPages(t *testing.T) {
 	r, err := e.Generate(t.Context(), Request{Tokens: toks, MaxTokens: 1, Tenant: "acme"})
 	require.NoError(t, err)
 	require.Zero(t, r.CachedTokens)
+}
+
+// A Qwen3-Reranker-style file (pooling rank, cls.output yes/no rows, a
+// rerank template): each pair is the template with {query} and {document}
+// replaced, special tokens parsed; the score is softmax(cls.output · the
+// last token's output-normed state)[0], as llama.cpp computes it.
+func TestRerankQwen3(t *testing.T) {
+	path, w := embedtest.Write(t, embedtest.Spec{Arch: "qwen3", Pooling: 4, Reranker: true})
+	e := newEmbedEngine(t, path, Config{})
+	docs := []string{"Paris is the capital.", "a fox", "dogs and cats"}
+	res, err := e.Rerank(t.Context(), RerankRequest{Query: "capital?", Documents: docs})
+	require.NoError(t, err)
+	require.Len(t, res.Results, 3)
+	for _, r := range res.Results {
+		text := strings.NewReplacer("{query}", "capital?", "{document}", docs[r.Index]).Replace(embedtest.RerankTemplate)
+		toks, err := e.Tokenizer().Encode(text, tokenizer.Options{Special: true})
+		require.NoError(t, err)
+		require.Equal(t, 1, toks[0], "<s> in the template is parsed as BOS")
+		h := refHidden(w, toks, true)
+		last := h[len(h)-1]
+		logits := make([]float64, 2)
+		f := make([]float32, w.Config.Dim)
+		for k := range logits {
+			ml.Dequantize(f, w.Rank.ClsOut, k)
+			for d, v := range f {
+				logits[k] += float64(v) * last[d]
+			}
+		}
+		want := 1 / (1 + math.Exp(logits[1]-logits[0])) // softmax over two: P(yes)
+		require.InDelta(t, want, float64(r.Score), 1e-5, "document %d", r.Index)
+	}
+	require.True(t, res.Results[0].Score >= res.Results[1].Score && res.Results[1].Score >= res.Results[2].Score)
 }

@@ -24,10 +24,17 @@ type Encoder struct {
 	EmbNorm, EmbNormB []float32 // token_embd_norm
 	Eps               float32   // LayerNorm epsilon
 	Layers            []EncoderLayer
-	// The classification head of a reranker (pooling rank), each part
-	// optional as in llama.cpp: cls (dense + tanh), then cls.output.
+}
+
+// RankHead is the classification head of a reranker (pooling rank), each
+// part optional as in llama.cpp: cls (dense + tanh, BERT), then cls.output
+// (BERT; Qwen3-Reranker's yes/no rows), then a softmax for Qwen3.
+type RankHead struct {
 	Cls, ClsOut   *ml.Matrix
 	ClsB, ClsOutB []float32
+	Softmax       bool
+	// Last pools the last token (Qwen3-Reranker), else the first (BERT).
+	Last bool
 }
 
 // EncoderLayer holds one encoder layer's LayerNorm and FFN biases.
@@ -125,24 +132,9 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	if enc.EmbNormB, err = g.vector("token_embd_norm.bias", c.Dim); err != nil {
 		return nil, err
 	}
-	if _, ok := g.tensor("cls"); ok && !nomic {
-		if enc.Cls, err = g.matrix("cls", c.Dim, c.Dim); err != nil {
+	if !nomic {
+		if w.Rank, err = g.rankHead(c, true); err != nil {
 			return nil, err
-		}
-		if _, ok := f.Tensor("cls.bias"); ok {
-			if enc.ClsB, err = g.vector("cls.bias", c.Dim); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if _, ok := g.tensor("cls.output"); ok && !nomic {
-		if enc.ClsOut, err = g.matrix("cls.output", -1, c.Dim); err != nil {
-			return nil, err
-		}
-		if _, ok := f.Tensor("cls.output.bias"); ok {
-			if enc.ClsOutB, err = g.vector("cls.output.bias", enc.ClsOut.Rows); err != nil {
-				return nil, err
-			}
 		}
 	}
 	w.Layers = make([]Layer, c.Layers)
@@ -432,13 +424,47 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	return nil
 }
 
+// rankHead loads cls and cls.output when the file has them (nil when
+// neither): BERT's dense layer only when cls is allowed.
+func (g *ggufLoader) rankHead(c Config, cls bool) (*RankHead, error) {
+	var h RankHead
+	var err error
+	if _, ok := g.tensor("cls"); ok && cls {
+		if h.Cls, err = g.matrix("cls", c.Dim, c.Dim); err != nil {
+			return nil, err
+		}
+		if _, ok := g.f.Tensor("cls.bias"); ok {
+			if h.ClsB, err = g.vector("cls.bias", c.Dim); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, ok := g.tensor("cls.output"); ok {
+		if h.ClsOut, err = g.matrix("cls.output", -1, c.Dim); err != nil {
+			return nil, err
+		}
+		if _, ok := g.f.Tensor("cls.output.bias"); ok {
+			if h.ClsOutB, err = g.vector("cls.output.bias", h.ClsOut.Rows); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if h.Cls == nil && h.ClsOut == nil {
+		return nil, nil
+	}
+	// llama.cpp: Qwen3 rerankers pool the last token and end in a softmax.
+	h.Softmax = c.Arch == "qwen3"
+	h.Last = c.Arch == "qwen3"
+	return &h, nil
+}
+
 // RankScores applies the classification head of a reranker (pooling
 // rank) to the pooled hidden state h, as llama.cpp does: tanh(cls·h +
-// cls.bias) when cls is present, then cls.output·(that) + cls.output.bias.
-// The first value is the relevance score.
+// cls.bias) when cls is present, then cls.output·(that) + cls.output.bias,
+// then (Qwen3) a softmax. The first value is the relevance score.
 func (w *Weights) RankScores(h []float32) ([]float32, error) {
-	enc := w.Encoder
-	if enc == nil || (enc.Cls == nil && enc.ClsOut == nil) {
+	enc := w.Rank
+	if enc == nil {
 		return nil, fmt.Errorf("%w: the model has no classification head (cls, cls.output)", ErrUnsupported)
 	}
 	cur := append([]float32(nil), h...)
@@ -460,6 +486,9 @@ func (w *Weights) RankScores(h []float32) ([]float32, error) {
 			ml.Add(out, enc.ClsOutB)
 		}
 		cur = out
+	}
+	if enc.Softmax {
+		ml.Softmax(cur)
 	}
 	return cur, nil
 }

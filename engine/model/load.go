@@ -216,6 +216,10 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 			}
 		}
 	}
+	// A reranker's head (Qwen3-Reranker: cls.output, the yes/no rows).
+	if w.Rank, err = g.rankHead(w.Config, false); err != nil {
+		return nil, err
+	}
 	// A tensor nothing reads would silently change the results if ignored
 	// (an FFN bias, a fused tensor of another layout).
 	for _, t := range f.Tensors {

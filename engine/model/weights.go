@@ -123,6 +123,8 @@ type Weights struct {
 	ChatTemplates map[string]string
 	// Encoder, when set, makes the model a BERT-style encoder (bert.go).
 	Encoder *Encoder
+	// Rank is a reranker's classification head (pooling rank), or nil.
+	Rank *RankHead
 
 	closer io.Closer // releases a memory map, if any
 }

@@ -23,7 +23,14 @@ type Spec struct {
 	// Type is the matrices' weight type (F32, the zero value; F16, BF16,
 	// Q8_0 or Q4_0); norms stay F32.
 	Type ml.Type
+	// Reranker writes a Qwen3-Reranker-style head: cls.output with two
+	// rows (classifier.output_labels yes, no) and a rerank template
+	// (tokenizer.chat_template.rerank, RerankTemplate). Set Pooling 4.
+	Reranker bool
 }
+
+// RerankTemplate is the rerank template Write stores with Reranker.
+const RerankTemplate = "<s>query: {query}\ndocument: {document}"
 
 // Vocab is the vocabulary size of the files Write builds: a SentencePiece
 // vocabulary of <unk>, <s>, </s>, the 256 byte tokens and filler pieces.
@@ -106,6 +113,15 @@ func Write(t testing.TB, m Spec) (string, *model.Weights) {
 		b.AddTensor(name, x.Type, []uint64{uint64(x.Cols), uint64(x.Rows)}, x.Data)
 	}
 	vec := func(name string, v []float32) { b.AddF32(name, []uint64{uint64(len(v))}, v) }
+	if m.Reranker {
+		b.Set(a+".classifier.output_labels", []string{"yes", "no"})
+		b.Set("tokenizer.chat_template.rerank", RerankTemplate)
+		head, err := model.Synthetic(model.Config{Dim: cfg.Dim, Hidden: 32, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: cfg.Dim,
+			Vocab: 2, MaxContext: 8, NormEps: 1e-6, RopeTheta: 10000, BOS: -1, EOS: -1}, 0x72616e6b, ml.F32)
+		require.NoError(t, err)
+		w.Rank = &model.RankHead{ClsOut: head.Embed, Softmax: true, Last: true}
+		mat("cls.output.weight", head.Embed)
+	}
 	mat("token_embd.weight", w.Embed)
 	vec("output_norm.weight", w.Norm)
 	for i, l := range w.Layers {
