@@ -387,11 +387,7 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			ml.MatMul(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
 			bias(r.hb[:n*hid], EL.UpB)
 			hb := r.hb[:n*hid]
-			ml.Parallel(n*hid, 8192, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					hb[i] = ml.GELUTanh(hb[i])
-				}
-			})
+			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.GELUTanhSlice(hb[lo:hi]) })
 		}
 		ml.MatMul(r.xb[:n*dim], r.hb[:n*hid], n, L.Down)
 		bias(r.xb[:n*dim], EL.DownB)
