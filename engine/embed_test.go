@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -434,4 +435,38 @@ func TestRerankQwen3(t *testing.T) {
 		require.InDelta(t, want, float64(r.Score), 1e-5, "document %d", r.Index)
 	}
 	require.True(t, res.Results[0].Score >= res.Results[1].Score && res.Results[1].Score >= res.Results[2].Score)
+}
+
+// Each input is a request of the tenant: with a quota of 2, a call of 8
+// inputs runs them at most 2 at a time and succeeds; another tenant is
+// not held back by it.
+func TestEmbedRespectsTenantQuota(t *testing.T) {
+	path, _ := embedtest.Write(t, embedtest.Spec{Arch: "llama", Pooling: 1})
+	e := newEmbedEngine(t, path, Config{TenantQuota: 2})
+	in := make([][]int, 8)
+	for i := range in {
+		in[i] = embedtest.Tokens(10+i, i)
+	}
+	res, err := e.Embed(t.Context(), EmbedRequest{Tokens: in, Tenant: "acme"})
+	require.NoError(t, err)
+	require.Len(t, res.Data, 8)
+	one, err := e.Embed(t.Context(), EmbedRequest{Tokens: in[3:4], Tenant: "other"})
+	require.NoError(t, err)
+	require.Equal(t, res.Data[3].Vector, one.Data[0].Vector)
+	require.Zero(t, e.Stats().Pool.Owned+e.Stats().Pool.Sealed, "no page is held after the calls")
+}
+
+// A cancelled call ends with ErrAborted and gives every page back.
+func TestEmbedCancelled(t *testing.T) {
+	path, _ := embedtest.Write(t, embedtest.Spec{Arch: "llama", Pooling: 1})
+	e := newEmbedEngine(t, path, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := e.Embed(ctx, EmbedRequest{Tokens: [][]int{embedtest.Tokens(20, 1), embedtest.Tokens(30, 2)}})
+	require.ErrorIs(t, err, ErrAborted)
+	// The engine still serves, and its pool is whole.
+	_, err = e.Embed(t.Context(), EmbedRequest{Tokens: [][]int{embedtest.Tokens(20, 1)}})
+	require.NoError(t, err)
+	st := e.Stats().Pool
+	require.Equal(t, st.Pages, st.Free+st.Releasing)
 }
