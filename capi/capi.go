@@ -268,6 +268,9 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 	if st := requestPenalties(p, fn, req); st != stOK {
 		return st
 	}
+	if st := requestKeepTokens(p, fn, req); st != stOK {
+		return st
+	}
 	return requestGrammar(h, p, fn, req)
 }
 
@@ -435,6 +438,7 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 		if len(r.pending) == 0 && r.ended && r.res.Err == nil {
 			*outDone = 1
 		}
+		r.nextLP.handOut(n, *outDone == 1)
 		return stOK
 	}
 	// ended and drained
@@ -442,6 +446,7 @@ func kvwgo_next(hv C.uintptr_t, id C.uint64_t, timeoutMS C.int32_t, buf *C.char,
 		*buf = 0
 	}
 	*outDone = 1
+	r.nextLP.handOut(0, true)
 	return finalStatus(r.res, fn)
 }
 

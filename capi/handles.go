@@ -59,6 +59,7 @@ type request struct {
 	ended     bool
 	res       engine.Result
 	generated atomic.Int64
+	nextLP    nextLogprobs // kvw_next_logprobs: per-call records
 
 	freed    chan struct{}
 	freeOnce sync.Once
@@ -164,7 +165,11 @@ func (r *request) take(ev engine.Event, ok bool) {
 	}
 	if ev.Token >= 0 && !ev.Done {
 		r.generated.Add(1)
+		if r.logprobs {
+			r.nextLP.queue(ev, len(ev.Text))
+		}
 	}
+	r.nextLP.appended += len(ev.Text)
 	r.pending = append(r.pending, ev.Text...)
 	if ev.Done {
 		r.ended = true

@@ -33,8 +33,10 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
 _Static_assert(sizeof(kvw_engine_params) == 136, "kvw_engine_params v4 (v1: 112, v2: 120, v3: 128)");
-_Static_assert(sizeof(kvw_request_params) == 136, "kvw_request_params v5 (v1: 64, v2: 72, v3: 88, v4: 104)");
+_Static_assert(sizeof(kvw_request_params) == 152, "kvw_request_params v6 (v1: 64, v2: 72, v3: 88, v4: 104, v5: 136)");
 _Static_assert(offsetof(kvw_request_params, presence_penalty) == 104, "kvw_request_params v5 starts after v4");
+_Static_assert(offsetof(kvw_request_params, keep_tokens) == 136, "kvw_request_params v6 starts after v5");
+_Static_assert(KVW_MAX_KEEP_TOKENS == 64, "engine.MaxKeepTokens");
 _Static_assert(sizeof(kvw_token_logprob) == 8, "kvw_token_logprob is fixed");
 _Static_assert(sizeof(kvw_model_info) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_model_info) == 32, "kvw_model_info v1");
@@ -401,6 +403,18 @@ int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
                                  kvw_token_logprob* out, size_t capacity, size_t* out_n) {
     NOT_IN_CHILD("kvw_request_top_logprobs");
     return kvwgo_request_top_logprobs((uintptr_t)engine, id, index, out, capacity, out_n);
+}
+
+int32_t kvw_next_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity,
+                          size_t* out_n) {
+    NOT_IN_CHILD("kvw_next_logprobs");
+    return kvwgo_next_logprobs((uintptr_t)engine, id, out, capacity, out_n);
+}
+
+int32_t kvw_next_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+                              size_t capacity, size_t* out_n) {
+    NOT_IN_CHILD("kvw_next_top_logprobs");
+    return kvwgo_next_top_logprobs((uintptr_t)engine, id, index, out, capacity, out_n);
 }
 
 int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out,

@@ -1,6 +1,6 @@
 // Package engine is kvwarden's public Go API: an Engine that serves many
 // concurrent requests from many tenants with continuous batching over a
-// paged KV cache, and keeps the isolation contract of DESIGN.md: no request
+// paged KV cache, and keeps the isolation contract of docs/ISOLATION.md: no request
 // ever reads KV data it did not write, or that was not shared with it as an
 // immutable prefix of its own tenant.
 package engine
@@ -163,6 +163,11 @@ type Config struct {
 	// DisablePrefixCache turns the tenant-scoped prefix cache off.
 	DisablePrefixCache bool
 
+	// Speculative turns speculative decoding on for every request that
+	// does not set its own (Request.Speculative); the zero value is off.
+	// Output is unchanged by it (see spec.go).
+	Speculative Speculative
+
 	// ChatTemplate, when set, is a Jinja chat template that replaces the
 	// model file's tokenizer.chat_template (serve --chat-template-file).
 	// New refuses one that does not parse.
@@ -292,6 +297,10 @@ type Request struct {
 	// the model ends it where the grammar can end; it fails with
 	// ErrGrammarDeadEnd when no token can go on.
 	Grammar *Grammar
+
+	// Speculative, when set, replaces Config.Speculative for this request
+	// (&Speculative{} turns it off).
+	Speculative *Speculative
 
 	// embed makes the request an embedding input (Engine.Embed): prefill
 	// only, its hidden states pooled, never sampled.

@@ -109,6 +109,9 @@ func checkFields(c *Config) error {
 	if c.Compression != "" && c.Compression != "none" && c.HostTierBytes == 0 {
 		return badField("Compression", "host tier compression %q without a host tier (HostTierBytes is 0)", c.Compression)
 	}
+	if _, err := c.Speculative.resolve("Speculative"); err != nil {
+		return err
+	}
 	if c.Weights != nil && c.ModelPath != "" {
 		return badField("ModelPath", "both Weights and ModelPath (%s) are set; give one", c.ModelPath)
 	}

@@ -32,6 +32,8 @@ func TestCPUOnlyForMoE(t *testing.T) {
 		err := cpuOnly(tc.device, tc.w)
 		if tc.cpu {
 			require.ErrorIs(t, err, gpu.ErrMoE, "device %q", tc.device)
+			require.ErrorIs(t, err, ErrUnsupported, "the C API reports KVW_ERR_UNSUPPORTED")
+			require.ErrorContains(t, err, "qwen3moe has 8 experts")
 			continue
 		}
 		require.NoError(t, err, "device %q", tc.device)

@@ -256,7 +256,8 @@ func (e *Engine) embedPooling(p model.Pooling) (model.Pooling, error) {
 
 // runEmbed runs one input through Submit and waits for it.
 func (e *Engine) runEmbed(ctx context.Context, tenant string, j *embedJob) error {
-	st, err := e.Submit(ctx, Request{Tenant: tenant, embed: j})
+	// &Speculative{} keeps speculation off: an input is prefilled, never decoded.
+	st, err := e.Submit(ctx, Request{Tenant: tenant, embed: j, Speculative: &Speculative{}})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,8 @@ type Engine struct {
 	gv     *grammar.Vocab
 	gvErr  error
 
+	spec *Speculative // Config.Speculative resolved; nil = off (spec.go)
+
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
 	met    *metrics
@@ -114,6 +116,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		met: newMetrics(), tokGates: newTokGates(), live: map[uint64]*seq{}, tenants: map[string]int{},
 		wake: make(chan struct{}, 1), loopDone: make(chan struct{}),
 	}
+	e.spec, _ = r.cfg.Speculative.resolve("Speculative") // checked by checkFields
 	// Generation ends on every end-of-generation token of the vocabulary
 	// (EOS, EOT, <|im_end|>, <end_of_turn>, ...), as llama.cpp does, and on
 	// the model's own EOS id.
@@ -179,6 +182,11 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 			return nil, err
 		}
 	}
+	spec, err := e.specFor(req)
+	if err != nil {
+		e.met.reject(RejectInvalidParams)
+		return nil, err
+	}
 	s, err := e.admit(ctx, req)
 	if err != nil {
 		return nil, err
@@ -186,6 +194,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	s.lp = logprobOptsOf(req)
 	s.promptNext = 1 // prompt token 0 has no log-probability
 	s.grammar = gs
+	s.spec = newSpecSeq(spec)
 	if err := ctx.Err(); err != nil {
 		e.unadmit(s)
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))

@@ -6,8 +6,9 @@ package engine
 // (Request.KeepTokens), as llama.cpp's preserved tokens; they then decode
 // to their text.
 
-// maxKeepTokens bounds Request.KeepTokens.
-const maxKeepTokens = 64
+// MaxKeepTokens bounds Request.KeepTokens: texts past it are ignored (the C
+// API rejects them, KVW_MAX_KEEP_TOKENS).
+const MaxKeepTokens = 64
 
 // keepTokens maps the ids of the given vocabulary entries that decode to
 // nothing to their text. Texts that are not one such entry are ignored:
@@ -15,7 +16,7 @@ const maxKeepTokens = 64
 func (e *Engine) keepTokens(texts []string) map[int][]byte {
 	var keep map[int][]byte
 	for i, t := range texts {
-		if i == maxKeepTokens {
+		if i == MaxKeepTokens {
 			break
 		}
 		id, ok := e.tok.Lookup(t)

@@ -431,6 +431,7 @@ func (sc *scheduler) step() bool {
 			add(s, n)
 		}
 	}
+	budget -= sc.addDrafts(budget) // speculative decoding: what the step leaves (spec.go)
 	if len(sc.order) == 0 {
 		return restored
 	}
@@ -909,13 +910,12 @@ func (sc *scheduler) forward() {
 			continue
 		}
 		drops = append(drops, drop)
-		n := sc.inStep[s]
-		b.Seqs = append(b.Seqs, model.Seq{
-			Tokens: s.tokens[s.fed : s.fed+n],
-			Table:  s.table,
-			Logits: s.emb == nil && s.wantLogits(s.fed+n),
-			Hidden: s.emb != nil,
-		})
+		st := s.stepSeq(sc.inStep[s])
+		if s.emb != nil {
+			// An embedding input wants every row's hidden state, never logits.
+			st.Logits, st.Hidden = false, true
+		}
+		b.Seqs = append(b.Seqs, st)
 		members = append(members, s)
 	}
 	if len(members) == 0 {
@@ -951,7 +951,7 @@ func (sc *scheduler) forward() {
 		return
 	}
 	for i, s := range members {
-		n := sc.inStep[s]
+		n := sc.inStep[s] - len(s.draft) // drafts are not written yet (spec.go)
 		before := s.fed
 		s.fed += n
 		if i < len(b.Failed) && b.Failed[i] != nil {
@@ -1002,11 +1002,7 @@ func (sc *scheduler) forward() {
 			sc.fail(s, fmt.Errorf("engine: forward step returned no logits for request %d", s.id))
 			continue
 		}
-		if err := sc.grammarMask(s); err != nil {
-			sc.fail(s, err)
-			continue
-		}
-		sc.emit(s, sc.sample(s, logits), now)
+		sc.consume(s, logits, now)
 	}
 }
 

@@ -62,6 +62,11 @@ type seq struct {
 	// grammar constrains the tokens s may generate (Request.Grammar).
 	grammar *grammarState
 
+	// Speculative decoding (spec.go): its state (nil = off) and the draft
+	// fed this step.
+	spec  *specSeq
+	draft []int
+
 	// emb makes s an embedding input (embed.go): prefill only, never
 	// given or offered prefix-cache pages.
 	emb *embedJob

@@ -172,6 +172,8 @@ type Stats struct {
 	InterTok  Histogram // between consecutive tokens of a request
 	StepTime  Histogram // one scheduler step (forward included)
 	QueueTime Histogram // submit to first scheduled
+
+	Spec SpecStats // speculative decoding
 }
 
 // metrics is the engine's counter block. Every update goes through one of
@@ -197,6 +199,8 @@ type metrics struct {
 	prefixHostHits, prefixHostEvicted uint64
 
 	ttft, interTok, stepTime, queueTime kvcache.Histogram
+
+	spec SpecStats
 }
 
 func newMetrics() *metrics {
@@ -313,5 +317,6 @@ func (m *metrics) snapshot() Stats {
 		PrefixEntries: m.prefixEntries, PrefixHits: m.prefixHits, PrefixMisses: m.prefixMisses, PrefixEvictions: m.prefixEvictions,
 		PrefixHostEntries: m.prefixHostEntries, PrefixSpills: m.prefixSpills, PrefixHostHits: m.prefixHostHits, PrefixHostEvictions: m.prefixHostEvicted,
 		TTFT: histogramOf(m.ttft), InterTok: histogramOf(m.interTok), StepTime: histogramOf(m.stepTime), QueueTime: histogramOf(m.queueTime),
+		Spec: m.spec,
 	}
 }

@@ -12,6 +12,9 @@ if ! command -v "$clang" >/dev/null; then
   exit 2
 fi
 mkdir -p "$out"
+# Absolute, because the compiler runs in kernels/ (go generate passes "ptx",
+# relative to internal/device/cuda).
+out=$(cd "$out" && pwd)
 for arch in 80 90; do
   # ptx78 enables the sync shuffles; without a CUDA installation clang
   # otherwise assumes an older PTX ISA. Relative paths keep the output

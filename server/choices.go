@@ -150,6 +150,12 @@ type choice struct {
 	res     engine.Result  // once its Done event arrived
 	opened  bool           // its first chunk was sent
 	runes   int            // code points sent so far (text_offset)
+	// post parses this choice's chat output into reasoning_content,
+	// content and tool_calls (tools.go); nil: text as it is.
+	post *chatPost
+	// lpHeld are token records not sent yet: their text is markup the
+	// parser holds back; they go with the choice's next chunk.
+	lpHeld tokenLogprobs
 }
 
 // generateChoices serves what generate leaves to it: n > 1 choices from
@@ -222,7 +228,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 			return e, false
 		}
 		pt := st.PromptTokens()
-		c := &choice{st: st, prev: -1}
+		c := &choice{st: st, prev: -1, post: sh.post.again()}
 		if len(pt) > 0 {
 			c.prev = pt[len(pt)-1]
 		}
@@ -459,8 +465,19 @@ func (s *Server) streamEvent(o *sseWriter, sh shaper, i int, c *choice, ev engin
 	}
 	finish := c.res.FinishReason
 	if sh.chat {
+		var lp any
+		if c.post != nil {
+			ds, _ := c.post.stream.Finish()
+			s.sendShaped(o, sh, i, c, c.post.deltaOuts(ds))
+			if c.post.called && finish == "stop" {
+				finish = "tool_calls"
+			}
+			if len(c.lpHeld) > 0 { // tokens whose text never showed (markup)
+				lp, c.lpHeld = c.lpHeld.chat(), nil
+			}
+		}
 		o.send(chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
-			Choices: []chatChoice{{Index: i, Delta: &chatOut{}, FinishReason: &finish}}})
+			Choices: []chatChoice{{Index: i, Delta: &chatOut{}, Logprobs: lp, FinishReason: &finish}}})
 		return
 	}
 	o.send(completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
@@ -472,9 +489,12 @@ func (s *Server) sendPiece(o *sseWriter, sh shaper, i int, c *choice, text strin
 	var lp any
 	if p.logprobs {
 		tl := s.tokenLogprobs(c, c.pending)
-		if sh.chat {
+		switch {
+		case c.post != nil:
+			c.lpHeld = append(c.lpHeld, tl...)
+		case sh.chat:
 			lp = tl.chat()
-		} else {
+		default:
 			lp = tl.legacy(c.runes)
 		}
 	} else {
@@ -483,6 +503,10 @@ func (s *Server) sendPiece(o *sseWriter, sh shaper, i int, c *choice, text strin
 		}
 	}
 	c.pending = c.pending[:0]
+	if c.post != nil {
+		s.sendShaped(o, sh, i, c, c.post.deltaOuts(c.post.stream.Feed(text)))
+		return
+	}
 	c.runes += runeCount(text)
 	if sh.chat {
 		t := text
@@ -492,6 +516,21 @@ func (s *Server) sendPiece(o *sseWriter, sh shaper, i int, c *choice, text strin
 	}
 	o.send(completionResponse{ID: sh.id, Object: "text_completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
 		Choices: []completionChoice{{Index: i, Text: text, Logprobs: lp}}})
+}
+
+// sendShaped sends a choice's parsed deltas (reasoning_content, content,
+// tool_calls), the first with the token records held so far: the
+// records of the tokens behind a chunk go with it, or, while the parser
+// holds their text back, with the next one.
+func (s *Server) sendShaped(o *sseWriter, sh shaper, i int, c *choice, outs []chatOut) {
+	for k := range outs {
+		var lp any
+		if len(c.lpHeld) > 0 {
+			lp, c.lpHeld = c.lpHeld.chat(), nil
+		}
+		o.send(chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
+			Choices: []chatChoice{{Index: i, Delta: &outs[k], Logprobs: lp}}})
+	}
 }
 
 // collect records ev for a non-streamed answer.
@@ -508,7 +547,11 @@ func (s *Server) fullChoices(sh shaper, cs []*choice, echo []string, promptLP []
 		resp := chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp, Usage: &u}
 		for i, c := range cs {
 			text, finish := c.res.Text, c.res.FinishReason
-			ch := chatChoice{Index: i, Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish}
+			msg := &chatOut{Role: "assistant", Content: &text}
+			if c.post != nil {
+				msg, finish = c.post.message(text, finish)
+			}
+			ch := chatChoice{Index: i, Message: msg, FinishReason: &finish}
 			if p.logprobs {
 				ch.Logprobs = c.lp.chat()
 			}

@@ -545,7 +545,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return req, p, nil
 	})
 	if e == nil {
-		e = plan.constrain(s, tenant, &req, p)
+		e = plan.constrain(s, tenant, &req)
 	}
 	if e != nil {
 		s.reject(w, ep, e)

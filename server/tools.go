@@ -167,16 +167,8 @@ func (pl *chatPlan) apply(req *engine.Request) {
 // constrain sets the grammar of a forced tool_choice, once the tenant is
 // known: compiled grammars are cached per tenant (grammar.go), so an agent
 // sending the same tools each turn finds the masks computed.
-func (pl *chatPlan) constrain(s *Server, tenant string, req *engine.Request, p params) *apiError {
-	if pl == nil {
-		return nil
-	}
-	if pl.opts.Tools && p.multi() {
-		// choices.go streams and shapes several choices; tool calls are
-		// parsed for one.
-		return badRequest("tools", "unsupported_value", "tools with n > 1, logprobs or echo are not supported yet")
-	}
-	if pl.grammar == "" {
+func (pl *chatPlan) constrain(s *Server, tenant string, req *engine.Request) *apiError {
+	if pl == nil || pl.grammar == "" {
 		return nil
 	}
 	if req.Grammar != nil {
@@ -203,8 +195,17 @@ func (pl *chatPlan) post() *chatPost {
 	return &chatPost{plan: pl, stream: toolcall.NewStream(pl.opts, nil)}
 }
 
+// again is a fresh reader of the same plan, for another choice of the
+// request (n > 1): each choice's output is parsed on its own.
+func (cp *chatPost) again() *chatPost {
+	if cp == nil {
+		return nil
+	}
+	return cp.plan.post()
+}
+
 // chatPost turns one chat output into reasoning_content, content and
-// tool_calls; a request's generate loop owns it.
+// tool_calls; a request's generate loop owns it (one per choice).
 type chatPost struct {
 	plan   *chatPlan
 	stream *toolcall.Stream
@@ -249,7 +250,18 @@ func (sh shaper) finishReason(reason string) string {
 }
 
 func (cp *chatPost) deltas(sh shaper, ds []toolcall.Delta) []any {
-	out := make([]any, 0, len(ds))
+	outs := cp.deltaOuts(ds)
+	out := make([]any, 0, len(outs))
+	for i := range outs {
+		out = append(out, chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
+			SystemFingerprint: sh.fp, Choices: []chatChoice{{Delta: &outs[i]}}})
+	}
+	return out
+}
+
+// deltaOuts turns parsed deltas into the chunk deltas of a choice.
+func (cp *chatPost) deltaOuts(ds []toolcall.Delta) []chatOut {
+	out := make([]chatOut, 0, len(ds))
 	for _, d := range ds {
 		var o chatOut
 		switch {
@@ -271,14 +283,21 @@ func (cp *chatPost) deltas(sh shaper, ds []toolcall.Delta) []any {
 			c := d.Content
 			o.Content = &c
 		}
-		out = append(out, chatResponse{ID: sh.id, Object: "chat.completion.chunk", Created: sh.created, Model: sh.model,
-			SystemFingerprint: sh.fp, Choices: []chatChoice{{Delta: &o}}})
+		out = append(out, o)
 	}
 	return out
 }
 
 // full is the non-streamed chat response of a parsed output.
 func (cp *chatPost) full(sh shaper, text, finish string, u usage) any {
+	out, finish := cp.message(text, finish)
+	return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
+		Choices: []chatChoice{{Message: out, FinishReason: &finish}}, Usage: &u}
+}
+
+// message is the assistant message of a whole output, and its finish
+// reason ("tool_calls" when the model stopped after calling).
+func (cp *chatPost) message(text, finish string) (*chatOut, string) {
 	msg := toolcall.Parse(text, cp.plan.opts)
 	toolcall.AssignIDs(msg.Calls, cp.plan.opts.Format.Family, nil)
 	if cp.plan.single && len(msg.Calls) > 1 {
@@ -298,6 +317,5 @@ func (cp *chatPost) full(sh shaper, text, finish string, u usage) any {
 	if len(msg.Calls) > 0 && finish == "stop" {
 		finish = "tool_calls"
 	}
-	return chatResponse{ID: sh.id, Object: "chat.completion", Created: sh.created, Model: sh.model, SystemFingerprint: sh.fp,
-		Choices: []chatChoice{{Message: out, FinishReason: &finish}}, Usage: &u}
+	return out, finish
 }

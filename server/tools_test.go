@@ -285,7 +285,6 @@ func TestToolRequestErrors(t *testing.T) {
 		{"unsupported schema keyword", `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"number","multipleOf":2}}}}}],"tool_choice":"required"`, "tools", "multipleOf"},
 		{"grammar with forced tool", `"tools":` + weatherTools + `,"tool_choice":"required","grammar":"root ::= \"x\""`, "tool_choice", "grammar"},
 		{"reasoning_format", `"reasoning_format":"deepseek-legacy"`, "reasoning_format", "deepseek-legacy"},
-		{"tools with n", `"tools":` + weatherTools + `,"n":2`, "tools", "n > 1"},
 		{"tool_calls not an array", `"messages":[{"role":"assistant","content":null,"tool_calls":{}}]`, "messages[0].tool_calls", "array"},
 	}
 	for _, c := range cases {

@@ -14,7 +14,9 @@ import (
 )
 
 // serve builds kvwarden, starts `kvwarden serve` on a free loopback port
-// with args, and stops it with SIGTERM at cleanup (which must exit 0).
+// with args, and stops it with SIGTERM at cleanup (which must exit 0). It
+// returns once the model is loaded ("ready"): serve listens before loading
+// and answers 503 "Loading model" until then, which a load run would count.
 func serve(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kvwarden")
@@ -30,13 +32,18 @@ func serve(t *testing.T, args ...string) string {
 	go func() {
 		defer close(logDone)
 		re := regexp.MustCompile(`msg=listening addr=(http://\S+)`)
+		var listening string
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if testing.Verbose() {
 				t.Log(sc.Text())
 			}
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				listening = m[1]
+			}
+			if listening != "" && regexp.MustCompile(`msg=ready\b`).MatchString(sc.Text()) {
+				addr <- listening
+				listening = ""
 			}
 		}
 	}()

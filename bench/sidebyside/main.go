@@ -1,17 +1,24 @@
 // Command sidebyside is kvwarden's half of bench/sidebyside.sh, the
 // side-by-side benchmark against llama.cpp (issue 11).
 //
-//	sidebyside mkgguf -o model-f32.gguf
-//	    writes the stories110M-shaped synthetic model (random weights, F32,
-//	    untied output, a placeholder 32000-token SentencePiece vocabulary)
-//	    as a GGUF file that llama.cpp's llama-quantize and llama-bench load.
+//	sidebyside mkgguf -shape 110m|1b|8b -type f32|q4_k_m|... -o FILE
+//	    writes a synthetic model (random weights, untied output, a
+//	    placeholder SentencePiece vocabulary) of the stories110M,
+//	    TinyLlama-1.1B or Llama-3-8B shape as a GGUF file that llama.cpp
+//	    loads. Quantized types are written directly, as random blocks in
+//	    llama-quantize's mix of types for that file type, so no F32 or F16
+//	    intermediate (17 GB at 8B) is needed.
 //	sidebyside run -model FILE -b 32 -npp 128 -ntg 128
 //	    submits B requests of npp random prompt tokens, each generating ntg
 //	    tokens greedily, through kvwarden's public Go API, and prints one
 //	    line "pp_tps=... tg_tps=..." with llama-batched-bench's meaning:
 //	    prompt tokens of all sequences over the time until every sequence
-//	    had its first token, and the tokens generated after that over the
-//	    remaining time.
+//	    had its first token, and the tokens generated after that (only
+//	    those: see once) over the remaining time.
+//	sidebyside bw -t 2 -mib 1024 -r 5
+//	    streams a buffer of that size with t threads r times and prints
+//	    "read_gbs=BEST median_gbs=MEDIAN": the read bandwidth that bounds
+//	    one-sequence decode (weights read per token x tokens/s).
 package main
 
 import (
@@ -21,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"sort"
 	"sync"
 	"time"
 
@@ -32,7 +40,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: sidebyside mkgguf|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: sidebyside mkgguf|run|bw [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -41,6 +49,8 @@ func main() {
 		err = mkgguf(os.Args[2:])
 	case "run":
 		err = run(os.Args[2:])
+	case "bw":
+		err = bw(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -54,19 +64,24 @@ func mkgguf(args []string) error {
 	fs := flag.NewFlagSet("mkgguf", flag.ExitOnError)
 	out := fs.String("o", "", "output GGUF path")
 	seed := fs.Uint64("seed", 110, "weight seed")
+	shape := fs.String("shape", "110m", "model shape: "+shapeNames())
+	typ := fs.String("type", "f32", "file type: "+fileTypeNames())
 	_ = fs.Parse(args)
 	if *out == "" {
 		return errors.New("mkgguf: -o is required")
 	}
-	cfg := model.Stories110MConfig()
-	w, err := model.Synthetic(cfg, *seed, ml.F32)
-	if err != nil {
-		return err
+	cfg, ok := shapes[*shape]
+	if !ok {
+		return fmt.Errorf("mkgguf: unknown shape %q (want %s)", *shape, shapeNames())
+	}
+	ft, ok := fileTypes[*typ]
+	if !ok {
+		return fmt.Errorf("mkgguf: unknown type %q (want %s)", *typ, fileTypeNames())
 	}
 	b := gguf.NewBuilder()
 	b.Set("general.architecture", "llama")
-	b.Set("general.name", "kvwarden synthetic stories110M (random weights)")
-	b.Set("general.file_type", uint32(0))
+	b.Set("general.name", fmt.Sprintf("kvwarden synthetic %s shape (random weights)", *shape))
+	b.Set("general.file_type", ft.ftype)
 	b.Set("llama.context_length", uint32(cfg.MaxContext))
 	b.Set("llama.embedding_length", uint32(cfg.Dim))
 	b.Set("llama.feed_forward_length", uint32(cfg.Hidden))
@@ -105,30 +120,47 @@ func mkgguf(args []string) error {
 	b.Set("tokenizer.ggml.bos_token_id", uint32(cfg.BOS))
 	b.Set("tokenizer.ggml.eos_token_id", uint32(cfg.EOS))
 	b.Set("tokenizer.ggml.unknown_token_id", uint32(0))
-	mat := func(name string, m *ml.Matrix) {
-		b.AddTensor(name, gguf.TypeF32, []uint64{uint64(m.Cols), uint64(m.Rows)}, m.Data)
+	ones := make([]float32, cfg.Dim)
+	for i := range ones {
+		ones[i] = 1
 	}
-	vec := func(name string, v []float32) { b.AddF32(name, []uint64{uint64(len(v))}, v) }
-	mat("token_embd.weight", w.Embed)
-	vec("output_norm.weight", w.Norm)
-	mat("output.weight", w.Output)
-	for i, l := range w.Layers {
+	vec := func(name string) { b.AddF32(name, []uint64{uint64(cfg.Dim)}, ones) }
+	// Norms go in the builder; the matrices are generated one at a time
+	// while the file is written (an 8B file does not fit in memory twice).
+	var ts []gguf.StreamTensor
+	mat := func(name string, t ml.Type, rows, cols int) {
+		id := *seed*1000003 + uint64(len(ts))
+		ts = append(ts, gguf.StreamTensor{
+			Name: name, Type: t, Dims: []uint64{uint64(cols), uint64(rows)},
+			Fill: func(dst []byte) error { return randomTensor(dst, t, rows, cols, id) },
+		})
+	}
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	embd := ft.base
+	mat("token_embd.weight", embd, cfg.Vocab, cfg.Dim)
+	vec("output_norm.weight")
+	mat("output.weight", ft.output, cfg.Vocab, cfg.Dim)
+	for i := range cfg.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
-		vec(p+"attn_norm.weight", l.AttnNorm)
-		mat(p+"attn_q.weight", l.Q)
-		mat(p+"attn_k.weight", l.K)
-		mat(p+"attn_v.weight", l.V)
-		mat(p+"attn_output.weight", l.O)
-		vec(p+"ffn_norm.weight", l.FFNNorm)
-		mat(p+"ffn_gate.weight", l.Gate)
-		mat(p+"ffn_up.weight", l.Up)
-		mat(p+"ffn_down.weight", l.Down)
+		more := ft.base
+		if moreBits(i, cfg.Layers) {
+			more = ft.more
+		}
+		vec(p + "attn_norm.weight")
+		mat(p+"attn_q.weight", ft.base, qDim, cfg.Dim)
+		mat(p+"attn_k.weight", ft.base, kvDim, cfg.Dim)
+		mat(p+"attn_v.weight", more, kvDim, cfg.Dim)
+		mat(p+"attn_output.weight", ft.base, cfg.Dim, qDim)
+		vec(p + "ffn_norm.weight")
+		mat(p+"ffn_gate.weight", ft.base, cfg.Hidden, cfg.Dim)
+		mat(p+"ffn_up.weight", ft.base, cfg.Hidden, cfg.Dim)
+		mat(p+"ffn_down.weight", more, cfg.Dim, cfg.Hidden)
 	}
 	f, err := os.Create(*out)
 	if err != nil {
 		return err
 	}
-	if _, err := b.WriteTo(f); err != nil {
+	if err := b.WriteStream(f, ts); err != nil {
 		f.Close()
 		return err
 	}
@@ -142,7 +174,7 @@ func run(args []string) error {
 	npp := fs.Int("npp", 128, "prompt tokens per sequence")
 	ntg := fs.Int("ntg", 128, "generated tokens per sequence")
 	threads := fs.Int("t", 2, "compute threads")
-	reps := fs.Int("r", 1, "repetitions (the best is printed)")
+	reps := fs.Int("r", 1, "repetitions (the best and the median are printed)")
 	batchTokens := fs.Int("batch-tokens", 0, "engine MaxBatchTokens (0 = default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds")
 	_ = fs.Parse(args)
@@ -182,7 +214,7 @@ func run(args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var bestPP, bestTG float64
+	var pps, tgs []float64
 	for r := 0; r < *reps; r++ {
 		pp, tg, gen, err := once(e, *nb, *npp, *ntg, r+1)
 		if err != nil {
@@ -191,19 +223,84 @@ func run(args []string) error {
 		if gen < *nb**ntg {
 			fmt.Fprintf(os.Stderr, "sidebyside: note: %d of %d tokens generated (EOS)\n", gen, *nb**ntg)
 		}
-		bestPP, bestTG = max(bestPP, pp), max(bestTG, tg)
+		pps, tgs = append(pps, pp), append(tgs, tg)
 	}
-	fmt.Printf("pp_tps=%.2f tg_tps=%.2f\n", bestPP, bestTG)
+	fmt.Printf("pp_tps=%.2f tg_tps=%.2f pp_median=%.2f tg_median=%.2f weight_bytes=%d\n",
+		best(pps), best(tgs), median(pps), median(tgs), weightBytes(w))
+	return nil
+}
+
+// weightBytes is what one decode token reads of the weights: every layer
+// matrix and the output matrix (of the embedding, one row).
+func weightBytes(w *model.Weights) int64 {
+	n := int64(0)
+	if w.Output != nil {
+		n += int64(len(w.Output.Data))
+	}
+	for _, l := range w.Layers {
+		for _, m := range []*ml.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+			if m != nil {
+				n += int64(len(m.Data))
+			}
+		}
+	}
+	return n
+}
+
+func best(v []float64) float64 {
+	b := 0.0
+	for _, x := range v {
+		b = max(b, x)
+	}
+	return b
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func bw(args []string) error {
+	fs := flag.NewFlagSet("bw", flag.ExitOnError)
+	threads := fs.Int("t", 2, "threads")
+	mib := fs.Int("mib", 1024, "buffer size in MiB (far above the last-level cache)")
+	reps := fs.Int("r", 5, "passes")
+	_ = fs.Parse(args)
+	if *mib < 64 || *reps < 1 || *threads < 1 {
+		return errors.New("bw: want -mib >= 64, -r >= 1, -t >= 1")
+	}
+	buf := make([]float32, *mib<<18)
+	for i := range buf {
+		buf[i] = float32(i & 1023) // touch every page before timing
+	}
+	ml.SetThreads(*threads)
+	b, m := ml.ReadBandwidth(buf, *threads, *reps)
+	fmt.Printf("read_gbs=%.2f median_gbs=%.2f\n", b/1e9, m/1e9)
 	return nil
 }
 
 // once runs one round and returns prompt and generation tokens/s.
+//
+// The generation rate counts only tokens received after the timer
+// started (the moment the last sequence got its first token), and of
+// each sequence's tokens after that moment not the first: it may come
+// from the step that started the timer. So the tokens that early
+// sequences decode while later prompts are still being prefilled are not
+// counted, and the rate errs low by at most one step's tokens.
 func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, err error) {
 	vocab := e.ModelConfig().Vocab
 	var mu sync.Mutex
 	var firstAll time.Time
 	var wg sync.WaitGroup
 	errs := make([]error, nb)
+	stamps := make([][]time.Time, nb)
 	start := time.Now()
 	for i := range nb {
 		wg.Add(1)
@@ -216,26 +313,22 @@ func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, er
 				errs[i] = err
 				return
 			}
-			n := 0
+			ts := make([]time.Time, 0, ntg)
 			for ev := range st.Events() {
 				if ev.Done {
 					break
 				}
-				if n == 0 {
-					now := time.Now()
-					mu.Lock()
-					if now.After(firstAll) {
-						firstAll = now
-					}
-					mu.Unlock()
-				}
-				n++
+				ts = append(ts, time.Now())
 			}
 			if r := st.Wait(); r.Err != nil {
 				errs[i] = r.Err
 			}
 			mu.Lock()
-			gen += n
+			if len(ts) > 0 && ts[0].After(firstAll) {
+				firstAll = ts[0]
+			}
+			stamps[i] = ts
+			gen += len(ts)
 			mu.Unlock()
 		}()
 	}
@@ -244,9 +337,22 @@ func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, er
 	if err := errors.Join(errs...); err != nil {
 		return 0, 0, 0, err
 	}
+	counted := 0
+	for _, ts := range stamps {
+		after := 0
+		for _, t := range ts {
+			if t.After(firstAll) {
+				after++
+			}
+		}
+		if after > 0 && !ts[0].Equal(firstAll) {
+			after-- // may belong to the step that started the timer
+		}
+		counted += after
+	}
 	tpp := firstAll.Sub(start).Seconds()
 	ttg := end.Sub(firstAll).Seconds()
-	return float64(nb*npp) / tpp, float64(gen-nb) / ttg, gen, nil
+	return float64(nb*npp) / tpp, float64(counted) / ttg, gen, nil
 }
 
 // prompt is n pseudo-random token IDs above the special ones.

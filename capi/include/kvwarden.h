@@ -592,6 +592,18 @@ typedef struct kvw_request_params {
                                * kvw_request_prompt_top_logprobs). Costs a
                                * forward step per prompt token; such a prompt
                                * is computed, never taken from the prefix cache. */
+    /* v6 (struct_size 152): control tokens to spell out. */
+    const char* const* keep_tokens; /* n_keep_tokens NUL-terminated texts of
+                               * vocabulary entries ("<|python_tag|>",
+                               * "[TOOL_CALLS]") that would decode to nothing
+                               * (control tokens): in this request's output they
+                               * decode to their text, as llama.cpp's preserved
+                               * tokens, so that a tool-call parser sees the
+                               * markup. Pass kvw_chat_prepare's "keep_tokens".
+                               * Texts that are not such an entry of this
+                               * vocabulary change nothing. Copied. */
+    uint32_t n_keep_tokens;   /* at most KVW_MAX_KEEP_TOKENS, each at most 256 bytes */
+    int32_t reserved3;        /* 0 */
 } kvw_request_params;
 
 /* kvw_request_params.seed: no fixed seed. */
@@ -604,6 +616,8 @@ typedef struct kvw_request_params {
 #define KVW_MAX_TOP_LOGPROBS 20
 /* The most entries kvw_request_params.logit_bias may hold. */
 #define KVW_MAX_LOGIT_BIAS 1024
+/* The most texts kvw_request_params.keep_tokens may hold. */
+#define KVW_MAX_KEEP_TOKENS 64
 
 /* Defaults for kvw_request_params (struct_size set): greedy, max_tokens 0
  * (KVW_DEFAULT_MAX_TOKENS), seed KVW_SEED_RANDOM, no logprobs. */
@@ -654,7 +668,8 @@ KVW_API int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, siz
  *     waits), KVW_ERR_NOT_FOUND when the request is freed while it waits.
  * Several threads may call kvw_next on the same request; each piece of text
  * goes to exactly one of them. out_len and out_done are required; buf may be
- * NULL only with buf_size 0. */
+ * NULL only with buf_size 0. With logprobs, kvw_next_logprobs gives the
+ * log-probabilities of the tokens each call returned (see below). */
 KVW_API int32_t kvw_next(kvw_engine* engine, uint64_t id, int32_t timeout_ms,
                          char* buf, size_t buf_size, size_t* out_len, int32_t* out_done);
 
@@ -741,6 +756,44 @@ KVW_API int32_t kvw_request_logprobs(kvw_engine* engine, uint64_t id, kvw_token_
  * KVW_ERR_INVALID_ARGUMENT for an index past the generated tokens. */
 KVW_API int32_t kvw_request_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
                                          kvw_token_logprob* out, size_t capacity, size_t* out_n);
+
+/* Streaming logprobs: the log-probabilities of the tokens whose text the
+ * latest kvw_next on request id returned, so that each piece of a stream
+ * can carry its own (as llama-cpp-python's chunks do), without waiting for
+ * the end. Needs kvw_request_params.logprobs or top_logprobs.
+ *   Which tokens: each generated token belongs to exactly one kvw_next
+ *     call, the one that returns the last byte of its text. A token whose
+ *     text is empty or never returned (a character split across tokens
+ *     waits for the token that completes it; text dropped by a stop
+ *     string) belongs to the next call that returns text or done, the
+ *     final call included. Usually one token per call; several when a
+ *     call returns the text of several (a held stop-string prefix that
+ *     turned out not to match), none when buf was too small for the
+ *     token's whole text (it comes with the call that returns its end).
+ *     Over a whole stream the records are those of kvw_request_logprobs,
+ *     in order.
+ *   Lifetime: every kvw_next on the request that returns text or done
+ *     replaces the records (one returning KVW_ERR_TIMEOUT,
+ *     KVW_ERR_BUFFER_TOO_SMALL or another error leaves them); a kvw_next
+ *     after done leaves none. They are copied into out (caller-owned);
+ *     nothing stays shared with the library.
+ *   Threads: safe to call from any thread, also while another thread
+ *     waits in kvw_next on the request (it does not wait for it). With
+ *     several threads reading one request, "latest" is whichever kvw_next
+ *     finished last: read them on the thread that called kvw_next, before
+ *     its next kvw_next.
+ * kvw_next_logprobs copies one entry per token (token, its logprob);
+ * kvw_next_top_logprobs the most likely tokens of the step of the index-th
+ * of them (best first, at most top_logprobs). Size-query pattern as in
+ * kvw_tokenize (out NULL and capacity 0 asks for the count).
+ * Errors: KVW_ERR_INVALID_ARGUMENT for a NULL out_n, out NULL with a
+ * non-zero capacity, a request that did not ask for logprobs, or an index
+ * past the records; KVW_ERR_NOT_FOUND for an unknown or freed request ID;
+ * KVW_ERR_CLOSED for a closed engine. */
+KVW_API int32_t kvw_next_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out,
+                                  size_t capacity, size_t* out_n);
+KVW_API int32_t kvw_next_top_logprobs(kvw_engine* engine, uint64_t id, size_t index,
+                                      kvw_token_logprob* out, size_t capacity, size_t* out_n);
 
 /* The prompt's log-probabilities (kvw_request_params.prompt_logprobs, v5):
  * one entry per prompt token after the first (the first has nothing before

@@ -55,6 +55,8 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	fs.Uint64Var(&seed, "seed", 0, "workload seed (0 = fixed default)")
 	fs.StringVar(&fault, "inject-fault", "", "testing: inject a fault the audit must catch ("+audit.FaultForeignRead+": one request reads another tenant's page)")
 	fs.DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	var spec specFlags
+	spec.register(fs)
 	pos, err := parseFlags(fs, args, "audit [flags] [--json]", e.stderr)
 	if err != nil {
 		return err
@@ -82,6 +84,10 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	case fault != "" && fault != audit.FaultForeignRead:
 		return cli.Usagef("--inject-fault %q: want %s", fault, audit.FaultForeignRead)
 	}
+	cfg := c.EngineConfig()
+	if err := spec.apply(&cfg); err != nil {
+		return err
+	}
 	useEcho := c.Synthetic()
 	if echo.given {
 		useEcho = echo.v
@@ -92,7 +98,7 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	opts := audit.Options{
-		Config: c.EngineConfig(), Echo: useEcho, Fault: fault,
+		Config: cfg, Echo: useEcho, Fault: fault,
 		Tenants: tenants, PerTenant: perTenant, Rounds: rounds, MaxTokens: maxTokens, Seed: seed,
 	}
 	if !asJSON {

@@ -29,6 +29,7 @@ type genFlags struct {
 	json        bool
 	noEcho      bool
 	grammar     grammarFlags
+	spec        specFlags
 }
 
 // generateJSON is the --json output.
@@ -70,6 +71,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling `seed` (any value, 0 included, is fixed; default: a random seed)")
 	fs.Var(&f.stop, "stop", "stop `string` (repeatable)")
 	f.grammar.register(fs)
+	f.spec.register(fs)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object (prompt_tokens, tokens, text, finish_reason, timings) instead of streaming text")
 	fs.BoolVar(&f.noEcho, "no-echo", false, "print only the generated text, not the prompt before it (as llama-cli's --no-display-prompt)")
 	pos, err := parseFlags(fs, args, "generate [flags] [PROMPT]", e.stderr)
@@ -99,6 +101,10 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 	if err := f.grammar.load(); err != nil {
 		return err
 	}
+	var specCfg engine.Config
+	if err := f.spec.apply(&specCfg); err != nil {
+		return err
+	}
 
 	prompt := f.prompt
 	switch {
@@ -120,6 +126,7 @@ func runGenerate(ctx context.Context, args []string, e *env) error {
 		fmt.Fprintln(e.stderr, "kvwarden: note: the built-in synthetic model has random weights: the output is gibberish")
 	}
 	cfg := f.common.EngineConfig()
+	cfg.Speculative = specCfg.Speculative
 	if !model.IsBuiltin(cfg.ModelPath) && cli.IsTerminal(e.stderr) {
 		bp := &cli.ByteProgress{W: e.stderr, TTY: true, Label: "loading " + filepath.Base(cfg.ModelPath)}
 		start := time.Now()

@@ -35,6 +35,7 @@ type serveFlags struct {
 	reasoning   string
 	corsOrigins cli.StringList
 	limits      limitFlags
+	spec        specFlags
 	memLimit    cli.SizeValue
 	strictModel bool
 }
@@ -57,6 +58,7 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	fs.StringVar(&f.chatTmpl, "chat-template-file", "", "Jinja chat template `file` that replaces the model's tokenizer.chat_template (as llama-server's --chat-template-file)")
 	fs.StringVar(&f.reasoning, "reasoning-format", "deepseek", "where <think> blocks go: deepseek (reasoning_content, as llama-server) or none (inline in the content); a request's reasoning_format overrides it")
 	f.limits.register(fs)
+	f.spec.register(fs)
 	fs.Var(&f.corsOrigins, "cors-origin", "`origin` browsers may call the API from, e.g. https://app.example.com, or * for any (repeatable; default: none)")
 	pos, err := parseFlags(fs, args, "serve [flags] --addr HOST:PORT", e.stderr)
 	if err != nil {
@@ -87,6 +89,9 @@ func runServe(ctx context.Context, args []string, e *env) error {
 	cfg := f.common.EngineConfig()
 	cfg.MaxQueue = f.maxQueue
 	cfg.TenantQuota = f.tenantQuota
+	if err := f.spec.apply(&cfg); err != nil {
+		return err
+	}
 	if err := cli.CheckEngineConfig(cfg); err != nil {
 		return err
 	}

@@ -48,6 +48,20 @@ func kqQ4KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqQ4KDot8VNNIZ and kqQ6KDot8VNNIZ are the four-row kernels for eight
+// rows (out gets eight results), the activation loads shared by both
+// groups of four.
+//
+//go:noescape
+func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// kqQ4K8 turns the eight-row matvec kernels on (a variable for
+// BenchmarkKernel8Tune).
+var kqQ4K8 = true
+
 //go:noescape
 func kqQ5KDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
@@ -84,14 +98,22 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 	default:
 		return false
 	}
+	// The bytes ahead matvecK prefetches per call; the 512-bit Q4_K and
+	// Q6_K kernels prefetch inside their loop instead (kqPfDist).
+	pf := kqPrefetchBytes
+	zpf := 0
+	if kqZCallPrefetch {
+		zpf = pf
+	}
+	var kern8 kqKernel // eight rows per call, where there is such a kernel
 	if useQ8VNNI() {
 		switch w.Type {
 		case Q4_K:
-			kern = kqQ4KDot4VNNIZ
+			kern, kern8, pf = kqQ4KDot4VNNIZ, kqQ4KDot8VNNIZ, zpf
 		case Q5_K:
 			kern = kqQ5KDot4VNNI
 		case Q6_K:
-			kern = kqQ6KDot4VNNIZ
+			kern, kern8, pf = kqQ6KDot4VNNIZ, kqQ6KDot8VNNIZ, zpf
 		case Q2_K:
 			kern, row4 = kqQ2KDot4VNNI, kqQ2KRow4VNNI
 		case Q3_K:
@@ -121,7 +143,12 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
 				}
 			}
-			matvecK(kern, nb, d, a, w, rb, l, hi)
+			if kern8 != nil && kqQ4K8 {
+				for ; l+8 <= hi; l += 8 {
+					kern8(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
+				}
+			}
+			matvecK(kern, pf, nb, d, a, w, rb, l, hi)
 		}
 		return true
 	}
@@ -158,12 +185,17 @@ func rowTimes4(row4 kqKernel, dst []float32, act []byte, n int, w *Matrix, rb, a
 type kqKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
 // matvecK computes dst[r] for r in [lo,hi) for one activation row, four
-// weight rows per call.
-func matvecK(kern kqKernel, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
+// weight rows per call, first asking for the rows about pf bytes ahead
+// (none when pf is 0) with kqPrefetch.
+func matvecK(kern kqKernel, pf, nb int, dst []float32, act []byte, w *Matrix, rb, lo, hi int) {
 	r := lo
+	ahead := 0
+	if pf > 0 {
+		ahead = max(4, (pf/rb+3)&^3)
+	}
 	for ; r+4 <= hi; r += 4 {
-		if p := r + kqPrefetchRows; p+4 <= w.Rows {
-			prefetchLines(&w.Data[p*rb], 4*rb)
+		if p := r + ahead; ahead > 0 && p+4 <= w.Rows {
+			kqPrefetch(&w.Data[p*rb], 4*rb)
 		}
 		kern(&w.Data[r*rb], rb, &act[0], 0, nb, &dst[r])
 	}

@@ -10,6 +10,12 @@ import (
 // few microseconds, more than tiny products (stories260K) take.
 const minParallelWork = 1 << 17
 
+// chunksPerThread is how many pieces a product's rows are cut into per
+// thread, claimed dynamically: a few, so that a thread descheduled on a
+// busy machine holds up only its current piece (a variable for
+// BenchmarkChunkTune).
+var chunksPerThread = 4
+
 // tileBytes bounds the f32 weight tile a GEMM keeps hot while it sweeps
 // all activation rows across it.
 const tileBytes = 32 << 10
@@ -39,7 +45,7 @@ func MatMul(dst, x []float32, n int, w *Matrix) {
 	}
 	// Chunks of whole 4-row groups; a few per thread so a descheduled
 	// thread on a noisy machine does not hold up the rest.
-	chunk := (R + 4*threads - 1) / (4 * threads)
+	chunk := (R + chunksPerThread*threads - 1) / (chunksPerThread * threads)
 	if n > 1 {
 		chunk = max(chunk, tileRows(K))
 	}

@@ -34,20 +34,32 @@ func MatMulEach(dsts, xs [][]float32, ns []int, ws []*Matrix) {
 		return
 	}
 
-	// Each product quantizes its own activations (different rows per
-	// product), all in one parallel pass.
+	// Each product's activations are quantized once per format (an
+	// expert's gate and up share theirs), all in one parallel pass.
 	acts := make([][]byte, len(ws))
 	type qjob struct{ j, lo, hi int }
+	type actKey struct {
+		p *float32
+		n int
+		f actFormat
+	}
+	done := map[actKey][]byte{}
 	var qjobs []qjob
 	for j, w := range ws {
 		f := w.Type.traits().act
 		if f == actF32 || w.Rows == 0 || ns[j] == 0 {
 			continue
 		}
+		k := actKey{&xs[j][0], len(xs[j]), f}
+		if a, ok := done[k]; ok {
+			acts[j] = a
+			continue
+		}
 		as := w.Cols / f.blockSize() * f.blockBytes()
 		p := getBytes(ns[j] * as)
 		defer byteScratch.Put(p)
 		acts[j] = *p
+		done[k] = acts[j]
 		for lo := 0; lo < ns[j]; lo += 8 {
 			qjobs = append(qjobs, qjob{j, lo, min(lo+8, ns[j])})
 		}

@@ -23,10 +23,16 @@ func TestMatMulEachMatchesMatMul(t *testing.T) {
 	for j, ty := range types {
 		ws[j] = randMatrix(t, r, ty, rows[j], K)
 	}
-	for _, ns := range [][]int{{1, 1, 1, 1, 1, 1}, {3, 0, 9, 1, 17, 2}, {40, 40, 40, 40, 40, 40}} {
+	// In the last two, Q6_K shares Q4_K's activation slice (both Q8_K)
+	// and Q4_0 Q8_0's (both Q8_0), as an expert's gate and up do: each
+	// slice is quantized once per format.
+	for ci, ns := range [][]int{{1, 1, 1, 1, 1, 1}, {3, 0, 9, 1, 17, 2}, {40, 40, 40, 40, 40, 40}, {1, 1, 1, 1, 1, 1}, {5, 7, 2, 5, 7, 9}} {
 		xs := make([][]float32, len(ws))
 		for j := range ws {
 			xs[j] = randF32(r, ns[j]*K)
+		}
+		if ci >= 3 {
+			xs[3], xs[4] = xs[0], xs[1]
 		}
 		for _, lvl := range supportedLevels() {
 			saved := simdLevel()

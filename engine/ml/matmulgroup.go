@@ -79,7 +79,7 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 	var pieces []piece
 	for j, w := range ws {
 		R := w.Rows
-		chunk := (R + 4*threads - 1) / (4 * threads)
+		chunk := (R + chunksPerThread*threads - 1) / (chunksPerThread * threads)
 		if acts[j] != nil {
 			chunk = max(q8TileRows, (chunk+q8TileRows-1)&^(q8TileRows-1))
 		} else {

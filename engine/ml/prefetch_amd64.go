@@ -7,8 +7,35 @@ package ml
 //go:noescape
 func prefetchLines(p *byte, n int)
 
-// kqPrefetchRows is how far ahead of the rows being computed a K-quant
-// matvec asks for its weight rows: its rows are short (a few hundred
-// bytes), too short for the hardware prefetchers to run ahead of four
-// streams at once.
-const kqPrefetchRows = 32
+// prefetchLinesL2 asks for every cache line of p[:n] into the L2 cache.
+//
+//go:noescape
+func prefetchLinesL2(p *byte, n int)
+
+// kqPrefetchBytes is how far ahead of the rows being computed a K-quant
+// matvec asks for its weight rows, and kqPrefetch the instruction: its
+// rows are short (a few hundred bytes to a few KB), too short for the
+// hardware prefetchers to run ahead of four streams at once. Into the L2
+// cache, about 32 KB ahead: far enough to cover DRAM latency at the rate
+// one core consumes weights, and not into the 32 KB L1, which a prefetch
+// that far ahead would thrash (PREFETCHT0 32 rows ahead, the earlier
+// setting, was 1.25x slower on the 1B Q4_K_M decode stream and 1.5x on
+// Q6_K: BenchmarkPrefetchTune). They are variables for that benchmark.
+var (
+	kqPrefetchBytes = 32 << 10
+	kqPrefetch      = prefetchLinesL2
+)
+
+// kqPfDist is how far ahead the 512-bit Q4_K and Q6_K matvec kernels
+// prefetch (PREFETCHT1) the lines of the block they are reading, a few
+// lines per block, spread through their loop; 0 means four rows (the next
+// call's rows). Those two kernels skip matvecK's per-call prefetch: its
+// burst of 72 or more prefetches at once fills the core's miss buffers
+// and stalls the kernel until they drain, where prefetches spread through
+// the loop overlap with its arithmetic (1.2-1.26x on the 1B Q4_K_M decode
+// stream, by time and by CPU time: BenchmarkKernelPrefetchTune).
+var kqPfDist = 32 << 10
+
+// kqZCallPrefetch turns matvecK's per-call prefetch back on for those two
+// kernels (for the benchmark).
+var kqZCallPrefetch = false

@@ -133,7 +133,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 	}
 	if n < 4 {
 		for i := 0; i < n; i++ {
-			matvecK(kern, nb, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)
+			matvecK(kern, kqPrefetchBytes, nb, dst[i*R:(i+1)*R], act[i*as:(i+1)*as], w, rb, lo, hi)
 		}
 		return true
 	}

@@ -121,7 +121,7 @@ func matMulInt(dst, x []float32, n int, w *Matrix, rb, threads int) {
 	} else {
 		quant(0, n)
 	}
-	chunk := (R + 4*threads - 1) / (4 * threads)
+	chunk := (R + chunksPerThread*threads - 1) / (chunksPerThread * threads)
 	chunk = max(q8TileRows, (chunk+q8TileRows-1)&^(q8TileRows-1))
 	if threads == 1 {
 		chunk = R

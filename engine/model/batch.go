@@ -14,6 +14,16 @@ type Seq struct {
 	Tokens []int
 	Table  *kvcache.PageTable
 	Logits bool // compute logits for the last token of Tokens
+	// Draft is how many trailing Tokens are tentative (speculative
+	// decoding): their K/V is written to the table's reserved slots and
+	// attention within the step reads it, but the table is not advanced
+	// over them, so no later step can read them unless the caller advances
+	// over those it accepted (PageTable.Advance) and rolls the rest back
+	// (PageTable.Rollback). With Draft > 0, Logits must be set and
+	// Batch.Logits[i] holds Draft+1 rows of logits, one per position of
+	// the last Draft+1 tokens, back to back.
+	Draft int
+
 	// Hidden asks for the final-normed hidden state of every token of
 	// Tokens (Batch.Hidden): what embeddings are pooled from.
 	Hidden bool
@@ -54,6 +64,9 @@ func (b *Batch) Check(vocab int) (int, error) {
 		if len(s.Tokens) == 0 {
 			return 0, fmt.Errorf("model: batch sequence %d has no tokens", i)
 		}
+		if s.Draft < 0 || s.Draft >= len(s.Tokens) || (s.Draft > 0 && !s.Logits) {
+			return 0, fmt.Errorf("model: batch sequence %d: %d draft tokens of %d (want 0..%d, with logits)", i, s.Draft, len(s.Tokens), len(s.Tokens)-1)
+		}
 		if end := s.Table.Written() + len(s.Tokens); end > s.Table.Reserved() {
 			return 0, fmt.Errorf("model: sequence %d needs %d KV slots, %d reserved", i, end, s.Table.Reserved())
 		}
@@ -73,12 +86,22 @@ func (b *Batch) Check(vocab int) (int, error) {
 }
 
 // Advance marks every sequence's tokens written once the step is complete
-// on the device, sealing the pages that filled. A sequence whose table
-// fails to advance is recorded in Failed; it does not stop the others.
+// on the device, sealing the pages that filled; draft tokens stay
+// unwritten (Seq.Draft). A sequence whose table fails to advance is
+// recorded in Failed; it does not stop the others.
 func (b *Batch) Advance() {
 	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
+		if err := s.Table.Advance(len(s.Tokens) - s.Draft); err != nil {
 			b.Failed[i] = fmt.Errorf("model: advance: %w", err)
 		}
 	}
+}
+
+// LogitRows is how many rows of logits sequence s gets: 0 without Logits,
+// else 1 plus its draft tokens.
+func (s Seq) LogitRows() int {
+	if !s.Logits {
+		return 0
+	}
+	return 1 + s.Draft
 }

@@ -265,7 +265,7 @@ func (r *Runner) Forward(b *Batch) error {
 			case arch.GeGLU:
 				act = ml.GELUMul
 			case arch.SwiGLUOAI:
-				act = func(g, u []float32) { ml.SwiGLUOAIMul(g, u, 1.702, 7) }
+				act = func(g, u []float32) { ml.SwiGLUOAIMul(g, u, arch.SwiGLUOAIAlpha, arch.SwiGLUOAILimit) }
 			}
 			ml.Parallel(n*c.Hidden, 8192, func(lo, hi int) { act(hb[lo:hi], hb2[lo:hi]) })
 			ml.MatMul(r.xb[:n*dim], r.hb[:n*c.Hidden], n, L.Down)
@@ -282,8 +282,8 @@ func (r *Runner) Forward(b *Batch) error {
 	end := 0
 	for i, s := range b.Seqs {
 		end += len(s.Tokens)
-		if s.Logits {
-			want = append(want, i, end-1)
+		for j := s.LogitRows(); j > 0; j-- {
+			want = append(want, i, end-j)
 		}
 	}
 	if cap(b.Logits) < len(b.Seqs) {
@@ -302,8 +302,12 @@ func (r *Runner) Forward(b *Batch) error {
 		if blk.FinalSoftcap != 0 {
 			ml.SoftCap(r.logits[:m*c.Vocab], blk.FinalSoftcap)
 		}
-		for j := range m {
-			b.Logits[want[2*j]] = r.logits[j*c.Vocab : (j+1)*c.Vocab : (j+1)*c.Vocab]
+		// A sequence's rows are consecutive: its slice spans all of them.
+		for j := 0; j < m; {
+			i := want[2*j]
+			k := b.Seqs[i].LogitRows()
+			b.Logits[i] = r.logits[j*c.Vocab : (j+k)*c.Vocab : (j+k)*c.Vocab]
+			j += k
 		}
 	}
 

@@ -29,6 +29,8 @@ func FuzzFromGGUF(f *testing.F) {
 	f.Add(newTinyModel().set("llama.rope.dimension_count", uint32(1)<<30).bytes(f))
 	f.Add(newTinyModel().set("llama.expert_count", uint32(1)<<30).set("llama.expert_used_count", uint32(2)).bytes(f))
 	f.Add(newTinyModel().drop("output.weight").bytes(f))
+	f.Add(newTinyMoE().bytes(f))
+	f.Add(newTinyMoE().set("llama.expert_used_count", uint32(1)<<30).bytes(f))
 	if b, err := os.ReadFile(filepath.Join(testmodels.Dir(f), "stories260K.gguf")); err == nil {
 		f.Add(b)
 	}

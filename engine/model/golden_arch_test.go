@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"sort"
 	"strings"
 	"testing"
 
@@ -48,6 +49,16 @@ func teacherForce(t testing.TB, r *Runner, pool *kvcache.Pool, id kvcache.Reques
 	}
 	require.Len(t, out, k)
 	return out
+}
+
+// topK is the indices of the k largest values, largest first.
+func topK(v []float32, k int) []int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] > v[idx[b]] })
+	return idx[:k]
 }
 
 func maxDiff(t testing.TB, got [][]float32, c testmodels.ArchCase) float64 {
@@ -104,7 +115,8 @@ const quantNativeTol = 0.25
 //     Q8_0/Q8_K as llama.cpp does): teacher-forced logits within the
 //     native tolerance (quantNativeTol, or the file's own for MoE files)
 //     of llama.cpp's, and greedy tokens equal up to the first step whose
-//     recorded top1-top2 margin is below twice that;
+//     recorded top1-top2 margin is below twice that, and each side's
+//     argmax among the other's top 3 at every teacher-forced position;
 //   - dequantized to F32 (Requantize): logits within 0.001 of llama.cpp on
 //     the exactly dequantized file (reference_dequantized_f32) and all 32
 //     greedy tokens equal.
@@ -138,10 +150,19 @@ func TestGoldenArchQuant(t *testing.T) {
 			worstNative, worstDeq := 0.0, 0.0
 			for ci, c := range g.Cases {
 				for _, chunk := range []int{0, 7} {
-					d := maxDiff(t, teacherForce(t, native, pool, id, c, len(c.Logits64), chunk), c)
+					got := teacherForce(t, native, pool, id, c, len(c.Logits64), chunk)
+					d := maxDiff(t, got, c)
 					id++
 					worstNative = math.Max(worstNative, d)
 					require.LessOrEqual(t, d, tol, "case %d native, chunk %d", ci, chunk)
+					// Top-k agreement: each side's argmax is among the
+					// other's three best at every teacher-forced position.
+					for j, lg := range got {
+						want, err := c.Logits(j)
+						require.NoError(t, err)
+						require.Contains(t, topK(lg, 3), topK(want, 1)[0], "case %d position %d: llama.cpp's argmax in our top 3", ci, j)
+						require.Contains(t, topK(want, 3), topK(lg, 1)[0], "case %d position %d: our argmax in llama.cpp's top 3", ci, j)
+					}
 				}
 				sure := 0
 				for sure < len(c.Margins) && c.Margins[sure] >= 2*tol {

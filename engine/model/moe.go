@@ -247,7 +247,7 @@ type moeScratch struct {
 	ns               []int
 	mats             []*ml.Matrix
 	active           []int
-	sg, su, sgate    []float32
+	sg, su           []float32
 	sharedDsts       [][]float32
 	sharedMats       []*ml.Matrix
 	// streamed counts the experts whose weights were read (once per
@@ -386,7 +386,7 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 		case arch.GeGLU:
 			ml.GELUMul(g, u)
 		case arch.SwiGLUOAI:
-			ml.SwiGLUOAIMul(g, u, 1.702, 7)
+			ml.SwiGLUOAIMul(g, u, arch.SwiGLUOAIAlpha, arch.SwiGLUOAILimit)
 		default:
 			ml.SiLUMul(g, u)
 		}

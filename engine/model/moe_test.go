@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 // moeCase is one routing configuration of the FFN tests.
@@ -430,6 +432,17 @@ func TestMoEArchitecturesLoadAndRun(t *testing.T) {
 				require.NotNil(t, w.Layers[0].MoE.SharedGateInp)
 				require.NotNil(t, w.Layers[0].QBias)
 			}
+			// Prefetch and WeightBytes cover the experts (mapped in place).
+			var experts int64
+			for _, l := range w.Layers {
+				if l.MoE != nil {
+					for x := range l.MoE.Gate {
+						experts += int64(len(l.MoE.Gate[x].Data) + len(l.MoE.Up[x].Data) + len(l.MoE.Down[x].Data))
+					}
+				}
+			}
+			require.Positive(t, experts)
+			require.Greater(t, w.WeightBytes(), experts)
 			pool := newTestPool(t, c, 32)
 			r, err := NewRunner(w, pool)
 			require.NoError(t, err)
@@ -458,5 +471,70 @@ func TestMoEArchitecturesLoadAndRun(t *testing.T) {
 				require.Equal(t, alone[i], b.Logits[i], "sequence %d batched", i)
 			}
 		})
+	}
+}
+
+// newTinyMoE is newTinyModel (llama) with a Mixtral-style FFN: 4 experts
+// of width 16, 2 used, with a gated shared expert and expert biases, so
+// that the fuzzer starts from a file every MoE tensor kind is in.
+func newTinyMoE() *tinyModel {
+	const dim, hidden, experts = 32, 16, 4
+	m := newTinyModel().drop("blk.0.ffn_gate.weight").drop("blk.0.ffn_up.weight").drop("blk.0.ffn_down.weight")
+	m.set("llama.expert_count", uint32(experts)).set("llama.expert_used_count", uint32(2)).set("llama.expert_feed_forward_length", uint32(hidden))
+	add := func(name string, dims ...uint64) {
+		m.tensors = append(m.tensors, tinyTensor{name: name, typ: gguf.TypeF32, dims: dims})
+	}
+	add("blk.0.ffn_gate_inp.weight", dim, experts)
+	add("blk.0.ffn_gate_exps.weight", dim, hidden, experts)
+	add("blk.0.ffn_up_exps.weight", dim, hidden, experts)
+	add("blk.0.ffn_down_exps.weight", hidden, dim, experts)
+	add("blk.0.ffn_gate_exps.bias", hidden, experts)
+	add("blk.0.ffn_down_exps.bias", dim, experts)
+	add("blk.0.ffn_gate_inp_shexp.weight", dim)
+	add("blk.0.ffn_gate_shexp.weight", dim, 8)
+	add("blk.0.ffn_up_shexp.weight", dim, 8)
+	add("blk.0.ffn_down_shexp.weight", 8, dim)
+	return m
+}
+
+// TestTinyMoELoads: the fuzzer's MoE seed is a valid file, and its
+// experts are views of the 3-D tensors.
+func TestTinyMoELoads(t *testing.T) {
+	w, err := newTinyMoE().load(t)
+	require.NoError(t, err)
+	e := w.Layers[0].MoE
+	require.NotNil(t, e)
+	require.Len(t, e.Gate, 4)
+	require.Equal(t, 16, e.Gate[3].Rows)
+	require.Len(t, e.GateBias, 4)
+	require.Nil(t, e.UpBias)
+	require.Equal(t, 8, e.SharedUp.Rows)
+	require.Len(t, e.SharedGateInp, 32)
+	_, err = newTinyMoE().set("llama.expert_feed_forward_length", uint32(8)).load(t)
+	require.ErrorContains(t, err, "blk.0.ffn_gate_exps.weight has dims [32 16 4], want [32 8 4]")
+}
+
+// TestExpertsReadInPlace: a quantized file's experts are views of its
+// mapped 3-D tensors (expert x at x times the expert's bytes), not copies,
+// so decode reads only the routed experts' rows from the file.
+func TestExpertsReadInPlace(t *testing.T) {
+	g := testmodels.LoadArchGolden(t, "qwen3moe.Q4_K_M")
+	w, f, err := LoadGGUF(g.Model)
+	require.NoError(t, err)
+	defer f.Close()
+	for l, layer := range w.Layers {
+		for _, m := range []struct {
+			name  string
+			views []*ml.Matrix
+		}{{"ffn_gate_exps", layer.MoE.Gate}, {"ffn_up_exps", layer.MoE.Up}, {"ffn_down_exps", layer.MoE.Down}} {
+			ti, ok := f.Tensor(fmt.Sprintf("blk.%d.%s.weight", l, m.name))
+			require.True(t, ok)
+			per := len(ti.Data) / len(m.views)
+			for x, v := range m.views {
+				require.Equal(t, ti.Type, v.Type)
+				require.Same(t, &ti.Data[x*per], &v.Data[0], "layer %d %s expert %d", l, m.name, x)
+				require.Len(t, v.Data, per)
+			}
+		}
 	}
 }

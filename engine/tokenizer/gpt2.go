@@ -27,7 +27,6 @@ type GPT2 struct {
 	ignoreMerges bool
 	decoded      [][]byte
 	special      specialMatcher
-	bound        tokenBound
 }
 
 type gpt2Merge struct {
@@ -170,32 +169,6 @@ func NewGPT2(tokens []string, types []int32, merges []string, bos, eos int, pre 
 	return t, nil
 }
 
-// VocabSize returns the number of tokens.
-func (t *GPT2) VocabSize() int { return len(t.texts) }
-
-// BOS returns the beginning-of-sequence id, or -1.
-func (t *GPT2) BOS() int { return t.bos }
-
-// EOS returns the end-of-sequence id, or -1.
-func (t *GPT2) EOS() int { return t.eos }
-
-// Piece returns the vocabulary entry of id in its byte-mapped form ("" when
-// out of range).
-func (t *GPT2) Piece(id int) string {
-	if id < 0 || id >= len(t.texts) {
-		return ""
-	}
-	return t.texts[id]
-}
-
-// TokenType returns the resolved type of id, or 0 when out of range.
-func (t *GPT2) TokenType(id int) int32 {
-	if id < 0 || id >= len(t.types) {
-		return 0
-	}
-	return t.types[id]
-}
-
 // Decode returns the bytes of id: the byte-mapped characters turned back
 // into bytes. Control tokens decode to nothing; user-defined tokens to their
 // text. prev is not used: byte-level BPE keeps spaces inside tokens. The
@@ -223,9 +196,6 @@ func (t *GPT2) Encode(text string, opt Options) ([]int, error) {
 func (t *GPT2) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
 	return t.encode(text, opt, max(limit, 0))
 }
-
-// MinTokens is a lower bound on the tokens of text (see LimitEncoder).
-func (t *GPT2) MinTokens(text string) int { return t.bound.minTokens(text) }
 
 // encode is Encode, stopping past limit tokens unless limit < 0.
 func (t *GPT2) encode(text string, opt Options, limit int) ([]int, error) {

@@ -45,7 +45,6 @@ type SentencePiece struct {
 	decoded [][]byte
 	lead    []bool // decoded piece starts with a space that follows-BOS decoding strips
 	special specialMatcher
-	bound   tokenBound
 }
 
 // NewSentencePiece builds a SentencePiece tokenizer from plain vocabulary
@@ -206,38 +205,12 @@ func hexVal(c byte) (byte, bool) {
 	return 0, false
 }
 
-// VocabSize returns the number of pieces.
-func (t *SentencePiece) VocabSize() int { return len(t.pieces) }
-
-// BOS returns the beginning-of-sequence id, or -1.
-func (t *SentencePiece) BOS() int { return t.bos }
-
-// EOS returns the end-of-sequence id, or -1.
-func (t *SentencePiece) EOS() int { return t.eos }
-
-// Piece returns the vocabulary entry of id as stored ("" when out of range).
-func (t *SentencePiece) Piece(id int) string {
-	if id < 0 || id >= len(t.pieces) {
-		return ""
-	}
-	return t.pieces[id]
-}
-
 // Score returns the merge score of id (0 when out of range).
 func (t *SentencePiece) Score(id int) float32 {
 	if id < 0 || id >= len(t.scores) {
 		return 0
 	}
 	return t.scores[id]
-}
-
-// TokenType returns the resolved type of id (TypeNormal, TypeControl, ...),
-// or 0 when out of range.
-func (t *SentencePiece) TokenType(id int) int32 {
-	if id < 0 || id >= len(t.types) {
-		return 0
-	}
-	return t.types[id]
 }
 
 // Decode returns the bytes id contributes after prev, with llama2.c run.c
@@ -273,9 +246,6 @@ func (t *SentencePiece) Encode(text string, opt Options) ([]int, error) {
 func (t *SentencePiece) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
 	return t.encode(text, opt, max(limit, 0))
 }
-
-// MinTokens is a lower bound on the tokens of text (see LimitEncoder).
-func (t *SentencePiece) MinTokens(text string) int { return t.bound.minTokens(text) }
 
 // encode is Encode, stopping past limit tokens unless limit < 0.
 func (t *SentencePiece) encode(text string, opt Options, limit int) ([]int, error) {

@@ -10,9 +10,6 @@ import (
 // add_bos_token, ...). FromMetadata sets them all from a GGUF file.
 type Option func(*config)
 
-// SPOption is the former name of Option.
-type SPOption = Option
-
 type config struct {
 	noPrefix  bool
 	eot, eom  int
@@ -96,6 +93,7 @@ type vocab struct {
 	// dropped counts input bytes that had no token and were left out, as
 	// llama.cpp does.
 	dropped atomic.Uint64
+	bound   tokenBound
 }
 
 // initVocab fills the shared fields. types must be resolved already.
@@ -195,6 +193,37 @@ func (v *vocab) firstOf(texts []string) int {
 	}
 	return best
 }
+
+// VocabSize returns the number of tokens.
+func (v *vocab) VocabSize() int { return len(v.texts) }
+
+// BOS returns the beginning-of-sequence id, or -1.
+func (v *vocab) BOS() int { return v.bos }
+
+// EOS returns the end-of-sequence id, or -1.
+func (v *vocab) EOS() int { return v.eos }
+
+// Piece returns the vocabulary entry of id as the model stores it (GPT-2's
+// byte-mapped characters, SentencePiece's U+2581 spaces), or "" when out
+// of range.
+func (v *vocab) Piece(id int) string {
+	if id < 0 || id >= len(v.texts) {
+		return ""
+	}
+	return v.texts[id]
+}
+
+// TokenType returns the resolved type of id (TypeNormal, TypeControl, ...),
+// or 0 when out of range.
+func (v *vocab) TokenType(id int) int32 {
+	if id < 0 || id >= len(v.types) {
+		return 0
+	}
+	return v.types[id]
+}
+
+// MinTokens is a lower bound on the tokens of text (see LimitEncoder).
+func (v *vocab) MinTokens(text string) int { return v.bound.minTokens(text) }
 
 // IsEOG reports whether id ends a generation (EOS, EOT, EOM and the
 // control tokens that end a turn, as llama.cpp computes them).

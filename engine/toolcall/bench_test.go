@@ -23,3 +23,35 @@ func BenchmarkStreamFeed(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pieces), "ns/piece")
 }
+
+// BenchmarkParse parses a whole reply of each family once (the
+// non-streamed answer): some text, then two calls in the family's markup.
+func BenchmarkParse(b *testing.B) {
+	text := strings.Repeat("Let me look that up for you. ", 8)
+	for _, c := range []struct {
+		f     Format
+		calls string
+		n     int
+	}{
+		{Format{Family: Hermes}, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>\n" +
+			"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>", 2},
+		{Format{Family: Llama3, PythonTag: true}, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}", 1},
+		{Format{Family: MistralNemo}, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}, \"id\": \"abcdef123\"}, " +
+			"{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}, \"id\": \"abcdef124\"}]", 2},
+		{Format{Family: Mistral}, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\", \"unit\": \"celsius\"}[TOOL_CALLS]get_time[ARGS]{\"zone\": \"CET\"}", 2},
+	} {
+		b.Run(string(c.f.Family), func(b *testing.B) {
+			out := text + c.calls
+			o := Options{Format: c.f, Tools: true}
+			if m := Parse(out, o); len(m.Calls) != c.n {
+				b.Fatalf("%s: %d calls parsed from %q, want %d", c.f.Family, len(m.Calls), out, c.n)
+			}
+			b.SetBytes(int64(len(out)))
+			b.ResetTimer()
+			for range b.N {
+				Parse(out, o)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/reply")
+		})
+	}
+}

@@ -118,6 +118,10 @@ type EngineCounters struct {
 	Quarantined         int    `json:"quarantined_pages"`
 	LeakedPages         int    `json:"leaked_pages"`
 	LeakedLeases        int    `json:"leaked_leases"`
+	// Speculative decoding (Config.Speculative): draft tokens verified and
+	// accepted.
+	DraftTokens    uint64 `json:"draft_tokens,omitempty"`
+	AcceptedTokens uint64 `json:"accepted_draft_tokens,omitempty"`
 }
 
 // Report is the audit's result.
@@ -662,6 +666,7 @@ func (w *workload) settle(ctx context.Context) {
 		IsolationFailures: st.IsolationFailures, IsolationViolations: p.IsolationViolations,
 		ChecksumFailures: p.ChecksumFailures, StaleCompletions: p.StaleCompletions,
 		Quarantined: p.Quarantined, LeakedPages: p.Owned + max(p.Releasing-p.PrefixLeases, 0), LeakedLeases: p.StepLeases + p.CopyLeases,
+		DraftTokens: st.Spec.Drafted, AcceptedTokens: st.Spec.Accepted,
 	}
 }
 

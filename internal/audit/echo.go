@@ -32,6 +32,12 @@ import (
 // The rule gives the same output whether a sequence ran alone, in a batch,
 // after preemption (swap or recompute) or from a shared prefix, so the
 // audit knows the exact output each request may produce.
+//
+// Speculative decoding (model.Seq.Draft): draft tokens are written like
+// the others but the table is not advanced over them, so they cannot be
+// read back through it; the row of each draft position applies the rule to
+// the context read back plus the step's own draft tokens before it, as a
+// model's attention reads the K/V its step has just written.
 type Echo struct {
 	Sep   int // separator token
 	vocab atomic.Int64
@@ -113,7 +119,7 @@ func (e *Echo) Forward(b *model.Batch) error {
 		}
 	}
 	for i, s := range b.Seqs {
-		if err := s.Table.Advance(len(s.Tokens)); err != nil {
+		if err := s.Table.Advance(len(s.Tokens) - s.Draft); err != nil {
 			return fmt.Errorf("audit echo: advance sequence %d: %w", i, err)
 		}
 	}
@@ -131,30 +137,36 @@ func (e *Echo) Forward(b *model.Batch) error {
 		victim, donor = e.pickFault(b)
 	}
 	for i, s := range b.Seqs {
-		if !s.Logits {
+		rows := s.LogitRows()
+		if rows == 0 {
 			continue
 		}
-		var next int
 		var err error
 		if i == victim {
-			next, err = e.nextFrom(b.Seqs[donor].Table, true)
+			err = e.readContext(b.Seqs[donor].Table, true)
 			e.faulted.Do(func() { e.victim.Store(uint64(s.Table.Request())) })
 		} else {
-			next, err = e.nextFrom(s.Table, false)
+			err = e.readContext(s.Table, false)
 		}
 		if err != nil {
 			return err
 		}
-		if cap(e.logit[i]) < vocab {
-			e.logit[i] = make([]float32, vocab)
+		if cap(e.logit[i]) < rows*vocab {
+			e.logit[i] = make([]float32, rows*vocab)
 		}
 		// One token is certain: every other logit is so low that any
 		// temperature, top-k or top-p picks next.
-		l := e.logit[i][:vocab]
+		l := e.logit[i][:rows*vocab]
 		for k := range l {
 			l[k] = -1e30
 		}
-		l[next] = 0
+		drafts := s.Tokens[len(s.Tokens)-s.Draft:]
+		for r := range rows {
+			if r > 0 {
+				e.ids = append(e.ids, drafts[r-1])
+			}
+			l[r*vocab+EchoNext(e.ids, e.Sep)] = 0
+		}
 		b.Logits[i] = l
 	}
 	return nil
@@ -179,9 +191,9 @@ func (e *Echo) pickFault(b *model.Batch) (victim, donor int) {
 	return -1, -1
 }
 
-// nextFrom reads table's context and applies the echo rule. raw reads the
+// readContext reads table's written context into e.ids. raw reads the
 // arena directly (the injected fault), bypassing ReadKV's checks.
-func (e *Echo) nextFrom(t *kvcache.PageTable, raw bool) (int, error) {
+func (e *Echo) readContext(t *kvcache.PageTable, raw bool) error {
 	n := t.Written()
 	e.ids = e.ids[:0]
 	pages := t.Pages()
@@ -192,18 +204,18 @@ func (e *Echo) nextFrom(t *kvcache.PageTable, raw bool) (int, error) {
 			hi, lo = e.arena[off], e.arena[off+1]
 		} else {
 			if err := t.ReadKV(pos, 0, e.k, e.v); err != nil {
-				return 0, fmt.Errorf("audit echo: read: %w", err)
+				return fmt.Errorf("audit echo: read: %w", err)
 			}
 			hi, lo = e.k[0], e.k[1]
 		}
 		id := int(hi)*1024 + int(lo)
 		if math.IsNaN(float64(hi)) || math.IsNaN(float64(lo)) || float32(int(hi)) != hi || float32(int(lo)) != lo ||
 			lo < 0 || lo >= 1024 || id < 0 || id >= int(e.vocab.Load()) {
-			return 0, fmt.Errorf("%w: request %d position %d holds %v, %v", errNotToken, t.Request(), pos, hi, lo)
+			return fmt.Errorf("%w: request %d position %d holds %v, %v", errNotToken, t.Request(), pos, hi, lo)
 		}
 		e.ids = append(e.ids, id)
 	}
-	return EchoNext(e.ids, e.Sep), nil
+	return nil
 }
 
 // EchoNext is the echo rule: the token that follows ctx.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/half"
 )
 
 // PageTable is one sequence's list of pages, in token order. Tokens
@@ -510,9 +510,9 @@ func encodeRow(buf []byte, row []float32, d device.DType) {
 	for i, x := range row {
 		switch d {
 		case device.F16:
-			binary.LittleEndian.PutUint16(buf[2*i:], ml.F32ToF16(x))
+			binary.LittleEndian.PutUint16(buf[2*i:], half.F32ToF16(x))
 		case device.BF16:
-			binary.LittleEndian.PutUint16(buf[2*i:], ml.F32ToBF16(x))
+			binary.LittleEndian.PutUint16(buf[2*i:], half.F32ToBF16(x))
 		default:
 			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
 		}
@@ -524,9 +524,9 @@ func decodeRow(row []float32, buf []byte, d device.DType) {
 	for i := range row {
 		switch d {
 		case device.F16:
-			row[i] = ml.F16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+			row[i] = half.F16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
 		case device.BF16:
-			row[i] = ml.BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
+			row[i] = half.BF16ToF32(binary.LittleEndian.Uint16(buf[2*i:]))
 		default:
 			row[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
 		}

@@ -31,6 +31,7 @@ int main(void) {
         SYM(kvw_model_meta_val_str), SYM(kvw_pull),
         SYM(kvw_request_prompt_logprobs), SYM(kvw_request_prompt_top_logprobs),
         SYM(kvw_chat_prepare), SYM(kvw_chat_parse),
+        SYM(kvw_next_logprobs), SYM(kvw_next_top_logprobs),
         SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_rerank),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
@@ -50,6 +51,8 @@ int main(void) {
     CHECK(rp.max_tokens == 0 && rp.logprobs == 0 && rp.top_logprobs == 0 && rp.keep_logits == 0);
     CHECK(rp.presence_penalty == 0.0f && rp.frequency_penalty == 0.0f && rp.n_logit_bias == 0 &&
           rp.logit_bias == NULL && rp.logit_bias_tokens == NULL && rp.prompt_logprobs == 0);
+    CHECK(rp.keep_tokens == NULL && rp.n_keep_tokens == 0 && sizeof rp == 152);
+    CHECK(offsetof(kvw_request_params, keep_tokens) == 136); /* v6 appended after v5 */
     CHECK(sizeof(kvw_token_logprob) == 8);
     kvw_model_info mi;
     kvw_model_info_init(&mi);

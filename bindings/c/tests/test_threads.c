@@ -112,6 +112,30 @@ static void* co_reader(void* arg) {
     }
 }
 
+/* Reads the shared request's streaming logprobs while the two readers
+ * stream it: never blocks on them, never fails, never more than a call's
+ * worth of records (one token per kvw_next here). */
+static atomic_int lp_stop, lp_bad;
+
+static void* lp_poller(void* arg) {
+    struct shared_req* r = arg;
+    kvw_token_logprob recs[8];
+    while (!atomic_load(&lp_stop)) {
+        size_t n = 0;
+        int32_t st = kvw_next_logprobs(eng, r->id, recs, 8, &n);
+        if (st != KVW_OK || n > 8) {
+            fprintf(stderr, "kvw_next_logprobs while streaming: %s: %s\n", kvw_status_string(st), kvw_last_error());
+            atomic_fetch_add(&lp_bad, 1);
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!(recs[i].logprob <= 0.0f)) atomic_fetch_add(&lp_bad, 1);
+        }
+        usleep(100);
+    }
+    return NULL;
+}
+
 /* Used while the engine closes under it. */
 static atomic_int close_bad;
 
@@ -168,10 +192,16 @@ int main(void) {
 
     struct shared_req sr = {0};
     atomic_init(&sr.bytes, 0);
-    REQUIRE_OK(kvw_submit(eng, PROMPT, &rp, &sr.id));
-    pthread_t co[2];
+    kvw_request_params lrp = rp;
+    lrp.logprobs = 1;
+    REQUIRE_OK(kvw_submit(eng, PROMPT, &lrp, &sr.id));
+    pthread_t co[2], poller;
+    pthread_create(&poller, NULL, lp_poller, &sr);
     for (int i = 0; i < 2; i++) pthread_create(&co[i], NULL, co_reader, &sr);
     for (int i = 0; i < 2; i++) pthread_join(co[i], NULL);
+    atomic_store(&lp_stop, 1);
+    pthread_join(poller, NULL);
+    CHECK(atomic_load(&lp_bad) == 0);
     CHECK(atomic_load(&sr.bytes) == strlen(reference));
     CHECK_ST(kvw_request_free(eng, sr.id), KVW_OK);
 

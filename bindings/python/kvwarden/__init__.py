@@ -288,6 +288,13 @@ class Stream:
         self.prompt_top_logprobs: Optional[List[List[tuple]]] = None
         self._want = (False, 0, False)
         self._want_prompt = False
+        #: With logprobs=True: the (token, logprob, top) records of the
+        #: tokens of the piece next() returned last (top: the top_logprobs
+        #: alternatives, [] without them), read as the piece arrives; after
+        #: the end, tail_logprobs holds those of tokens that brought no text
+        #: (a stop string's), if any.
+        self.piece_logprobs: List[tuple] = []
+        self.tail_logprobs: List[tuple] = []
 
     def __iter__(self) -> "Stream":
         return self
@@ -315,6 +322,11 @@ class Stream:
                 self._finish()
                 raise err
             piece = self._buf.raw[: self._len.value].decode("utf-8")
+            if self._want[0] or self._want[1]:
+                # Read before _finish frees the request.
+                self.tail_logprobs += self._next_logprobs()
+            if piece:
+                self.piece_logprobs, self.tail_logprobs = self.tail_logprobs, []
             if self._done.value:
                 self._finish()
                 if piece:
@@ -322,6 +334,14 @@ class Stream:
                 raise StopIteration
             if piece:
                 return piece
+
+    def _next_logprobs(self) -> List[tuple]:
+        """The records of the latest kvw_next (kvw_next_logprobs)."""
+        recs = _logprob_list(lambda out, cap, n: lib.kvw_next_logprobs(self._h, self.id, out, cap, n))
+        if not self._want[1]:
+            return [(t, lp, []) for t, lp in recs]
+        return [(t, lp, _logprob_list(lambda out, cap, n, i=i: lib.kvw_next_top_logprobs(
+            self._h, self.id, i, out, cap, n))) for i, (t, lp) in enumerate(recs)]
 
     def _finish(self) -> None:
         if not self._open:
@@ -608,7 +628,7 @@ class Engine:
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
                 add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
                 keep_logits=False, grammar=None, json_schema=None, presence_penalty=0.0,
-                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False):
+                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False, keep_tokens=None):
         p = lib.kvw_request_default_params()
         if max_tokens is None:
             max_tokens = _lib.MAX_TOKENS_UNLIMITED
@@ -640,6 +660,16 @@ class Engine:
             keep += [toks, biases]
             p.logit_bias_tokens, p.logit_bias, p.n_logit_bias = toks, biases, len(logit_bias)
         p.prompt_logprobs = 1 if prompt_logprobs else 0
+        if keep_tokens:
+            # Control tokens spelled out in the output (tool-call markup
+            # such as "<|python_tag|>"), as chat_prepare lists them.
+            if isinstance(keep_tokens, str):
+                raise TypeError("keep_tokens must be a list of token texts, not a str")
+            texts = [_text(t, "keep_tokens entry") for t in keep_tokens]
+            arr = (ctypes.c_char_p * len(texts))(*texts)
+            keep.append(arr)
+            p.keep_tokens = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+            p.n_keep_tokens = len(texts)
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
         if stop:
@@ -693,7 +723,11 @@ class Engine:
         and logit_bias ({token ID: bias in [-100, 100]}, -100 bans the
         token) apply too; prompt_logprobs=True records the prompt tokens'
         log-probabilities (Stream.prompt_logprobs, and with top_logprobs
-        Stream.prompt_top_logprobs; one forward step per prompt token)."""
+        Stream.prompt_top_logprobs; one forward step per prompt token).
+        keep_tokens=[...] (at most 64 texts, e.g. Engine.chat_prepare's
+        "keep_tokens") makes those control tokens ("<|python_tag|>",
+        "[TOOL_CALLS]") appear in the output as their text instead of
+        nothing, so that tool-call markup can be parsed."""
         p, keep = self._params(max_tokens, temperature, top_k, top_p, seed=seed, stop=stop,
                                tenant=tenant, **sampling)
         rid = c_uint64()

@@ -57,6 +57,7 @@ DEFAULT_MAX_TOKENS = 128
 MAX_TOKENS_UNLIMITED = -1
 MAX_LOGIT_BIAS = 1024  # KVW_MAX_LOGIT_BIAS
 MAX_TOP_LOGPROBS = 20
+MAX_KEEP_TOKENS = 64  # KVW_MAX_KEEP_TOKENS
 # kvw_tokenize_ex / kvw_detokenize_ex flags
 TOKENIZE_ADD_BOS = 1
 TOKENIZE_SPECIAL = 2
@@ -144,6 +145,9 @@ class kvw_request_params(Structure):
         ("logit_bias", POINTER(c_float)),
         ("n_logit_bias", c_uint32),
         ("prompt_logprobs", c_int32),
+        ("keep_tokens", POINTER(c_char_p)),  # v6
+        ("n_keep_tokens", c_uint32),
+        ("reserved3", c_int32),
     ]
 
 
@@ -351,6 +355,12 @@ _decl("kvw_request_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_lo
 #                                  size_t capacity, size_t* out_n);
 _decl("kvw_request_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
                                             _szp])
+# int32_t kvw_next_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
+_decl("kvw_next_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
+# int32_t kvw_next_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,
+#                               size_t capacity, size_t* out_n);
+_decl("kvw_next_top_logprobs", c_int32, [c_void_p, c_uint64, c_size_t, POINTER(kvw_token_logprob), c_size_t,
+                                         _szp])
 # int32_t kvw_request_prompt_logprobs(kvw_engine* engine, uint64_t id, kvw_token_logprob* out, size_t capacity, size_t* out_n);
 _decl("kvw_request_prompt_logprobs", c_int32, [c_void_p, c_uint64, POINTER(kvw_token_logprob), c_size_t, _szp])
 # int32_t kvw_request_prompt_top_logprobs(kvw_engine* engine, uint64_t id, size_t index, kvw_token_logprob* out,

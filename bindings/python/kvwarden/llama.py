@@ -795,6 +795,44 @@ class Llama:
                             "bytes": list(piece.encode("utf-8")), "top_logprobs": alts})
         return {"content": content}
 
+    # -- streamed logprobs: each chunk carries its own tokens' (Stream.piece_logprobs) --
+
+    def _record_pieces(self, recs: List[tuple], text: Optional[str], prev: List[int]) -> List[str]:
+        """The text of each token of recs, which together brought text
+        (usually one token: all of it; None for tokens whose text was not
+        sent, a stop string's); prev holds the token before them."""
+        if len(recs) == 1 and text is not None:
+            return [text]
+        out = []
+        for t, _, _ in recs:
+            out.append(self.detokenize([t], prev_tokens=prev[-1:]).decode("utf-8", "replace"))
+            prev = [t]
+        return out
+
+    def _chunk_completion_logprobs(self, recs: List[tuple], pieces: List[str], offset: int) -> Dict[str, Any]:
+        """_completion_logprobs of the tokens of one chunk."""
+        offsets, top = [], []
+        for (_, lp, alts), piece in zip(recs, pieces):
+            offsets.append(offset)
+            offset += len(piece)
+            d = {self.detokenize([a], special=True).decode("utf-8", "replace"): v for a, v in alts}
+            d[piece] = lp
+            top.append(d)
+        return {"tokens": pieces, "text_offset": offsets, "token_logprobs": [lp for _, lp, _ in recs],
+                "top_logprobs": top}
+
+    def _chunk_chat_logprobs(self, recs: List[tuple], pieces: List[str]) -> Dict[str, Any]:
+        """_chat_logprobs of the tokens of one chunk."""
+        content = []
+        for (_, lp, alts), piece in zip(recs, pieces):
+            tops = []
+            for a, v in alts:
+                text = self.detokenize([a], special=True).decode("utf-8", "replace")
+                tops.append({"token": text, "logprob": v, "bytes": list(text.encode("utf-8"))})
+            content.append({"token": piece, "logprob": lp, "bytes": list(piece.encode("utf-8")),
+                            "top_logprobs": tops})
+        return {"content": content}
+
     def create_completion(self, prompt: Union[str, List[int]], suffix: Optional[str] = None,
                           max_tokens: Optional[int] = 16, temperature: float = 0.8,
                           top_p: float = 0.95, min_p: float = 0.05, typical_p: float = 1.0,
@@ -812,9 +850,10 @@ class Llama:
         ``usage``). Defaults are llama-cpp-python's. ``logprobs=N`` (0 to
         20) fills choices[0]["logprobs"] as llama-cpp-python does (tokens,
         text_offset, token_logprobs, top_logprobs) with the model's own
-        log-probabilities, for the generated tokens (with stream=True, in
-        the last chunk); with ``echo=True`` the prompt's tokens come first
-        (the first with None). ``grammar=`` (a ``LlamaGrammar``) constrains the
+        log-probabilities, for the generated tokens (with stream=True, each
+        chunk has those of its own tokens as they arrive); with
+        ``echo=True`` the prompt's tokens come first (the first with None;
+        streamed, in the last chunk). ``grammar=`` (a ``LlamaGrammar``) constrains the
         output to a GBNF grammar or a JSON Schema; it ends with "stop" once
         the grammar is complete. ``presence_penalty`` and
         ``frequency_penalty`` (OpenAI's, each in [-2, 2], over the generated
@@ -851,15 +890,31 @@ class Llama:
 
     def _completion_chunks(self, s: Stream, meta: Dict[str, Any], echo: str,
                            want_lp: bool) -> Iterator[CompletionChunk]:
+        # Each chunk carries its own tokens' logprobs, as llama-cpp-python
+        # streams them; the echoed prompt's (known only at the end) and
+        # those of tokens that brought no text come with the last chunk.
+        offset, prev = len(echo), []
         with s:
             if echo:
                 yield {**meta, "choices": [{"text": echo, "index": 0, "logprobs": None,  # type: ignore[misc]
                                             "finish_reason": None}]}
             for piece in s:
-                yield {**meta, "choices": [{"text": piece, "index": 0, "logprobs": None,  # type: ignore[misc]
+                lp = None
+                if want_lp and s.piece_logprobs:
+                    recs = s.piece_logprobs
+                    lp = self._chunk_completion_logprobs(recs, self._record_pieces(recs, piece, prev), offset)
+                    prev = [recs[-1][0]]
+                offset += len(piece)
+                yield {**meta, "choices": [{"text": piece, "index": 0, "logprobs": lp,  # type: ignore[misc]
                                             "finish_reason": None}]}
         self._ended(s)
-        lp = self._completion_logprobs(s, len(echo), bool(echo)) if want_lp else None
+        lp = None
+        if want_lp and (echo or s.tail_logprobs):
+            tail = s.tail_logprobs
+            lp = self._chunk_completion_logprobs(tail, self._record_pieces(tail, None, prev), offset)
+            if echo:
+                head = self._prompt_logprobs(s)
+                lp = {k: head[k] + lp[k] for k in head}
         yield {**meta, "choices": [{"text": "", "index": 0, "logprobs": lp,  # type: ignore[misc]
                                     "finish_reason": self._finish(s)}],
                "usage": self._usage(s)}
@@ -903,7 +958,7 @@ class Llama:
         assistant, tool). ``max_tokens=None`` runs up to the context.
         ``logprobs=True`` (with ``top_logprobs=N``, 0 to 20) fills
         choices[0]["logprobs"] in OpenAI's shape ({"content": [...]}; with
-        stream=True, in the last chunk). ``response_format``
+        stream=True, each chunk has those of its own tokens). ``response_format``
         ``{"type": "json_object"}`` (optionally with ``"schema"``, as
         llama-cpp-python) or ``{"type": "json_schema", "json_schema":
         {"name": ..., "schema": ..., "strict": ...}}``, or ``grammar=`` (a
@@ -916,26 +971,29 @@ class Llama:
         render the tools into the model's own chat template and read the
         reply's tool calls into ``message["tool_calls"]`` (finish_reason
         "tool_calls"), as the server does (docs/TOOLS.md), streamed as
-        OpenAI tool_calls deltas with stream=True.
+        OpenAI tool_calls deltas with stream=True; ``logprobs`` work there
+        too (streamed, the records of held-back markup come with the next
+        chunk).
 
         Raises as ``create_completion``; the legacy functions and
         function_call raise ``NotImplementedError``."""
         _unsupported(unsupported)
-        if tools is not None or tool_choice is not None:
-            return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
-                                         response_format, stream, stop, max_tokens, temperature, top_p,
-                                         min_p, top_k, repeat_penalty, seed, model,
-                                         {"presence_penalty": presence_penalty,
-                                          "frequency_penalty": frequency_penalty, "logit_bias": logit_bias})
-        rf_grammar = grammar_for_response_format(response_format)
-        if rf_grammar is not None and grammar is not None:
-            raise ValueError("response_format and grammar both constrain the output; give one")
-        grammar = grammar or rf_grammar
         if top_logprobs is not None and (not _is_int(top_logprobs)
                                          or not 0 <= top_logprobs <= _lib.MAX_TOP_LOGPROBS):
             raise ValueError(f"top_logprobs must be an int in [0, {_lib.MAX_TOP_LOGPROBS}] or None, "
                              f"got {top_logprobs!r}")
         want_lp = bool(logprobs) or bool(top_logprobs)
+        if tools is not None or tool_choice is not None:
+            return self._chat_with_tools(messages, tools, tool_choice, parallel_tool_calls, grammar,
+                                         response_format, stream, stop, max_tokens, temperature, top_p,
+                                         min_p, top_k, repeat_penalty, seed, model,
+                                         {"presence_penalty": presence_penalty,
+                                          "frequency_penalty": frequency_penalty, "logit_bias": logit_bias},
+                                         (top_logprobs or 0) if want_lp else None)
+        rf_grammar = grammar_for_response_format(response_format)
+        if rf_grammar is not None and grammar is not None:
+            raise ValueError("response_format and grammar both constrain the output; give one")
+        grammar = grammar or rf_grammar
         prompt, extra_stop, special = self._chat_prompt(messages)
         if stop is None:
             stop = []
@@ -965,7 +1023,7 @@ class Llama:
                          stream: bool, stop: Union[None, str, List[str]], max_tokens: Optional[int],
                          temperature: float, top_p: float, min_p: float, top_k: int,
                          repeat_penalty: float, seed: Optional[int], model: Optional[str],
-                         penalties: Dict[str, Any]) -> Any:
+                         penalties: Dict[str, Any], top_logprobs: Optional[int] = None) -> Any:
         request: Dict[str, Any] = {"messages": list(messages)}
         if tools is not None:
             request["tools"] = tools
@@ -985,13 +1043,18 @@ class Llama:
             stop = []
         elif isinstance(stop, str):
             stop = [stop]
+        # The family's markup may be control tokens (Llama 3.1's
+        # <|python_tag|>, Mistral's [TOOL_CALLS]) that decode to nothing
+        # unless kept: the parser would never see the call.
         s = self._start(prep["prompt"], max_tokens, temperature, top_p, min_p, top_k, repeat_penalty,
-                        seed, list(stop) + list(self._chat_stop), parse_special=True, grammar=grammar,
-                        penalties=penalties)
+                        seed, list(stop) + list(self._chat_stop), parse_special=True,
+                        top_logprobs=top_logprobs, grammar=grammar,
+                        penalties={**penalties, "keep_tokens": prep.get("keep_tokens") or None})
         meta = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),
                 "model": model or self.model_path}
+        want_lp = top_logprobs is not None
         if stream:
-            return self._tool_chunks(s, prep["parser"], {**meta, "object": "chat.completion.chunk"})
+            return self._tool_chunks(s, prep["parser"], {**meta, "object": "chat.completion.chunk"}, want_lp)
         with s:
             text = "".join(s)
         self._ended(s)
@@ -1000,21 +1063,30 @@ class Llama:
         if message.get("tool_calls") and finish == "stop":
             finish = "tool_calls"
         return {**meta, "object": "chat.completion",
-                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "choices": [{"index": 0, "message": message,
+                             "logprobs": self._chat_logprobs(s) if want_lp else None, "finish_reason": finish}],
                 "usage": self._usage(s)}
 
     def _tool_chunks(self, s: Stream, parser: Dict[str, Any],
-                     meta: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+                     meta: Dict[str, Any], want_lp: bool = False) -> Iterator[Dict[str, Any]]:
         # The output is re-read as a prefix after each piece (chat_parse
         # with "partial"), and what it adds is sent as OpenAI deltas: a
         # call's id, type and name first, then argument fragments. Markup
-        # that may still complete is held back, so content never shows it.
+        # that may still complete is held back, so content never shows it;
+        # the logprobs of its tokens wait for the next chunk (as the
+        # server sends them).
         partial = {**parser, "partial": True}
         sent = {"content": "", "reasoning_content": ""}
         calls: List[Dict[str, str]] = []
+        held: List[Any] = []  # (record, piece) not sent yet
+        prev: List[int] = []
 
         def chunk(delta: Dict[str, Any], finish_reason: Optional[str] = None) -> Dict[str, Any]:
-            return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+            lp = None
+            if held and (delta or finish_reason):
+                lp = self._chunk_chat_logprobs([r for r, _ in held], [p for _, p in held])
+                held.clear()
+            return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": lp,
                                          "finish_reason": finish_reason}]}
 
         def deltas(msg: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
@@ -1040,9 +1112,15 @@ class Llama:
         with s:
             yield chunk({"role": "assistant"})
             for piece in s:
+                if want_lp and s.piece_logprobs:
+                    recs = s.piece_logprobs
+                    held.extend(zip(recs, self._record_pieces(recs, piece, prev)))
+                    prev = [recs[-1][0]]
                 text += piece
                 yield from deltas(chat_parse(partial, text))
         self._ended(s)
+        if want_lp and s.tail_logprobs:
+            held.extend(zip(s.tail_logprobs, self._record_pieces(s.tail_logprobs, None, prev)))
         final = chat_parse(parser, text)
         if len(final.get("tool_calls") or []) < len(calls):
             final = chat_parse(partial, text)  # cut inside a call already sent
@@ -1053,23 +1131,41 @@ class Llama:
         yield {**chunk({}, finish), "usage": self._usage(s)}
 
     def _chat_chunks(self, s: Stream, meta: Dict[str, Any], want_lp: bool) -> Iterator[ChatCompletionChunk]:
+        # Each chunk carries its own tokens' logprobs (OpenAI's shape);
+        # those of tokens that brought no text come with the last chunk.
+        held: List[Any] = []  # records of a leading space not sent
+        prev: List[int] = []
         with s:
             yield {**meta, "choices": [{"index": 0, "delta": {"role": "assistant"},  # type: ignore[misc]
                                         "logprobs": None, "finish_reason": None}]}
             first = True
             for piece in s:
+                recs, pieces = [], []
+                if want_lp and s.piece_logprobs:
+                    recs = s.piece_logprobs
+                    pieces = self._record_pieces(recs, piece, prev)
+                    prev = [recs[-1][0]]
                 if first:
                     # The fixed format ends with "Assistant:"; the model's
                     # leading space is not part of the answer (as in the
                     # non-streamed reply).
                     piece = piece.lstrip(" ")
                     if not piece:
+                        held += zip(recs, pieces)
                         continue
                     first = False
+                if held:
+                    recs, pieces = [r for r, _ in held] + recs, [p for _, p in held] + pieces
+                    held = []
+                lp = self._chunk_chat_logprobs(recs, pieces) if recs else None
                 yield {**meta, "choices": [{"index": 0, "delta": {"content": piece},  # type: ignore[misc]
-                                            "logprobs": None, "finish_reason": None}]}
+                                            "logprobs": lp, "finish_reason": None}]}
         self._ended(s)
+        tail = [r for r, _ in held] + s.tail_logprobs if want_lp else []
+        lp = None
+        if tail:
+            lp = self._chunk_chat_logprobs(tail, [p for _, p in held]
+                                           + self._record_pieces(s.tail_logprobs, None, prev))
         yield {**meta, "choices": [{"index": 0, "delta": {},  # type: ignore[misc]
-                                    "logprobs": self._chat_logprobs(s) if want_lp else None,
-                                    "finish_reason": self._finish(s)}],
+                                    "logprobs": lp, "finish_reason": self._finish(s)}],
                "usage": self._usage(s)}

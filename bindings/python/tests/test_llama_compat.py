@@ -325,8 +325,22 @@ class TestLogprobs(unittest.TestCase):
         self.assertEqual(elp["text_offset"][-6], len(PROMPT))
         self.assertEqual(elp["token_logprobs"][-6:], lp["token_logprobs"])
         self.assertIsNone(self.llm(PROMPT, max_tokens=2)["choices"][0]["logprobs"])
-        last = list(self.llm(PROMPT, max_tokens=6, temperature=0, logprobs=3, stream=True))[-1]
-        self.assertEqual(last["choices"][0]["logprobs"]["token_logprobs"], lp["token_logprobs"])
+        # Streamed: each chunk carries its own token's logprobs, as it arrives.
+        chunks = list(self.llm(PROMPT, max_tokens=6, temperature=0, logprobs=3, stream=True))
+        body = [c["choices"][0] for c in chunks if c["choices"][0]["text"]]
+        self.assertEqual(len(body), 6)
+        for c in body:
+            self.assertEqual(len(c["logprobs"]["tokens"]), 1)
+            self.assertEqual(c["logprobs"]["tokens"], [c["text"]])
+        for key in ("tokens", "text_offset", "token_logprobs", "top_logprobs"):
+            self.assertEqual([v for c in body for v in c["logprobs"][key]], lp[key], key)
+        self.assertIsNone(chunks[-1]["choices"][0]["logprobs"])
+        # with echo, the prompt's part comes with the last chunk
+        echunks = list(self.llm(PROMPT, max_tokens=6, temperature=0, logprobs=0, echo=True, stream=True))
+        tail = echunks[-1]["choices"][0]["logprobs"]
+        self.assertEqual(tail["token_logprobs"], elp["token_logprobs"][:-6])
+        self.assertEqual([v for c in echunks[:-1] if c["choices"][0]["logprobs"]
+                          for v in c["choices"][0]["logprobs"]["token_logprobs"]], lp["token_logprobs"])
         for bad in (-1, 21, 1.5):
             with self.assertRaises(ValueError):
                 self.llm(PROMPT, logprobs=bad)
@@ -340,6 +354,34 @@ class TestLogprobs(unittest.TestCase):
             self.assertEqual(set(c), {"token", "logprob", "bytes", "top_logprobs"})
             self.assertEqual(len(c["top_logprobs"]), 2)
             self.assertAlmostEqual(c["top_logprobs"][0]["logprob"], c["logprob"], places=5)
+
+    def test_chat_logprobs_streamed(self):
+        msgs = [{"role": "user", "content": "Hi"}]
+        out = self.llm.create_chat_completion(msgs, max_tokens=8, temperature=0, logprobs=True, top_logprobs=2)
+        want = out["choices"][0]["logprobs"]["content"]
+        chunks = list(self.llm.create_chat_completion(msgs, max_tokens=8, temperature=0, logprobs=True,
+                                                      top_logprobs=2, stream=True))
+        got = []
+        for c in chunks:
+            ch = c["choices"][0]
+            if ch["delta"].get("content"):
+                # every text chunk has its tokens' logprobs with it
+                self.assertIsNotNone(ch["logprobs"], c)
+                got += ch["logprobs"]["content"]
+            elif ch["logprobs"] is not None:
+                got += ch["logprobs"]["content"]
+        self.assertEqual(got, want)
+        self.assertEqual("".join(e["token"] for e in got).lstrip(" "), out["choices"][0]["message"]["content"])
+
+    def test_engine_stream_piece_logprobs(self):
+        eng = self.llm.engine
+        with eng.stream(PROMPT, max_tokens=5, temperature=0.9, seed=3, logprobs=True, top_logprobs=2) as s:
+            per_piece = []
+            for piece in s:
+                self.assertTrue(s.piece_logprobs, piece)
+                per_piece += s.piece_logprobs
+        self.assertEqual([(t, lp) for t, lp, _ in per_piece + s.tail_logprobs], s.logprobs)
+        self.assertEqual([top for _, _, top in per_piece + s.tail_logprobs], s.top_logprobs)
 
     def test_engine_logprobs_and_logits(self):
         eng = self.llm.engine

@@ -1,6 +1,7 @@
 // Package arch describes decoder architectures as data. A Block says what
 // one transformer block computes (biases, RoPE style and scaling, Q/K norm,
-// extra norms, soft-caps, sliding windows, activation); the registry maps a
+// extra norms, soft-caps, sliding windows, activation, a mixture-of-experts
+// FFN and its routing); the registry maps a
 // GGUF general.architecture to the metadata that fills a Block and to the
 // tensor layout the loader reads. Both forward passes (CPU and CUDA)
 // interpret a Block; neither knows architecture names.
@@ -98,9 +99,15 @@ const (
 	SwiGLU Activation = iota
 	// GeGLU: gelu_tanh(gate) * up (Gemma).
 	GeGLU
-	// SwiGLUOAI: gpt-oss's clamped SwiGLU, g*sigmoid(1.702*g)*(u+1) with
-	// g = min(gate, 7) and u = clamp(up, -7, 7).
+	// SwiGLUOAI: gpt-oss's clamped SwiGLU, g*sigmoid(alpha*g)*(u+1) with
+	// g = min(gate, limit) and u = clamp(up, -limit, limit).
 	SwiGLUOAI
+)
+
+// gpt-oss's SwiGLU constants (fixed in llama.cpp too; no GGUF key).
+const (
+	SwiGLUOAIAlpha = 1.702
+	SwiGLUOAILimit = 7
 )
 
 func (a Activation) String() string {

@@ -114,8 +114,13 @@ func (r *Runner) forward(b *model.Batch, argmax []int) error {
 			v := r.cfg.Vocab
 			r.logits = ml.Grow(r.logits, nl*v)
 			copy(r.logits, unsafe.Slice((*float32)(unsafe.Pointer(&r.hostOut.Bytes()[0])), nl*v))
-			for j, si := range m.want {
-				b.Logits[si] = r.logits[j*v : (j+1)*v : (j+1)*v]
+			// A sequence's rows are consecutive (Seq.Draft): its slice
+			// spans all of them.
+			for j := 0; j < len(m.want); {
+				si := m.want[j]
+				k := b.Seqs[si].LogitRows()
+				b.Logits[si] = r.logits[j*v : (j+k)*v : (j+k)*v]
+				j += k
 			}
 		}
 	}

@@ -11,8 +11,17 @@ import (
 // CUDA forward pass does not implement: mixture-of-experts FFNs, and the
 // parts that come with the MoE architectures (attention sinks, gpt-oss's
 // clamped SwiGLU). The CPU runner runs these models; the engine's device
-// "auto" falls back to it. It also wraps model.ErrNotImplemented.
-var ErrMoE = fmt.Errorf("gpu: mixture-of-experts models are not implemented on CUDA (use the CPU): %w", model.ErrNotImplemented)
+// "auto" falls back to it. It matches model.ErrUnsupported (so the C API
+// reports KVW_ERR_UNSUPPORTED) and model.ErrNotImplemented.
+var ErrMoE error = moeError{}
+
+type moeError struct{}
+
+func (moeError) Error() string {
+	return "gpu: mixture-of-experts models are not implemented on CUDA (device cpu or auto runs them on the CPU)"
+}
+
+func (moeError) Unwrap() []error { return []error{model.ErrUnsupported, model.ErrNotImplemented} }
 
 // Supports reports, as an error wrapping ErrMoE, why the CUDA runner
 // cannot run w; nil when it can (as far as the block description goes).

@@ -419,6 +419,11 @@ func (r *Runner) ForwardArgmax(b *model.Batch, out []int) error {
 	if len(out) < len(b.Seqs) {
 		return fmt.Errorf("gpu: ForwardArgmax with %d outputs for %d sequences", len(out), len(b.Seqs))
 	}
+	for i, s := range b.Seqs {
+		if s.Draft > 0 {
+			return fmt.Errorf("gpu: ForwardArgmax: sequence %d has %d draft tokens; verifying drafts needs Forward's logits", i, s.Draft)
+		}
+	}
 	return r.forward(b, out)
 }
 
@@ -483,8 +488,8 @@ func (r *Runner) plan(b *model.Batch) (*meta, int, error) {
 			m.koff = append(m.koff, SlotOffset(pg, slot, pe, kvDim))
 		}
 		end += len(s.Tokens)
-		if s.Logits {
-			m.logitRows = append(m.logitRows, int32(end-1))
+		for j := s.LogitRows(); j > 0; j-- {
+			m.logitRows = append(m.logitRows, int32(end-j))
 			m.want = append(m.want, i)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // cuBLAS enums in use.
@@ -71,7 +69,7 @@ func openBLAS(stream uintptr, scalars unsafe.Pointer) (*blas, error) {
 		}); err != nil {
 			return err
 		}
-		a, err := purego.Dlsym(h, "cublasGemmEx")
+		a, err := dlsym(h, "cublasGemmEx")
 		if err != nil {
 			return fmt.Errorf("symbol cublasGemmEx missing")
 		}

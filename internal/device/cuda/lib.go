@@ -133,14 +133,14 @@ func openFirst(what string, cands []string, bind func(handle uintptr) error) (st
 				continue
 			}
 		}
-		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dlopen(c)
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", c, err))
 			continue
 		}
 		if err := bind(h); err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", c, err))
-			_ = purego.Dlclose(h)
+			_ = dlclose(h)
 			continue
 		}
 		return c, nil
@@ -152,7 +152,7 @@ func openFirst(what string, cands []string, bind func(handle uintptr) error) (st
 // first missing one.
 func bindAll(h uintptr, syms map[string]any) error {
 	for name, fp := range syms {
-		addr, err := purego.Dlsym(h, name)
+		addr, err := dlsym(h, name)
 		if err != nil || addr == 0 {
 			return fmt.Errorf("symbol %s missing", name)
 		}
@@ -161,10 +161,19 @@ func bindAll(h uintptr, syms map[string]any) error {
 	return nil
 }
 
+// systemSupported says whether the CUDA backend can run on goos: it loads
+// libcuda.so.1 with dlopen, so Linux only (WSL included). Elsewhere the
+// engine runs on the CPU and --device cuda fails with this error.
+func systemSupported(goos string) error {
+	if goos != "linux" {
+		return fmt.Errorf("%w: CUDA is not supported on this system (%s): the CUDA backend loads libcuda on Linux only; use the CPU device", device.ErrUnavailable, goos)
+	}
+	return nil
+}
+
 func loadDriver() (*driverAPI, error) {
 	drv.once.Do(func() {
-		if runtime.GOOS != "linux" {
-			drv.err = fmt.Errorf("%w: the CUDA backend supports Linux only (this is %s)", device.ErrUnavailable, runtime.GOOS)
+		if drv.err = systemSupported(runtime.GOOS); drv.err != nil {
 			return
 		}
 		api := &driverAPI{}

@@ -8,15 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
 	"github.com/zeebo/xxh3"
-	"golang.org/x/sys/unix"
 
 	"github.com/kvwarden/kvwarden/internal/device"
 )
@@ -140,39 +136,6 @@ func TestGridSizing(t *testing.T) {
 	for n, want := range map[int]int{1: 32, 32: 32, 33: 64, 64: 64, 2048: 1024, 100000: 1024} {
 		require.Equal(t, want, BlockFor(n), "BlockFor(%d)", n)
 	}
-}
-
-func TestCallNTrampoline(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the many-argument trampoline is amd64 only")
-	}
-	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW)
-	require.NoError(t, err)
-	snprintf, err := purego.Dlsym(libc, "snprintf")
-	require.NoError(t, err)
-	// C memory for the buffer and the format: the callee sees no Go memory.
-	mem, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	require.NoError(t, err)
-	defer unix.Munmap(mem)
-	format := strings.Repeat("%ld ", 20)
-	copy(mem[2048:], format)
-	args := []uint64{uint64(uintptr(unsafe.Pointer(&mem[0]))), 2048, uint64(uintptr(unsafe.Pointer(&mem[2048])))}
-	var want []string
-	for i := range 20 {
-		v := uint64(1000+i) * 0x10001
-		if i == 7 {
-			v = uint64(1<<64 - 5) // -5: full 64-bit slots reach the callee
-		}
-		args = append(args, v)
-		want = append(want, fmt.Sprint(int64(v)))
-	}
-	r, err := callN(snprintf, args...)
-	require.NoError(t, err)
-	got := string(mem[:bytes.IndexByte(mem, 0)])
-	require.Equal(t, strings.Join(want, " ")+" ", got)
-	require.Equal(t, uint64(len(got)), r)
-	_, err = callN(snprintf, make([]uint64, 25)...)
-	require.Error(t, err)
 }
 
 func TestPTXHasEveryKernel(t *testing.T) {

@@ -1,9 +1,5 @@
 package cuda
 
-import (
-	"github.com/ebitengine/purego"
-)
-
 // The test stand-in (testdata/standin, built by internal/cudastandin) is a
 // host-only libcuda.so.1 that checks every call the backend makes but
 // computes no kernel. It exports a few extra kvw_standin_* symbols; their
@@ -20,7 +16,7 @@ type standInAPI struct {
 }
 
 func bindStandIn(h uintptr) *standInAPI {
-	if _, err := purego.Dlsym(h, "kvw_standin"); err != nil {
+	if _, err := dlsym(h, "kvw_standin"); err != nil {
 		return nil
 	}
 	s := &standInAPI{}

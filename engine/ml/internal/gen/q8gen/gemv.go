@@ -22,7 +22,10 @@ func gemvVNNI() {
 // mask: the same int32 block sums and f32 steps as gemmQ8x1 on the packed
 // tile. Accumulator k holds rows k and k+4 (k < 4), or k+4 and k+8, so the
 // reduction tree ends with the rows in lane order. The same blocks pfd
-// bytes further on (a later tile) are prefetched when pfd is not 0.
+// bytes further on (a later tile) are prefetched into the L2 cache when
+// pfd is not 0: a tile is 16 rows (35 KB at 2048 columns), and
+// PREFETCHT0 that far ahead thrashed the 32 KB L1 (1.33x fewer bytes per
+// CPU-second on the 1B Q8_0 decode stream, BenchmarkDecodeStream).
 TEXT ·gemvQ8VNNI(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), SI
 	MOVQ         rb+8(FP), CX
@@ -97,8 +100,8 @@ func gemvVNNIBody(label string, prefetch bool) {
 		P("\tVPXORD          Z%d, Z%d, Z%d", 8+k, 8+k, 8+k)
 		P("\tVPDPBUSD        Z30, Z%d, Z%d", k, 8+k)
 		if prefetch {
-			P("\tPREFETCHT0      %s", pfAddr(lo))
-			P("\tPREFETCHT0      %s", pfAddr(hi))
+			P("\tPREFETCHT1      %s", pfAddr(lo))
+			P("\tPREFETCHT1      %s", pfAddr(hi))
 		}
 	}
 	// Reduce: pairs of accumulators, dwords then qwords, then 128-bit lanes.

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvwarden/kvwarden/engine/ml"
+)
+
+// The random tensors mkgguf writes decode to finite weights of about the
+// intended deviation (1/sqrt(cols)) and mean near zero, and the same seed
+// gives the same bytes.
+func TestRandomTensor(t *testing.T) {
+	const rows, cols = 64, 512
+	want := 1 / math.Sqrt(cols)
+	for _, ty := range []ml.Type{ml.F32, ml.F16, ml.BF16, ml.Q8_0, ml.Q4_0, ml.Q4_K, ml.Q5_K, ml.Q6_K, ml.IQ4_XS} {
+		t.Run(ty.String(), func(t *testing.T) {
+			rb, err := ty.RowBytes(cols)
+			require.NoError(t, err)
+			data := make([]byte, rows*rb)
+			require.NoError(t, randomTensor(data, ty, rows, cols, 7))
+			again := make([]byte, rows*rb)
+			require.NoError(t, randomTensor(again, ty, rows, cols, 7))
+			require.Equal(t, data, again)
+			m, err := ml.NewMatrix(ty, rows, cols, data)
+			require.NoError(t, err)
+			row := make([]float32, cols)
+			var sum, sq float64
+			for r := range rows {
+				ml.Dequantize(row, m, r)
+				for _, v := range row {
+					require.False(t, math.IsNaN(float64(v)) || math.IsInf(float64(v), 0))
+					sum += float64(v)
+					sq += float64(v) * float64(v)
+				}
+			}
+			n := float64(rows * cols)
+			mean, std := sum/n, math.Sqrt(sq/n-(sum/n)*(sum/n))
+			require.InDelta(t, want, std, want/2, "deviation")
+			require.Less(t, math.Abs(mean), want/2, "mean")
+		})
+	}
+	require.ErrorContains(t, randomTensor(make([]byte, 10), ml.Q4_K, 1, 256, 1), "bytes")
+	require.ErrorContains(t, randomTensor(make([]byte, 84), ml.Q2_K, 1, 256, 1), "not implemented")
+}
+
+// moreBits is llama-quantize's use_more_bits: for 22 layers, the first
+// two, the last three and every third between.
+func TestMoreBits(t *testing.T) {
+	var got []int
+	for i := range 22 {
+		if moreBits(i, 22) {
+			got = append(got, i)
+		}
+	}
+	require.Equal(t, []int{0, 1, 4, 7, 10, 13, 16, 19, 20, 21}, got)
+}

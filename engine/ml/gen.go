@@ -1,0 +1,11 @@
+package ml
+
+// The generated AVX-512 kernels: each file's first line names its
+// generator, and TestTileKernelsGenerated / TestQ8KernelsGenerated require
+// the committed files to be what the generators print.
+
+//go:generate go run ./internal/gen/tilegen -kind q4k -o q4kgemm_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind q6k -o q6kgemm_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind quantk -o quantk_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind iq4xs -o iq4xsgemm_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind q41 -o q41gemm_amd64.s
