@@ -84,6 +84,13 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	if cfg.KVType, s = optText(p.kv_type, fn, "params.kv_type"); s != stOK {
 		return s
 	}
+	if cfg.KVKeyFile, s = optText(p.kv_key_file, fn, "params.kv_key_file"); s != stOK {
+		return s
+	}
+	if cfg.KVDisk, s = optText(p.kv_disk_dir, fn, "params.kv_disk_dir"); s != stOK {
+		return s
+	}
+	cfg.KVDiskBudget = int64(p.kv_disk_budget_bytes)
 	if cfg.ChatTemplate, s = optText(p.chat_template, fn, "params.chat_template"); s != stOK {
 		return s
 	}
@@ -117,7 +124,7 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 		{"page_size", int64(p.page_size)}, {"kv_pages", int64(p.kv_pages)}, {"kv_memory_bytes", int64(p.kv_memory_bytes)},
 		{"max_context", int64(p.max_context)}, {"max_batch_tokens", int64(p.max_batch_tokens)}, {"max_seqs", int64(p.max_seqs)},
 		{"max_queue", int64(p.max_queue)}, {"tenant_quota", int64(p.tenant_quota)}, {"host_tier_bytes", int64(p.host_tier_bytes)},
-		{"n_threads", int64(p.n_threads)},
+		{"n_threads", int64(p.n_threads)}, {"kv_disk_budget_bytes", int64(p.kv_disk_budget_bytes)},
 	} {
 		if f.v < 0 {
 			return fail(stInvalid, "%s: params.%s is negative (%d)", fn, f.name, f.v)

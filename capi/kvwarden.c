@@ -25,6 +25,7 @@ _Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_embed_params) == 32, "kvw_embed_params v1");
+_Static_assert(sizeof(kvw_erase_result) == 48, "kvw_erase_result v1");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 // Version 1 of kvw_engine_params ended after log_user_data (112 bytes);
@@ -32,7 +33,7 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 #define KVW_ENGINE_PARAMS_V1_SIZE 112
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
-_Static_assert(sizeof(kvw_engine_params) == 136, "kvw_engine_params v4 (v1: 112, v2: 120, v3: 128)");
+_Static_assert(sizeof(kvw_engine_params) == 160, "kvw_engine_params v5 (v1: 112, v2: 120, v3: 128, v4: 136)");
 _Static_assert(sizeof(kvw_request_params) == 152, "kvw_request_params v6 (v1: 64, v2: 72, v3: 88, v4: 104, v5: 136)");
 _Static_assert(offsetof(kvw_request_params, presence_penalty) == 104, "kvw_request_params v5 starts after v4");
 _Static_assert(offsetof(kvw_request_params, keep_tokens) == 136, "kvw_request_params v6 starts after v5");
@@ -382,6 +383,22 @@ int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out) {
     kvw_stats_init(&s);
     int32_t st = kvwgo_engine_stats((uintptr_t)engine, &s);
     if (st == KVW_OK) copy_out(out, &s, sizeof s);
+    return st;
+}
+
+void kvw_erase_result_init(kvw_erase_result* out) {
+    if (out == NULL) return;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+}
+
+int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out) {
+    NOT_IN_CHILD("kvw_tenant_erase_kv");
+    OUT_STRUCT("kvw_erase_result", out);
+    kvw_erase_result r;
+    kvw_erase_result_init(&r);
+    int32_t st = kvwgo_tenant_erase_kv((uintptr_t)engine, (char*)tenant, &r);
+    if (st == KVW_OK && out != NULL) copy_out(out, &r, sizeof r);
     return st;
 }
 

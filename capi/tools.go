@@ -163,7 +163,7 @@ func chatPrepare(eng *engine.Engine, in []byte) (*prepareOut, error) {
 			thinking = false
 		}
 		g, err := toolcall.Grammar(f, tools, choice, toolcall.GrammarOptions{Parallel: !out.Parser.Single, Think: thinking,
-			ThinkingOpen: out.Parser.Options.ThinkingOpen})
+			ThinkingOpen: out.Parser.Options.ThinkingOpen, Tokens: eng.ControlTokens(f.KeepTokens())})
 		if err != nil {
 			return nil, err
 		}

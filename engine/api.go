@@ -151,6 +151,18 @@ type Config struct {
 
 	HostTierBytes int64  // host-memory tier for preemption and prefix spill, 0 = none
 	Compression   string // host tier compression: "none", "s2" or "zstd"
+	// KVKeyFile holds the master key (32 raw bytes or 64 hex digits) the
+	// per-tenant keys that seal every page outside the pool derive from
+	// (docs/ISOLATION.md). "" draws a random key per process: host copies
+	// are sealed all the same, and a disk tier does not outlive the process.
+	KVKeyFile string
+	// KVDisk is a directory for the disk tier below the host tier: prefix
+	// pages leaving the host tier (or the device, without one) and the
+	// whole prefix cache on Close go there, sealed, and serve prefix hits
+	// after a restart with the same KVKeyFile; "" = none. KVDiskBudget is
+	// its hard limit in bytes (required with KVDisk).
+	KVDisk       string
+	KVDiskBudget int64
 
 	// ZeroOnRelease scrubs KV bytes in every tier: freed device pages
 	// before reuse, and every host buffer that held them (host-tier

@@ -14,6 +14,7 @@ import (
 	"github.com/kvwarden/kvwarden/internal/device/cpu"
 	"github.com/kvwarden/kvwarden/internal/device/cuda"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
 
 // ErrDeviceUnavailable is wrapped when the requested device cannot be used.
@@ -28,6 +29,7 @@ type resolved struct {
 	pool       *kvcache.Pool
 	runner     Runner
 	backend    string
+	keys       *kvseal.Keyring
 }
 
 func invalid(format string, args ...any) error {
@@ -61,6 +63,19 @@ func (c Config) Validate() error {
 // checkFields validates the fields that do not need the model and fills in
 // their defaults.
 func checkFields(c *Config) error {
+	switch {
+	case c.KVDiskBudget < 0:
+		return badField("KVDiskBudget", "disk tier budget %d bytes is negative", c.KVDiskBudget)
+	case c.KVDisk != "" && c.KVDiskBudget == 0:
+		return badField("KVDiskBudget", "the disk tier (%s) needs a budget in bytes", c.KVDisk)
+	case c.KVDisk == "" && c.KVDiskBudget > 0:
+		return badField("KVDisk", "a disk tier budget without a disk tier directory")
+	}
+	if c.KVKeyFile != "" {
+		if err := kvseal.CheckKeyFile(c.KVKeyFile); err != nil {
+			return badField("KVKeyFile", "%v", err)
+		}
+	}
 	switch {
 	case c.PageSize < 0 || c.PageSize > 1<<15:
 		return badField("PageSize", "page size %d tokens (want 1..32768, 0 for the default %d)", c.PageSize, DefaultPageSize)
@@ -263,9 +278,18 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			"max_context", c.MaxContext, "model_context", mc.MaxContext)
 	}
 
+	if r.keys, err = newKeyring(c); err != nil {
+		return r, err
+	}
+	defer func() {
+		if err != nil {
+			r.keys.Close()
+		}
+	}()
 	pool, err := kvcache.New(be, kvcache.Config{
 		Geometry: geo, Pages: c.KVPages, ZeroOnRelease: c.ZeroOnRelease, Poison: c.Poison,
 		HostTierBytes: c.HostTierBytes, Compression: c.Compression, Faults: hooks.poolFaults(), Logger: c.Logger,
+		Sealer: r.keys,
 	})
 	if err != nil {
 		if errors.Is(err, kvcache.ErrConfig) {

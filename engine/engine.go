@@ -62,6 +62,7 @@ type Engine struct {
 	chat    *chatTemplates
 	backend string
 	mfacts  modelFacts // metadata and fingerprint, on first use (metadata.go)
+	tiers   tiers      // sealing keys and erasure (tiers.go)
 
 	// The vocabulary as grammar matchers see it, on first use (grammar.go).
 	gvOnce sync.Once
@@ -129,6 +130,10 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	// scheduler polls the copy (it never waits on one) when woken.
 	e.pool.OnCopyDone(e.signal)
 	e.sched = newScheduler(e)
+	if err := e.tiers.init(e, r); err != nil {
+		e.abandon()
+		return nil, err
+	}
 	go e.sched.loop()
 	return e, nil
 }
@@ -266,6 +271,7 @@ func (e *Engine) signal() {
 func (e *Engine) Stats() Stats {
 	st := e.met.snapshot()
 	st.Pool = poolStatsOf(e.pool.Stats())
+	st.Disk = e.tiers.diskStats()
 	return st
 }
 
@@ -285,6 +291,7 @@ func (e *Engine) Close() error {
 	e.signal()
 	<-e.loopDone
 	err := e.pool.Close()
+	e.tiers.close()
 	if e.ownW {
 		if cerr := e.weights.Close(); err == nil {
 			err = cerr

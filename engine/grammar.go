@@ -47,6 +47,13 @@ func (e *Engine) CompileGrammar(gbnf string) (*Grammar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
+	// Token references (<|python_tag|>, <[id]>) must name tokens of this
+	// model's vocabulary: a 400 now rather than a failed request later.
+	if v, err := e.grammarVocab(); err == nil {
+		if err := g.CheckVocab(v); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
+		}
+	}
 	return &Grammar{g: g}, nil
 }
 
@@ -82,8 +89,12 @@ func (e *Engine) grammarVocab() (*grammar.Vocab, error) {
 		n := e.mcfg.Vocab
 		pieces := make([][]byte, n)
 		special := make([]bool, n)
+		names := make([]string, n)
 		for id := range n {
 			pieces[id], special[id] = tokenizer.TokenBytes(e.tok, id)
+			if id < e.tok.VocabSize() {
+				names[id] = e.tok.Piece(id)
+			}
 		}
 		var eog []int
 		for _, id := range e.eos {
@@ -92,6 +103,10 @@ func (e *Engine) grammarVocab() (*grammar.Vocab, error) {
 			}
 		}
 		e.gv, e.gvErr = grammar.NewVocab(pieces, special, eog...)
+		if e.gvErr == nil {
+			// Token references by text (<|python_tag|>) find their tokens.
+			e.gv, e.gvErr = e.gv.WithNames(names)
+		}
 	})
 	return e.gv, e.gvErr
 }
@@ -118,6 +133,9 @@ func (e *Engine) newGrammarState(g *Grammar) (*grammarState, error) {
 	v, err := e.grammarVocab()
 	if err != nil {
 		return nil, fmt.Errorf("engine: grammar vocabulary: %w", err)
+	}
+	if err := g.g.CheckVocab(v); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidParams, err)
 	}
 	gs := &grammarState{m: grammar.NewMatcher(g.g, v), mask: make([]uint64, v.MaskWords()), eogOnly: make([]uint64, v.MaskWords())}
 	for _, id := range e.eos {

@@ -1,5 +1,11 @@
 package engine
 
+import (
+	"slices"
+
+	"github.com/kvwarden/kvwarden/engine/tokenizer"
+)
+
 // Tool-call and reasoning markup is often made of control tokens
 // (<|python_tag|>, [TOOL_CALLS], DeepSeek's <｜tool▁calls▁begin｜>), which
 // decode to nothing. A request names the ones it needs to see
@@ -42,4 +48,30 @@ func keepDecode(decode func(prev, id int) []byte, keep map[int][]byte) func(prev
 		}
 		return decode(prev, id)
 	}
+}
+
+// ControlTokens returns the ids of those texts that are each one control
+// token of the model's vocabulary (a token that decodes to nothing, not
+// an end of generation), so that a grammar can ask for the token itself
+// (<[id]>) rather than have the model spell its text from pieces: what a
+// forced tool call's markup needs (toolcall.GrammarOptions.Tokens).
+func (e *Engine) ControlTokens(texts []string) map[string]int {
+	var ids map[string]int
+	for _, t := range texts {
+		id, ok := e.tok.Lookup(t)
+		if !ok || id >= e.mcfg.Vocab {
+			continue
+		}
+		// A tokenizer of another package reports no token types: there a
+		// token that decodes to nothing is a control token, as keepTokens
+		// has it.
+		if b, special := tokenizer.TokenBytes(e.tok, id); !special && len(b) > 0 || slices.Contains(e.eos, id) {
+			continue
+		}
+		if ids == nil {
+			ids = map[string]int{}
+		}
+		ids[t] = id
+	}
+	return ids
 }

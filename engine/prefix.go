@@ -79,6 +79,8 @@ type prefixCache struct {
 	// inflight are the spills whose copy has not completed yet: their
 	// pages come back when it does (poll), never waited for.
 	inflight []spillCopy
+	// disk is the tier below the host tier (Config.KVDisk), or nil.
+	disk *diskTier
 }
 
 type spillCopy struct {
@@ -118,6 +120,11 @@ type prefixStore interface {
 	hostLen() int
 	// clear drops every entry (Close).
 	clear()
+	// persist writes every entry to the disk tier, if there is one
+	// (graceful Close, before clear; disktier.go).
+	persist()
+	// dropTenant drops every entry of tenant (erasure, erase.go).
+	dropTenant(tenant string) (device, host int)
 }
 
 // noPrefixCache is the disabled prefix cache (Config.DisablePrefixCache):
@@ -132,6 +139,8 @@ func (noPrefixCache) dropHostFor(int64) bool                            { return
 func (noPrefixCache) len() int                                          { return 0 }
 func (noPrefixCache) hostLen() int                                      { return 0 }
 func (noPrefixCache) clear()                                            {}
+func (noPrefixCache) dropTenant(string) (int, int)                      { return 0, 0 }
+func (noPrefixCache) persist()                                          {}
 
 type prefixKey struct {
 	tenant string
@@ -144,6 +153,7 @@ type prefixEntry struct {
 	tokens []int
 	ref    kvcache.PageRef   // the device page, while host == nil
 	host   *kvcache.HostPage // the host copy of a spilled entry
+	strong [32]byte          // strongHash of the prefix up to this page's end: its disk identity
 }
 
 const prefixSeed = 0x6b76707265666978 // "kvprefix"
@@ -209,7 +219,15 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 		h := c.chainHash(s, i)
 		el, ok := c.entries[prefixKey{s.tenant, h}]
 		if !ok {
-			break
+			var err error
+			el, err = c.fromDisk(s, i, parent, keepFree)
+			if err != nil && s.prefixWaits < maxPrefixWaits {
+				s.hostHitsWaiting += hostHits
+				return 0, err // pages come back from spills: wait a step
+			}
+			if el == nil {
+				break
+			}
 		}
 		ent := el.Value.(*prefixEntry)
 		if ent.parent != parent || !slices.Equal(ent.tokens, s.tokens[i*c.ps:(i+1)*c.ps]) {
@@ -365,7 +383,8 @@ func (c *prefixCache) offer(s *seq) {
 			// page s has just computed replaces it.
 			c.remove(el)
 		}
-		ent := &prefixEntry{key: key, parent: s.prefixTail, tokens: slices.Clone(page), ref: refs[i]}
+		ent := &prefixEntry{key: key, parent: s.prefixTail, tokens: slices.Clone(page), ref: refs[i],
+			strong: strongHash(strongOf(s.prefixTail), page)}
 		c.entries[key] = c.lru.PushFront(ent)
 		s.prefixTail = ent
 	}
@@ -390,6 +409,7 @@ func (c *prefixCache) evict() room {
 		case info.State == kvcache.PageReleasing && info.Leases[kvcache.LeasePrefix] == 1 &&
 			info.Leases[kvcache.LeaseStep] == 0 && info.Leases[kvcache.LeaseCopy] == 0:
 			if !c.spill {
+				c.toDisk(ent)
 				c.remove(el)
 				return roomFreed
 			}
@@ -485,6 +505,7 @@ func (c *prefixCache) dropHost() bool {
 	if el == nil {
 		return false
 	}
+	c.toDisk(el.Value.(*prefixEntry)) // the host tier is full: on to the disk tier
 	c.remove(el)
 	return true
 }

@@ -290,8 +290,8 @@ func TestPrefixHostTierAbortDuringRestore(t *testing.T) {
 // spilled prefix pages, a swap-out drops them (LRU) instead of failing.
 func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	cfg := pressureConfig(t, true) // 8 pages of 4 tokens, MaxContext 32
-	pb := e0PageBytes(t, cfg)
-	cfg.HostTierBytes = 8 * pb // as much as the whole pool
+	pb := e0HostCopyBytes(t, cfg)  // a sealed page
+	cfg.HostTierBytes = 8 * pb     // as much as the whole pool
 	// The pair contends for the pool only if b is placed while a is still
 	// small: together they need 16 pages of 8. Two things make sure of it,
 	// however slow or busy the machine:
@@ -367,6 +367,12 @@ func TestPrefixHostTierYieldsToSwap(t *testing.T) {
 	require.Zero(t, s.IsolationFailures)
 	waitPoolIdle(t, e)
 	requireNoLeaks(t, e)
+}
+
+func e0HostCopyBytes(t *testing.T, cfg Config) int64 {
+	e := newEcho(t, cfg)
+	defer e.Close()
+	return e.pool.HostCopyBytes()
 }
 
 func e0PageBytes(t *testing.T, cfg Config) int64 {

@@ -152,6 +152,7 @@ func (sc *scheduler) intake() (closing bool) {
 	e.inbox, e.aborts = nil, nil
 	closing = e.closed
 	e.mu.Unlock()
+	sc.erasures() // tiers.go
 	for _, s := range in {
 		sc.byID[s.id] = s
 		sc.enqueue(s)
@@ -1134,6 +1135,7 @@ func (sc *scheduler) shutdown() {
 		}
 		sc.end(s)
 	}
+	sc.prefix.persist() // to the disk tier, if any
 	sc.prefix.clear()
 	sc.gauges()
 }

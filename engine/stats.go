@@ -75,6 +75,9 @@ type PoolStats struct {
 	StaleCompletions    uint64 // completions for a page that had moved on
 	CopyFailures        uint64
 	ScrubFailures       uint64
+	// SealFailures are host copies that failed their authentication tag
+	// (damaged, or their tenant erased): each a miss, recomputed.
+	SealFailures uint64
 
 	// Host tier (Config.HostTierBytes > 0).
 	HostTierUsed     int64
@@ -97,6 +100,7 @@ func poolStatsOf(s kvcache.Stats) PoolStats {
 		DeferredQuarantined: s.DeferredQuarantined, DeferredDuration: histogramOf(s.DeferredDuration),
 		ChecksumFailures: s.ChecksumFailures, IsolationViolations: s.IsolationViolations,
 		StaleCompletions: s.StaleCompletions, CopyFailures: s.CopyFailures, ScrubFailures: s.ScrubFailures,
+		SealFailures: s.SealFailures,
 		HostTierUsed: s.HostTierUsed, HostTierCapacity: s.HostTierCapacity, HostEntries: s.HostEntries,
 		BytesOffloaded: s.BytesOffloaded, BytesRestored: s.BytesRestored, BytesStored: s.BytesStored,
 	}
@@ -144,6 +148,10 @@ type Stats struct {
 	// recomputed it instead of failing. Detection is still counted by the
 	// pool (Pool.ChecksumFailures).
 	Recoveries uint64
+	// TenantErasures counts EraseTenantKV calls served.
+	TenantErasures uint64
+	// Disk is the disk tier (Config.KVDisk); zero without one.
+	Disk DiskStats
 
 	PromptTokens     uint64 // prompt tokens of admitted requests
 	GeneratedTokens  uint64 // tokens sampled
@@ -194,6 +202,7 @@ type metrics struct {
 	steps, preemptions                uint64
 	swapOuts, swapIns, swapFails      uint64
 	recoveries                        uint64
+	erasures                          uint64
 	prefixHits, prefixMisses          uint64
 	prefixEvictions, prefixSpills     uint64
 	prefixHostHits, prefixHostEvicted uint64
@@ -215,6 +224,8 @@ func (m *metrics) update(f func(m *metrics)) {
 	f(m)
 	m.mu.Unlock()
 }
+
+func (m *metrics) erasure() { m.update(func(m *metrics) { m.erasures++ }) }
 
 func (m *metrics) submit() { m.update(func(m *metrics) { m.submitted++ }) }
 
@@ -312,7 +323,7 @@ func (m *metrics) snapshot() Stats {
 		Submitted: m.submitted, Admitted: m.admitted,
 		Rejected: maps.Clone(m.rejected), Finished: maps.Clone(m.finished),
 		IsolationFailures: m.isolation, BookkeepingErrors: m.bookkeeping, Recoveries: m.recoveries,
-		PromptTokens: m.promptTokens, GeneratedTokens: m.generatedTokens, CachedTokens: m.cachedTokens, RecomputedTokens: m.recomputedTokens,
+		TenantErasures: m.erasures, PromptTokens: m.promptTokens, GeneratedTokens: m.generatedTokens, CachedTokens: m.cachedTokens, RecomputedTokens: m.recomputedTokens,
 		Steps: m.steps, Preemptions: m.preemptions, SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapFails: m.swapFails,
 		PrefixEntries: m.prefixEntries, PrefixHits: m.prefixHits, PrefixMisses: m.prefixMisses, PrefixEvictions: m.prefixEvictions,
 		PrefixHostEntries: m.prefixHostEntries, PrefixSpills: m.prefixSpills, PrefixHostHits: m.prefixHostHits, PrefixHostEvictions: m.prefixHostEvicted,

@@ -189,6 +189,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("/v1/models/{id}", s.handleModel)
 	mux.HandleFunc("/healthz", s.handleHealth)
 	s.llamaRoutes(mux)
+	s.eraseRoutes(mux) // erase.go
 	s.embeddingRoutes(mux)
 	mux.Handle("GET /metrics", s.metricsHandler(s.met.Handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -132,6 +132,7 @@ func (s *Server) prepareChat(body *chatRequest) (*chatPlan, *apiError) {
 		}
 		g, err := toolcall.Grammar(f, tools, choice, toolcall.GrammarOptions{
 			Parallel: !plan.single, Think: thinking, ThinkingOpen: plan.opts.ThinkingOpen,
+			Tokens: s.eng.ControlTokens(f.KeepTokens()),
 		})
 		if err != nil {
 			if errors.Is(err, toolcall.ErrInvalid) {

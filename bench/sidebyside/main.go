@@ -14,7 +14,9 @@
 //	    line "pp_tps=... tg_tps=..." with llama-batched-bench's meaning:
 //	    prompt tokens of all sequences over the time until every sequence
 //	    had its first token, and the tokens generated after that (only
-//	    those: see once) over the remaining time.
+//	    those: see once) over the remaining time. With -json-schema FILE
+//	    the output is constrained to that schema (llama.cpp's
+//	    --json-schema).
 //	sidebyside bw -t 2 -mib 1024 -r 5
 //	    streams a buffer of that size with t threads r times and prints
 //	    "read_gbs=BEST median_gbs=MEDIAN": the read bandwidth that bounds
@@ -177,6 +179,7 @@ func run(args []string) error {
 	reps := fs.Int("r", 1, "repetitions (the best and the median are printed)")
 	batchTokens := fs.Int("batch-tokens", 0, "engine MaxBatchTokens (0 = default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds")
+	schemaFile := fs.String("json-schema", "", "constrain the output to this JSON Schema file (as llama.cpp's --json-schema)")
 	_ = fs.Parse(args)
 	if *path == "" {
 		return errors.New("run: -model is required")
@@ -201,7 +204,18 @@ func run(args []string) error {
 	// of the KV pages and of the batch's scratch buffers (llama.cpp clears
 	// its whole KV buffer when it creates the context and runs its
 	// warm-up prompt at the full prompt length).
-	if _, _, _, err := once(e, 1, *npp, 4, 0); err != nil {
+	var g *engine.Grammar
+	if *schemaFile != "" {
+		schema, err := os.ReadFile(*schemaFile)
+		if err != nil {
+			return err
+		}
+		// Compiled once, as the server keeps a tenant's grammars.
+		if g, err = e.CompileJSONSchema(schema); err != nil {
+			return err
+		}
+	}
+	if _, _, _, err := once(e, 1, *npp, 4, 0, nil); err != nil {
 		return err
 	}
 	if *cpuprofile != "" {
@@ -216,12 +230,12 @@ func run(args []string) error {
 	}
 	var pps, tgs []float64
 	for r := 0; r < *reps; r++ {
-		pp, tg, gen, err := once(e, *nb, *npp, *ntg, r+1)
+		pp, tg, gen, err := once(e, *nb, *npp, *ntg, r+1, g)
 		if err != nil {
 			return err
 		}
 		if gen < *nb**ntg {
-			fmt.Fprintf(os.Stderr, "sidebyside: note: %d of %d tokens generated (EOS)\n", gen, *nb**ntg)
+			fmt.Fprintf(os.Stderr, "sidebyside: note: %d of %d tokens generated (EOS or grammar complete)\n", gen, *nb**ntg)
 		}
 		pps, tgs = append(pps, pp), append(tgs, tg)
 	}
@@ -293,8 +307,9 @@ func bw(args []string) error {
 // each sequence's tokens after that moment not the first: it may come
 // from the step that started the timer. So the tokens that early
 // sequences decode while later prompts are still being prefilled are not
-// counted, and the rate errs low by at most one step's tokens.
-func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, err error) {
+// counted, and the rate errs low by at most one step's tokens. A non-nil
+// g constrains every request to that grammar.
+func once(e *engine.Engine, nb, npp, ntg, seed int, g *engine.Grammar) (pp, tg float64, gen int, err error) {
 	vocab := e.ModelConfig().Vocab
 	var mu sync.Mutex
 	var firstAll time.Time
@@ -307,7 +322,7 @@ func once(e *engine.Engine, nb, npp, ntg, seed int) (pp, tg float64, gen int, er
 		go func() {
 			defer wg.Done()
 			st, err := e.Submit(context.Background(), engine.Request{
-				Tokens: prompt(seed*1000+i, npp, vocab), MaxTokens: ntg, Tenant: "bench",
+				Tokens: prompt(seed*1000+i, npp, vocab), MaxTokens: ntg, Tenant: "bench", Grammar: g,
 			})
 			if err != nil {
 				errs[i] = err

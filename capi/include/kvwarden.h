@@ -280,6 +280,13 @@ typedef struct kvw_engine_params {
     /* v4 (struct_size 136): */
     const char* kv_type;        /* KV cache element type: "f16" (NULL, default) or "f32"
                                    (twice the memory; exact against float32 references) */
+    /* v5 (struct_size 160): sealed tiers (see kvw_tenant_erase_kv) */
+    const char* kv_key_file;    /* master key file (32 bytes or 64 hex digits) every page
+                                   outside the pool is sealed under, per tenant; NULL = a
+                                   random key per process. Copied. */
+    const char* kv_disk_dir;    /* disk tier directory: prefix pages below the host tier,
+                                   kept across engines with the same key file; NULL = none */
+    int64_t kv_disk_budget_bytes; /* the disk tier's hard limit; required with kv_disk_dir */
 } kvw_engine_params;
 
 /* Defaults for kvw_engine_params (struct_size set). Thread-safe. */
@@ -940,6 +947,36 @@ KVW_API void kvw_stats_init(kvw_stats* out);
 
 /* Snapshot of the engine's and its KV pool's metrics into *out. */
 KVW_API int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
+
+/* ---------------------------------------------------------------------- */
+/* KV erasure                                                              */
+/* ---------------------------------------------------------------------- */
+
+/* What kvw_tenant_erase_kv erased. Versioned output struct. */
+typedef struct kvw_erase_result {
+    uint32_t struct_size;         /* sizeof(kvw_erase_result) */
+    int32_t reserved0;
+    uint64_t key_epoch;           /* the tenant's key epoch from now on */
+    int64_t prefix_device_pages;  /* prefix-cache pages dropped from the device pool */
+    int64_t prefix_host_pages;    /* prefix-cache entries dropped from the host tier */
+    int64_t host_pages;           /* host-tier copies of the tenant's (prefix spills and
+                                     swapped requests), all unreadable from now on */
+    int64_t host_bytes;
+} kvw_erase_result;
+
+/* Sets out->struct_size and zeroes the rest. */
+KVW_API void kvw_erase_result_init(kvw_erase_result* out);
+
+/* Crypto-erases tenant's cached KV: rotates the tenant's key epoch, so every
+ * page of the tenant's outside the device pool (host tier) is unreadable at
+ * once (a restore of one is a miss, computed again), and drops the tenant's
+ * prefix-cache pages on the device and in the host tier. A running request
+ * of the tenant keeps its own pages until it ends. tenant: NUL-terminated
+ * UTF-8 ("" is the default tenant of kvw_request_params.tenant NULL). out
+ * may be NULL. Waits for the scheduler's next step boundary. Errors:
+ * KVW_ERR_INVALID_ARGUMENT (NULL tenant, not UTF-8, over 1024 bytes),
+ * KVW_ERR_CLOSED. Thread-safe. */
+KVW_API int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out);
 
 /* ---------------------------------------------------------------------- */
 /* Embeddings and reranking                                                */

@@ -10,9 +10,11 @@ import (
 type elemKind uint8
 
 const (
-	eEnd  elemKind = iota // end of an alternative
-	eByte                 // one byte in sets[arg]
-	eRule                 // rules[arg]
+	eEnd      elemKind = iota // end of an alternative
+	eByte                     // one byte in sets[arg]
+	eRule                     // rules[arg]
+	eToken                    // the one token tokens[arg] names
+	eTokenNot                 // any one ordinary token but tokens[arg]
 )
 
 type elem struct {
@@ -46,6 +48,9 @@ type Grammar struct {
 	sets  []byteSet
 	root  int32
 	src   string
+	// tokens are the token references, resolved per vocabulary (their
+	// ids live in the vocabulary's maskCache).
+	tokens []tokenElem
 
 	// Masks computed for this grammar, per vocabulary, shared by all its
 	// matchers: a server that keeps compiled grammars pays for a state once.
@@ -62,6 +67,11 @@ func (g *Grammar) cacheFor(v *Vocab) *maskCache {
 			g.caches = map[*Vocab]*maskCache{}
 		}
 		c = &maskCache{masks: map[string][]uint64{}}
+		if len(g.tokens) > 0 && v != nil {
+			if c.ids, c.err = g.resolveTokens(v); c.err != nil {
+				c.err = asTokenError(c.err)
+			}
+		}
 		g.caches[v] = c
 	}
 	return c
@@ -226,6 +236,13 @@ func (b *builder) unit(owner int32, n *node) (elem, error) {
 		}
 	case nRepeat:
 		return b.repeat(owner, n)
+	case nToken:
+		kind := eToken
+		if n.tok.neg {
+			kind = eTokenNot
+		}
+		b.g.tokens = append(b.g.tokens, tokenElem{ref: n.tok, line: n.line, col: n.col})
+		return elem{kind, int32(len(b.g.tokens) - 1)}, nil
 	}
 	// A sequence, a literal or a group: a rule of its own.
 	r := b.newRule(owner, n)
@@ -410,7 +427,7 @@ func (g *Grammar) nullableFrom(p int32, nullable []bool) bool {
 		switch e := g.elems[p]; e.kind {
 		case eEnd:
 			return true
-		case eByte:
+		case eByte, eToken, eTokenNot:
 			return false
 		case eRule:
 			if !nullable[e.arg] {

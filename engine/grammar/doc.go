@@ -19,6 +19,11 @@
 // no parse stack takes, and caches masks per grammar state, so a state
 // seen before (inside a string, say) costs a copy.
 //
+// Token references (<[id]>, <text>, !<...>, llama.cpp's syntax) match one
+// whole token, so that a grammar can ask for a control token such as
+// [TOOL_CALLS] that no text spells; they resolve per vocabulary
+// (Vocab.WithNames, Grammar.CheckVocab, ErrUnknownToken).
+//
 // The package knows nothing of models or tokenizers beyond the Vocab; the
 // sampler applies the mask (engine/sample.SampleMasked).
 package grammar

@@ -6,14 +6,19 @@ import (
 )
 
 // FuzzParse: any text either compiles or gives ErrInvalidGrammar, and a
-// compiled grammar can be matched without a panic.
+// compiled grammar can be matched without a panic, as bytes and as tokens
+// of a vocabulary with control tokens (token references).
 func FuzzParse(f *testing.F) {
+	v := ctlVocab(f)
+	mask := make([]uint64, v.MaskWords())
 	for _, s := range []string{
 		`root ::= "a" [b-d]* ("e" | f){2,3}` + "\nf ::= [^x] .",
 		`root ::= ( "a"` + "\n | \"b\" ) # c",
 		`root ::= "\u00e9\U0001F600\x41" [\]\-]? x`,
 		`root ::= r` + "\nr ::= r \"a\"",
 		"root ::= [",
+		`root ::= <[1]> "[" (!<[3]>)* <|python_tag|> <[2]>?`,
+		"root ::= !<think",
 		JSONObjectGBNF(),
 	} {
 		f.Add(s, []byte(`{"a": 1}`))
@@ -33,6 +38,15 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		m.CanEnd()
+		if g.CheckVocab(v) != nil {
+			return
+		}
+		m = NewMatcher(g, v)
+		for _, c := range input {
+			if m.Allowed(mask) != nil || m.Accept(int(c)%v.Size()) != nil {
+				break
+			}
+		}
 	})
 }
 

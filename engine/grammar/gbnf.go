@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -40,6 +41,7 @@ const (
 	nAlt                    // kids: alternatives, each an nSeq
 	nSeq                    // kids: in order
 	nRepeat                 // kids[0] repeated min..max times (max < 0: unbounded)
+	nToken                  // one whole token: tok (neg: any other token)
 )
 
 type cpRange struct{ lo, hi rune }
@@ -53,6 +55,7 @@ type node struct {
 	name      string
 	kids      []*node
 	min, max  int
+	tok       tokenRef
 	line, col int
 }
 
@@ -245,8 +248,12 @@ func (p *parser) sequence(nested bool) (*node, error) {
 			}
 			p.pos++
 			item = inner
-		case ch == '<':
-			return nil, p.errAt(p.pos, "token references (<...>) are not supported")
+		case ch == '<' || ch == '!':
+			ref, err := p.token()
+			if err != nil {
+				return nil, err
+			}
+			item = &node{kind: nToken, tok: ref}
 		case isWordChar(ch):
 			item = &node{kind: nRef, name: p.name()}
 		case ch == '*' || ch == '+' || ch == '?' || ch == '{':
@@ -413,4 +420,48 @@ func (p *parser) class() (*node, error) {
 		}
 		cls.ranges = append(cls.ranges, cpRange{lo, hi})
 	}
+}
+
+// token parses a token reference, llama.cpp's syntax: <[id]> names a
+// token by id, <text> by its whole text (the angle brackets are part of
+// the text: <|python_tag|>, <think>), and a leading ! matches any one
+// token but that one.
+func (p *parser) token() (tokenRef, error) {
+	start := p.pos
+	ref := tokenRef{id: -1}
+	if p.src[p.pos] == '!' {
+		ref.neg = true
+		p.pos++
+		if p.pos >= len(p.src) || p.src[p.pos] != '<' {
+			return ref, p.errAt(start, "! must be followed by a token reference <...>")
+		}
+	}
+	open := p.pos
+	if hasPrefixAt(p.src, p.pos, "<[") {
+		p.pos += 2
+		s := p.pos
+		for p.pos < len(p.src) && p.src[p.pos] >= '0' && p.src[p.pos] <= '9' {
+			p.pos++
+		}
+		if s == p.pos || !hasPrefixAt(p.src, p.pos, "]>") {
+			return ref, p.errAt(open, "token reference <[...]> needs a token id (digits) and ]>")
+		}
+		id, err := strconv.Atoi(p.src[s:p.pos])
+		if err != nil || id > maxTokenID {
+			return ref, p.errAt(s, "token id %s exceeds %d", p.src[s:p.pos], maxTokenID)
+		}
+		p.pos += 2
+		ref.id = id
+		return ref, nil
+	}
+	end := strings.IndexAny(p.src[p.pos+1:], ">\n")
+	if end < 0 || p.src[p.pos+1+end] != '>' {
+		return ref, p.errAt(open, "unclosed token reference (<text> ends at >, on the same line)")
+	}
+	p.pos += end + 2
+	ref.text = p.src[open:p.pos]
+	if ref.text == "<>" {
+		return ref, p.errAt(open, "empty token reference <>")
+	}
+	return ref, nil
 }

@@ -81,6 +81,11 @@ type maskCache struct {
 	mu    sync.Mutex
 	masks map[string][]uint64
 	bytes int
+
+	// ids are the grammar's token references resolved for the vocabulary;
+	// err, when they do not resolve, fails every Allowed and Accept.
+	ids []int32
+	err error
 }
 
 // maxCacheBytes bounds a cache: past it the cache starts over.
@@ -163,7 +168,8 @@ func (m *Matcher) expandAt(pos, rest int32, tops []int32, acc *bool) []int32 {
 			}
 			n := m.nodes[rest]
 			pos, rest = n.pos, n.next
-		case eByte:
+		case eByte, eToken, eTokenNot:
+			// Terminals: a byte class, or a whole token.
 			if m.w.interning {
 				// Interned: equal stacks are equal indexes.
 				t := m.push(pos, rest)
@@ -195,7 +201,8 @@ func (m *Matcher) advance(src []int32, c byte, dst []int32, acc *bool) []int32 {
 	g := m.g
 	for _, t := range src {
 		n := m.nodes[t]
-		if g.sets[g.elems[n.pos].arg].has(c) {
+		// A token reference is never matched byte by byte.
+		if e := g.elems[n.pos]; e.kind == eByte && g.sets[e.arg].has(c) {
 			dst = m.expandAt(n.pos+1, n.next, dst, acc)
 		}
 	}
@@ -210,18 +217,48 @@ func (m *Matcher) AcceptBytes(b []byte) error {
 		return ErrFinished
 	}
 	base := len(m.nodes)
-	tops, acc := m.tops, m.accept
-	for i, c := range b {
-		acc = false
-		tops = m.advance(tops, c, nil, &acc)
-		if len(tops) == 0 && !(acc && i == len(b)-1) {
-			m.nodes = m.nodes[:base]
-			return fmt.Errorf("%w: byte %d (%q) of %q", ErrTokenRejected, i, c, b)
-		}
+	if len(b) == 0 {
+		return nil
+	}
+	tops, acc, err := m.advanceBytes(m.tops, b)
+	if err != nil {
+		m.nodes = m.nodes[:base]
+		return err
 	}
 	m.tops, m.accept = tops, acc
 	m.compact()
 	return nil
+}
+
+// advanceBytes returns the stacks of tops that take all of b, moved past
+// it (a new slice), and whether the grammar can end after b.
+func (m *Matcher) advanceBytes(tops []int32, b []byte) ([]int32, bool, error) {
+	acc := false
+	for i, c := range b {
+		acc = false
+		tops = m.advance(tops, c, nil, &acc)
+		if len(tops) == 0 && !(acc && i == len(b)-1) {
+			return nil, false, fmt.Errorf("%w: byte %d (%q) of %q", ErrTokenRejected, i, c, b)
+		}
+	}
+	return tops, acc, nil
+}
+
+// advanceToken appends to dst the stacks of src whose top is a token
+// reference that id matches, moved past it.
+func (m *Matcher) advanceToken(src []int32, id int32, dst []int32, acc *bool) []int32 {
+	g := m.g
+	ids := m.cache.ids
+	for _, t := range src {
+		n := m.nodes[t]
+		e := g.elems[n.pos]
+		switch {
+		case e.kind == eToken && ids[e.arg] == id,
+			e.kind == eTokenNot && ids[e.arg] != id && m.v.ordinary[id>>6]&(1<<(id&63)) != 0:
+			dst = m.expandAt(n.pos+1, n.next, dst, acc)
+		}
+	}
+	return dst
 }
 
 // Accept moves the matcher past token id. An end-of-generation token is
@@ -245,15 +282,35 @@ func (m *Matcher) Accept(id int) error {
 		m.done = true
 		return nil
 	}
-	if v.special[id] {
-		return fmt.Errorf("%w: special token %d", ErrTokenRejected, id)
+	if m.cache.err != nil {
+		return m.cache.err
 	}
-	if len(v.pieces[id]) == 0 {
-		return fmt.Errorf("%w: token %d is empty", ErrTokenRejected, id)
+	base := len(m.nodes)
+	var tops []int32
+	acc := false
+	var byteErr error
+	if !v.special[id] && len(v.pieces[id]) > 0 {
+		tops, acc, byteErr = m.advanceBytes(m.tops, v.pieces[id])
 	}
-	if err := m.AcceptBytes(v.pieces[id]); err != nil {
-		return fmt.Errorf("token %d: %w", id, err)
+	if len(m.g.tokens) > 0 {
+		// Stacks waiting for a whole token: the same stacks may also have
+		// come through the bytes, so expandAt's deduplication applies.
+		tops = m.advanceToken(m.tops, int32(id), tops, &acc)
 	}
+	if len(tops) == 0 && !acc {
+		m.nodes = m.nodes[:base]
+		switch {
+		case byteErr != nil:
+			return fmt.Errorf("token %d: %w", id, byteErr)
+		case v.special[id]:
+			return fmt.Errorf("%w: special token %d (a grammar allows one only where a token reference names it)", ErrTokenRejected, id)
+		case len(v.pieces[id]) == 0:
+			return fmt.Errorf("%w: token %d is empty", ErrTokenRejected, id)
+		}
+		return fmt.Errorf("%w: token %d", ErrTokenRejected, id)
+	}
+	m.tops, m.accept = tops, acc
+	m.compact()
 	return nil
 }
 
@@ -336,6 +393,9 @@ func (m *Matcher) Allowed(mask []uint64) error {
 	if m.done {
 		return ErrFinished
 	}
+	if m.cache.err != nil {
+		return m.cache.err
+	}
 	any := false
 	if len(m.tops) > 0 {
 		key := m.stateKey()
@@ -345,6 +405,7 @@ func (m *Matcher) Allowed(mask []uint64) error {
 		if !ok {
 			cached = make([]uint64, m.v.MaskWords())
 			m.walk(cached)
+			m.tokenMask(cached)
 			m.cache.mu.Lock()
 			if m.cache.bytes > maxCacheBytes {
 				clear(m.cache.masks)
@@ -514,4 +575,29 @@ func (m *Matcher) step(from int32, c byte) int32 {
 	}
 	w.trans[int(from)<<8|int(c)] = next
 	return next
+}
+
+// tokenMask adds to mask the tokens that the stacks waiting for a whole
+// token allow.
+func (m *Matcher) tokenMask(mask []uint64) {
+	if len(m.g.tokens) == 0 {
+		return
+	}
+	ids := m.cache.ids
+	for _, t := range m.tops {
+		e := m.g.elems[m.nodes[t].pos]
+		switch e.kind {
+		case eToken:
+			id := ids[e.arg]
+			mask[id>>6] |= 1 << (id & 63)
+		case eTokenNot:
+			id := ids[e.arg]
+			for i, w := range m.v.ordinary {
+				if i == int(id>>6) {
+					w &^= 1 << (id & 63)
+				}
+				mask[i] |= w
+			}
+		}
+	}
 }

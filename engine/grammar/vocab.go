@@ -31,6 +31,12 @@ type Vocab struct {
 	// allows the whole subtree at once.
 	sub     []int32
 	subSets []byteSet
+
+	// ordinary marks the tokens a negated token reference (!<...>) may
+	// match: not special, not empty.
+	ordinary []uint64
+	// names maps token texts to ids for references by text (WithNames).
+	names map[string]int32
 }
 
 // NewVocab builds the vocabulary of len(pieces) tokens: pieces[id] is the
@@ -55,9 +61,11 @@ func NewVocab(pieces [][]byte, special []bool, eog ...int) (*Vocab, error) {
 		v.eog = append(v.eog, id)
 	}
 	ids := make([]int32, 0, n)
+	v.ordinary = make([]uint64, v.MaskWords())
 	for id, p := range pieces {
 		if !v.special[id] && len(p) > 0 {
 			ids = append(ids, int32(id))
+			v.ordinary[id>>6] |= 1 << (id & 63)
 		}
 	}
 	slices.SortStableFunc(ids, func(a, b int32) int { return bytes.Compare(pieces[a], pieces[b]) })

@@ -22,6 +22,14 @@ type GrammarOptions struct {
 	// model); ThinkingOpen says the prompt already opened it, so the
 	// output starts inside it and must close it.
 	Think, ThinkingOpen bool
+	// Tokens maps the family's markers (Format.KeepTokens) that are
+	// control tokens of the model's vocabulary to their ids
+	// (engine.Engine.ControlTokens). The grammar asks for such a marker as
+	// that one token (<[id]>), the token the model was trained to write,
+	// instead of its text spelled from ordinary tokens, which a real
+	// Mistral or Llama 3 vocabulary could only do by pieces. The request
+	// must keep their text (engine.Request.KeepTokens) for the parser.
+	Tokens map[string]int
 }
 
 // Grammar is the GBNF grammar of an output that is nothing but tool calls
@@ -36,6 +44,7 @@ func Grammar(f Format, tools []Tool, choice Choice, o GrammarOptions) (string, e
 	}
 	var b strings.Builder
 	var alts []string
+	mk := markup(o.Tokens)
 	for i, t := range tools {
 		if choice.Mode == ModeFunction && t.Name != choice.Name {
 			continue
@@ -51,25 +60,30 @@ func Grammar(f Format, tools []Tool, choice Choice, o GrammarOptions) (string, e
 		}
 		b.WriteString(renamed)
 		call := fmt.Sprintf("call-%d", i)
-		fmt.Fprintf(&b, "%s ::= %s\n", call, callRule(f.Family, t.Name, prefix+"root"))
+		fmt.Fprintf(&b, "%s ::= %s\n", call, mk.callRule(f.Family, t.Name, prefix+"root"))
 		alts = append(alts, call)
 	}
 	if len(alts) == 0 {
 		return "", reqErr("tool_choice", "names the function %q, which is not among the request's tools", choice.Name)
 	}
 	fmt.Fprintf(&b, "call ::= %s\n", strings.Join(alts, " | "))
-	calls := callsRule(f.Family, o.Parallel && choice.Mode != ModeFunction)
+	calls := mk.callsRule(f.Family, o.Parallel && choice.Mode != ModeFunction)
+	if id, ok := o.Tokens["<|python_tag|>"]; ok && f.Family == Llama3 && f.PythonTag {
+		// Llama 3.1 often opens a custom tool's call with <|python_tag|>
+		// too; the parser takes both.
+		calls = fmt.Sprintf("<[%d]>? %s", id, calls)
+	}
 	switch {
 	case f.Family == Harmony:
 		if o.Think {
 			// An analysis message may come first; its body has no "<|".
-			calls = "(" + lit(hChannel+"analysis"+hMessage) + " harmony-body " + lit(hEnd+hStart+"assistant") + ")? " + calls
+			calls = "(" + mk.lit(hChannel+"analysis"+hMessage) + " harmony-body " + mk.lit(hEnd+hStart+"assistant") + ")? " + calls
 			b.WriteString(`harmony-body ::= ([^<] | "<"+ [^|<])*` + "\n")
 		}
 	case o.ThinkingOpen:
-		calls = `think-body "</think>" think-space ` + calls
+		calls = "think-body " + mk.lit(thinkClose) + " think-space " + calls
 	case o.Think:
-		calls = `("<think>" think-body "</think>" think-space)? ` + calls
+		calls = "(" + mk.lit(thinkOpen) + " think-body " + mk.lit(thinkClose) + " think-space)? " + calls
 	}
 	if (o.Think || o.ThinkingOpen) && f.Family != Harmony {
 		// Any text without "</" (the block ends at its first "</"): a run
@@ -78,6 +92,41 @@ func Grammar(f Format, tools []Tool, choice Choice, o GrammarOptions) (string, e
 		b.WriteString(`think-space ::= [ \t\n]{0,4}` + "\n")
 	}
 	return "root ::= " + calls + "\n" + b.String(), nil
+}
+
+// markup is GrammarOptions.Tokens: marker texts that are control tokens.
+type markup map[string]int
+
+// lit is the GBNF of text s: string literals, with each marker of mk in
+// it (the longest at a place) asked for as its token.
+func (mk markup) lit(s string) string {
+	if len(mk) == 0 {
+		return lit(s)
+	}
+	var parts []string
+	start := 0
+	for i := 0; i < len(s); {
+		best := ""
+		for m := range mk {
+			if len(m) > len(best) && strings.HasPrefix(s[i:], m) {
+				best = m
+			}
+		}
+		if best == "" {
+			i++
+			continue
+		}
+		if i > start {
+			parts = append(parts, lit(s[start:i]))
+		}
+		parts = append(parts, fmt.Sprintf("<[%d]>", mk[best]))
+		i += len(best)
+		start = i
+	}
+	if start < len(s) || len(parts) == 0 {
+		parts = append(parts, lit(s[start:]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // lit is a GBNF string literal.
@@ -108,7 +157,8 @@ func lit(s string) string {
 // callRule is one call of the named tool in the family's markup, args
 // being the rule of its arguments. The spacing is the one each family's
 // template prints in the history.
-func callRule(f Family, name, args string) string {
+func (mk markup) callRule(f Family, name, args string) string {
+	lit := mk.lit
 	obj := func(argKey string) string {
 		return lit(`{"name": "`+name+`", "`+argKey+`": `) + " " + args + " " + lit("}")
 	}
@@ -132,7 +182,8 @@ func callRule(f Family, name, args string) string {
 
 // callsRule is the whole output: one call, or with parallel one or more,
 // in the family's list form.
-func callsRule(f Family, parallel bool) string {
+func (mk markup) callsRule(f Family, parallel bool) string {
+	lit := mk.lit
 	more := fmt.Sprintf("{0,%d}", MaxParallelCalls-1)
 	many := func(sep string) string {
 		if !parallel {

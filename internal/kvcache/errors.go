@@ -28,6 +28,10 @@ var (
 	ErrNoLease       = errors.New("kvcache: lease not held")
 	ErrInFlight      = errors.New("kvcache: host-tier copy still in flight")
 	ErrSwapping      = errors.New("kvcache: page table is being swapped out")
+	// ErrSealOpen is a host copy whose authentication tag failed (a
+	// damaged byte, or its tenant's key was erased): a miss, never data,
+	// and not an isolation incident (nothing was read).
+	ErrSealOpen = errors.New("kvcache: host copy failed its authentication tag")
 )
 
 // errBadCopy marks a host copy that failed its checksum in host memory: the

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -43,8 +44,14 @@ type hostTier struct {
 	used     int64 // under p.mu
 	entries  int   // under p.mu
 	comp     string
+	serial   uint64                  // offloads started, under p.mu: each copy's identity
+	byTenant map[uint32]*tenantUsage // under p.mu
 	zenc     *zstd.Encoder
 	zdec     *zstd.Decoder
+
+	// stages are page-sized buffers to open sealed copies into: a restore
+	// of a page would otherwise allocate (and the GC collect) one per page.
+	stages sync.Pool
 
 	sendMu  sync.RWMutex
 	stopped bool
@@ -52,14 +59,70 @@ type hostTier struct {
 	wg      sync.WaitGroup
 }
 
+// stage is an empty buffer of at least n bytes' capacity, for unsealing.
+func (h *hostTier) stage(n int) []byte {
+	if b, ok := h.stages.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// unstage gives a buffer from stage back, once dropped (dropHost scrubs it
+// under ZeroOnRelease).
+func (h *hostTier) unstage(b []byte) {
+	b = b[:0]
+	h.stages.Put(&b)
+}
+
+// tenantUsage is what one tenant holds in the host tier.
+type tenantUsage struct {
+	entries int
+	bytes   int64
+}
+
+// account moves the host tier's totals and tenant tid's by the same amounts.
+func (h *hostTier) account(tid uint32, entries int, bytes int64) {
+	h.used += bytes
+	h.entries += entries
+	u := h.byTenant[tid]
+	if u == nil {
+		u = &tenantUsage{}
+		h.byTenant[tid] = u
+	}
+	u.entries += entries
+	u.bytes += bytes
+	if u.entries == 0 && u.bytes == 0 {
+		delete(h.byTenant, tid)
+	}
+}
+
+// HostUsage is what tenant holds in the host tier now: copies (complete or
+// in flight) and the bytes charged for them.
+func (p *Pool) HostUsage(tenant Tenant) (entries int, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tid, ok := p.tenants[tenant]
+	if !ok || p.host == nil {
+		return 0, 0
+	}
+	if u := p.host.byTenant[tid]; u != nil {
+		return u.entries, u.bytes
+	}
+	return 0, 0
+}
+
 // hostEntry is one page's copy. It records the tenant and request it came
 // from; a restore into any other is refused.
 type hostEntry struct {
 	tid    uint32
+	tenant Tenant // tid's name, for the sealing key
 	req    RequestID
-	slots  int    // written slots captured
-	rawLen int    // packed bytes before compression
-	sum    uint64 // checksum of the packed bytes as read from the device
+	serial uint64  // never reused: binds the sealed copy to this entry
+	origin PageRef // the device page it was copied from
+	sealed bool    // data is sealed (Config.Sealer)
+	slots  int     // written slots captured
+	rawLen int     // packed bytes before compression
+	sum    uint64  // checksum of the packed bytes as read from the device
 	// partN and partSum are the checksum a handoff took of the first partN
 	// slots of a partial page. The copy is verified against it as it is
 	// made, and a restore carries it back: it never comes from copied bytes.
@@ -90,7 +153,7 @@ type copyJob struct {
 }
 
 func newHostTier(p *Pool, capacity int64, comp string) (*hostTier, error) {
-	h := &hostTier{p: p, capacity: capacity, comp: comp, jobs: make(chan *copyJob, 256)}
+	h := &hostTier{p: p, capacity: capacity, comp: comp, jobs: make(chan *copyJob, 256), byTenant: map[uint32]*tenantUsage{}}
 	if comp == "zstd" {
 		var err error
 		if h.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); err != nil {
@@ -159,7 +222,12 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 		}
 	}
 	e := j.e
+	var store []byte // room to seal in place (uncompressed copies)
 	buf := make([]byte, e.rawLen)
+	if _, ok := p.cfg.Sealer.(inPlaceSealer); ok && p.host.comp == "none" {
+		store = make([]byte, sealHeader+e.rawLen, sealHeader+e.rawLen+sealTag)
+		buf = store[sealHeader:]
+	}
 	if err := p.downloadPacked(buf, j.ref.Index, e.slots); err != nil {
 		p.dropHost("offload staging", buf)
 		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
@@ -200,7 +268,62 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 	default:
 		p.dropHost("compression output", c) // no smaller: stored raw
 	}
+	if s, ok := p.cfg.Sealer.(inPlaceSealer); ok && store != nil {
+		// Encrypted where it was downloaded: no second page-sized buffer.
+		sealed, err := s.SealInPlace(store, string(e.tenant), p.sealedAD(e))
+		if err != nil {
+			p.dropHost("offload staging", store)
+			return nil, fmt.Errorf("%w: offload of %v: sealing: %w", ErrCopy, j.ref, err)
+		}
+		buf, e.sealed = sealed, true
+		if f := p.cfg.Faults; f != nil && f.SealedCopy != nil {
+			f.SealedCopy(j.ref, buf)
+		}
+	} else if s := p.cfg.Sealer; s != nil {
+		// Compressed first: ciphertext does not compress.
+		sealed, err := s.Seal(make([]byte, 0, len(buf)+sealOverhead), string(e.tenant), p.sealedAD(e), buf)
+		p.dropHost("sealing staging", buf)
+		if err != nil {
+			return nil, fmt.Errorf("%w: offload of %v: sealing: %w", ErrCopy, j.ref, err)
+		}
+		buf, e.sealed = sealed, true
+		if f := p.cfg.Faults; f != nil && f.SealedCopy != nil {
+			f.SealedCopy(j.ref, buf)
+		}
+	}
 	return buf, nil
+}
+
+// sealOverhead is kvseal's (header and tag), to size the sealed buffer.
+const (
+	sealHeader   = 1 + 8 + 12
+	sealTag      = 16
+	sealOverhead = sealHeader + sealTag
+)
+
+// inPlaceSealer seals a buffer where it is (kvseal.Keyring.SealInPlace).
+type inPlaceSealer interface {
+	SealInPlace(buf []byte, tenant string, ad []byte) ([]byte, error)
+}
+
+// sealedAD is the identity a host copy is sealed to, besides its tenant
+// and the model (which the Sealer binds): the entry's serial (never
+// reused, so a copy cannot be replayed into another entry), the request,
+// the device page and generation it was copied from, and its shape and
+// checksums. Every field is set before the copy starts and never changes.
+func (p *Pool) sealedAD(e *hostEntry) []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, "kvcache host copy v1"...)
+	for _, v := range []uint64{e.serial, uint64(e.req), uint64(e.origin.Index), e.origin.Gen,
+		uint64(e.slots), uint64(e.rawLen), uint64(e.partN), e.partSum} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	if e.compressed {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	return b
 }
 
 // scrubHost reports whether host buffers that held page bytes are zeroed
@@ -263,7 +386,7 @@ func (p *Pool) complete(j *copyJob, data []byte, err error) {
 		h.uncharge(e)
 	} else {
 		e.data = data
-		h.used += int64(len(data)) - e.charged
+		h.account(e.tid, 0, int64(len(data))-e.charged)
 		e.charged = int64(len(data))
 		p.st.offloaded += int64(e.rawLen)
 		p.st.stored += int64(len(data))
@@ -288,8 +411,7 @@ func (p *Pool) OnCopyDone(f func()) {
 
 func (h *hostTier) uncharge(e *hostEntry) {
 	if e.charged != 0 {
-		h.used -= e.charged
-		h.entries--
+		h.account(e.tid, -1, -e.charged)
 		e.charged = 0
 		h.p.unrefTenantLocked(e.tid)
 	}
@@ -303,6 +425,20 @@ func (h *hostTier) uncharge(e *hostEntry) {
 	h.p.dropHost("host copy", e.data)
 	e.data = nil
 }
+
+// hostCharge is what a copy of slots slots is charged before it is made:
+// the most it can take (compression never stores more than the raw page;
+// sealing adds its header and tag), so the tier never goes over capacity.
+func (p *Pool) hostCharge(slots int) int64 {
+	n := int64(p.packedLen(slots))
+	if p.cfg.Sealer != nil {
+		n += sealOverhead
+	}
+	return n
+}
+
+// HostCopyBytes is what a host copy of one full page takes at most.
+func (p *Pool) HostCopyBytes() int64 { return p.hostCharge(p.geo.PageSize) }
 
 func (p *Pool) packedLen(slots int) int {
 	return 2 * p.geo.Layers * slots * p.geo.KVDim() * int(p.elemSize)
@@ -344,16 +480,18 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 	h := p.host
 	m := &p.pages[ref.Index]
 	raw := p.packedLen(slots)
-	if h.used+int64(raw) > h.capacity {
-		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, raw, h.used, h.capacity)
+	if h.used+p.hostCharge(slots) > h.capacity {
+		return nil, fmt.Errorf("%w: %d bytes needed, %d of %d used", ErrHostTierFull, p.hostCharge(slots), h.used, h.capacity)
 	}
-	e := &hostEntry{tid: m.tenant, req: req, slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
+	h.serial++
+	e := &hostEntry{tid: m.tenant, tenant: p.tenantName(m.tenant), req: req, serial: h.serial, origin: ref,
+		slots: slots, rawLen: raw, charged: int64(raw), done: make(chan struct{})}
 	p.refTenantLocked(m.tenant) // dropped when the copy is uncharged
 	if x := &p.ext[ref.Index]; !m.sealed && x.partN > 0 {
 		e.partN, e.partSum = int(x.partN), x.partSum
 	}
-	h.used += int64(raw)
-	h.entries++
+	e.charged = p.hostCharge(slots)
+	h.account(m.tenant, 1, e.charged)
 	p.takeLeaseLocked(ref.Index, LeaseCopy)
 	return &copyJob{ref: ref, sealed: m.sealed, sealedSum: p.ext[ref.Index].sum, e: e}, nil
 }
@@ -361,28 +499,18 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 // restoreEntry copies e back into page idx and verifies the checksum on the
 // device before anyone can read the page.
 func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
-	raw := e.data
-	var err error
-	if e.compressed {
-		switch p.host.comp {
-		case "s2":
-			raw, err = s2.Decode(nil, e.data)
-		case "zstd":
-			raw, err = p.host.zdec.DecodeAll(e.data, make([]byte, 0, e.rawLen))
-		}
-		// The decompressed page is staging: it goes once uploaded.
-		defer func() { p.dropHost("decompression staging", raw) }()
+	raw, staging, err := p.decodeEntry(e, fmt.Sprintf("restore of request %d into page %d", e.req, idx))
+	if err != nil {
+		return err
 	}
-	if err != nil || len(raw) != e.rawLen {
-		return fmt.Errorf("%w: %w: %w: restore into page %d: host copy does not decompress to %d bytes (%v)",
-			ErrIsolation, ErrChecksum, errBadCopy, idx, e.rawLen, err)
-	}
-	// The copy is checked in host memory first: a copy that went bad in
-	// transit or at rest is the copy's fault, not the device page's, which
-	// then goes back to the free list instead of quarantine.
-	if got := p.hostChecksum(raw, e.slots); got != e.sum {
-		return fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy taken as %016x, now %016x",
-			ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, e.sum, got)
+	if staging != "" {
+		// The decoded page is staging: it goes once uploaded.
+		defer func() {
+			p.dropHost(staging, raw)
+			if staging == "unsealing staging" {
+				p.host.unstage(raw)
+			}
+		}()
 	}
 	if err := p.uploadPacked(idx, e.slots, raw); err != nil {
 		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
@@ -396,6 +524,54 @@ func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
 			ErrIsolation, ErrChecksum, e.req, idx, e.sum, got)
 	}
 	return nil
+}
+
+// decodeEntry opens and decompresses e's copy into the page's packed
+// bytes and checks them against the checksum the copy was taken with.
+// staging names the buffer raw is, for dropHost; "" when raw is e.data.
+func (p *Pool) decodeEntry(e *hostEntry, what string) (raw []byte, staging string, err error) {
+	data := e.data
+	if e.sealed {
+		plain, err := p.cfg.Sealer.Open(p.host.stage(len(data)), string(e.tenant), p.sealedAD(e), data)
+		if err != nil {
+			// Damaged at rest, or its tenant erased: a miss. Nothing was
+			// uploaded, so the page it was meant for is clean.
+			return nil, "", fmt.Errorf("%w: %s: %w", ErrSealOpen, what, err)
+		}
+		data, staging = plain, "unsealing staging"
+	}
+	raw = data
+	if e.compressed {
+		switch p.host.comp {
+		case "s2":
+			raw, err = s2.Decode(nil, data)
+		case "zstd":
+			raw, err = p.host.zdec.DecodeAll(data, make([]byte, 0, e.rawLen))
+		}
+		if staging != "" {
+			p.dropHost(staging, data)
+			p.host.unstage(data)
+		}
+		staging = "decompression staging"
+	}
+	fail := func(err error) ([]byte, string, error) {
+		if staging != "" {
+			p.dropHost(staging, raw)
+		}
+		return nil, "", err
+	}
+	if err != nil || len(raw) != e.rawLen {
+		return fail(fmt.Errorf("%w: %w: %w: %s: host copy does not decompress to %d bytes (%v)",
+			ErrIsolation, ErrChecksum, errBadCopy, what, e.rawLen, err))
+	}
+	// The copy is checked in host memory first: a copy that went bad in
+	// transit or at rest is the copy's fault, not the device page's, which
+	// then goes back to the free list instead of quarantine.
+	if got := p.hostChecksum(raw, e.slots); got != e.sum {
+		return fail(fmt.Errorf("%w: %w: %w: %s: host copy taken as %016x, now %016x",
+			ErrIsolation, ErrChecksum, errBadCopy, what, e.sum, got))
+	}
+	return raw, staging, nil
 }
 
 // HostPage is an asynchronous offload of one sealed page.
@@ -624,6 +800,9 @@ func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []Page
 	for i, r := range refs {
 		p.dropLeaseLocked(r.Index, LeaseCopy)
 		if err != nil {
+			if i == bad && errors.Is(err, ErrSealOpen) {
+				p.st.sealFailures++
+			}
 			if i == bad && errors.Is(err, ErrChecksum) {
 				p.st.checksum++
 				p.isolationLocked("restore checksum", req, r.Index, r.Gen)
@@ -896,7 +1075,7 @@ func (p *Pool) SwapOutAsync(t *PageTable) (*PendingSwap, error) {
 	}
 	need := int64(0)
 	for i := range n {
-		need += int64(p.packedLen(min(ps, t.written-i*ps)))
+		need += p.hostCharge(min(ps, t.written-i*ps))
 	}
 	if h := p.host; h.used+need > h.capacity {
 		err := fmt.Errorf("kvcache: swap out of request %d: %w: %d bytes needed, %d of %d used",

@@ -112,6 +112,11 @@ type Config struct {
 	// Compression of host-tier pages: "none", "s2" or "zstd"; "" means
 	// DefaultCompression.
 	Compression string
+	// Sealer, when set, encrypts and authenticates every host-tier copy
+	// (after compression) under its tenant's key, bound to the page's
+	// identity and generation (sealedAD); nil leaves copies in the clear
+	// (benchmarks, pool tests). The engine always sets one.
+	Sealer Sealer
 	// Faults injects failures for tests; nil in production.
 	Faults *Faults
 	// Logger receives one record per isolation event; nil means slog.Default().
@@ -141,6 +146,17 @@ type Faults struct {
 	// "compression output", "decompression staging"). It may run under the
 	// pool's lock and must not call into the pool.
 	DroppedHost func(what string, b []byte)
+	// SealedCopy runs with each host copy of ref once it is sealed (and
+	// compressed), before it is stored; a test reads it (it must be
+	// ciphertext) or flips a byte of it (it must then fail its tag).
+	SealedCopy func(ref PageRef, sealed []byte)
+}
+
+// Sealer encrypts and authenticates host-tier copies (kvseal.Keyring).
+// Open of anything Seal did not produce for the same tenant and ad fails.
+type Sealer interface {
+	Seal(dst []byte, tenant string, ad, plain []byte) ([]byte, error)
+	Open(dst []byte, tenant string, ad, sealed []byte) ([]byte, error)
 }
 
 // poisonWord is a quiet f32 NaN; poisonWordOf gives the 32-bit pattern

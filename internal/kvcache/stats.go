@@ -80,6 +80,10 @@ type Stats struct {
 	StaleCompletions    uint64
 	CopyFailures        uint64
 	ScrubFailures       uint64
+	// SealFailures counts host copies that failed their authentication
+	// tag on restore (damaged, or their tenant's key erased): each was a
+	// miss and recomputed, never read.
+	SealFailures uint64
 
 	HostTierUsed     int64
 	HostTierCapacity int64
@@ -93,6 +97,7 @@ type counters struct {
 	allocs, releases, scrubs, scrubFailures          uint64
 	deferred, deferredFreed, deferredQuarantined     uint64
 	checksum, isolation, staleCompletions, copyFails uint64
+	sealFailures                                     uint64
 	release                                          Histogram // deferred-release durations
 	offloaded, restored, stored                      int64
 }
@@ -111,6 +116,7 @@ func (p *Pool) Stats() Stats {
 		DeferredReleases: c.deferred, DeferredFreed: c.deferredFreed, DeferredQuarantined: c.deferredQuarantined,
 		ChecksumFailures: c.checksum, IsolationViolations: c.isolation,
 		StaleCompletions: c.staleCompletions, CopyFailures: c.copyFails, ScrubFailures: c.scrubFailures,
+		SealFailures:   c.sealFailures,
 		BytesOffloaded: c.offloaded, BytesRestored: c.restored, BytesStored: c.stored,
 	}
 	s.DeferredDuration = c.release.Clone()

@@ -31,6 +31,7 @@ int main(void) {
         SYM(kvw_model_meta_val_str), SYM(kvw_pull),
         SYM(kvw_request_prompt_logprobs), SYM(kvw_request_prompt_top_logprobs),
         SYM(kvw_chat_prepare), SYM(kvw_chat_parse),
+        SYM(kvw_erase_result_init), SYM(kvw_tenant_erase_kv),
         SYM(kvw_next_logprobs), SYM(kvw_next_top_logprobs),
         SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_rerank),
     };

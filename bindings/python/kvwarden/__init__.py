@@ -935,6 +935,18 @@ class Engine:
         return {name: getattr(s, name) for name, _ in s._fields_
                 if name not in ("struct_size", "reserved0")}
 
+    def erase_tenant_kv(self, tenant: str) -> Dict[str, int]:
+        """Crypto-erases tenant's cached KV (kvw_tenant_erase_kv): rotates the
+        tenant's key epoch, so its pages outside the device pool are
+        unreadable at once, and drops its prefix-cache pages. Returns what
+        was erased: {"key_epoch", "prefix_device_pages", "prefix_host_pages",
+        "host_pages", "host_bytes"}."""
+        r = _lib.kvw_erase_result()
+        lib.kvw_erase_result_init(byref(r))
+        _check(lib.kvw_tenant_erase_kv(self._h, _text(tenant, "tenant"), byref(r)))
+        return {name: getattr(r, name) for name, _ in r._fields_
+                if name not in ("struct_size", "reserved0")}
+
 
 from .llama import Llama  # noqa: E402  (needs Engine above)
 from .grammar import LlamaGrammar  # noqa: E402

@@ -113,6 +113,9 @@ class kvw_engine_params(Structure):
         ("n_threads", c_int32),  # v3
         ("reserved0", c_int32),
         ("kv_type", c_char_p),  # v4
+        ("kv_key_file", c_char_p),  # v5
+        ("kv_disk_dir", c_char_p),
+        ("kv_disk_budget_bytes", c_int64),
     ]
 
 
@@ -236,6 +239,18 @@ class kvw_stats(Structure):
     _fields_ = _STATS_FIELDS
 
 
+class kvw_erase_result(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("reserved0", c_int32),
+        ("key_epoch", c_uint64),
+        ("prefix_device_pages", c_int64),
+        ("prefix_host_pages", c_int64),
+        ("host_pages", c_int64),
+        ("host_bytes", c_int64),
+    ]
+
+
 def _candidates():
     env = os.environ.get("KVWARDEN_LIB")
     if env:
@@ -344,6 +359,10 @@ _decl("kvw_generate", c_int32, [c_void_p, c_char_p, POINTER(kvw_request_params),
 _decl("kvw_stats_init", None, [POINTER(kvw_stats)])
 # int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
 _decl("kvw_engine_stats", c_int32, [c_void_p, POINTER(kvw_stats)])
+# void kvw_erase_result_init(kvw_erase_result* out);
+_decl("kvw_erase_result_init", None, [POINTER(kvw_erase_result)])
+# int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out);
+_decl("kvw_tenant_erase_kv", c_int32, [c_void_p, c_char_p, POINTER(kvw_erase_result)])
 
 _u8p = POINTER(ctypes.c_uint8)
 # int32_t kvw_submit_tokens(kvw_engine* engine, const int32_t* tokens, size_t n_tokens,

@@ -119,6 +119,11 @@ var (
 	dStale          = desc("kv_stale_completions_total", "Asynchronous completions refused because their page generation was stale.")
 	dCopyFail       = desc("kv_copy_failures_total", "Host-tier copies that failed.")
 	dScrubFail      = desc("kv_scrub_failures_total", "Page scrubs that failed.")
+	dSealFail       = desc("kv_seal_failures_total", "Host-tier copies that failed their authentication tag (damaged, or their tenant erased): each a miss, recomputed.")
+	dErasures       = desc("kv_tenant_erasures_total", "Tenant KV crypto-erasures served.")
+	dDiskBytes      = desc("disk_tier_bytes", "Disk tier bytes (used, budget).", "kind")
+	dDiskFiles      = desc("disk_tier_files", "Page files in the disk tier.")
+	dDiskEvents     = desc("disk_tier_pages_total", "Disk tier pages by event: written, hit (read back and served), seal_failure (failed its tag or malformed: deleted, a miss), evicted (budget), erased, skipped, write_error.", "event")
 	dHostBytes      = desc("host_tier_bytes", "Host tier bytes (used, capacity).", "kind")
 	dHostEntries    = desc("host_tier_entries", "Pages held in the host tier.")
 	dHostMoved      = desc("host_tier_transferred_bytes_total", "Raw page bytes moved between device and host tier, by direction (offload, restore), and host bytes stored after compression (stored).", "direction")
@@ -147,7 +152,8 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dPages, dPagesTotal, dLeases, dAllocs, dReleases, dScrubs, dDeferred, dDeferredDur,
 		dChecksum, dIsolation, dIsoRequests, dStale, dCopyFail, dScrubFail, dHostBytes, dHostEntries, dHostMoved, dSeqs,
 		dEngineRejected, dEngineFinished, dSteps, dPreempt, dSwaps, dRecompute, dPrefix, dPrefixEntries, dPrefixEvict,
-		dPrefixHost, dPrefixSpills, dPrefixHostHits, dPrefixHostEvic, dStepTime, dQueueTime} {
+		dPrefixHost, dPrefixSpills, dPrefixHostHits, dPrefixHostEvic, dStepTime, dQueueTime, dSealFail, dErasures,
+		dDiskBytes, dDiskFiles, dDiskEvents} {
 		ch <- d
 	}
 }
@@ -183,6 +189,20 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dStale, float64(p.StaleCompletions))
 	counter(dCopyFail, float64(p.CopyFailures))
 	counter(dScrubFail, float64(p.ScrubFailures))
+	counter(dSealFail, float64(p.SealFailures))
+	counter(dErasures, float64(s.TenantErasures))
+	if d := s.Disk; d.Budget > 0 {
+		gauge(dDiskBytes, float64(d.Used), "used")
+		gauge(dDiskBytes, float64(d.Budget), "budget")
+		gauge(dDiskFiles, float64(d.Files))
+		for _, ev := range []struct {
+			name string
+			n    uint64
+		}{{"written", d.Writes}, {"hit", d.Hits}, {"seal_failure", d.SealFailures}, {"evicted", d.Evictions},
+			{"erased", d.Erased}, {"skipped", d.Skipped}, {"write_error", d.WriteErrors}} {
+			counter(dDiskEvents, float64(ev.n), ev.name)
+		}
+	}
 	gauge(dHostBytes, float64(p.HostTierUsed), "used")
 	gauge(dHostBytes, float64(p.HostTierCapacity), "capacity")
 	gauge(dHostEntries, float64(p.HostEntries))

@@ -65,6 +65,9 @@ type Common struct {
 	MaxBatchTokens   int
 	MaxSeqs          int
 	NoPrefixCache    bool
+	KVKeyFile        string
+	KVDisk           string
+	KVDiskBudget     SizeValue
 }
 
 // Register adds the common flags to fs.
@@ -90,6 +93,9 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one scheduler step (default 512)")
 	fs.IntVar(&c.MaxSeqs, "max-seqs", 0, "running sequences at once (default 64)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "disable the tenant-scoped prefix cache")
+	fs.StringVar(&c.KVDisk, "kv-disk", "", "disk tier `dir`ectory below the host tier: prefix pages, sealed, kept across restarts with the same --kv-key-file (needs --kv-disk-budget)")
+	fs.Var(&c.KVDiskBudget, "kv-disk-budget", "disk tier `size`, a hard limit, e.g. 10GiB")
+	fs.StringVar(&c.KVKeyFile, "kv-key-file", "", "master key `file` (32 bytes, or 64 hex digits) that per-tenant keys sealing every KV page outside the pool derive from (default: a random key per process)")
 }
 
 // Validate checks every common flag (an empty --model becomes the
@@ -148,7 +154,8 @@ var flagOf = map[string]string{
 	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
 	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
-	"TokenizerPath": "tokenizer", "Threads": "threads",
+	"TokenizerPath": "tokenizer", "Threads": "threads", "KVKeyFile": "kv-key-file",
+	"KVDisk": "kv-disk", "KVDiskBudget": "kv-disk-budget",
 }
 
 // CheckEngineConfig validates cfg with the engine's own checks and turns a
@@ -251,6 +258,9 @@ func (c *Common) EngineConfig() engine.Config {
 		KVChecksum:         ck,
 		Poison:             c.Poison,
 		DisablePrefixCache: c.NoPrefixCache,
+		KVKeyFile:          c.KVKeyFile,
+		KVDisk:             c.KVDisk,
+		KVDiskBudget:       c.KVDiskBudget.N,
 	}
 }
 

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"container/list"
+	"errors"
+	"slices"
+
+	"github.com/kvwarden/kvwarden/internal/kvcache"
+)
+
+// The prefix cache's side of the disk tier (disktier.go).
+
+// strongOf is the strong hash of the prefix up to the end of ent's page;
+// zero for none (the first page's parent).
+func strongOf(ent *prefixEntry) [32]byte {
+	if ent == nil || ent == brokenChain {
+		return [32]byte{}
+	}
+	return ent.strong
+}
+
+// toDisk queues ent's page for the disk tier (without waiting): from its
+// device page, or from its completed host copy. A page that cannot be
+// read out is simply not written: the disk tier is a cache.
+func (c *prefixCache) toDisk(ent *prefixEntry) {
+	if c.disk == nil {
+		return
+	}
+	c.writeDisk(ent, false)
+}
+
+func (c *prefixCache) writeDisk(ent *prefixEntry, wait bool) {
+	var raw []byte
+	var err error
+	if ent.host != nil {
+		if !ent.host.Ready() {
+			return
+		}
+		raw, err = c.pool.ExportHost(ent.host)
+	} else {
+		raw, err = c.pool.ExportPage(ent.ref, kvcache.Tenant(ent.key.tenant))
+	}
+	if err != nil {
+		c.log.Warn("engine: prefix page not written to the disk tier", "tenant", ent.key.tenant, "err", err)
+		return
+	}
+	c.disk.put(ent.key.tenant, ent.strong, c.position(ent), ent.tokens, raw, wait, c.pool.DropRaw)
+}
+
+// position is the page index of ent in its prefix.
+func (c *prefixCache) position(ent *prefixEntry) int {
+	n := 0
+	for p := ent.parent; p != nil && p != brokenChain; p = p.parent {
+		n++
+	}
+	return n
+}
+
+// persist writes every entry, device and host, to the disk tier and waits
+// for the writes (graceful Close).
+func (c *prefixCache) persist() {
+	if c.disk == nil {
+		return
+	}
+	for _, l := range []*list.List{c.lru, c.hostLRU} {
+		for el := l.Front(); el != nil; el = el.Next() {
+			c.writeDisk(el.Value.(*prefixEntry), true)
+		}
+	}
+	c.disk.flush()
+}
+
+// fromDisk looks for page i of s (whose prefix matched up to parent) in the
+// disk tier; on a hit it imports the page into a fresh device page
+// (verified on the device, as a restore from the host tier is), indexes it
+// as a device entry and returns its element. nil: a miss, or no page to
+// import into (leaving keepFree pages free), and s computes the rest;
+// errSpillInFlight: pages are on their way back from spills, s may wait.
+func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int) (*list.Element, error) {
+	if c.disk == nil {
+		return nil, nil
+	}
+	page := s.tokens[i*c.ps : (i+1)*c.ps]
+	strong := strongHash(strongOf(parent), page)
+	raw, ok := c.disk.load(s.tenant, strong, i, page)
+	if !ok {
+		return nil, nil
+	}
+	defer c.pool.DropRaw(raw)
+	tenant := kvcache.Tenant(s.tenant)
+	scratch := c.pool.NewTable(kvcache.RequestID(s.id), tenant)
+	defer func() {
+		if err := scratch.Release(); err != nil {
+			c.bookkeeping("releasing a disk import table", s.id, err)
+		}
+	}()
+	var ref kvcache.PageRef
+	err := findRoom(func() error {
+		if free := c.pool.FreePages(); free <= keepFree {
+			return kvcache.ErrNoPages
+		}
+		var err error
+		ref, err = c.pool.ImportPage(scratch, raw)
+		return err
+	}, c.evict, nil)
+	if err == nil {
+		err = c.pool.Retain(ref, tenant)
+	}
+	if errors.Is(err, errPagesPending) {
+		return nil, errSpillInFlight
+	}
+	if err != nil {
+		c.log.Debug("engine: disk tier hit not imported; computing", "request", s.id, "err", err)
+		return nil, nil
+	}
+	key := prefixKey{s.tenant, c.chainHash(s, i)}
+	ent := &prefixEntry{key: key, parent: parent, tokens: slices.Clone(page), ref: ref, strong: strong}
+	el := c.lru.PushFront(ent)
+	c.entries[key] = el
+	c.disk.hit()
+	return el, nil
+}
