@@ -313,6 +313,10 @@ type Request struct {
 	// Speculative, when set, replaces Config.Speculative for this request
 	// (&Speculative{} turns it off).
 	Speculative *Speculative
+
+	// embed makes the request an embedding input (Engine.Embed): prefill
+	// only, its hidden states pooled, never sampled.
+	embed *embedJob
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

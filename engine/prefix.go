@@ -210,8 +210,10 @@ var brokenChain = &prefixEntry{}
 // checksum, on the device or on its way back from the host tier: an
 // isolation failure.
 func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error) {
-	if s.needsPromptLogits() {
-		return 0, nil // cached pages come without the logits s must record
+	if s.needsPromptLogits() || s.emb != nil {
+		// Cached pages come without the logits (or hidden states, for an
+		// embedding) s must compute.
+		return 0, nil
 	}
 	maxPages := (len(s.tokens) - 1) / c.ps
 	var chain []*list.Element

@@ -39,6 +39,9 @@ class TestABI(unittest.TestCase):
                          ctypes.sizeof(_lib.kvw_engine_params))
         self.assertEqual(lib_default("kvw_request_default_params").struct_size,
                          ctypes.sizeof(_lib.kvw_request_params))
+        self.assertEqual(lib_default("kvw_embed_default_params").struct_size,
+                         ctypes.sizeof(_lib.kvw_embed_params))
+        self.assertEqual(ctypes.sizeof(_lib.kvw_embed_params), 32)
         for cls, init in ((_lib.kvw_result, "kvw_result_init"), (_lib.kvw_stats, "kvw_stats_init")):
             buf = (ctypes.c_uint8 * 4096)()
             getattr(_lib.lib, init)(ctypes.cast(buf, ctypes.POINTER(cls)))
