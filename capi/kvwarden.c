@@ -24,6 +24,7 @@ _Static_assert(sizeof(kvw_engine_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_request_params) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_result) % 8 == 0, "explicit padding");
 _Static_assert(sizeof(kvw_stats) % 8 == 0, "explicit padding");
+_Static_assert(sizeof(kvw_embed_params) == 32, "kvw_embed_params v1");
 _Static_assert(offsetof(kvw_erase_result, host_bytes) + sizeof(int64_t) == 48, "kvw_erase_result v1 was 48 bytes");
 _Static_assert(sizeof(kvw_erase_result) == 64, "kvw_erase_result v2 (v1: 48)");
 _Static_assert(offsetof(kvw_stats, step_mean_ms) + sizeof(double) == 312, "kvw_stats v1 was 312 bytes");
@@ -524,4 +525,32 @@ int32_t kvw_pull(const char* ref, const char* filename, const char* cache_dir,
     NOT_IN_CHILD("kvw_pull");
     return kvwgo_pull((char*)ref, (char*)filename, (char*)cache_dir, progress, (uintptr_t)user_data,
                       path_buf, path_size, out_len);
+}
+
+kvw_embed_params kvw_embed_default_params(void) {
+    kvw_embed_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.pooling = KVW_POOLING_MODEL;
+    p.normalize = 1;
+    return p;
+}
+
+static kvw_embed_params kvw_embed_params_defaults(void) { return kvw_embed_default_params(); }
+
+int32_t kvw_embed(kvw_engine* engine, const char* const* inputs, size_t n_inputs,
+                  const kvw_embed_params* params, float* out, size_t capacity, size_t* out_n,
+                  int32_t* out_dim) {
+    NOT_IN_CHILD("kvw_embed");
+    kvw_embed_params p;
+    LOAD_PARAMS(kvw_embed_params, "kvw_embed_params", params, p);
+    return kvwgo_embed((uintptr_t)engine, (char**)inputs, n_inputs, &p, out, capacity, out_n, out_dim);
+}
+
+int32_t kvw_rerank(kvw_engine* engine, const char* query, const char* const* documents,
+                   size_t n_documents, const char* tenant, float* scores, size_t capacity,
+                   size_t* out_n) {
+    NOT_IN_CHILD("kvw_rerank");
+    return kvwgo_rerank((uintptr_t)engine, (char*)query, (char**)documents, n_documents, (char*)tenant,
+                        scores, capacity, out_n);
 }

@@ -95,8 +95,11 @@ func (e *Engine) unadmit(s *seq) {
 
 // validate checks what needs no tokenizing. It touches no shared state.
 func (e *Engine) validate(req Request) (string, error) {
-	if req.Prompt == "" && len(req.Tokens) == 0 {
+	if req.Prompt == "" && len(req.Tokens) == 0 && req.embed == nil {
 		return RejectEmptyPrompt, fmt.Errorf("%w: request has neither prompt text nor tokens", ErrEmptyPrompt)
+	}
+	if req.embed == nil && e.weights.IsEncoder() {
+		return RejectInvalidParams, fmt.Errorf("%w: the model is an encoder (%s): it computes embeddings (Engine.Embed) and cannot generate", ErrInvalidParams, e.mcfg.Arch)
 	}
 	if req.Prompt != "" && len(req.Tokens) > 0 {
 		return RejectInvalidParams, fmt.Errorf("%w: request has both prompt text and tokens; give one", ErrInvalidParams)
@@ -137,6 +140,9 @@ func (e *Engine) validate(req Request) (string, error) {
 // state but the tokenizing gate. An empty reason with an error means the
 // request was cancelled while it waited at the gate.
 func (e *Engine) build(ctx context.Context, req Request) (*seq, string, error) {
+	if req.embed != nil {
+		return e.buildEmbed(ctx, req)
+	}
 	reqMax, maxTok := req.MaxTokens, req.MaxTokens
 	limit := e.cfg.MaxContext
 	switch maxTok {

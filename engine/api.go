@@ -133,8 +133,11 @@ type Config struct {
 	KVPages  int   // pool size in pages; or
 	KVMemory int64 // pool size in bytes (default: see DefaultKVMemory)
 	// KVType is the element type of the KV cache: "f16" (the default, on
-	// the CPU as on a GPU, as in llama.cpp) or "f32" (twice the memory;
-	// exact against float32 references such as llama2.c's run.c).
+	// the CPU as on a GPU, as in llama.cpp), "f32" (twice the memory;
+	// exact against float32 references such as llama2.c's run.c), or
+	// "q8_0" / "q4_0" (ggml blocks of 32 along the head: 0.53x / 0.28x of
+	// f16's bytes; the head dim must be a multiple of 32; CPU runner only:
+	// Device "cuda" fails with ErrKVTypeUnsupported, "auto" uses the CPU).
 	KVType string
 
 	// MaxContext is the most tokens (prompt + generated) one request may
@@ -317,6 +320,10 @@ type Request struct {
 	// Speculative, when set, replaces Config.Speculative for this request
 	// (&Speculative{} turns it off).
 	Speculative *Speculative
+
+	// embed makes the request an embedding input (Engine.Embed): prefill
+	// only, its hidden states pooled, never sampled.
+	embed *embedJob
 }
 
 // Event is one item of a stream: a token with the text it completes, or,

@@ -112,9 +112,9 @@ func checkFields(c *Config) error {
 	switch c.KVType {
 	case "":
 		c.KVType = DefaultKVType
-	case "f16", "f32":
+	case "f16", "f32", "q8_0", "q4_0":
 	default:
-		return badField("KVType", "KV type %q (want f16 or f32)", c.KVType)
+		return badField("KVType", "KV type %q (want f16, f32, q8_0 or q4_0)", c.KVType)
 	}
 	switch c.Compression {
 	case "", "none", "s2", "zstd":
@@ -230,6 +230,12 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			r.backend, c.Device = be.Name(), be.Name()
 		}
 	}
+	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil {
+		if be, err = kvTypeOnCUDA(be, cfg.Device, c.KVType, c.Logger); err != nil {
+			return r, err
+		}
+		r.backend, c.Device = be.Name(), be.Name()
+	}
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
@@ -241,9 +247,9 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	// Pool sizing. KV in f16 by default, on the CPU as on a GPU: attention
 	// is bound by KV bandwidth and capacity; f32 is exact against float32
 	// references.
-	kvType := device.F16
-	if c.KVType == "f32" {
-		kvType = device.F32
+	kvType := kvDType(c.KVType)
+	if b := kvType.BlockElems(); mc.HeadDim%b != 0 {
+		return r, invalid("KVType %s stores blocks of %d values along the head; this model's head dim %d is not a multiple (use f16)", c.KVType, b, mc.HeadDim)
 	}
 	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: kvType}
 	pageBytes := geo.PageBytes()

@@ -72,6 +72,7 @@ type prefixCache struct {
 	met     *metrics
 	log     *slog.Logger
 	ps      int
+	seed    uint64
 	spill   bool // evictions go to the host tier
 	entries map[prefixKey]*list.Element
 	lru     *list.List // device-resident; front = most recently used; values are *prefixEntry
@@ -159,7 +160,10 @@ type prefixEntry struct {
 const prefixSeed = 0x6b76707265666978 // "kvprefix"
 
 func newPrefixCache(pool *kvcache.Pool, met *metrics, log *slog.Logger, spill bool) *prefixCache {
-	return &prefixCache{pool: pool, met: met, log: log, ps: pool.Geometry().PageSize, spill: spill,
+	// The KV type seeds the chain, so pages of different types never
+	// share a key even if entries were ever pooled across engines.
+	seed := xxh3.HashStringSeed(pool.Geometry().DType.String(), prefixSeed)
+	return &prefixCache{pool: pool, met: met, log: log, ps: pool.Geometry().PageSize, spill: spill, seed: seed,
 		entries: map[prefixKey]*list.Element{}, lru: list.New(), hostLRU: list.New()}
 }
 
@@ -173,7 +177,7 @@ func (c *prefixCache) hostLen() int { return c.hostLRU.Len() }
 func (c *prefixCache) chainHash(s *seq, i int) uint64 {
 	for len(s.hashes) <= i {
 		k := len(s.hashes)
-		parent := uint64(prefixSeed)
+		parent := c.seed
 		if k > 0 {
 			parent = s.hashes[k-1]
 		}
@@ -206,8 +210,10 @@ var brokenChain = &prefixEntry{}
 // checksum, on the device or on its way back from the host tier: an
 // isolation failure.
 func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error) {
-	if s.needsPromptLogits() {
-		return 0, nil // cached pages come without the logits s must record
+	if s.needsPromptLogits() || s.emb != nil {
+		// Cached pages come without the logits (or hidden states, for an
+		// embedding) s must compute.
+		return 0, nil
 	}
 	maxPages := (len(s.tokens) - 1) / c.ps
 	var chain []*list.Element

@@ -802,6 +802,12 @@ func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 	}
 	start := t.Written()
 	n := s.promptChunk(start, min(len(s.tokens)-start, budget))
+	if s.emb != nil && s.emb.whole && start+n < len(s.tokens) {
+		// Non-causal: the whole input in one step, or wait for a step
+		// with the budget for it.
+		sc.release(s.id, t)
+		return 0, false
+	}
 	need := (start+n+sc.ps-1)/sc.ps - t.Len()
 	err = findRoom(func() error {
 		if free := sc.pool.FreePages(); need > 0 && free < need+head {
@@ -905,7 +911,12 @@ func (sc *scheduler) forward() {
 			continue
 		}
 		drops = append(drops, drop)
-		b.Seqs = append(b.Seqs, s.stepSeq(sc.inStep[s]))
+		st := s.stepSeq(sc.inStep[s])
+		if s.emb != nil {
+			// An embedding input wants every row's hidden state, never logits.
+			st.Logits, st.Hidden = false, true
+		}
+		b.Seqs = append(b.Seqs, st)
 		members = append(members, s)
 	}
 	if len(members) == 0 {
@@ -957,7 +968,14 @@ func (sc *scheduler) forward() {
 			continue
 		}
 		sc.injectCorruption(s, before)
-		sc.prefix.offer(s)
+		if s.emb != nil {
+			if err := sc.takeHidden(s, b, i, before); err != nil {
+				sc.fail(s, err)
+				continue
+			}
+		} else {
+			sc.prefix.offer(s)
+		}
 		if s.fed < len(s.tokens) {
 			sc.recordPrompt(s, b.Logits[i])
 			continue // mid-prefill
@@ -975,6 +993,10 @@ func (sc *scheduler) forward() {
 				continue
 			}
 			sc.injectHandoffCorruption(s)
+		}
+		if s.emb != nil {
+			sc.finishEmbed(s, now)
+			continue
 		}
 		logits := b.Logits[i]
 		if logits == nil {

@@ -67,6 +67,10 @@ type seq struct {
 	spec  *specSeq
 	draft []int
 
+	// emb makes s an embedding input (embed.go): prefill only, never
+	// given or offered prefix-cache pages.
+	emb *embedJob
+
 	everScheduled bool
 	recomputes    int // times recomputed after meeting corrupted K/V
 	cached        int // prompt tokens served from the prefix cache at first admission

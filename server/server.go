@@ -190,6 +190,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("/healthz", s.handleHealth)
 	s.llamaRoutes(mux)
 	s.eraseRoutes(mux) // erase.go
+	s.embeddingRoutes(mux)
 	mux.Handle("GET /metrics", s.metricsHandler(s.met.Handler()))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"),

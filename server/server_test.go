@@ -538,7 +538,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "unsupported_value", "messages[0].content"},
 		{"unknown model (strict)", "/v1/completions", `{"model":"gpt-4","prompt":"a"}`, 404, "model_not_found", "model"},
 		{"too large", "/v1/completions", big, 413, "request_too_large", ""},
-		{"no route", "/v1/embeddings", `{}`, 404, "not_found", ""},
+		{"no route", "/v1/moderations", `{}`, 404, "not_found", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -278,8 +278,11 @@ typedef struct kvw_engine_params {
                                  * engine's value applies. */
     int32_t reserved0;
     /* v4 (struct_size 136): */
-    const char* kv_type;        /* KV cache element type: "f16" (NULL, default) or "f32"
-                                   (twice the memory; exact against float32 references) */
+    const char* kv_type;        /* KV cache element type: "f16" (NULL, default), "f32"
+                                   (twice the memory; exact against float32 references),
+                                   "q8_0" or "q4_0" (ggml blocks of 32 along the head:
+                                   0.53x and 0.28x of f16; head dim a multiple of 32;
+                                   CPU only: device "cuda" fails, "auto" uses the CPU) */
     /* v5 (struct_size 160): sealed tiers (see kvw_tenant_erase_kv) */
     const char* kv_key_file;    /* master key file (32 bytes or 64 hex digits) every page
                                    outside the pool is sealed under, per tenant; NULL = a
@@ -995,6 +998,64 @@ KVW_API void kvw_erase_result_init(kvw_erase_result* out);
  * KVW_ERR_INVALID_ARGUMENT (NULL tenant, not UTF-8, over 1024 bytes),
  * KVW_ERR_CLOSED. Thread-safe. */
 KVW_API int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_erase_result* out);
+
+/* ---------------------------------------------------------------------- */
+/* Embeddings and reranking                                                */
+/* ---------------------------------------------------------------------- */
+
+/* Pooling (the values of GGUF's <arch>.pooling_type). KVW_POOLING_MODEL
+ * takes the model's; a model without one (a generative model) is refused
+ * with KVW_ERR_INVALID_ARGUMENT unless a pooling is named. kvw_embed does
+ * not take KVW_POOLING_NONE (per-token vectors) or KVW_POOLING_RANK (use
+ * kvw_rerank). */
+#define KVW_POOLING_MODEL (-1)
+#define KVW_POOLING_NONE 0
+#define KVW_POOLING_MEAN 1
+#define KVW_POOLING_CLS 2
+#define KVW_POOLING_LAST 3
+#define KVW_POOLING_RANK 4
+
+typedef struct kvw_embed_params {
+    uint32_t struct_size; /* sizeof(kvw_embed_params) */
+    int32_t pooling;      /* KVW_POOLING_* (default KVW_POOLING_MODEL) */
+    int32_t normalize;    /* non-zero (default): unit L2 norm; 0: as pooled */
+    int32_t dimensions;   /* 0 (default): the model's width; else the first
+                           * dimensions values (Matryoshka), renormalized */
+    int32_t truncate;     /* non-zero: cut an input longer than the engine
+                           * takes instead of refusing it (KVW_ERR_REJECTED) */
+    int32_t reserved;     /* 0 */
+    const char* tenant;   /* quota scope; NULL = "" */
+} kvw_embed_params;
+
+/* Defaults for kvw_embed_params (struct_size set). */
+KVW_API kvw_embed_params kvw_embed_default_params(void);
+
+/* Embeds n_inputs NUL-terminated UTF-8 texts, each one request of the
+ * engine (admission, tenant quota, batching and page isolation as for
+ * generation; an input's vector does not depend on what else runs).
+ *   out/capacity: caller-owned floats, written row-major: input i at
+ *     out[i * *out_dim]. Size query: out NULL and capacity 0 returns KVW_OK
+ *     with *out_n = n_inputs * dim and *out_dim = dim, computing nothing.
+ *     A capacity below that is KVW_ERR_BUFFER_TOO_SMALL (nothing computed).
+ *   out_n (required), out_dim (may be NULL).
+ *   params may be NULL (defaults).
+ * Errors: KVW_ERR_INVALID_ARGUMENT (NULL or empty input, a model without
+ * pooling, dimensions larger than the model's; the message names the input
+ * index), KVW_ERR_REJECTED (too long, quota, overloaded). */
+KVW_API int32_t kvw_embed(kvw_engine* engine, const char* const* inputs, size_t n_inputs,
+                          const kvw_embed_params* params, float* out, size_t capacity,
+                          size_t* out_n, int32_t* out_dim);
+
+/* Scores n_documents documents against query with a cross-encoder (a model
+ * with pooling rank and a classification head): scores[i] is document i's
+ * relevance (a logit, as llama-server reports it), in input order. Size
+ * query: scores NULL and capacity 0 returns KVW_OK with *out_n =
+ * n_documents. tenant may be NULL.
+ * Errors: KVW_ERR_INVALID_ARGUMENT (empty query or document, a model that
+ * cannot rerank), KVW_ERR_REJECTED (too long, quota). */
+KVW_API int32_t kvw_rerank(kvw_engine* engine, const char* query, const char* const* documents,
+                           size_t n_documents, const char* tenant, float* scores, size_t capacity,
+                           size_t* out_n);
 
 /* PTX/CUDA: device selection is kvw_engine_params.device; nothing CUDA
  * specific is exposed in this header. */

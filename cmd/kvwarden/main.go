@@ -61,6 +61,7 @@ usage:
   kvwarden pull OWNER/REPO[:QUANT]       download a GGUF from Hugging Face into the cache
   kvwarden models                        list the cached models
   kvwarden chat [--model M]              talk with a model in the terminal
+  kvwarden embed [flags] [TEXT...]       embeddings of texts (or, with --query, rerank scores)
   kvwarden version | --version           version, commit, Go, CPU features, CUDA status
 
 Run "kvwarden COMMAND -h" for a command's flags. Every flag can also be set
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, e *env) int {
 		f = runModels
 	case "chat":
 		f = runChat
+	case "embed":
+		f = runEmbed
 	case "version", "--version", "-version", "-V":
 		cmd, f = "version", runVersion
 	case "help", "-h", "-help", "--help":

@@ -23,6 +23,10 @@ type Seq struct {
 	// Batch.Logits[i] holds Draft+1 rows of logits, one per position of
 	// the last Draft+1 tokens, back to back.
 	Draft int
+
+	// Hidden asks for the final-normed hidden state of every token of
+	// Tokens (Batch.Hidden): what embeddings are pooled from.
+	Hidden bool
 }
 
 // Batch is the input of one forward step. Forward fills Logits[i] for every
@@ -32,6 +36,9 @@ type Seq struct {
 type Batch struct {
 	Seqs   []Seq
 	Logits [][]float32
+	// Hidden[i], for every Seqs[i] that asked, holds len(Tokens) rows of
+	// Config.Dim values, row j the output-normed hidden state of token j.
+	Hidden [][]float32
 	// Failed[i] is the per-sequence outcome: non-nil when sequence i's
 	// pages failed as its table advanced (a page sealed this step did not
 	// match the checksum taken at an earlier handoff: its own page was

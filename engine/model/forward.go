@@ -29,7 +29,7 @@ type Runner struct {
 
 	// Scratch, sized for the largest batch seen so far.
 	x, xb, q, k, v, att, hb, hb2 []float32
-	lx, logits                   []float32
+	lx, logits, hid              []float32
 	scores                       [][]float32
 	offs                         [][]int
 	dsts                         [][]float32  // MatMulGroup outputs
@@ -80,6 +80,9 @@ type row struct {
 	seq   int
 	pos   int
 	pages []uint32
+	// last is the last position the row attends to: pos, or with
+	// non-causal attention the sequence's last token of this step.
+	last int
 }
 
 // Forward processes every token of b in one pass: per layer one matrix
@@ -101,13 +104,25 @@ func (r *Runner) Forward(b *Batch) error {
 	if n == 0 {
 		return nil
 	}
+	if r.w.Encoder != nil {
+		return r.forwardEncoder(b, n)
+	}
 
 	rows := make([]row, 0, n)
 	for i, s := range b.Seqs {
 		pages := s.Table.Pages()
 		start := s.Table.Written()
+		if c.NonCausal && start > 0 {
+			// Bidirectional attention needs every token's K/V of the input
+			// in the same step: a chunk cannot see the tokens after it.
+			return fmt.Errorf("%w: non-causal attention over an input split across steps (sequence %d starts at %d)", ErrNotImplemented, i, start)
+		}
 		for j := range s.Tokens {
-			rows = append(rows, row{seq: i, pos: start + j, pages: pages})
+			last := start + j
+			if c.NonCausal {
+				last = start + len(s.Tokens) - 1
+			}
+			rows = append(rows, row{seq: i, pos: start + j, pages: pages, last: last})
 		}
 	}
 
@@ -296,8 +311,46 @@ func (r *Runner) Forward(b *Batch) error {
 		}
 	}
 
+	r.hidden(b)
 	b.Advance()
 	return nil
+}
+
+// hidden fills b.Hidden for the sequences that asked: the output norm of
+// each of their rows (what the logits are computed from), row by row with
+// the same kernel whatever else is in the batch.
+func (r *Runner) hidden(b *Batch) {
+	c := r.cfg
+	dim := c.Dim
+	if cap(b.Hidden) < len(b.Seqs) {
+		b.Hidden = make([][]float32, len(b.Seqs))
+	}
+	b.Hidden = b.Hidden[:len(b.Seqs)]
+	clear(b.Hidden)
+	need, start := 0, 0
+	for _, s := range b.Seqs {
+		if s.Hidden {
+			need += len(s.Tokens)
+		}
+	}
+	if need == 0 {
+		return
+	}
+	r.hid = ml.Grow(r.hid, need*dim)
+	at := 0
+	for i, s := range b.Seqs {
+		n := len(s.Tokens)
+		if s.Hidden {
+			out := r.hid[at*dim : (at+n)*dim : (at+n)*dim]
+			for j := range n {
+				ri := start + j
+				ml.RMSNorm(out[j*dim:(j+1)*dim], r.x[ri*dim:(ri+1)*dim], r.w.Norm, c.NormEps)
+			}
+			b.Hidden[i] = out
+			at += n
+		}
+		start += n
+	}
 }
 
 // attention computes, for every row and query head, softmax(q·K·scale)·V
@@ -325,7 +378,7 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	ps := r.geo.PageSize
 	pageElems := r.geo.PageElems()
-	kvDim := r.geo.KVDim()
+	kvDim := r.geo.RowUnits() // arena units of a row: bytes for a quantized KV
 	kLayer := layer * 2 * ps * kvDim
 	vLayer := (layer*2 + 1) * ps * kvDim
 
@@ -334,8 +387,8 @@ func (r *Runner) attention(layer int, rows []row) {
 	type unit struct{ row, h0, h1 int }
 	maxSpan, cost := 0, 0
 	for _, rw := range rows {
-		maxSpan = max(maxSpan, rw.pos+1)
-		cost += rw.pos + 1
+		maxSpan = max(maxSpan, rw.last+1)
+		cost += rw.last + 1
 	}
 	cost *= heads * hd
 	threads := ml.Threads()
@@ -367,7 +420,7 @@ func (r *Runner) attention(layer int, rows []row) {
 		if window > 0 {
 			first = max(0, rw.pos+1-window)
 		}
-		span := rw.pos + 1 - first
+		span := rw.last + 1 - first
 		offs = offs[:span]
 		for i := range span {
 			t := first + i
@@ -375,21 +428,28 @@ func (r *Runner) attention(layer int, rows []row) {
 		}
 		q := r.q[u.row*qDim : (u.row+1)*qDim]
 		out := r.att[u.row*qDim : (u.row+1)*qDim]
-		for h := u.h0; h < u.h1; h++ {
-			kvh := (h / group) * hd
-			s := sc[(h-u.h0)*span : (h-u.h0+1)*span]
-			r.kv.scores(s, q[h*hd:(h+1)*hd], kvh, offs, inv)
-			if softcap != 0 {
-				ml.SoftCap(s, softcap)
+		// The heads of the unit that share a KV head go together, so a
+		// quantized cache expands each block once for all of them.
+		for h := u.h0; h < u.h1; {
+			hEnd := min(u.h1, (h/group+1)*group)
+			kvh := (h / group) * r.geo.HeadUnits()
+			ss := sc[(h-u.h0)*span : (hEnd-u.h0)*span]
+			r.kv.scoresGroup(ss, q[h*hd:hEnd*hd], hEnd-h, kvh, offs, inv)
+			for j := h; j < hEnd; j++ {
+				s := sc[(j-u.h0)*span : (j-u.h0+1)*span]
+				if softcap != 0 {
+					ml.SoftCap(s, softcap)
+				}
+				if sinks != nil {
+					ml.SoftmaxSink(s, sinks[j])
+				} else {
+					ml.Softmax(s)
+				}
 			}
-			if sinks != nil {
-				ml.SoftmaxSink(s, sinks[h])
-			} else {
-				ml.Softmax(s)
-			}
-			o := out[h*hd : (h+1)*hd]
+			o := out[h*hd : hEnd*hd]
 			clear(o)
-			r.kv.accum(o, s, vDelta+kvh, offs)
+			r.kv.accumGroup(o, ss, hEnd-h, vDelta+kvh, offs)
+			h = hEnd
 		}
 	}
 

@@ -94,6 +94,9 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 // risk).
 func FromGGUF(f *gguf.File) (*Weights, error) {
 	name := f.Architecture()
+	if name == "bert" || name == "nomic-bert" {
+		return fromGGUFBert(f)
+	}
 	a, err := arch.Lookup(name)
 	if err != nil {
 		return nil, err
@@ -212,6 +215,10 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 				}
 			}
 		}
+	}
+	// A reranker's head (Qwen3-Reranker: cls.output, the yes/no rows).
+	if w.Rank, err = g.rankHead(w.Config, false); err != nil {
+		return nil, err
 	}
 	// A tensor nothing reads would silently change the results if ignored
 	// (an FFN bias, a fused tensor of another layout).
@@ -443,6 +450,9 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 		return c, fmt.Errorf("model: %s metadata: %w", g.arch, err)
 	}
 	g.normOffset = c.Block.NormOffset
+	if err := g.pooling(&c); err != nil {
+		return c, err
+	}
 	c.BOS, c.EOS = -1, -1
 	c.Vocab = 1 // set from token_embd before Check
 	if err := c.Validate(); err != nil {

@@ -41,6 +41,13 @@ type Config struct {
 	Block arch.Block
 
 	BOS, EOS int // -1 when absent
+
+	// Pooling is the file's <arch>.pooling_type (PoolingUnset when it has
+	// none: a generative model); NonCausal is <arch>.attention.causal
+	// false (every token attends to the whole input, which must then be
+	// computed in one step).
+	Pooling   Pooling
+	NonCausal bool
 }
 
 // KVDim is the width of one token's K (or V) vector in one layer.
@@ -114,6 +121,10 @@ type Weights struct {
 	// under "" and tokenizer.chat_template.<name> under <name>. Nil when the
 	// file has none (llama2.c checkpoints never do).
 	ChatTemplates map[string]string
+	// Encoder, when set, makes the model a BERT-style encoder (bert.go).
+	Encoder *Encoder
+	// Rank is a reranker's classification head (pooling rank), or nil.
+	Rank *RankHead
 
 	closer io.Closer // releases a memory map, if any
 }
@@ -230,6 +241,9 @@ func (w *Weights) Check() error {
 			return fmt.Errorf("%w: tensor %s missing", ErrUnsupported, name)
 		}
 		return vec(name, v, n)
+	}
+	if w.Encoder != nil {
+		return w.checkEncoder()
 	}
 	if len(w.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(w.Layers), c.Layers)

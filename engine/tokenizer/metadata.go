@@ -77,8 +77,18 @@ func FromMetadata(md Metadata) (Tokenizer, error) {
 			bos = id("tokenizer.ggml.bos_token_id", -1)
 		}
 		return NewGPT2(tokens, types, merges, bos, eos, pre, opts...)
+	case "bert":
+		// llama.cpp: lowercase only when the file says so; strip_accents
+		// follows lowercase unless given.
+		lower, _ := md.Bool("tokenizer.ggml.normalizer.lowercase")
+		strip := lower
+		if v, ok := md.Bool("tokenizer.ggml.normalizer.strip_accents"); ok {
+			strip = v
+		}
+		return NewWordPiece(tokens, types, id("tokenizer.ggml.bos_token_id", 101), id("tokenizer.ggml.eos_token_id", -1),
+			id("tokenizer.ggml.seperator_token_id", 102), id("tokenizer.ggml.unknown_token_id", 100), lower, strip, opts...)
 	case "":
 		return nil, fmt.Errorf("%w: GGUF has no tokenizer.ggml.model", ErrUnsupportedModel)
 	}
-	return nil, fmt.Errorf("%w: %q (supported: llama, gpt2)", ErrUnsupportedModel, kind)
+	return nil, fmt.Errorf("%w: %q (supported: llama, gpt2, bert)", ErrUnsupportedModel, kind)
 }

@@ -19,17 +19,50 @@ const (
 	F32 DType = iota
 	F16
 	BF16
+	// Q8_0 and Q4_0 are ggml's block quantizations: blocks of 32 values
+	// along a row, each an f16 scale then 32 int8 values (34 bytes) or 32
+	// 4-bit values (18 bytes). Their arena unit is the byte.
+	Q8_0
+	Q4_0
 )
 
-// Size is the width of one element in bytes.
+// Size is the width of one arena unit in bytes: an element for the float
+// types, a byte for the block-quantized ones (whose offsets count bytes).
 func (d DType) Size() int {
 	switch d {
 	case F32:
 		return 4
 	case F16, BF16:
 		return 2
+	case Q8_0, Q4_0:
+		return 1
 	}
 	return 0
+}
+
+// BlockElems is how many values one block of d holds (1 for the float
+// types, 32 for the block-quantized ones): a row's length must be a
+// multiple of it.
+func (d DType) BlockElems() int {
+	if d.Quantized() {
+		return 32
+	}
+	return 1
+}
+
+// Quantized reports a block-quantized type.
+func (d DType) Quantized() bool { return d == Q8_0 || d == Q4_0 }
+
+// RowBytes is the size in bytes of a row of n values (n a multiple of
+// BlockElems).
+func (d DType) RowBytes(n int) int {
+	switch d {
+	case Q8_0:
+		return n / 32 * 34
+	case Q4_0:
+		return n / 32 * 18
+	}
+	return n * d.Size()
 }
 
 func (d DType) String() string {
@@ -40,6 +73,10 @@ func (d DType) String() string {
 		return "f16"
 	case BF16:
 		return "bf16"
+	case Q8_0:
+		return "q8_0"
+	case Q4_0:
+		return "q4_0"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }

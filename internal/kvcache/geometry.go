@@ -24,21 +24,34 @@ type Geometry struct {
 // KVDim is the number of elements of one token's K (or V) in one layer.
 func (g Geometry) KVDim() int { return g.KVHeads * g.HeadDim }
 
-// PageElems is the number of elements in a page.
-func (g Geometry) PageElems() int { return g.Layers * 2 * g.PageSize * g.KVDim() }
+// RowUnits is the number of arena units (DType.Size bytes each) of one
+// token's K (or V) in one layer: KVDim elements, or for a block-quantized
+// type the bytes of its KVHeads*HeadDim/32 blocks (each head's blocks
+// contiguous, so one head's row is HeadUnits units at head*HeadUnits).
+func (g Geometry) RowUnits() int { return g.DType.RowBytes(g.KVDim()) / g.DType.Size() }
+
+// HeadUnits is RowUnits for one KV head.
+func (g Geometry) HeadUnits() int { return g.DType.RowBytes(g.HeadDim) / g.DType.Size() }
+
+// RowBytes is the size in bytes of one token's K (or V) in one layer.
+func (g Geometry) RowBytes() int { return g.DType.RowBytes(g.KVDim()) }
+
+// PageElems is the number of arena units in a page (elements, or bytes for
+// a block-quantized type).
+func (g Geometry) PageElems() int { return g.Layers * 2 * g.PageSize * g.RowUnits() }
 
 // PageBytes is the size of a page in bytes.
 func (g Geometry) PageBytes() int64 { return int64(g.PageElems()) * int64(g.DType.Size()) }
 
-// KOffset is the element index in the arena of the first of KVDim K values
-// of slot in layer of page.
+// KOffset is the unit index in the arena (see RowUnits) of the first of
+// KVDim K values of slot in layer of page.
 func (g Geometry) KOffset(page uint32, layer, slot int) int {
-	return int(page)*g.PageElems() + (layer*2*g.PageSize+slot)*g.KVDim()
+	return int(page)*g.PageElems() + (layer*2*g.PageSize+slot)*g.RowUnits()
 }
 
 // VOffset is KOffset for the V values.
 func (g Geometry) VOffset(page uint32, layer, slot int) int {
-	return int(page)*g.PageElems() + ((layer*2+1)*g.PageSize+slot)*g.KVDim()
+	return int(page)*g.PageElems() + ((layer*2+1)*g.PageSize+slot)*g.RowUnits()
 }
 
 func (g Geometry) withDefaults() Geometry {
@@ -56,6 +69,9 @@ func (g Geometry) validate() error {
 		return fmt.Errorf("%w: geometry %d layers, %d kv heads, head dim %d: all must be positive", ErrConfig, g.Layers, g.KVHeads, g.HeadDim)
 	case g.DType.Size() == 0:
 		return fmt.Errorf("%w: dtype %s", ErrConfig, g.DType)
+	case g.HeadDim%g.DType.BlockElems() != 0:
+		return fmt.Errorf("%w: %s KV needs a head dim that is a multiple of %d (blocks along the head), got %d",
+			ErrConfig, g.DType, g.DType.BlockElems(), g.HeadDim)
 	}
 	return nil
 }

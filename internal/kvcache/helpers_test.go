@@ -21,7 +21,8 @@ var testDType = device.F32
 
 // smallGeo keeps pages tiny so tests can use many of them.
 func smallGeo() Geometry {
-	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4, DType: testDType}
+	// A block-quantized row needs whole blocks of 32 along the head.
+	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4 * max(1, testDType.BlockElems()/4), DType: testDType}
 }
 
 func newPool(tb testing.TB, pages int, mod func(*Config)) *Pool {
@@ -57,8 +58,8 @@ type writer struct {
 func rows(g Geometry, w writer, pos, layer int) (k, v []float32) {
 	k, v = make([]float32, g.KVDim()), make([]float32, g.KVDim())
 	for j := range k {
-		k[j] = exactIn(g.DType, rowVal(w.req, w.tenant, pos, layer, 0, j, w.gen))
-		v[j] = exactIn(g.DType, rowVal(w.req, w.tenant, pos, layer, 1, j, w.gen))
+		k[j] = exactAt(g.DType, j, rowVal(w.req, w.tenant, pos, layer, 0, j, w.gen))
+		v[j] = exactAt(g.DType, j, rowVal(w.req, w.tenant, pos, layer, 1, j, w.gen))
 	}
 	return k, v
 }
@@ -66,6 +67,28 @@ func rows(g Geometry, w writer, pos, layer int) (k, v []float32) {
 // exactIn maps a rowVal value to one that dtype d holds exactly (f16:
 // 11 significant bits), keeping it finite and distinct enough to tell
 // writers apart.
+//
+// exactAt does the same for element j of a row: a block-quantized row
+// holds integers exactly when each block's first value is the one of
+// largest magnitude and makes the scale 1 (q8_0: 127, the others in
+// -126..126; q4_0: -8, the others in -7..7).
+func exactAt(d device.DType, j int, x float32) float32 {
+	v := int(int32(x) & 0x7fffffff)
+	switch d {
+	case device.Q8_0:
+		if j%32 == 0 {
+			return 127
+		}
+		return float32(v%253 - 126)
+	case device.Q4_0:
+		if j%32 == 0 {
+			return -8
+		}
+		return float32(v%15 - 7)
+	}
+	return exactIn(d, x)
+}
+
 func exactIn(d device.DType, x float32) float32 {
 	if d == device.F32 {
 		return x
@@ -156,6 +179,9 @@ func pageFloats(p *Pool, idx uint32) []float32 {
 		panic(err)
 	}
 	out := make([]float32, n)
+	if p.geo.DType.Quantized() { // a page is whole blocks: decode them as one row
+		out = make([]float32, p.geo.Layers*2*p.geo.PageSize*p.geo.KVDim())
+	}
 	decodeRow(out, buf, p.geo.DType)
 	return out
 }
@@ -167,6 +193,12 @@ func bumpElem(tb testing.TB, p *Pool, off int) {
 	es := int64(p.elemSize)
 	buf := make([]byte, es)
 	require.NoError(tb, p.arena.Download(buf, int64(off)*es))
+	if p.geo.DType.Quantized() {
+		// off is a row's first byte, the low byte of a block's scale.
+		buf[0] ^= 0x40
+		require.NoError(tb, p.arena.Upload(int64(off)*es, buf))
+		return
+	}
 	var x [1]float32
 	decodeRow(x[:], buf, p.geo.DType)
 	x[0]++

@@ -441,7 +441,7 @@ func (p *Pool) hostCharge(slots int) int64 {
 func (p *Pool) HostCopyBytes() int64 { return p.hostCharge(p.geo.PageSize) }
 
 func (p *Pool) packedLen(slots int) int {
-	return 2 * p.geo.Layers * slots * p.geo.KVDim() * int(p.elemSize)
+	return 2 * p.geo.Layers * slots * p.geo.RowBytes()
 }
 
 func (p *Pool) downloadPacked(buf []byte, idx uint32, slots int) error {
@@ -449,8 +449,8 @@ func (p *Pool) downloadPacked(buf []byte, idx uint32, slots int) error {
 	if slots == p.geo.PageSize {
 		return p.arena.Download(buf, off)
 	}
-	run := int64(p.geo.PageSize*p.geo.KVDim()) * p.elemSize
-	n := slots * p.geo.KVDim() * int(p.elemSize)
+	run := int64(p.geo.PageSize * p.geo.RowBytes())
+	n := slots * p.geo.RowBytes()
 	for r := range 2 * p.geo.Layers {
 		if err := p.arena.Download(buf[r*n:(r+1)*n], off+int64(r)*run); err != nil {
 			return err
@@ -464,8 +464,8 @@ func (p *Pool) uploadPacked(idx uint32, slots int, buf []byte) error {
 	if slots == p.geo.PageSize {
 		return p.arena.Upload(off, buf)
 	}
-	run := int64(p.geo.PageSize*p.geo.KVDim()) * p.elemSize
-	n := slots * p.geo.KVDim() * int(p.elemSize)
+	run := int64(p.geo.PageSize * p.geo.RowBytes())
+	n := slots * p.geo.RowBytes()
 	for r := range 2 * p.geo.Layers {
 		if err := p.arena.Upload(off+int64(r)*run, buf[r*n:(r+1)*n]); err != nil {
 			return err

@@ -165,7 +165,9 @@ const poisonWord = 0x7fc00000
 
 func poisonWordOf(d device.DType) uint32 {
 	switch d {
-	case device.F16:
+	case device.F16, device.Q8_0, device.Q4_0:
+		// For the block types every block starts at an even byte, so its
+		// f16 scale reads as the NaN 0x7e00 and so do all its values.
 		return 0x7e007e00
 	case device.BF16:
 		return 0x7fc07fc0
@@ -652,7 +654,7 @@ func (p *Pool) CorruptPage(index uint32) error {
 	// Slot 0 of the first V run (layer 0): written and checksummed in
 	// either case. The element's top byte holds its sign and exponent, so
 	// the value read changes visibly, not only its checksum.
-	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.KVDim())*p.elemSize + p.elemSize - 1
+	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.RowBytes()) + p.elemSize - 1
 	var b [1]byte
 	if err := p.arena.Download(b[:], off); err != nil {
 		return err

@@ -44,7 +44,7 @@ func (t *PageTable) Rollback() error {
 		word = poisonWordOf(p.geo.DType)
 	}
 	es := int64(p.geo.DType.Size())
-	n := int64(ps-rem) * int64(p.geo.KVDim()) * es
+	n := int64(ps-rem) * int64(p.geo.RowBytes())
 	if n%4 != 0 {
 		// Fill writes 32-bit words; an odd span of 16-bit elements cannot
 		// be scrubbed exactly, so scrub nothing rather than a neighbour.

@@ -26,7 +26,8 @@ func slotFloats(p *Pool, idx uint32, slot int) []float32 {
 	var out []float32
 	for l := range p.geo.Layers {
 		for _, off := range []int{p.geo.KOffset(idx, l, slot), p.geo.VOffset(idx, l, slot)} {
-			out = append(out, page[off-base:off-base+p.geo.KVDim()]...)
+			f := (off - base) / p.geo.RowUnits() * p.geo.KVDim() // rows of a decoded page
+			out = append(out, page[f:f+p.geo.KVDim()]...)
 		}
 	}
 	return out

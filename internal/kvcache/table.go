@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvwarden/kvwarden/internal/blockq"
 	"github.com/kvwarden/kvwarden/internal/device"
 	"github.com/kvwarden/kvwarden/internal/half"
 )
@@ -485,7 +486,7 @@ func (p *Pool) rowIO(page uint32, layer, slot int, k, v []float32, write bool) e
 		return nil
 	}
 	es := int(p.elemSize)
-	buf := make([]byte, len(k)*es)
+	buf := make([]byte, p.geo.RowBytes())
 	for _, r := range [2]struct {
 		off int
 		row []float32
@@ -505,8 +506,17 @@ func (p *Pool) rowIO(page uint32, layer, slot int, k, v []float32, write bool) e
 	return nil
 }
 
-// encodeRow stores row as little-endian elements of type d in buf.
+// encodeRow stores row as little-endian elements of type d in buf (for a
+// block-quantized type: its blocks, rounded as ggml's reference does).
 func encodeRow(buf []byte, row []float32, d device.DType) {
+	switch d {
+	case device.Q8_0:
+		blockq.QuantizeRowQ8_0(buf, row)
+		return
+	case device.Q4_0:
+		blockq.QuantizeRowQ4_0(buf, row)
+		return
+	}
 	for i, x := range row {
 		switch d {
 		case device.F16:
@@ -519,8 +529,16 @@ func encodeRow(buf []byte, row []float32, d device.DType) {
 	}
 }
 
-// decodeRow is the inverse of encodeRow (exact).
+// decodeRow is the inverse of encodeRow (exact for the float types).
 func decodeRow(row []float32, buf []byte, d device.DType) {
+	switch d {
+	case device.Q8_0:
+		blockq.DequantizeRowQ8_0(row, buf)
+		return
+	case device.Q4_0:
+		blockq.DequantizeRowQ4_0(row, buf)
+		return
+	}
 	for i := range row {
 		switch d {
 		case device.F16:

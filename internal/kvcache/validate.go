@@ -182,8 +182,8 @@ func (p *Pool) deviceChecksum(idx uint32, slots int) (uint64, error) {
 	if slots == p.geo.PageSize {
 		return p.arena.Checksum(off, p.pageBytes)
 	}
-	runBytes := int64(p.geo.PageSize*p.geo.KVDim()) * p.elemSize
-	n := int64(slots*p.geo.KVDim()) * p.elemSize
+	runBytes := int64(p.geo.PageSize * p.geo.RowBytes())
+	n := int64(slots * p.geo.RowBytes())
 	var stack [64]uint64
 	sums := stack[:0]
 	for r := range int64(2 * p.geo.Layers) {
@@ -217,8 +217,8 @@ func (p *Pool) hostPrefixChecksum(b []byte, slots, k int) uint64 {
 	if k == slots {
 		return p.hostChecksum(b, slots)
 	}
-	run := slots * p.geo.KVDim() * int(p.elemSize)
-	n := k * p.geo.KVDim() * int(p.elemSize)
+	run := slots * p.geo.RowBytes()
+	n := k * p.geo.RowBytes()
 	var stack [64]uint64
 	sums := stack[:0]
 	for off := 0; off+run <= len(b); off += run {

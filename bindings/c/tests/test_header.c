@@ -33,6 +33,7 @@ int main(void) {
         SYM(kvw_chat_prepare), SYM(kvw_chat_parse),
         SYM(kvw_erase_result_init), SYM(kvw_tenant_erase_kv),
         SYM(kvw_next_logprobs), SYM(kvw_next_top_logprobs),
+        SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_rerank),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 

@@ -168,6 +168,13 @@ static void test_open(void) {
     e = NULL;
     CHECK_ST(kvw_engine_open(NULL, &kp, &e), KVW_OK);
     if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
+    /* The block-quantized types run on the CPU (the built-in model's head
+     * dim is 32). */
+    kp.kv_type = "q8_0";
+    kp.device = "cpu";
+    e = NULL;
+    CHECK_ST(kvw_engine_open(NULL, &kp, &e), KVW_OK);
+    if (e) CHECK_ST(kvw_engine_close(e), KVW_OK);
 }
 
 static void test_handles(kvw_engine* eng) {

@@ -32,7 +32,7 @@ import operator
 import os
 import re
 import threading
-from ctypes import byref, c_char, c_int32, c_size_t, c_uint64, c_void_p
+from ctypes import byref, c_char, c_char_p, c_float, c_int32, c_size_t, c_uint64, c_void_p
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _lib
@@ -547,8 +547,8 @@ class Engine:
     tokenizer_path), BUILTIN_STORIES (a small story model compiled into the
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
-    are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16"
-    or "f32"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
+    are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16",
+    "f32", "q8_0" or "q4_0"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
     zero_on_release=True scrubs KV bytes in every tier: freed device pages, and
     every host buffer that held them (host-tier copies, compressed or not, when
     dropped; compression and CUDA staging buffers). n_threads is the number of
@@ -807,6 +807,52 @@ class Engine:
         arr = (c_int32 * max(n.value, 1))()
         _check(lib.kvw_tokenize_ex(self._h, b, flags, arr, n.value, byref(n)))
         return list(arr[: n.value])
+
+    def embed(self, inputs: Sequence[str], *, pooling: Optional[str] = None, normalize: bool = True,
+              dimensions: int = 0, truncate: bool = False, tenant: Optional[str] = None) -> List[List[float]]:
+        """Embedding vectors of texts, one per input, in order (kvw_embed).
+        pooling is "mean", "cls" or "last" (None: the model's
+        <arch>.pooling_type; a generative model without one raises
+        InvalidArgumentError unless a pooling is named). normalize scales
+        each vector to unit L2 norm; dimensions keeps the first values
+        (Matryoshka) before that; truncate cuts an input longer than the
+        engine takes instead of raising PromptTooLongError."""
+        if isinstance(inputs, str):
+            raise TypeError("inputs must be a list of str (wrap a single text in a list)")
+        texts = [_text(t, f"inputs[{i}]") for i, t in enumerate(inputs)]
+        p = lib.kvw_embed_default_params()
+        names = {None: _lib.POOLING_MODEL, "mean": _lib.POOLING_MEAN, "cls": _lib.POOLING_CLS, "last": _lib.POOLING_LAST}
+        if pooling not in names:
+            raise InvalidArgumentError(f"pooling {pooling!r} (want None, 'mean', 'cls' or 'last')")
+        p.pooling = names[pooling]
+        p.normalize = 1 if normalize else 0
+        _assign(p, "dimensions", dimensions)
+        p.truncate = 1 if truncate else 0
+        if tenant is not None:
+            p.tenant = _text(tenant, "tenant")
+        arr = (c_char_p * max(len(texts), 1))(*texts)
+        n, dim = c_size_t(), c_int32()
+        _check(lib.kvw_embed(self._h, arr, len(texts), byref(p), None, 0, byref(n), byref(dim)))
+        out = (c_float * max(n.value, 1))()
+        _check(lib.kvw_embed(self._h, arr, len(texts), byref(p), out, n.value, byref(n), byref(dim)))
+        d = dim.value
+        return [list(out[i * d:(i + 1) * d]) for i in range(len(texts))]
+
+    def rerank(self, query: str, documents: Sequence[str], *, tenant: Optional[str] = None) -> List[float]:
+        """Relevance scores of documents against query, in document order,
+        with a cross-encoder (a model with pooling rank), as llama-server's
+        /rerank computes them (kvw_rerank)."""
+        if isinstance(documents, str):
+            raise TypeError("documents must be a list of str")
+        q = _text(query, "query")
+        docs = [_text(d, f"documents[{i}]") for i, d in enumerate(documents)]
+        arr = (c_char_p * max(len(docs), 1))(*docs)
+        t = None if tenant is None else _text(tenant, "tenant")
+        n = c_size_t()
+        _check(lib.kvw_rerank(self._h, q, arr, len(docs), t, None, 0, byref(n)))
+        out = (c_float * max(n.value, 1))()
+        _check(lib.kvw_rerank(self._h, q, arr, len(docs), t, out, n.value, byref(n)))
+        return list(out[: n.value])
 
     def detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
         """The text of tokens (out-of-vocabulary IDs raise

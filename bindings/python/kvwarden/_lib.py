@@ -62,6 +62,8 @@ MAX_KEEP_TOKENS = 64  # KVW_MAX_KEEP_TOKENS
 TOKENIZE_ADD_BOS = 1
 TOKENIZE_SPECIAL = 2
 DETOKENIZE_SPECIAL = 1
+# kvw_embed_params.pooling (GGUF pooling_type values; MODEL = the model's)
+POOLING_MODEL, POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK = -1, 0, 1, 2, 3, 4
 
 
 class kvw_error_info(Structure):
@@ -149,6 +151,18 @@ class kvw_request_params(Structure):
         ("keep_tokens", POINTER(c_char_p)),  # v6
         ("n_keep_tokens", c_uint32),
         ("reserved3", c_int32),
+    ]
+
+
+class kvw_embed_params(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("pooling", c_int32),
+        ("normalize", c_int32),
+        ("dimensions", c_int32),
+        ("truncate", c_int32),
+        ("reserved", c_int32),
+        ("tenant", c_char_p),
     ]
 
 
@@ -412,3 +426,13 @@ _decl("kvw_model_meta_val_str", c_int32, [c_void_p, c_char_p, POINTER(c_char), c
 #                  void* user_data, char* path_buf, size_t path_size, size_t* out_len);
 _decl("kvw_pull", c_int32, [c_char_p, c_char_p, c_char_p, PROGRESS_CALLBACK, c_void_p, POINTER(c_char), c_size_t,
                             _szp])
+# kvw_embed_params kvw_embed_default_params(void);
+_decl("kvw_embed_default_params", kvw_embed_params, [])
+# int32_t kvw_embed(kvw_engine* engine, const char* const* inputs, size_t n_inputs, const kvw_embed_params* params,
+#                   float* out, size_t capacity, size_t* out_n, int32_t* out_dim);
+_decl("kvw_embed", c_int32, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(kvw_embed_params), POINTER(c_float),
+                             c_size_t, _szp, _i32p])
+# int32_t kvw_rerank(kvw_engine* engine, const char* query, const char* const* documents, size_t n_documents,
+#                    const char* tenant, float* scores, size_t capacity, size_t* out_n);
+_decl("kvw_rerank", c_int32, [c_void_p, c_char_p, POINTER(c_char_p), c_size_t, c_char_p, POINTER(c_float), c_size_t,
+                              _szp])

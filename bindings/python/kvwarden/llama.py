@@ -283,7 +283,6 @@ _REFUSED = {
     "vocab_only": False,
     "kv_overrides": None,
     "rope_scaling_type": -1,
-    "pooling_type": -1,
     "attention_type": -1,
     "rope_freq_base": 0.0,
     "rope_freq_scale": 0.0,
@@ -292,7 +291,6 @@ _REFUSED = {
     "yarn_beta_fast": 32.0,
     "yarn_beta_slow": 1.0,
     "yarn_orig_ctx": 0,
-    "embedding": False,
     "lora_base": None,
     "lora_path": None,
     "chat_handler": None,
@@ -304,8 +302,6 @@ _REFUSED_WHY = {
     "rope_freq_base": "the engine uses the model's RoPE base",
     "rope_freq_scale": "the engine uses the model's RoPE scaling",
     "rope_scaling_type": "the engine uses the model's RoPE scaling",
-    "embedding": "embeddings are not implemented yet",
-    "pooling_type": "embeddings are not implemented yet",
     "lora_path": "LoRA adapters are not supported",
     "lora_base": "LoRA adapters are not supported",
     "vocab_only": "the engine always loads the weights",
@@ -315,8 +311,13 @@ _REFUSED_WHY = {
     "tokenizer": "the engine uses the model's own tokenizer",
 }
 
-# GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has.
-_KV_TYPES = {0: "f32", 1: "f16"}
+# llama.cpp's pooling_type values (LLAMA_POOLING_TYPE_*) -> kvwarden's
+# pooling names; -1 (unspecified) takes the model's.
+_POOLING = {-1: None, 1: "mean", 2: "cls", 3: "last", 4: "rank"}
+
+# GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has
+# (GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8).
+_KV_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0"}
 
 
 class Llama:
@@ -327,8 +328,8 @@ class Llama:
     numa, logits_all, tensor_split, ...) are accepted and, when set to
     something else than their default, ignored with one KvwardenWarning
     each. Those that change what the model computes and kvwarden cannot
-    do (lora_path, embedding, rope_freq_base, rope_freq_scale, kv_overrides,
-    vocab_only, a quantized type_k/type_v, ...) raise NotImplementedError
+    do (lora_path, rope_freq_base, rope_freq_scale, kv_overrides,
+    vocab_only, a type_k/type_v other than f32/f16/q8_0/q4_0, ...) raise NotImplementedError
     naming them. An unknown argument raises TypeError naming Llama().
 
     Args:
@@ -350,7 +351,10 @@ class Llama:
         seed: base seed for sampling; None (or -1, or llama.cpp's
             0xFFFFFFFF) draws a fresh seed per request. With a seed, the
             sequence of outputs is reproducible run to run.
-        type_k, type_v: the KV cache type as a GGML type (0 f32, 1 f16).
+        type_k, type_v: the KV cache type as a GGML type (0 f32, 1 f16,
+            8 q8_0, 2 q4_0) or its name; kvwarden stores K and V in one
+            type, so both must agree. q8_0 and q4_0 need a head dim that
+            is a multiple of 32 and run on the CPU.
         last_n_tokens_size: the repetition penalty's window (default 64).
         chat_format: None uses the model's own chat template (ChatML when
             the file has none); a name ("chatml", "llama-2", "llama-3",
@@ -371,6 +375,14 @@ class Llama:
                  tokenizer_path: Optional[str] = None, **kwargs: Any) -> None:
         if not isinstance(model_path, (str, os.PathLike)):
             raise TypeError("model_path must be a path (str), e.g. 'model.gguf' or 'builtin:stories260K'")
+        self._embedding = bool(kwargs.pop("embedding", False))
+        pooling_type = kwargs.pop("pooling_type", -1)
+        if pooling_type not in _POOLING:
+            if pooling_type == 0:
+                raise NotImplementedError("Llama(): pooling_type=0 (NONE, per-token vectors) is not supported by "
+                                          "kvwarden's Python API; use -1 (the model's), 1 mean, 2 cls, 3 last or 4 rank")
+            raise ValueError(f"Llama(): unknown pooling_type {pooling_type!r} (-1 to 4, llama.cpp's values)")
+        self._pooling = _POOLING[pooling_type]
         params: Dict[str, Any] = {}
         for name, value in kwargs.items():
             if name in _IGNORED:
@@ -411,9 +423,9 @@ class Llama:
         if type_k is not None or type_v is not None:
             kt, vt = (_KV_TYPES.get(t, t) if t is not None else None for t in (type_k, type_v))
             for name, t in (("type_k", kt), ("type_v", vt)):
-                if t is not None and t not in ("f16", "f32"):
+                if t is not None and t not in _KV_TYPES.values():
                     raise NotImplementedError(f"Llama(): {name}={t!r} is not supported by kvwarden "
-                                              "(KV cache types: 0 = f32, 1 = f16)")
+                                              "(KV cache types: 0 = f32, 1 = f16, 8 = q8_0, 2 = q4_0)")
             if kt is not None and vt is not None and kt != vt:
                 raise NotImplementedError("Llama(): type_k and type_v must be the same KV cache type in kvwarden")
             params["kv_type"] = kt or vt
@@ -506,6 +518,57 @@ class Llama:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    # -- embeddings --
+
+    def _need_embedding(self) -> None:
+        if not self._embedding:
+            raise RuntimeError("Llama model must be created with embedding=True to call this method")
+
+    def embed(self, input: Union[str, List[str]], normalize: bool = False, truncate: bool = True,
+              return_count: bool = False) -> Any:
+        """Embeddings of input, as llama-cpp-python's Llama.embed: one
+        vector (a list of floats) for a str, a list of vectors for a list.
+        normalize=True scales each to unit L2 norm (llama-cpp-python's
+        default is False; llama-server's and create_embedding's engine
+        default is not used here). truncate cuts inputs longer than the
+        context. return_count also returns the prompt tokens (as
+        tokenize() counts them). Needs Llama(embedding=True)."""
+        self._need_embedding()
+        if self._pooling == "rank":
+            raise ValueError("Llama(): pooling_type=4 (rank) scores query/document pairs; use rerank()")
+        texts = [input] if isinstance(input, str) else list(input)
+        vecs = self._engine.embed(texts, pooling=self._pooling, normalize=normalize, truncate=truncate)
+        out: Any = vecs[0] if isinstance(input, str) else vecs
+        if return_count:
+            return out, sum(len(self.tokenize(t.encode("utf-8"))) for t in texts)
+        return out
+
+    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
+        """OpenAI's embeddings response for input, as llama-cpp-python's
+        Llama.create_embedding (vectors unit-norm, as llama-server's).
+        Needs Llama(embedding=True)."""
+        self._need_embedding()
+        texts = [input] if isinstance(input, str) else list(input)
+        vecs = self._engine.embed(texts, pooling=self._pooling, normalize=True, truncate=True)
+        n = sum(len(self.tokenize(t.encode("utf-8"))) for t in texts)
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vecs)],
+            "model": model if model is not None else self.model_path,
+            "usage": {"prompt_tokens": n, "total_tokens": n},
+        }
+
+    def rerank(self, query: str, documents: List[str], top_n: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Scores documents against query with a cross-encoder (a model with
+        pooling rank): llama-server's /rerank results, [{"index",
+        "relevance_score"}] best first, the best top_n when given. Needs
+        Llama(embedding=True)."""
+        self._need_embedding()
+        scores = self._engine.rerank(query, documents)
+        res = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
+                     key=lambda r: -r["relevance_score"])
+        return res[:top_n] if top_n is not None else res
 
     # -- model facts --
 

@@ -39,6 +39,9 @@ class TestABI(unittest.TestCase):
                          ctypes.sizeof(_lib.kvw_engine_params))
         self.assertEqual(lib_default("kvw_request_default_params").struct_size,
                          ctypes.sizeof(_lib.kvw_request_params))
+        self.assertEqual(lib_default("kvw_embed_default_params").struct_size,
+                         ctypes.sizeof(_lib.kvw_embed_params))
+        self.assertEqual(ctypes.sizeof(_lib.kvw_embed_params), 32)
         for cls, init in ((_lib.kvw_result, "kvw_result_init"), (_lib.kvw_stats, "kvw_stats_init")):
             buf = (ctypes.c_uint8 * 4096)()
             getattr(_lib.lib, init)(ctypes.cast(buf, ctypes.POINTER(cls)))
@@ -195,6 +198,9 @@ class TestBuiltin(unittest.TestCase):
         self.assertIn("KV type", str(cm.exception))
         with kvwarden.Engine(None, kv_memory_bytes=4 << 20, kv_type="f32") as e32:
             self.assertIsInstance(e32.generate("hi", max_tokens=3), str)
+        for kt in ("q8_0", "q4_0"):
+            with kvwarden.Engine(None, kv_memory_bytes=4 << 20, kv_type=kt, device="cpu") as eq:
+                self.assertIsInstance(eq.generate("hi", max_tokens=3), str)
         with self.assertRaises(kvwarden.ModelLoadError):
             kvwarden.Engine("/nonexistent/model.gguf")
         # A readable GGUF of an architecture kvwarden does not run.

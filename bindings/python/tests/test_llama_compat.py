@@ -86,9 +86,9 @@ class TestConstructor(unittest.TestCase):
         self.assertTrue(all(m.startswith("Llama(): ") for m in got))
 
     def test_unsupported_arguments_raise_naming_them(self):
-        for kw in ({"lora_path": "x.gguf"}, {"embedding": True}, {"rope_freq_base": 10000.0},
+        for kw in ({"lora_path": "x.gguf"}, {"pooling_type": 0}, {"rope_freq_base": 10000.0},
                    {"rope_freq_scale": 0.5}, {"kv_overrides": {"a": 1}}, {"vocab_only": True},
-                   {"type_k": 8}, {"main_gpu": 1}, {"chat_handler": object()},
+                   {"type_k": 6}, {"main_gpu": 1}, {"chat_handler": object()},
                    {"type_k": 0, "type_v": 1}):
             with self.assertRaises(NotImplementedError, msg=kw) as cm:
                 stories(**kw)
@@ -117,6 +117,15 @@ class TestConstructor(unittest.TestCase):
             self.assertEqual(llm(PROMPT, max_tokens=4, temperature=0)["choices"][0]["text"], ", there was a")
         with self.assertRaises(ValueError):
             stories(n_batch=0)
+        # q8_0 (GGML 8) and q4_0 (2) are kvwarden's quantized KV types; K and V
+        # share one type; stories260K's head dim of 8 is not whole blocks.
+        with self.assertRaises(NotImplementedError):
+            stories(type_k=8, type_v=2)
+        with self.assertRaises(NotImplementedError):
+            stories(type_k=6)
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            stories(type_k=8, type_v=8)
+        self.assertIn("head dim 8", str(cm.exception))
 
 
 class TestTokensAndFacts(unittest.TestCase):

@@ -26,6 +26,14 @@ func (moeError) Unwrap() []error { return []error{model.ErrUnsupported, model.Er
 // Supports reports, as an error wrapping ErrMoE, why the CUDA runner
 // cannot run w; nil when it can (as far as the block description goes).
 func Supports(w *model.Weights) error {
+	if w.Encoder != nil || w.Config.NonCausal {
+		return fmt.Errorf("gpu: encoders and non-causal attention are not implemented on CUDA (use the CPU): %w", model.ErrNotImplemented)
+	}
+	if w.Config.Pooling != model.PoolingUnset {
+		// The CUDA runner returns logits, not the hidden states an
+		// embedding model is for: device auto runs it on the CPU.
+		return fmt.Errorf("gpu: embedding models (%s.pooling_type %v) are not implemented on CUDA (use the CPU): %w", w.Config.Arch, w.Config.Pooling, model.ErrNotImplemented)
+	}
 	if err := supportsConfig(w.Config); err != nil {
 		return err
 	}

@@ -1,0 +1,153 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
+)
+
+// maxEmbedInputs bounds n_inputs / n_documents before the arrays are read
+// (the server's MaxEmbeddingInputs, OpenAI's limit).
+const maxEmbedInputs = 2048
+
+// cStrings reads n NUL-terminated UTF-8 strings from C.
+func cStrings(arr **C.char, n C.size_t, fn, what string) ([]string, C.int32_t) {
+	if n == 0 {
+		return nil, fail(stInvalid, "%s: no %s (n is 0)", fn, what)
+	}
+	if arr == nil {
+		return nil, fail(stInvalid, "%s: %s is NULL", fn, what)
+	}
+	if uint64(n) > maxEmbedInputs {
+		return nil, fail(stInvalid, "%s: %d %s, at most %d", fn, uint64(n), what, maxEmbedInputs)
+	}
+	ptrs := unsafe.Slice(arr, int(n))
+	out := make([]string, len(ptrs))
+	for i, p := range ptrs {
+		s, st := goText(p, fn, fmt.Sprintf("%s[%d]", what, i))
+		if st != stOK {
+			return nil, st
+		}
+		out[i] = s
+	}
+	return out, stOK
+}
+
+// embedStatus reports an Embed/Rerank error as the C status.
+func embedStatus(err error, fn string) C.int32_t {
+	e := classify(err, false)
+	e.msg = fn + ": " + e.msg
+	return e.set()
+}
+
+//export kvwgo_embed
+func kvwgo_embed(hv C.uintptr_t, inputs **C.char, n C.size_t, p *C.kvw_embed_params, out *C.float, capacity C.size_t,
+	outN *C.size_t, outDim *C.int32_t) (st C.int32_t) {
+	const fn = "kvw_embed"
+	defer guard(&st, fn)
+	h, st := lookup(hv, fn)
+	if st != stOK {
+		return st
+	}
+	if outN == nil {
+		return fail(stInvalid, "%s: out_n is NULL", fn)
+	}
+	if out == nil && capacity != 0 {
+		return fail(stInvalid, "%s: out is NULL but capacity is %d", fn, uint64(capacity))
+	}
+	texts, st := cStrings(inputs, n, fn, "inputs")
+	if st != stOK {
+		return st
+	}
+	req := engine.EmbedRequest{Inputs: texts, NoNormalize: p.normalize == 0, Dimensions: int(p.dimensions), Truncate: p.truncate != 0}
+	switch pool := int(p.pooling); pool {
+	case C.KVW_POOLING_MODEL:
+	case C.KVW_POOLING_MEAN, C.KVW_POOLING_CLS, C.KVW_POOLING_LAST:
+		req.Pooling = model.PoolingNone + model.Pooling(pool)
+	case C.KVW_POOLING_NONE, C.KVW_POOLING_RANK:
+		return fail(stInvalid, "%s: pooling %d is not for kvw_embed (per-token vectors are not offered; rank is kvw_rerank)", fn, pool)
+	default:
+		return fail(stInvalid, "%s: unknown pooling %d", fn, pool)
+	}
+	if req.Tenant, st = optText(p.tenant, fn, "tenant"); st != stOK {
+		return st
+	}
+	dim := h.eng.ModelConfig().Dim
+	if req.Dimensions > 0 && req.Dimensions <= dim {
+		dim = req.Dimensions
+	}
+	need := uint64(len(texts)) * uint64(dim)
+	*outN = C.size_t(need)
+	if outDim != nil {
+		*outDim = C.int32_t(dim)
+	}
+	if out == nil {
+		return stOK
+	}
+	if uint64(capacity) < need {
+		return fail(stTooSmall, "%s: %d floats do not fit in capacity %d", fn, need, uint64(capacity))
+	}
+	res, err := h.eng.Embed(context.Background(), req)
+	if err != nil {
+		return embedStatus(err, fn)
+	}
+	dst := unsafe.Slice((*float32)(unsafe.Pointer(out)), int(need))
+	for i, d := range res.Data {
+		copy(dst[i*dim:(i+1)*dim], d.Vector)
+	}
+	return stOK
+}
+
+//export kvwgo_rerank
+func kvwgo_rerank(hv C.uintptr_t, query *C.char, docs **C.char, n C.size_t, tenant *C.char, scores *C.float, capacity C.size_t,
+	outN *C.size_t) (st C.int32_t) {
+	const fn = "kvw_rerank"
+	defer guard(&st, fn)
+	h, st := lookup(hv, fn)
+	if st != stOK {
+		return st
+	}
+	if outN == nil {
+		return fail(stInvalid, "%s: out_n is NULL", fn)
+	}
+	if scores == nil && capacity != 0 {
+		return fail(stInvalid, "%s: scores is NULL but capacity is %d", fn, uint64(capacity))
+	}
+	q, st := goText(query, fn, "query")
+	if st != stOK {
+		return st
+	}
+	documents, st := cStrings(docs, n, fn, "documents")
+	if st != stOK {
+		return st
+	}
+	t, st := optText(tenant, fn, "tenant")
+	if st != stOK {
+		return st
+	}
+	*outN = C.size_t(len(documents))
+	if scores == nil {
+		return stOK
+	}
+	if uint64(capacity) < uint64(len(documents)) {
+		return fail(stTooSmall, "%s: %d scores do not fit in capacity %d", fn, len(documents), uint64(capacity))
+	}
+	res, err := h.eng.Rerank(context.Background(), engine.RerankRequest{Query: q, Documents: documents, Tenant: t})
+	if err != nil {
+		return embedStatus(err, fn)
+	}
+	dst := unsafe.Slice((*float32)(unsafe.Pointer(scores)), len(documents))
+	for _, r := range res.Results {
+		dst[r.Index] = r.Score
+	}
+	return stOK
+}
