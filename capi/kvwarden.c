@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The header's *_default_params / *_init are static inline wrappers over the
+// sized fillers; the library defines the same names as the exported symbols
+// binaries built against earlier headers link to, so it skips the wrappers.
+#define KVW_BUILDING_LIBRARY
 #include "include/kvwarden.h"
 #include "bridge.h"
 #include "_cgo_export.h"
@@ -188,6 +192,64 @@ int32_t kvw_i_call_progress(kvw_progress_callback cb, int64_t done, int64_t tota
 }
 
 // ---- defaults and versioned input structs ---------------------------------
+
+// Exported for binaries built against headers that declared these as library
+// functions (current headers inline them over the *_init_sized fillers). They
+// fill this library's sizeof, so they are only safe for callers whose struct
+// is that size; the library uses them internally for its own full structs.
+KVW_API kvw_engine_params kvw_engine_default_params(void);
+KVW_API kvw_request_params kvw_request_default_params(void);
+KVW_API kvw_embed_params kvw_embed_default_params(void);
+KVW_API void kvw_result_init(kvw_result* out);
+KVW_API void kvw_model_info_init(kvw_model_info* out);
+KVW_API void kvw_stats_init(kvw_stats* out);
+KVW_API void kvw_erase_result_init(kvw_erase_result* out);
+
+// fill_prefix writes exactly size bytes of the caller's struct: the first
+// min(size, ours) bytes of a full local struct, zeroes past that, and
+// struct_size = min(size, ours). A caller built against an older header
+// passes its own smaller sizeof, so nothing past its struct is touched.
+static int32_t fill_prefix(const char* fn, void* out, uint32_t size, const void* full, size_t ours) {
+    char msg[256];
+    if (out == NULL) {
+        snprintf(msg, sizeof msg, "%s: out is NULL", fn);
+        return fail(KVW_ERR_INVALID_ARGUMENT, msg);
+    }
+    if (size < 8 || size % 8 != 0) {
+        snprintf(msg, sizeof msg,
+                 "%s: size %u is not a valid struct size (pass sizeof *out: a multiple of 8, "
+                 "at least 8)",
+                 fn, size);
+        return fail(KVW_ERR_INVALID_ARGUMENT, msg);
+    }
+    size_t n = size < ours ? size : ours;
+    memset(out, 0, size);
+    memcpy(out, full, n);
+    *(uint32_t*)out = (uint32_t)n;
+    return KVW_OK;
+}
+
+#define SIZED_DEFAULTS(type, legacy)                                               \
+    int32_t type##_init_sized(type* out, uint32_t size) {                          \
+        type full = legacy();                                                      \
+        return fill_prefix(#type "_init_sized", out, size, &full, sizeof full);    \
+    }
+
+#define SIZED_ZERO(type)                                                           \
+    int32_t type##_init_sized(type* out, uint32_t size) {                          \
+        type full;                                                                 \
+        memset(&full, 0, sizeof full);                                             \
+        full.struct_size = sizeof full;                                            \
+        return fill_prefix(#type "_init_sized", out, size, &full, sizeof full);    \
+    }
+
+SIZED_DEFAULTS(kvw_engine_params, kvw_engine_default_params)
+SIZED_DEFAULTS(kvw_request_params, kvw_request_default_params)
+SIZED_DEFAULTS(kvw_embed_params, kvw_embed_default_params)
+SIZED_ZERO(kvw_result)
+SIZED_ZERO(kvw_model_info)
+SIZED_ZERO(kvw_stats)
+SIZED_ZERO(kvw_erase_result)
 
 kvw_engine_params kvw_engine_default_params(void) {
     kvw_engine_params p;

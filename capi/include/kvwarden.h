@@ -51,6 +51,20 @@
  *   instead of silently misreading them. For output structs a larger size is
  *   accepted: the library fills the fields it knows and sets struct_size to
  *   the number of bytes it wrote.
+ *   Filling a struct follows the same rule: each versioned struct T has an
+ *   exported T_init_sized(T* out, uint32_t size) that writes exactly the
+ *   first size bytes (the library's defaults, or zeroes for output structs,
+ *   cut to that prefix; bytes past the library's own version are zeroed) and
+ *   sets struct_size to min(size, the library's sizeof); a NULL out or a
+ *   size below 8 or not a multiple of 8 is KVW_ERR_INVALID_ARGUMENT. The
+ *   *_default_params and *_init functions are static inline wrappers in
+ *   this header that pass the caller's own sizeof, so a program built
+ *   against an older header never has bytes written past its structs by a
+ *   newer library. (Earlier headers declared them as library functions,
+ *   which filled the library's sizeof; the library still exports those
+ *   symbols so binaries built against those headers keep linking.) Bindings
+ *   that do not compile this header (ctypes, FFI) call T_init_sized with the
+ *   size of their own struct, never the *_default_params / *_init symbols.
  *
  * Errors never abort the process: every entry point recovers internal
  *   panics into KVW_ERR_INTERNAL with a message.
@@ -292,8 +306,17 @@ typedef struct kvw_engine_params {
     int64_t kv_disk_budget_bytes; /* the disk tier's hard limit; required with kv_disk_dir */
 } kvw_engine_params;
 
-/* Defaults for kvw_engine_params (struct_size set). Thread-safe. */
-KVW_API kvw_engine_params kvw_engine_default_params(void);
+/* Defaults for kvw_engine_params (struct_size set). Thread-safe.
+ * kvw_engine_default_params is inline: it passes this header's sizeof to
+ * kvw_engine_params_init_sized (see "Versioned structs"). */
+KVW_API int32_t kvw_engine_params_init_sized(kvw_engine_params* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline kvw_engine_params kvw_engine_default_params(void) {
+    kvw_engine_params p;
+    kvw_engine_params_init_sized(&p, (uint32_t)sizeof p);
+    return p;
+}
+#endif
 
 /* Opens an engine.
  *   model_path: a GGUF file or llama2.c checkpoint, or NULL for the small
@@ -383,8 +406,15 @@ typedef struct kvw_model_info {
     int32_t n_ff;         /* feed-forward width */
 } kvw_model_info;
 
-/* Sets out->struct_size and zeroes the rest. */
-KVW_API void kvw_model_info_init(kvw_model_info* out);
+/* Zeroes the first size bytes of *out (caller-owned) and sets its struct_size;
+ * kvw_model_info_init is inline and passes this header's sizeof (see "Versioned
+ * structs"). Thread-safe. */
+KVW_API int32_t kvw_model_info_init_sized(kvw_model_info* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline void kvw_model_info_init(kvw_model_info* out) {
+    kvw_model_info_init_sized(out, (uint32_t)sizeof *out);
+}
+#endif
 
 /* Writes the model's shape into *out. */
 KVW_API int32_t kvw_model_info_get(kvw_engine* engine, kvw_model_info* out);
@@ -630,8 +660,17 @@ typedef struct kvw_request_params {
 #define KVW_MAX_KEEP_TOKENS 64
 
 /* Defaults for kvw_request_params (struct_size set): greedy, max_tokens 0
- * (KVW_DEFAULT_MAX_TOKENS), seed KVW_SEED_RANDOM, no logprobs. */
-KVW_API kvw_request_params kvw_request_default_params(void);
+ * (KVW_DEFAULT_MAX_TOKENS), seed KVW_SEED_RANDOM, no logprobs. Thread-safe.
+ * kvw_request_default_params is inline: it passes this header's sizeof to
+ * kvw_request_params_init_sized (see "Versioned structs"). */
+KVW_API int32_t kvw_request_params_init_sized(kvw_request_params* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline kvw_request_params kvw_request_default_params(void) {
+    kvw_request_params p;
+    kvw_request_params_init_sized(&p, (uint32_t)sizeof p);
+    return p;
+}
+#endif
 
 /* Submits a request; generation starts in the background.
  *   prompt: NUL-terminated UTF-8, copied. Invalid UTF-8, an empty prompt
@@ -725,8 +764,15 @@ typedef struct kvw_result {
     double decode_tps;
 } kvw_result;
 
-/* Sets out->struct_size and zeroes the rest. */
-KVW_API void kvw_result_init(kvw_result* out);
+/* Zeroes the first size bytes of *out (caller-owned) and sets its struct_size;
+ * kvw_result_init is inline and passes this header's sizeof (see "Versioned
+ * structs"). Thread-safe. */
+KVW_API int32_t kvw_result_init_sized(kvw_result* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline void kvw_result_init(kvw_result* out) {
+    kvw_result_init_sized(out, (uint32_t)sizeof *out);
+}
+#endif
 
 /* Writes the state of request id into *out (caller-owned; set struct_size).
  * Valid while the request runs (done 0) and after it ended. */
@@ -959,8 +1005,15 @@ typedef struct kvw_stats {
     uint64_t disk_write_errors;   /* writes that failed (full disk, I/O errors): misses later */
 } kvw_stats;
 
-/* Sets out->struct_size and zeroes the rest. */
-KVW_API void kvw_stats_init(kvw_stats* out);
+/* Zeroes the first size bytes of *out (caller-owned) and sets its struct_size;
+ * kvw_stats_init is inline and passes this header's sizeof (see "Versioned
+ * structs"). Thread-safe. */
+KVW_API int32_t kvw_stats_init_sized(kvw_stats* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline void kvw_stats_init(kvw_stats* out) {
+    kvw_stats_init_sized(out, (uint32_t)sizeof *out);
+}
+#endif
 
 /* Snapshot of the engine's and its KV pool's metrics into *out. */
 KVW_API int32_t kvw_engine_stats(kvw_engine* engine, kvw_stats* out);
@@ -984,8 +1037,15 @@ typedef struct kvw_erase_result {
     int64_t disk_bytes;
 } kvw_erase_result;
 
-/* Sets out->struct_size and zeroes the rest. */
-KVW_API void kvw_erase_result_init(kvw_erase_result* out);
+/* Zeroes the first size bytes of *out (caller-owned) and sets its struct_size;
+ * kvw_erase_result_init is inline and passes this header's sizeof (see "Versioned
+ * structs"). Thread-safe. */
+KVW_API int32_t kvw_erase_result_init_sized(kvw_erase_result* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline void kvw_erase_result_init(kvw_erase_result* out) {
+    kvw_erase_result_init_sized(out, (uint32_t)sizeof *out);
+}
+#endif
 
 /* Crypto-erases tenant's cached KV: rotates the tenant's key epoch, so every
  * page of the tenant's outside the device pool (host and disk tiers) is
@@ -1027,8 +1087,17 @@ typedef struct kvw_embed_params {
     const char* tenant;   /* quota scope; NULL = "" */
 } kvw_embed_params;
 
-/* Defaults for kvw_embed_params (struct_size set). */
-KVW_API kvw_embed_params kvw_embed_default_params(void);
+/* Defaults for kvw_embed_params (struct_size set). Thread-safe.
+ * kvw_embed_default_params is inline: it passes this header's sizeof to
+ * kvw_embed_params_init_sized (see "Versioned structs"). */
+KVW_API int32_t kvw_embed_params_init_sized(kvw_embed_params* out, uint32_t size);
+#ifndef KVW_BUILDING_LIBRARY
+static inline kvw_embed_params kvw_embed_default_params(void) {
+    kvw_embed_params p;
+    kvw_embed_params_init_sized(&p, (uint32_t)sizeof p);
+    return p;
+}
+#endif
 
 /* Embeds n_inputs NUL-terminated UTF-8 texts, each one request of the
  * engine (admission, tenant quota, batching and page isolation as for

@@ -34,6 +34,10 @@ int main(void) {
         SYM(kvw_erase_result_init), SYM(kvw_tenant_erase_kv),
         SYM(kvw_next_logprobs), SYM(kvw_next_top_logprobs),
         SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_rerank),
+        SYM(kvw_engine_params_init_sized), SYM(kvw_request_params_init_sized),
+        SYM(kvw_embed_params_init_sized), SYM(kvw_result_init_sized),
+        SYM(kvw_model_info_init_sized), SYM(kvw_stats_init_sized),
+        SYM(kvw_erase_result_init_sized),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) CHECK(syms[i].fn != NULL);
 

@@ -206,6 +206,17 @@ def _error(status: int) -> KvwardenError:
     return _ERRORS.get(status, KvwardenError)(msg, status)
 
 
+def _init(s: Any) -> None:
+    """Fills a versioned struct with the library's defaults, cut to this module's size of it."""
+    _check(_lib.SIZED_INIT[type(s)](byref(s), ctypes.sizeof(s)))
+
+
+def _new(cls: Any) -> Any:
+    s = cls()
+    _init(s)
+    return s
+
+
 def _check(status: int) -> None:
     if status != _lib.OK:
         raise _error(status)
@@ -348,7 +359,7 @@ class Stream:
             return
         self._open = False
         res = _lib.kvw_result()
-        lib.kvw_result_init(byref(res))
+        _init(res)
         if lib.kvw_request_result(self._h, self.id, byref(res)) == _lib.OK:
             self.result = _result_dict(res)
             if res.done:
@@ -560,7 +571,7 @@ class Engine:
     def __init__(self, model_path: Optional[str] = None, tokenizer_path: Optional[str] = None, *,
                  log: Optional[Callable[[int, str], None]] = None, log_level: int = _lib.LOG_WARN,
                  **params: Any) -> None:
-        p = lib.kvw_engine_default_params()
+        p = _new(_lib.kvw_engine_params)
         if tokenizer_path is not None:
             p.tokenizer_path = _text(str(tokenizer_path), "tokenizer_path")
         for k, v in params.items():
@@ -629,7 +640,7 @@ class Engine:
                 add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
                 keep_logits=False, grammar=None, json_schema=None, presence_penalty=0.0,
                 frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False, keep_tokens=None):
-        p = lib.kvw_request_default_params()
+        p = _new(_lib.kvw_request_params)
         if max_tokens is None:
             max_tokens = _lib.MAX_TOKENS_UNLIMITED
         for name, value in (("max_tokens", max_tokens), ("temperature", temperature),
@@ -820,7 +831,7 @@ class Engine:
         if isinstance(inputs, str):
             raise TypeError("inputs must be a list of str (wrap a single text in a list)")
         texts = [_text(t, f"inputs[{i}]") for i, t in enumerate(inputs)]
-        p = lib.kvw_embed_default_params()
+        p = _new(_lib.kvw_embed_params)
         names = {None: _lib.POOLING_MODEL, "mean": _lib.POOLING_MEAN, "cls": _lib.POOLING_CLS, "last": _lib.POOLING_LAST}
         if pooling not in names:
             raise InvalidArgumentError(f"pooling {pooling!r} (want None, 'mean', 'cls' or 'last')")
@@ -867,7 +878,7 @@ class Engine:
         """The model's shape: n_embd, n_layer, n_head, n_head_kv,
         n_ctx_train, n_vocab, n_ff."""
         mi = _lib.kvw_model_info()
-        lib.kvw_model_info_init(byref(mi))
+        _init(mi)
         _check(lib.kvw_model_info_get(self._h, byref(mi)))
         return {name: getattr(mi, name) for name, _ in mi._fields_ if name != "struct_size"}
 
@@ -930,7 +941,7 @@ class Engine:
     def stats(self) -> Dict[str, Union[int, float]]:
         """Engine and KV pool metrics (kvw_stats) as a dict."""
         s = _lib.kvw_stats()
-        lib.kvw_stats_init(byref(s))
+        _init(s)
         _check(lib.kvw_engine_stats(self._h, byref(s)))
         return {name: getattr(s, name) for name, _ in s._fields_
                 if name not in ("struct_size", "reserved0")}
@@ -942,7 +953,7 @@ class Engine:
         was erased: {"key_epoch", "prefix_device_pages", "prefix_host_pages",
         "host_pages", "host_bytes", "disk_files", "disk_bytes"}."""
         r = _lib.kvw_erase_result()
-        lib.kvw_erase_result_init(byref(r))
+        _init(r)
         _check(lib.kvw_tenant_erase_kv(self._h, _text(tenant, "tenant"), byref(r)))
         return {name: getattr(r, name) for name, _ in r._fields_
                 if name not in ("struct_size", "reserved0")}

@@ -436,3 +436,13 @@ _decl("kvw_embed", c_int32, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(kvw_
 #                    const char* tenant, float* scores, size_t capacity, size_t* out_n);
 _decl("kvw_rerank", c_int32, [c_void_p, c_char_p, POINTER(c_char_p), c_size_t, c_char_p, POINTER(c_float), c_size_t,
                               _szp])
+
+# The sized fillers: int32_t T_init_sized(T* out, uint32_t size). The header's
+# *_default_params / *_init are inline wrappers over these that pass the
+# caller's sizeof; ctypes cannot use the header, so it calls these with
+# ctypes.sizeof of its own structs (the legacy symbols fill the library's size,
+# which would overrun these structs if the library is newer than this module).
+SIZED_INIT = {}
+for _cls in (kvw_engine_params, kvw_request_params, kvw_embed_params, kvw_result, kvw_model_info, kvw_stats,
+             kvw_erase_result):
+    SIZED_INIT[_cls] = _decl(_cls.__name__ + "_init_sized", c_int32, [POINTER(_cls), c_uint32])
