@@ -48,6 +48,24 @@ class TestABI(unittest.TestCase):
             self.assertEqual(ctypes.c_uint32.from_buffer(buf).value, ctypes.sizeof(cls), cls.__name__)
         self.assertEqual(ctypes.sizeof(_lib.kvw_error_info), 40)
 
+    def test_sized_init_writes_only_the_given_size(self):
+        # A binding built for an older, smaller struct passes its own size:
+        # the library must not write a byte past it.
+        for cls, fill in _lib.SIZED_INIT.items():
+            full = ctypes.sizeof(cls)
+            for size in (8, full - 8 if full > 8 else 8, full, full + 64):
+                with self.subTest(cls=cls.__name__, size=size):
+                    buf = (ctypes.c_uint8 * (full + 256))(*([0xA5] * (full + 256)))
+                    self.assertEqual(fill(ctypes.cast(buf, ctypes.POINTER(cls)), size), _lib.OK)
+                    self.assertEqual(ctypes.c_uint32.from_buffer(buf).value, min(size, full))
+                    self.assertEqual(bytes(buf[size:]), b"\xa5" * (full + 256 - size))
+            for size in (0, 4, 12):
+                with self.subTest(cls=cls.__name__, bad=size):
+                    buf = (ctypes.c_uint8 * 64)(*([0xA5] * 64))
+                    self.assertEqual(fill(ctypes.cast(buf, ctypes.POINTER(cls)), size), _lib.ERR_INVALID_ARGUMENT)
+                    self.assertEqual(bytes(buf), b"\xa5" * 64)
+                    self.assertIn(b"not a valid struct size", _lib.lib.kvw_last_error())
+
     def test_version(self):
         self.assertRegex(kvwarden.version(), r"^\d+\.\d+\.\d+$")
 
