@@ -206,10 +206,14 @@ KVW_API void kvw_stats_init(kvw_stats* out);
 KVW_API void kvw_erase_result_init(kvw_erase_result* out);
 
 // fill_prefix writes exactly size bytes of the caller's struct: the first
-// min(size, ours) bytes of a full local struct, zeroes past that, and
-// struct_size = min(size, ours). A caller built against an older header
-// passes its own smaller sizeof, so nothing past its struct is touched.
-static int32_t fill_prefix(const char* fn, void* out, uint32_t size, const void* full, size_t ours) {
+// min(size, ours) bytes of a full local struct and zeroes past that. A
+// caller built against an older header passes its own smaller sizeof, so
+// nothing past its struct is touched. struct_size is min(size, ours) for
+// output structs (the library fills what it knows), but the caller's size
+// for input structs: a newer caller's fields this library does not know
+// (a grammar, say) must be refused where the struct is used, loudly, not
+// dropped here.
+static int32_t fill_prefix(const char* fn, void* out, uint32_t size, const void* full, size_t ours, int input) {
     char msg[256];
     if (out == NULL) {
         snprintf(msg, sizeof msg, "%s: out is NULL", fn);
@@ -225,14 +229,14 @@ static int32_t fill_prefix(const char* fn, void* out, uint32_t size, const void*
     size_t n = size < ours ? size : ours;
     memset(out, 0, size);
     memcpy(out, full, n);
-    *(uint32_t*)out = (uint32_t)n;
+    *(uint32_t*)out = input ? size : (uint32_t)n;
     return KVW_OK;
 }
 
 #define SIZED_DEFAULTS(type, legacy)                                               \
     int32_t type##_init_sized(type* out, uint32_t size) {                          \
         type full = legacy();                                                      \
-        return fill_prefix(#type "_init_sized", out, size, &full, sizeof full);    \
+        return fill_prefix(#type "_init_sized", out, size, &full, sizeof full, 1); \
     }
 
 #define SIZED_ZERO(type)                                                           \
@@ -240,7 +244,7 @@ static int32_t fill_prefix(const char* fn, void* out, uint32_t size, const void*
         type full;                                                                 \
         memset(&full, 0, sizeof full);                                             \
         full.struct_size = sizeof full;                                            \
-        return fill_prefix(#type "_init_sized", out, size, &full, sizeof full);    \
+        return fill_prefix(#type "_init_sized", out, size, &full, sizeof full, 0); \
     }
 
 SIZED_DEFAULTS(kvw_engine_params, kvw_engine_default_params)

@@ -54,8 +54,12 @@
  *   Filling a struct follows the same rule: each versioned struct T has an
  *   exported T_init_sized(T* out, uint32_t size) that writes exactly the
  *   first size bytes (the library's defaults, or zeroes for output structs,
- *   cut to that prefix; bytes past the library's own version are zeroed) and
- *   sets struct_size to min(size, the library's sizeof); a NULL out or a
+ *   cut to that prefix; bytes past the library's own version are zeroed).
+ *   An output struct's struct_size becomes min(size, the library's sizeof);
+ *   a parameter struct keeps the caller's size, so a program built against
+ *   a newer header than the library is refused where it passes the struct
+ *   (KVW_ERR_INVALID_ARGUMENT naming the size) instead of having its newer
+ *   fields silently ignored. A NULL out or a
  *   size below 8 or not a multiple of 8 is KVW_ERR_INVALID_ARGUMENT. The
  *   *_default_params and *_init functions are static inline wrappers in
  *   this header that pass the caller's own sizeof, so a program built

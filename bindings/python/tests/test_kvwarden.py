@@ -57,7 +57,11 @@ class TestABI(unittest.TestCase):
                 with self.subTest(cls=cls.__name__, size=size):
                     buf = (ctypes.c_uint8 * (full + 256))(*([0xA5] * (full + 256)))
                     self.assertEqual(fill(ctypes.cast(buf, ctypes.POINTER(cls)), size), _lib.OK)
-                    self.assertEqual(ctypes.c_uint32.from_buffer(buf).value, min(size, full))
+                    # A parameter struct keeps a bigger caller's size (the
+                    # library refuses it where it is used); an output
+                    # struct says how much the library filled.
+                    want = size if cls.__name__.endswith("_params") else min(size, full)
+                    self.assertEqual(ctypes.c_uint32.from_buffer(buf).value, want)
                     self.assertEqual(bytes(buf[size:]), b"\xa5" * (full + 256 - size))
             for size in (0, 4, 12):
                 with self.subTest(cls=cls.__name__, bad=size):
