@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -158,7 +157,7 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 	if err != nil {
 		return nil, fmt.Errorf("engine: disk tier: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFileExclusive(lock); err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("%w: %s: %w", errDiskInUse, dir, err)
 	}
@@ -196,7 +195,7 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 
 func (d *diskTier) unlock() {
 	if d.lock != nil {
-		_ = syscall.Flock(int(d.lock.Fd()), syscall.LOCK_UN)
+		_ = unlockFile(d.lock)
 		_ = d.lock.Close()
 		d.lock = nil
 	}
