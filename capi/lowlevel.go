@@ -229,6 +229,24 @@ func putLogprobs(fn string, lps []engine.TokenLogprob, out *C.kvw_token_logprob,
 	return stOK
 }
 
+// putChosen hands out the sampled token's record at each position.
+func putChosen(fn string, recs []engine.TokenLogprobs, out *C.kvw_token_logprob, capacity C.size_t, outN *C.size_t) C.int32_t {
+	chosen := make([]engine.TokenLogprob, len(recs))
+	for i, lp := range recs {
+		chosen[i] = engine.TokenLogprob{Token: lp.Token, Logprob: lp.Logprob}
+	}
+	return putLogprobs(fn, chosen, out, capacity, outN)
+}
+
+// putTop hands out the alternatives at position index of recs; what names
+// the positions in the error.
+func putTop(fn string, recs []engine.TokenLogprobs, index C.size_t, what string, out *C.kvw_token_logprob, capacity C.size_t, outN *C.size_t) C.int32_t {
+	if uint64(index) >= uint64(len(recs)) {
+		return fail(stInvalid, "%s: index %d is past the %d %s", fn, uint64(index), len(recs), what)
+	}
+	return putLogprobs(fn, recs[index].Top, out, capacity, outN)
+}
+
 //export kvwgo_request_logprobs
 func kvwgo_request_logprobs(hv C.uintptr_t, id C.uint64_t, out *C.kvw_token_logprob, capacity C.size_t, outN *C.size_t) (st C.int32_t) {
 	const fn = "kvw_request_logprobs"
@@ -237,11 +255,7 @@ func kvwgo_request_logprobs(hv C.uintptr_t, id C.uint64_t, out *C.kvw_token_logp
 	if st != stOK {
 		return st
 	}
-	chosen := make([]engine.TokenLogprob, len(all))
-	for i, lp := range all {
-		chosen[i] = engine.TokenLogprob{Token: lp.Token, Logprob: lp.Logprob}
-	}
-	return putLogprobs(fn, chosen, out, capacity, outN)
+	return putChosen(fn, all, out, capacity, outN)
 }
 
 //export kvwgo_request_top_logprobs
@@ -252,10 +266,7 @@ func kvwgo_request_top_logprobs(hv C.uintptr_t, id C.uint64_t, index C.size_t, o
 	if st != stOK {
 		return st
 	}
-	if uint64(index) >= uint64(len(all)) {
-		return fail(stInvalid, "%s: index %d is past the %d generated tokens", fn, uint64(index), len(all))
-	}
-	return putLogprobs(fn, all[index].Top, out, capacity, outN)
+	return putTop(fn, all, index, "generated tokens", out, capacity, outN)
 }
 
 //export kvwgo_request_logits

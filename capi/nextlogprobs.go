@@ -93,11 +93,7 @@ func kvwgo_next_logprobs(hv C.uintptr_t, id C.uint64_t, out *C.kvw_token_logprob
 	if st != stOK {
 		return st
 	}
-	chosen := make([]engine.TokenLogprob, len(recs))
-	for i, lp := range recs {
-		chosen[i] = engine.TokenLogprob{Token: lp.Token, Logprob: lp.Logprob}
-	}
-	return putLogprobs(fn, chosen, out, capacity, outN)
+	return putChosen(fn, recs, out, capacity, outN)
 }
 
 //export kvwgo_next_top_logprobs
@@ -108,8 +104,5 @@ func kvwgo_next_top_logprobs(hv C.uintptr_t, id C.uint64_t, index C.size_t, out 
 	if st != stOK {
 		return st
 	}
-	if uint64(index) >= uint64(len(recs)) {
-		return fail(stInvalid, "%s: index %d is past the %d tokens of the latest kvw_next", fn, uint64(index), len(recs))
-	}
-	return putLogprobs(fn, recs[index].Top, out, capacity, outN)
+	return putTop(fn, recs, index, "tokens of the latest kvw_next", out, capacity, outN)
 }

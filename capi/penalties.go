@@ -77,11 +77,7 @@ func kvwgo_request_prompt_logprobs(hv C.uintptr_t, id C.uint64_t, out *C.kvw_tok
 	if st != stOK {
 		return st
 	}
-	chosen := make([]engine.TokenLogprob, len(all))
-	for i, lp := range all {
-		chosen[i] = engine.TokenLogprob{Token: lp.Token, Logprob: lp.Logprob}
-	}
-	return putLogprobs(fn, chosen, out, capacity, outN)
+	return putChosen(fn, all, out, capacity, outN)
 }
 
 //export kvwgo_request_prompt_top_logprobs
@@ -92,8 +88,5 @@ func kvwgo_request_prompt_top_logprobs(hv C.uintptr_t, id C.uint64_t, index C.si
 	if st != stOK {
 		return st
 	}
-	if uint64(index) >= uint64(len(all)) {
-		return fail(stInvalid, "%s: index %d is past the %d prompt positions with log-probabilities", fn, uint64(index), len(all))
-	}
-	return putLogprobs(fn, all[index].Top, out, capacity, outN)
+	return putTop(fn, all, index, "prompt positions with log-probabilities", out, capacity, outN)
 }

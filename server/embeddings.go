@@ -97,27 +97,38 @@ func parseEmbeddingInput(raw json.RawMessage, field string) ([]string, [][]int, 
 	return nil, nil, badRequest(field, "invalid_type", "%s must be a string, a list of strings, a token array or a list of token arrays", field)
 }
 
-// handleEmbeddings is POST /v1/embeddings (and llama-server's /embeddings).
-func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
-	const ep = "embeddings"
+// openPost does what the embedding and rerank endpoints do first: checks
+// the method, finds the caller's tenant, refuses while draining and decodes
+// the body into v. When it returns ok false it has answered the client.
+func (s *Server) openPost(w http.ResponseWriter, r *http.Request, ep string, v any) (tenant string, ok bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		s.reject(w, ep, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Reason: "method_not_allowed",
 			Message: r.Method + " " + r.URL.Path + ": use POST"})
-		return
+		return "", false
 	}
 	tenant, e := s.tenantOf(r)
 	if e != nil {
 		s.reject(w, ep, e)
-		return
+		return "", false
 	}
 	if s.draining.Load() {
 		s.reject(w, ep, shuttingDown())
-		return
+		return "", false
 	}
-	var body embeddingRequest
-	if e := decodeBody(w, r, s.maxBody, &body); e != nil {
+	if e := decodeBody(w, r, s.maxBody, v); e != nil {
 		s.reject(w, ep, e)
+		return "", false
+	}
+	return tenant, true
+}
+
+// handleEmbeddings is POST /v1/embeddings (and llama-server's /embeddings).
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	const ep = "embeddings"
+	var body embeddingRequest
+	tenant, ok := s.openPost(w, r, ep, &body)
+	if !ok {
 		return
 	}
 	if e := s.checkModel(body.Model); e != nil {

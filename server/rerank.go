@@ -38,24 +38,9 @@ type rerankResponse struct {
 // handleRerank is POST /v1/rerank, /rerank, /v1/reranking and /reranking.
 func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 	const ep = "rerank"
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		s.reject(w, ep, &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Reason: "method_not_allowed",
-			Message: r.Method + " " + r.URL.Path + ": use POST"})
-		return
-	}
-	tenant, e := s.tenantOf(r)
-	if e != nil {
-		s.reject(w, ep, e)
-		return
-	}
-	if s.draining.Load() {
-		s.reject(w, ep, shuttingDown())
-		return
-	}
 	var body rerankRequest
-	if e := decodeBody(w, r, s.maxBody, &body); e != nil {
-		s.reject(w, ep, e)
+	tenant, ok := s.openPost(w, r, ep, &body)
+	if !ok {
 		return
 	}
 	if e := s.checkModel(body.Model); e != nil {
