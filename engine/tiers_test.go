@@ -120,6 +120,10 @@ func TestHostTierTamperedCopyIsMiss(t *testing.T) {
 				capt.flip.Store(int64(e0PageBytes(t, cfg)) + 37 - 1) // uncompressed: header + page + tag
 			}
 			spillAll(t, e, "other", 2)
+			// Spill copies finish after the request that caused them: wait
+			// for every one, so none is sealed after the flip is turned off
+			// (an intact copy would be a legitimate host hit).
+			waitPoolIdle(t, e)
 			capt.flip.Store(-1)
 
 			r, err := e.Generate(t.Context(), Request{Tokens: b, MaxTokens: 10, Tenant: "acme"})
