@@ -135,9 +135,8 @@ func (s *Server) constrain(req *engine.Request, c *sampling) *apiError {
 	if e != nil || sp == nil {
 		return e
 	}
-	if req.Grammar != nil {
-		return badRequest(sp.param, "invalid_value", "%s cannot be combined with a tool_choice that constrains the output", sp.param)
-	}
+	// A forced tool_choice's grammar comes later (chatPlan.constrain), and
+	// that is where the two are refused together.
 	g, err := s.grammars.get(s.eng, req.Tenant, sp)
 	if err != nil {
 		code := "invalid_value"
