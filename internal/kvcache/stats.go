@@ -115,7 +115,7 @@ func (p *Pool) Stats() Stats {
 		Pages: len(p.pages), Tenants: len(p.tenants), Free: p.counts[PageFree], Owned: p.counts[PageOwned],
 		Sealed: p.counts[PageSealed], Releasing: p.counts[PageReleasing],
 		Quarantined: p.counts[PageQuarantined], Scrubbing: p.counts[PageScrubbing],
-		StepLeases:  p.leases[LeaseStep], CopyLeases: p.leases[LeaseCopy], PrefixLeases: p.leases[LeasePrefix],
+		StepLeases: p.leases[LeaseStep], CopyLeases: p.leases[LeaseCopy], PrefixLeases: p.leases[LeasePrefix],
 		Allocs: c.allocs, Releases: c.releases, Scrubs: c.scrubs,
 		DeferredReleases: c.deferred, DeferredFreed: c.deferredFreed, DeferredQuarantined: c.deferredQuarantined,
 		ChecksumFailures: c.checksum, IsolationViolations: c.isolation,
