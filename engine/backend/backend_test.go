@@ -54,9 +54,9 @@ func logTo(buf *bytes.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// TestUnknownDevice: a name nobody registered is refused before anything
+// TestRegistryUnknownDevice: a name nobody registered is refused before anything
 // opens, and the error lists what is registered.
-func TestUnknownDevice(t *testing.T) {
+func TestRegistryUnknownDevice(t *testing.T) {
 	var r registry
 	r.register("host", driver("host", true, 0, nil))
 	r.register("accel", driver("accel", true, 10, nil))
@@ -76,8 +76,8 @@ func TestUnknownDevice(t *testing.T) {
 	require.Equal(t, []string{"accel", "host"}, r.names())
 }
 
-// TestRegisterRefuses: the mistakes Register panics on, at init.
-func TestRegisterRefuses(t *testing.T) {
+// TestRegistryRegisterRefuses: the mistakes Register panics on, at init.
+func TestRegistryRegisterRefuses(t *testing.T) {
 	var r registry
 	r.register("x", driver("x", false, 0, nil))
 	for name, f := range map[string]func(){
@@ -90,9 +90,9 @@ func TestRegisterRefuses(t *testing.T) {
 	}
 }
 
-// TestNamedBackend: a registered backend is selected by its name, even one
+// TestRegistryNamedBackend: a registered backend is selected by its name, even one
 // device auto never picks.
-func TestNamedBackend(t *testing.T) {
+func TestRegistryNamedBackend(t *testing.T) {
 	var r registry
 	r.register("host", driver("host", true, 0, nil))
 	r.register("test", driver("test", false, 50, nil))
@@ -109,10 +109,10 @@ func TestNamedBackend(t *testing.T) {
 	require.Equal(t, "host", b.Name(), "auto skips a driver without Auto")
 }
 
-// TestAuto: device auto tries the Auto drivers by priority and takes the
+// TestRegistryAuto: device auto tries the Auto drivers by priority and takes the
 // first that is present, opens and runs the model; a named device that
 // cannot run it is an error instead.
-func TestAuto(t *testing.T) {
+func TestRegistryAuto(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		accel   Driver
@@ -161,9 +161,9 @@ func TestAuto(t *testing.T) {
 	}
 }
 
-// TestAutoNothingOpens: with every driver absent, auto fails with
+// TestRegistryAutoNothingOpens: with every driver absent, auto fails with
 // device.ErrUnavailable and every reason.
-func TestAutoNothingOpens(t *testing.T) {
+func TestRegistryAutoNothingOpens(t *testing.T) {
 	var r registry
 	r.register("a", Driver{Open: func() (Backend, error) { return nil, errNoChip }, Auto: true})
 	_, err := r.resolve(Auto, nil)

@@ -13,9 +13,9 @@ import (
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
-// TestRegistered: importing the package registers "cuda" for device auto,
+// TestRegistryCUDA: importing the package registers "cuda" for device auto,
 // ahead of the CPU.
-func TestRegistered(t *testing.T) {
+func TestRegistryCUDA(t *testing.T) {
 	d, err := backend.Lookup(Name)
 	require.NoError(t, err)
 	require.True(t, d.Auto)
