@@ -9,3 +9,4 @@ package ml
 //go:generate go run ./internal/gen/tilegen -kind quantk -o quantk_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind iq4xs -o iq4xsgemm_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind q41 -o q41gemm_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind attnqg -o attnqg_amd64.s

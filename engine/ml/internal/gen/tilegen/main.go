@@ -1,7 +1,8 @@
 // Command tilegen writes engine/ml's generated AVX-512 kernels other than
 // the Q8_0 ones (internal/gen/q8gen): the batched tile products over
 // expanded 16-row tiles (Q4_K/Q5_K, Q6_K), the tile expanders, the Q8_K
-// activation quantizer, and the IQ4_XS and Q4_1/Q5_1 tile products. Their
+// activation quantizer, the IQ4_XS and Q4_1/Q5_1 tile products and the
+// grouped-query attention kernels (attnqg.go). Their
 // bodies are unrolled per activation count, sub-block and dword and
 // otherwise identical, which is why they are generated: a tile shape or a
 // block layout changes here, in one place.
@@ -48,6 +49,7 @@ var kinds = map[string]struct {
 	"quantk": {"quantk_amd64.s", genQuantK},
 	"iq4xs":  {"iq4xsgemm_amd64.s", genIQ4XS},
 	"q41":    {"q41gemm_amd64.s", genQ41},
+	"attnqg": {"attnqg_amd64.s", genAttnQG},
 }
 
 func main() {
