@@ -10,3 +10,4 @@ package ml
 //go:generate go run ./internal/gen/tilegen -kind iq4xs -o iq4xsgemm_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind q41 -o q41gemm_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind attnqg -o attnqg_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind kquant -o kquant_amd64.s

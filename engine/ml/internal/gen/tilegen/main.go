@@ -50,6 +50,7 @@ var kinds = map[string]struct {
 	"iq4xs":  {"iq4xsgemm_amd64.s", genIQ4XS},
 	"q41":    {"q41gemm_amd64.s", genQ41},
 	"attnqg": {"attnqg_amd64.s", genAttnQG},
+	"kquant": {"kquant_amd64.s", genKQuant},
 }
 
 func main() {
