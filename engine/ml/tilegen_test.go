@@ -34,6 +34,7 @@ func TestTileKernelsGenerated(t *testing.T) {
 		{"q41", "q41gemm_amd64.s"},
 		{"attnqg", "attnqg_amd64.s"},
 		{"kquant", "kquant_amd64.s"},
+		{"expand", "expand_amd64.s"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			out := filepath.Join(dir, tc.file)

@@ -51,6 +51,7 @@ var kinds = map[string]struct {
 	"q41":    {"q41gemm_amd64.s", genQ41},
 	"attnqg": {"attnqg_amd64.s", genAttnQG},
 	"kquant": {"kquant_amd64.s", genKQuant},
+	"expand": {"expand_amd64.s", genExpand},
 }
 
 func main() {
