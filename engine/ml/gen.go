@@ -12,3 +12,4 @@ package ml
 //go:generate go run ./internal/gen/tilegen -kind attnqg -o attnqg_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind kquant -o kquant_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind expand -o expand_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind kquantlow -o kquant_low_amd64.s

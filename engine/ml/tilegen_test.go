@@ -35,6 +35,7 @@ func TestTileKernelsGenerated(t *testing.T) {
 		{"attnqg", "attnqg_amd64.s"},
 		{"kquant", "kquant_amd64.s"},
 		{"expand", "expand_amd64.s"},
+		{"kquantlow", "kquant_low_amd64.s"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			out := filepath.Join(dir, tc.file)

@@ -44,14 +44,15 @@ var kinds = map[string]struct {
 	file string
 	gen  func()
 }{
-	"q4k":    {"q4kgemm_amd64.s", genQ4K},
-	"q6k":    {"q6kgemm_amd64.s", genQ6K},
-	"quantk": {"quantk_amd64.s", genQuantK},
-	"iq4xs":  {"iq4xsgemm_amd64.s", genIQ4XS},
-	"q41":    {"q41gemm_amd64.s", genQ41},
-	"attnqg": {"attnqg_amd64.s", genAttnQG},
-	"kquant": {"kquant_amd64.s", genKQuant},
-	"expand": {"expand_amd64.s", genExpand},
+	"q4k":       {"q4kgemm_amd64.s", genQ4K},
+	"q6k":       {"q6kgemm_amd64.s", genQ6K},
+	"quantk":    {"quantk_amd64.s", genQuantK},
+	"iq4xs":     {"iq4xsgemm_amd64.s", genIQ4XS},
+	"q41":       {"q41gemm_amd64.s", genQ41},
+	"attnqg":    {"attnqg_amd64.s", genAttnQG},
+	"kquant":    {"kquant_amd64.s", genKQuant},
+	"expand":    {"expand_amd64.s", genExpand},
+	"kquantlow": {"kquant_low_amd64.s", genKQuantLow},
 }
 
 func main() {
