@@ -53,6 +53,7 @@ var kinds = map[string]struct {
 	"kquant":    {"kquant_amd64.s", genKQuant},
 	"expand":    {"expand_amd64.s", genExpand},
 	"kquantlow": {"kquant_low_amd64.s", genKQuantLow},
+	"q41dot":    {"q41_amd64.s", genQ41Kernels},
 }
 
 func main() {
