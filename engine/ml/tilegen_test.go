@@ -37,6 +37,7 @@ func TestTileKernelsGenerated(t *testing.T) {
 		{"expand", "expand_amd64.s"},
 		{"kquantlow", "kquant_low_amd64.s"},
 		{"q41dot", "q41_amd64.s"},
+		{"mxfp4", "mxfp4_amd64.s"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			out := filepath.Join(dir, tc.file)

@@ -74,3 +74,26 @@ func Gemv16Pair(k int) (lo, hi int) {
 	}
 	return k, k + 4
 }
+
+// Gemv16ScaleBytes gathers the one-byte scales at byte 0 of the 16 rows'
+// current blocks into the dwords of Z26 in row order (MXFP4's E8M0
+// exponents): eight rows to a GPR (AX, with R15), then zero-extended.
+func Gemv16ScaleBytes(P Printf) {
+	for g := range 2 {
+		for r := range 8 {
+			if r == 0 {
+				P("\tMOVBQZX         %s, AX", RowAddr(8*g, 0))
+				continue
+			}
+			P("\tMOVBQZX         %s, R15", RowAddr(8*g+r, 0))
+			P("\tSHLQ            $%d, R15", 8*r)
+			P("\tORQ             R15, AX")
+		}
+		if g == 0 {
+			P("\tVMOVQ           AX, X26")
+		} else {
+			P("\tVPINSRQ         $1, AX, X26, X26")
+		}
+	}
+	P("\tVPMOVZXBD       X26, Z26")
+}

@@ -39,6 +39,60 @@ type exLayout struct {
 	gfix func(k, lo, hi int)
 	// gbias adds the activation bias correction to the int32 sums Z16.
 	gbias string
+	// mask is the nibble mask's symbol; gscales gathers the rows' scales
+	// (default asm.Gemv16Scales: f16 words into Y26), gfloat turns them
+	// into the float32 d*dx of each row in Z26 (default: f16 to float32
+	// times the activation scale).
+	mask    string
+	gscales func(asm.Printf)
+	gfloat  string
+}
+
+func (l exLayout) gemvDefaults() exLayout {
+	if l.mask == "" {
+		l.mask = "g40mask"
+	}
+	if l.gscales == nil {
+		l.gscales = asm.Gemv16Scales
+	}
+	if l.gfloat == "" {
+		l.gfloat = "\tVCVTPH2PS       Y26, Z26\n\tVMULPS.BCST     (DI), Z26, Z26\n"
+	}
+	return l
+}
+
+// mxLayout is MXFP4 (17-byte blocks: an E8M0 exponent, 16 bytes of
+// nibbles indexing the doubled E2M1 values): only its matvec is in this
+// family; expandMXFP4 is part of mxIntro.
+var mxLayout = exLayout{
+	nib: 1, bytes: 17,
+	gemv: "gemvMXFP4VNNI", glabel: "gmxloop",
+	gdoc: `// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks: the code
+// values come from the doubled E2M1 table, and the 16 rows' E8M0 scale
+// bytes become the float32 2^(e-128) exactly (ggml_e8m0_to_fp32_half:
+// exponent field e-1, or the subnormal 0x00200000<<e for e < 2) before
+// they multiply the activation scale.
+`,
+	gconsts: "\tVBROADCASTI32X4 mxKvaluesU<>(SB), Z29\n\tVPBROADCASTD    mxOne<>(SB), Z24\n\tVPBROADCASTD    mxTwo<>(SB), Z23\n\tVPBROADCASTD    mxSub<>(SB), Z22\n",
+	gfix: func(k, lo, hi int) {
+		P("\tVPSHUFB         Z%d, Z29, Z%d", k, k)
+	},
+	gbias:   "\tVPADDD.BCST     4(DI), Z16, Z16\n",
+	mask:    "mxG40mask",
+	gscales: asm.Gemv16ScaleBytes,
+	gfloat: `	VPSUBD          Z24, Z26, Z25
+	VPSLLD          $23, Z25, Z25
+	VPCMPUD         $1, Z23, Z26, K2
+	VPSLLVD         Z26, Z22, K2, Z25
+	VMULPS.BCST     (DI), Z25, Z26
+`,
+}
+
+// genMXFP4 writes mxfp4_amd64.s: expandMXFP4 and gemvMXFP4VNNI, the
+// gemv16 kernel of the MXFP4 block layout.
+func genMXFP4() {
+	T(mxIntro)
+	exGemv16(mxLayout)
 }
 
 var exLayouts = []exLayout{
@@ -164,6 +218,7 @@ func exExpander(l exLayout) {
 
 // exGemv16 writes the 16-row VNNI matvec of layout l.
 func exGemv16(l exLayout) {
+	l = l.gemvDefaults()
 	P("// func %s(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)", l.gemv)
 	T(l.gdoc)
 	P("TEXT ·%s(SB), NOSPLIT, $0-56", l.gemv)
@@ -176,9 +231,9 @@ func exGemv16(l exLayout) {
 	LEAQ         (R8)(CX*4), R9
 	LEAQ         (R9)(CX*4), R10
 	MOVQ         pfd+48(FP), R11
-	VPBROADCASTD g40mask<>(SB), Z27
-	VPXORD       Z31, Z31, Z31
 `)
+	P("\tVPBROADCASTD %s<>(SB), Z27", l.mask)
+	P("\tVPXORD       Z31, Z31, Z31")
 	T(l.gconsts)
 	T(`	LEAQ         (R8)(R11*1), R12
 	LEAQ         (R9)(R11*1), R13
@@ -191,7 +246,7 @@ func exGemv16(l exLayout) {
 	for r := range 16 {
 		P("\tPREFETCHT0      (R%d)%s", 11+r/4, asm.Idx[r%4])
 	}
-	asm.Gemv16Scales(P)
+	l.gscales(P)
 	P("\tVBROADCASTI64X4 8(DI), Z30")
 	for k := range 8 {
 		lo, hi := asm.Gemv16Pair(k)
@@ -207,9 +262,8 @@ func exGemv16(l exLayout) {
 	}
 	asm.Gemv16Reduce(P)
 	T(l.gbias)
-	T(`	VCVTPH2PS       Y26, Z26
-	VMULPS.BCST     (DI), Z26, Z26
-	VCVTDQ2PS       Z16, Z16
+	T(l.gfloat)
+	T(`	VCVTDQ2PS       Z16, Z16
 	VMULPS          Z26, Z16, Z16
 	VADDPS          Z16, Z31, Z31
 `)

@@ -54,6 +54,7 @@ var kinds = map[string]struct {
 	"expand":    {"expand_amd64.s", genExpand},
 	"kquantlow": {"kquant_low_amd64.s", genKQuantLow},
 	"q41dot":    {"q41_amd64.s", genQ41Kernels},
+	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
 }
 
 func main() {
