@@ -38,6 +38,7 @@ func TestTileKernelsGenerated(t *testing.T) {
 		{"kquantlow", "kquant_low_amd64.s"},
 		{"q41dot", "q41_amd64.s"},
 		{"mxfp4", "mxfp4_amd64.s"},
+		{"gemmf", "gemmf_amd64.s"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			out := filepath.Join(dir, tc.file)

@@ -55,6 +55,7 @@ var kinds = map[string]struct {
 	"kquantlow": {"kquant_low_amd64.s", genKQuantLow},
 	"q41dot":    {"q41_amd64.s", genQ41Kernels},
 	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
+	"gemmf":     {"gemmf_amd64.s", genGemmF},
 }
 
 func main() {
