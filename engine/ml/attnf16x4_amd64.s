@@ -1,3 +1,5 @@
+// Hand-written: one kernel whose four keys are spelt out once; no copies to generate.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

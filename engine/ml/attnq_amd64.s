@@ -1,3 +1,5 @@
+// Hand-written: two short kernels; their grouped variants are generated (attnqg_amd64.s).
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

@@ -1,3 +1,5 @@
+// Hand-written: five distinct conversion and attention kernels, none unrolled.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

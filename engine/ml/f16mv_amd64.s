@@ -1,3 +1,5 @@
+// Hand-written: two matvecs whose per-row steps are one-line macro calls.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

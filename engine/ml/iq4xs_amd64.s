@@ -1,3 +1,5 @@
+// Hand-written: the sub-block steps are one-line macro calls; the tile GEMM is generated.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

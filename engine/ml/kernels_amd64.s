@@ -1,3 +1,5 @@
+// Hand-written: seven distinct small kernels; the 4x4 tile products are gemmf_amd64.s.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

@@ -1,3 +1,5 @@
+// Hand-written: four distinct AVX2 kernels, none unrolled beyond a few lines.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

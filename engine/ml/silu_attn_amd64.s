@@ -1,4 +1,4 @@
-// Hand-written: five distinct kernels with no unrolled copies to generate; the one table is the EXPC macro.
+// Hand-written: five distinct kernels, no unrolled copies; the table is one EXPC macro.
 
 //go:build amd64 && !purego
 
