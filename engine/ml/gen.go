@@ -1,11 +1,11 @@
 package ml
 
-// The generated amd64 kernels: each file's first line names its
-// generator, and TestTileKernelsGenerated / TestQ8KernelsGenerated require
-// the committed files to be what the generators print (the q8gen line is
-// in q8.go). A hand-written .s file's first line says why it is not
-// generated (TestAsmFileHeaders).
+// The generated amd64 kernels: each file's first line names its generator
+// (internal/gen/tilegen), and TestTileKernelsGenerated requires the
+// committed files to be what it prints. A hand-written .s file's first
+// line says why it is not generated (TestAsmFileHeaders).
 
+//go:generate go run ./internal/gen/tilegen -kind q8 -o kernels_q8_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind q4k -o q4kgemm_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind q6k -o q6kgemm_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind quantk -o quantk_amd64.s

@@ -1,13 +1,11 @@
 package main
 
-import "github.com/kvwarden/kvwarden/engine/ml/internal/gen/asm"
-
 // genExpand writes expand_amd64.s: the expanders of the 32-value int8
 // block layouts (Q4_0, IQ4_NL, Q5_0) into Q8_0 blocks, and their 16-row
-// VNNI matvecs, which are gemvQ8VNNI's (internal/gen/q8gen) on the blocks
-// as they are: the shared scale gather and reduction tree come from
-// internal/gen/asm, the layouts differ only in how a row pair's 32 values
-// become unsigned bytes and in the bias correction.
+// VNNI matvecs, which are gemvQ8VNNI's (q8gemv.go) on the blocks as they
+// are: the scale gather and reduction tree are gemv16.go's, and the
+// layouts differ only in how a row pair's 32 values become unsigned bytes
+// and in the bias correction.
 func genExpand() {
 	T(exIntro)
 	for i, l := range exLayouts {
@@ -40,11 +38,11 @@ type exLayout struct {
 	// gbias adds the activation bias correction to the int32 sums Z16.
 	gbias string
 	// mask is the nibble mask's symbol; gscales gathers the rows' scales
-	// (default asm.Gemv16Scales: f16 words into Y26), gfloat turns them
+	// (default gemv16Scales: f16 words into Y26), gfloat turns them
 	// into the float32 d*dx of each row in Z26 (default: f16 to float32
 	// times the activation scale).
 	mask    string
-	gscales func(asm.Printf)
+	gscales func(printf)
 	gfloat  string
 }
 
@@ -53,7 +51,7 @@ func (l exLayout) gemvDefaults() exLayout {
 		l.mask = "g40mask"
 	}
 	if l.gscales == nil {
-		l.gscales = asm.Gemv16Scales
+		l.gscales = gemv16Scales
 	}
 	if l.gfloat == "" {
 		l.gfloat = "\tVCVTPH2PS       Y26, Z26\n\tVMULPS.BCST     (DI), Z26, Z26\n"
@@ -79,7 +77,7 @@ var mxLayout = exLayout{
 	},
 	gbias:   "\tVPADDD.BCST     4(DI), Z16, Z16\n",
 	mask:    "mxG40mask",
-	gscales: asm.Gemv16ScaleBytes,
+	gscales: gemv16ScaleBytes,
 	gfloat: `	VPSUBD          Z24, Z26, Z25
 	VPSLLD          $23, Z25, Z25
 	VPCMPUD         $1, Z23, Z26, K2
@@ -170,8 +168,8 @@ GLOBL g50sixteen<>(SB), RODATA|NOPTR, $4
 `,
 		gfix: func(k, lo, hi int) {
 			h := 22 + k%2
-			P("\tVPBROADCASTD    %s, Z%d", asm.RowAddr(lo, 2), h)
-			P("\tVPBROADCASTD    %s, K3, Z%d", asm.RowAddr(hi, 2), h)
+			P("\tVPBROADCASTD    %s, Z%d", rowAddr(lo, 2), h)
+			P("\tVPBROADCASTD    %s, K3, Z%d", rowAddr(hi, 2), h)
 			P("\tVPSHUFB         Z28, Z%d, Z%d", h, h)
 			P("\tVPTESTMB        Z29, Z%d, K2", h)
 			P("\tVPADDB          Z24, Z%d, K2, Z%d", k, k)
@@ -244,15 +242,15 @@ func exGemv16(l exLayout) {
 	P("%s:", l.glabel)
 	// The same blocks pfd bytes on: R11..R14 are SI, R8, R9, R10 + pfd.
 	for r := range 16 {
-		P("\tPREFETCHT0      (R%d)%s", 11+r/4, asm.Idx[r%4])
+		P("\tPREFETCHT0      (R%d)%s", 11+r/4, rowIdx[r%4])
 	}
 	l.gscales(P)
 	P("\tVBROADCASTI64X4 8(DI), Z30")
 	for k := range 8 {
-		lo, hi := asm.Gemv16Pair(k)
+		lo, hi := gemv16Pair(k)
 		t := 18 + k%4
-		P("\tVMOVDQU         %s, X%d", asm.RowAddr(lo, l.nib), k)
-		P("\tVINSERTI32X4    $2, %s, Z%d, Z%d", asm.RowAddr(hi, l.nib), k, k)
+		P("\tVMOVDQU         %s, X%d", rowAddr(lo, l.nib), k)
+		P("\tVINSERTI32X4    $2, %s, Z%d, Z%d", rowAddr(hi, l.nib), k, k)
 		P("\tVPSRLW          $4, Z%d, Z%d", k, t)
 		P("\tVALIGNQ         $6, Z%d, Z%d, Z%d", t, t, t)
 		P("\tVPTERNLOGD      $0xa8, Z27, Z%d, Z%d", t, k)
@@ -260,7 +258,7 @@ func exGemv16(l exLayout) {
 		P("\tVPXORD          Z%d, Z%d, Z%d", 8+k, 8+k, 8+k)
 		P("\tVPDPBUSD        Z30, Z%d, Z%d", k, 8+k)
 	}
-	asm.Gemv16Reduce(P)
+	gemv16Reduce(P)
 	T(l.gbias)
 	T(l.gfloat)
 	T(`	VCVTDQ2PS       Z16, Z16

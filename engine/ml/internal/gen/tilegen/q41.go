@@ -2,21 +2,19 @@ package main
 
 import (
 	"fmt"
-
-	"github.com/kvwarden/kvwarden/engine/ml/internal/gen/asm"
 )
 
 // genQ41Kernels writes q41_amd64.s: the Q4_1 and Q5_1 matvecs (four-output
 // AVX2, 16-row VNNI, 8-row AVX2) and expanders. The 16-row kernels are the
-// gemv16 family of expand.go and q8gen (row pairs k, k+4 per accumulator,
-// the reduction tree of internal/gen/asm); Q4_1 and Q5_1 differ in the
+// gemv16 family of expand.go and q8gemv.go (row pairs k, k+4 per
+// accumulator, gemv16.go's reduction tree); Q4_1 and Q5_1 differ in the
 // block size, the offset of the nibbles and Q5_1's high bits.
 func genQ41Kernels() {
 	T(q41kIntro)
 	P("#define G41_PREFETCH \\")
 	var pf []string
 	for r := range 16 {
-		pf = append(pf, fmt.Sprintf("PREFETCHT0 (R%d)%s", 11+r/4, asm.Idx[r%4]))
+		pf = append(pf, fmt.Sprintf("PREFETCHT0 (R%d)%s", 11+r/4, rowIdx[r%4]))
 	}
 	macroBody(pf)
 	P("")
@@ -30,7 +28,7 @@ func genQ41Kernels() {
 		}
 		g = append(g, fmt.Sprintf("VMOVD        (%s), %s", base, x))
 		for r := 1; r < 4; r++ {
-			g = append(g, fmt.Sprintf("VPINSRD      $%d, (%s)%s, %s, %s", r, base, asm.Idx[r], x, x))
+			g = append(g, fmt.Sprintf("VPINSRD      $%d, (%s)%s, %s, %s", r, base, rowIdx[r], x, x))
 		}
 		if grp > 0 {
 			g = append(g, fmt.Sprintf("VINSERTI32X4 $%d, X25, Z26, Z26", grp))
@@ -39,7 +37,7 @@ func genQ41Kernels() {
 	macroBody(g)
 	T(q41Pairs)
 	P("#define G41_FINISH \\")
-	asm.Gemv16Reduce(func(format string, args ...any) { P(format+" \\", args...) })
+	gemv16Reduce(func(format string, args ...any) { P(format+" \\", args...) })
 	T(q41Finish)
 	for i, q5 := range []bool{false, true} {
 		if i > 0 {
@@ -124,7 +122,7 @@ func q41Dot4(q5 bool) {
 }
 
 // q41GemvVNNI writes gemvQ41VNNI / gemvQ51VNNI: 16 rows, a row pair per
-// accumulator (asm.Gemv16Pair).
+// accumulator (gemv16Pair).
 func q41GemvVNNI(q5 bool) {
 	n, bb := q41Kind(q5)
 	name := "gemvQ" + n + "VNNI"
@@ -145,13 +143,13 @@ func q41GemvVNNI(q5 bool) {
 	P("\tG41_GATHER")
 	P("\tVBROADCASTI64X4 8(DI), Z30")
 	for k := range 8 {
-		lo, hi := asm.Gemv16Pair(k)
+		lo, hi := gemv16Pair(k)
 		regs := fmt.Sprintf("X%d, Z%d, Z%d", k, k, 18+k%4)
 		if q5 {
-			P("\tG51_PAIR(%s, %s, %s, %s, %s, Z%d, Z%d)", asm.RowAddr(lo, 8), asm.RowAddr(hi, 8),
-				asm.RowAddr(lo, 4), asm.RowAddr(hi, 4), regs, 22+k%2, 8+k)
+			P("\tG51_PAIR(%s, %s, %s, %s, %s, Z%d, Z%d)", rowAddr(lo, 8), rowAddr(hi, 8),
+				rowAddr(lo, 4), rowAddr(hi, 4), regs, 22+k%2, 8+k)
 		} else {
-			P("\tG41_PAIR(%s, %s, %s, Z%d)", asm.RowAddr(lo, 4), asm.RowAddr(hi, 4), regs, 8+k)
+			P("\tG41_PAIR(%s, %s, %s, Z%d)", rowAddr(lo, 4), rowAddr(hi, 4), regs, 8+k)
 		}
 	}
 	P("\tG41_FINISH")
@@ -178,9 +176,9 @@ func q41GemvAVX2(q5 bool) {
 	P("\tVMOVDQU 8(DI), Y10")
 	for k := range 8 {
 		if q5 {
-			P("\tG8_ROW51(%s, %s, Y%d)", asm.RowAddr(k, 8), asm.RowAddr(k, 4), k)
+			P("\tG8_ROW51(%s, %s, Y%d)", rowAddr(k, 8), rowAddr(k, 4), k)
 		} else {
-			P("\tG8_ROW41(%s, Y%d)", asm.RowAddr(k, 4), k)
+			P("\tG8_ROW41(%s, Y%d)", rowAddr(k, 4), k)
 		}
 	}
 	P("\tG8_FINISH")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-
-	"github.com/kvwarden/kvwarden/engine/ml/internal/gen/asm"
 )
 
 // gemvVNNI writes gemvQ8VNNI, the n=1 product straight from the Q8_0
@@ -62,12 +60,12 @@ gvdone:
 }
 
 func gemvVNNIBody(label string, prefetch bool) {
-	asm.Gemv16Scales(P)
+	gemv16Scales(P)
 	P("\tVBROADCASTI64X4 8(DI), Z30")
 	for k := 0; k < 8; k++ {
-		lo, hi := asm.Gemv16Pair(k)
-		P("\tVMOVDQU         %s, Y%d", asm.RowAddr(lo, 2), k)
-		P("\tVINSERTI64X4    $1, %s, Z%d, Z%d", asm.RowAddr(hi, 2), k, k)
+		lo, hi := gemv16Pair(k)
+		P("\tVMOVDQU         %s, Y%d", rowAddr(lo, 2), k)
+		P("\tVINSERTI64X4    $1, %s, Z%d, Z%d", rowAddr(hi, 2), k, k)
 		P("\tVPXORD          Z27, Z%d, Z%d", k, k)
 		P("\tVPXORD          Z%d, Z%d, Z%d", 8+k, 8+k, 8+k)
 		P("\tVPDPBUSD        Z30, Z%d, Z%d", k, 8+k)
@@ -76,7 +74,7 @@ func gemvVNNIBody(label string, prefetch bool) {
 			P("\tPREFETCHT1      %s", pfAddr(hi))
 		}
 	}
-	asm.Gemv16Reduce(P)
+	gemv16Reduce(P)
 	P(`	VPADDD.BCST     4(DI), Z16, Z16
 	VCVTPH2PS       Y26, Z26
 	VMULPS.BCST     (DI), Z26, Z26
@@ -128,9 +126,9 @@ g2loop:
 	VPMOVSXBW    24(DI), Y10`)
 	// The 8 rows' f16 scales, four to a GPR, then into the words of X11.
 	for g := 0; g < 2; g++ {
-		P("\tMOVWQZX      %s, AX", asm.RowAddr(4*g, 0))
+		P("\tMOVWQZX      %s, AX", rowAddr(4*g, 0))
 		for r := 1; r < 4; r++ {
-			P("\tMOVWQZX      %s, R9", asm.RowAddr(4*g+r, 0))
+			P("\tMOVWQZX      %s, R9", rowAddr(4*g+r, 0))
 			P("\tSHLQ         $%d, R9", 16*r)
 			P("\tORQ          R9, AX")
 		}
@@ -141,8 +139,8 @@ g2loop:
 		}
 	}
 	for k := 0; k < 8; k++ {
-		P("\tVPMOVSXBW    %s, Y8", asm.RowAddr(k, 2))
-		P("\tVPMOVSXBW    %s, Y9", asm.RowAddr(k, 18))
+		P("\tVPMOVSXBW    %s, Y8", rowAddr(k, 2))
+		P("\tVPMOVSXBW    %s, Y9", rowAddr(k, 18))
 		P("\tVPMADDWD     Y12, Y8, Y8")
 		P("\tVPMADDWD     Y10, Y9, Y9")
 		P("\tVPADDD       Y9, Y8, Y%d", k)
