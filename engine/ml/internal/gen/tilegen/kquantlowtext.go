@@ -74,24 +74,7 @@ GLOBL kqlSpread2<>(SB), RODATA|NOPTR, $32
 #define PAIR2 LEAQ (DI)(R8*2), BX; LEAQ (SI)(R9*2), AX
 #define PAIR3 LEAQ (DI)(R10*1), BX; LEAQ (SI)(R11*1), AX
 
-// Horizontal sums of four 8-lane int32 vectors into the lanes of x0.
-#define HSUM4x8(y0, y1, y2, y3, x0, x1) \
-	VPHADDD      y1, y0, y0 \
-	VPHADDD      y3, y2, y2 \
-	VPHADDD      y2, y0, y0 \
-	VEXTRACTI128 $1, y0, x1 \
-	VPADDD       x1, x0, x0
-
-// The four activation scales into X7.
-#define ACT_SCALES \
-	VMOVD        ACT_SCALE(SI), X7 \
-	LEAQ         (SI)(R9*1), AX \
-	VPINSRD      $1, ACT_SCALE(AX), X7, X7 \
-	LEAQ         (SI)(R9*2), AX \
-	VPINSRD      $2, ACT_SCALE(AX), X7, X7 \
-	LEAQ         (SI)(R11*1), AX \
-	VPINSRD      $3, ACT_SCALE(AX), X7, X7
-
+` + kqHsumActScales + `
 // Q2_K: sums the four outputs' isum (Y8..Y11) and msum (Y12..Y15) vectors
 // and adds acc + (float32(d*dx)*isum - float32(dmin*dx)*msum) to X0, d and
 // dmin being the f16 pair at byte 80 of each weight block.

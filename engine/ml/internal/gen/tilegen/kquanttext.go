@@ -157,24 +157,7 @@ GLOBL kqSpread2<>(SB), RODATA|NOPTR, $32
 	Q5K_CHUNK(2, VPSRLW, 0, VPSRLW, 1, acc) \
 	Q5K_CHUNK(3, VPSRLW, 2, VPSRLW, 3, acc)
 
-// Horizontal sums of four 8-lane int32 vectors into the lanes of x0.
-#define HSUM4x8(y0, y1, y2, y3, x0, x1) \
-	VPHADDD      y1, y0, y0 \
-	VPHADDD      y3, y2, y2 \
-	VPHADDD      y2, y0, y0 \
-	VEXTRACTI128 $1, y0, x1 \
-	VPADDD       x1, x0, x0
-
-// The four activation scales into X7.
-#define ACT_SCALES \
-	VMOVD        ACT_SCALE(SI), X7 \
-	LEAQ         (SI)(R9*1), AX \
-	VPINSRD      $1, ACT_SCALE(AX), X7, X7 \
-	LEAQ         (SI)(R9*2), AX \
-	VPINSRD      $2, ACT_SCALE(AX), X7, X7 \
-	LEAQ         (SI)(R11*1), AX \
-	VPINSRD      $3, ACT_SCALE(AX), X7, X7
-
+` + kqHsumActScales + `
 // Sums the four pairs' int32 vectors and adds their super-block terms
 // acc + (float32(d*dx)*isum - float32(dmin*dx)*msum) to X0.
 #define K4_FINISH \
@@ -521,4 +504,25 @@ SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
 	VPADDD        Y2, acc, acc \
 	VPSUBD        Y6, acc, acc
 
+`
+
+// kqHsumActScales is the horizontal sum and activation-scale gather that
+// kquant_amd64.s and kquant_low_amd64.s both use.
+const kqHsumActScales = `// Horizontal sums of four 8-lane int32 vectors into the lanes of x0.
+#define HSUM4x8(y0, y1, y2, y3, x0, x1) \
+	VPHADDD      y1, y0, y0 \
+	VPHADDD      y3, y2, y2 \
+	VPHADDD      y2, y0, y0 \
+	VEXTRACTI128 $1, y0, x1 \
+	VPADDD       x1, x0, x0
+
+// The four activation scales into X7.
+#define ACT_SCALES \
+	VMOVD        ACT_SCALE(SI), X7 \
+	LEAQ         (SI)(R9*1), AX \
+	VPINSRD      $1, ACT_SCALE(AX), X7, X7 \
+	LEAQ         (SI)(R9*2), AX \
+	VPINSRD      $2, ACT_SCALE(AX), X7, X7 \
+	LEAQ         (SI)(R11*1), AX \
+	VPINSRD      $3, ACT_SCALE(AX), X7, X7
 `
