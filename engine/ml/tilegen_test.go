@@ -46,6 +46,17 @@ func TestTileKernelsGenerated(t *testing.T) {
 	gen := filepath.Join(dir, "tilegen")
 	msg, err := exec.Command(goTool, "build", "-o", gen, "./internal/gen/tilegen").CombinedOutput()
 	require.NoError(t, err, "go build ./internal/gen/tilegen: %s", msg)
+	// Every kind tilegen knows must be run by gen.go for its own file, or
+	// its output would go untested.
+	listed, err := exec.Command(gen, "-list").Output()
+	require.NoError(t, err, "tilegen -list")
+	known := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(listed)), "\n") {
+		kind, file, ok := strings.Cut(line, " ")
+		require.True(t, ok, "tilegen -list line %q", line)
+		known[file] = kind
+	}
+	require.Equal(t, known, files, "tilegen's kinds and gen.go's go:generate lines differ")
 	for file, kind := range files {
 		t.Run(kind, func(t *testing.T) {
 			out := filepath.Join(dir, file)

@@ -65,7 +65,14 @@ var kinds = map[string]struct {
 func main() {
 	kind := flag.String("kind", "", "which file to write: "+strings.Join(kindNames(), ", "))
 	o := flag.String("o", "", "output file (default: the kind's file name)")
+	list := flag.Bool("list", false, "print each kind and its default file, one per line, and exit")
 	flag.Parse()
+	if *list {
+		for _, n := range kindNames() {
+			fmt.Printf("%s %s\n", n, kinds[n].file)
+		}
+		return
+	}
 	k, ok := kinds[*kind]
 	if !ok {
 		log.Fatalf("tilegen: unknown -kind %q (want one of %s)", *kind, strings.Join(kindNames(), ", "))
