@@ -44,16 +44,11 @@ func genKQuant() {
 // kqActRow is activation row i's index suffix on SI (R9 = as, R11 = 3*as).
 var kqActRow = [4]string{"", "(R9*1)", "(R9*2)", "(R11*1)"}
 
-// kqWRow is weight row k's address at byte off of DI (R8 = ws, R10 =
-// 3*ws), through BX after an LEAQ for rows 1..3.
-var kqWRow = [4]string{"(DI)", "(DI)(R8*1)", "(DI)(R8*2)", "(DI)(R10*1)"}
-
 // kqDot4Kernel is one four-output kernel of the shared Dot4 loop: four
 // pairs (PAIRk, then the kernel's pair macro), the tail turning the int32
 // vectors into the four float results, and the block strides.
 type kqDot4Kernel struct {
 	name, label string
-	before      string // comment lines before the func line
 	after       string // comment lines between the func line and TEXT
 	frame       string
 	consts      string // loads after the nibble mask
