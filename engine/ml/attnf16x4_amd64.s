@@ -5,7 +5,7 @@
 #include "textflag.h"
 #include "reduce_amd64.h"
 
-// REDUCE4 (reduce_amd64.h) is, per lane, f16_amd64.s's F16_REDUCE: the
+// REDUCE4 (reduce_amd64.h) is, per lane, attnScoresF16AVX512's REDUCE1: the
 // 256-bit halves added, then the 128-bit halves, then (x0+x1)+(x2+x3).
 
 // Key pointer of position DX+i: kv + 2*offs[DX+i].

@@ -1,7 +1,7 @@
-// Float reductions and the tail mask shared by the AVX-512 float kernels
-// (kernels_amd64.s, gemmf_amd64.s, f16mv_amd64.s, attnf16x4_amd64.s): one
-// definition, so every kernel that promises another's bits reduces in the
-// same order.
+// Float reductions and the tail mask shared by the AVX-512 float and
+// attention kernels (kernels, gemmf, f16mv, f16, attnf16x4, attnq and
+// silu_attn): one definition, so every kernel that promises another's bits
+// reduces in the same order.
 
 // Horizontal reduction of four zmm accumulators (registers 0..15) to one
 // xmm [sum(a), sum(b), sum(c), sum(d)] left in xa. Clobbers Y16/X16 and b,c,d.

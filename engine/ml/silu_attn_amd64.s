@@ -3,6 +3,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 
 // SiLU and attention kernels. The exp in siluMul* is expf's algorithm
 // (expf.go) step for step with the same float32 roundings and no FMA, so
@@ -255,23 +256,6 @@ ex512done:
 	VZEROUPPER
 	RET
 
-// Reduce one zmm accumulator (0..15) to its scalar sum in the low lane of x.
-#define ATTN_REDUCE(z, y, x) \
-	VEXTRACTF64X4 $1, z, Y16 \
-	VADDPS        Y16, y, y  \
-	VEXTRACTF32X4 $1, y, X16 \
-	VADDPS        X16, x, x  \
-	VHADDPS       x, x, x    \
-	VHADDPS       x, x, x
-
-// Build K1 = mask of the low (CX & 15) lanes. Clobbers CX, BX.
-#define ATTN_TAILMASK \
-	ANDQ  $15, CX \
-	MOVL  $1, BX  \
-	SHLL  CX, BX  \
-	DECL  BX      \
-	KMOVW BX, K1
-
 // func attnScoresAVX512(dst, q, kv *float32, offs *int, n, d int, scale float32)
 // dst[t] = dot(q[:d], kv[offs[t]:][:d]) * scale for t < n. Each dot is the
 // same fixed sequence of operations whatever n is.
@@ -286,7 +270,7 @@ TEXT ·attnScoresAVX512(SB), NOSPLIT, $0-52
 	MOVQ         CX, R9
 	SHRQ         $4, R9
 	SHLQ         $6, R9
-	ATTN_TAILMASK
+	TAILMASK
 	MOVQ         R9, R13
 	ANDQ         $-128, R13
 	XORQ         DX, DX
@@ -337,7 +321,7 @@ as_tail:
 
 as_red:
 	VADDPS Z1, Z0, Z0
-	ATTN_REDUCE(Z0, Y0, X0)
+	REDUCE1(Z0, Y0, X0)
 	VMULSS X31, X0, X0
 	VMOVSS X0, (DI)(DX*4)
 	INCQ   DX
@@ -360,7 +344,7 @@ TEXT ·attnAccumAVX512(SB), NOSPLIT, $0-48
 	MOVQ CX, R9
 	SHRQ $4, R9
 	SHLQ $6, R9
-	ATTN_TAILMASK
+	TAILMASK
 	MOVQ R9, R13
 	ANDQ $-256, R13
 	XORQ AX, AX
