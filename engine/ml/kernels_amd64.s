@@ -1,4 +1,4 @@
-// Hand-written: seven distinct small kernels; the 4x4 tile products are gemmf_amd64.s.
+// Hand-written: seven distinct small kernels; the 4x4 tile products are floatmm_amd64.s.
 
 //go:build amd64 && !purego
 

@@ -1,5 +1,5 @@
 // Float reductions and the tail mask shared by the AVX-512 float and
-// attention kernels (kernels, gemmf, f16mv, f16, attnf16x4, attnq and
+// attention kernels (kernels, floatmm, f16mv, f16, attnf16x4, attnq and
 // silu_attn): one definition, so every kernel that promises another's bits
 // reduces in the same order.
 

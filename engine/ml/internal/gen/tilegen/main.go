@@ -5,7 +5,7 @@
 // IQ4_NL, Q5_0 and MXFP4 matvecs, the float tile products and the
 // grouped-query attention kernels (attnqg.go). Kernels of one shape share
 // one function parameterised by block layout (kquant.go's Dot4 loop,
-// expand.go's 16-row gemv with the pieces of gemv16.go, gemmf.go's 4x4
+// expand.go's 16-row gemv with the pieces of gemv16.go, floatmm.go's 4x4
 // tile). Their bodies are unrolled per activation count, sub-block and
 // dword and otherwise identical, which is why they are generated: a tile
 // shape or a block layout changes here, in one place.
@@ -65,7 +65,7 @@ var kinds = map[string]struct {
 	"kquantlow": {"kquant_low_amd64.s", genKQuantLow},
 	"q41dot":    {"q41_amd64.s", genQ41Kernels},
 	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
-	"gemmf":     {"gemmf_amd64.s", genGemmF},
+	"floatmm":   {"floatmm_amd64.s", genFloatMM},
 }
 
 func main() {

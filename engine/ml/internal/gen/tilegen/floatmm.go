@@ -2,27 +2,35 @@ package main
 
 import "fmt"
 
-// genGemmF writes gemmf_amd64.s: the float tile products gemmF32x4 (f32
-// weight rows) and gemmF16x4 (f16 rows, converted as they are loaded), one
-// 4x4 tile loop for both weight formats.
-func genGemmF() {
-	T(gemmFIntro)
+// genFloatMM writes floatmm_amd64.s: the float products whose f32 and f16
+// weight forms are the same loop: the AVX-512 4x4 tile products gemmF32x4
+// and gemmF16x4, and the AVX2 four-row matvecs gemvF32AVX2 and
+// gemvF16AVX2. The f16 forms convert the rows as they are loaded (exact),
+// so each gives the bits of its f32 form on the decoded rows.
+func genFloatMM() {
+	T(floatMMIntro)
 	gemmF4(false)
 	P("")
 	gemmF4(true)
+	P("")
+	gemvF4AVX2(false)
+	P("")
+	gemvF4AVX2(true)
 }
 
-const gemmFIntro = `//go:build amd64 && !purego
+const floatMMIntro = `//go:build amd64 && !purego
 
 #include "textflag.h"
 #include "reduce_amd64.h"
 
-// Float tile products: four activation rows against four weight rows per
+// Float products with f32 or f16 weight rows, one loop for both formats.
+// The tile products take four activation rows against four weight rows per
 // pass, in 16 zmm accumulators; each output is one FMA chain over the
 // 16-lane steps of k, then the masked tail step, then REDUCE4, the same
 // arithmetic as gemvF32 and gemvF16 (kernels_amd64.s), so a row's result
 // does not depend on the batch size or on the weights' f32 or f16 storage
-// (the f16 conversion is exact).
+// (the f16 conversion is exact). The AVX2 matvecs reduce as gemmF32x4AVX2
+// (kernels_avx2_amd64.s) does.
 
 `
 
@@ -172,4 +180,93 @@ func log2(n int) int {
 			panic(fmt.Sprintf("log2: %d is not a power of two", n))
 		}
 	}
+}
+
+// gemvF4AVX2 writes gemvF32AVX2 (f16 false) or gemvF16AVX2: four weight
+// rows per pass against one activation row, k8 values (a multiple of 8).
+// AX is the byte offset into the weight rows; with f16 weights the
+// activation offset is twice it.
+func gemvF4AVX2(f16 bool) {
+	name, l, xs := "gemvF32AVX2", "g2", 1
+	if f16 {
+		name, l, xs = "gemvF16AVX2", "a16", 2
+	}
+	if f16 {
+		T(`// func gemvF16AVX2(x *float32, w *byte, ws int, k8 int, dst *float32, nw int)
+// gemvF32AVX2 over f16 rows (ws bytes apart), converted in registers
+// (F16C VCVTPH2PS): per output the same FMA chain over the k8 values and
+// the same reduction, so results equal gemmF32x4AVX2's on the decoded rows.
+// nw is a multiple of 4, k8 of 8.
+`)
+	} else {
+		T(`// func gemvF32AVX2(x *float32, w *float32, ws int, k8 int, dst *float32, nw int)
+// dst[r] = dot(x[:k8], w[r*ws:][:k8]) for r < nw, nw a multiple of 4.
+`)
+	}
+	P("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	P("\tMOVQ x+0(FP), SI")
+	P("\tMOVQ w+8(FP), DI")
+	P("\tMOVQ ws+16(FP), R8")
+	if !f16 {
+		P("\tSHLQ $2, R8")
+	}
+	P("\tMOVQ k8+24(FP), R9")
+	if f16 {
+		P("\tSHLQ $1, R9          // bytes of f16; the x offset is twice the f16 one")
+	} else {
+		P("\tSHLQ $2, R9")
+	}
+	T(`	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+`)
+	P("%srow:", l)
+	P("\tCMPQ R10, $4")
+	P("\tJLT  %sdone", l)
+	T(`	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ AX, AX
+
+`)
+	P("%sloop:", l)
+	P("\tCMPQ        AX, R9")
+	P("\tJGE         %sred", l)
+	P("\tVMOVUPS     (SI)(AX*%d), Y8", xs)
+	for r, w := range []string{"R11", "R12", "R13", "R14"} {
+		if f16 {
+			P("\tVCVTPH2PS   (%s)(AX*1), Y%d", w, 9+r)
+			P("\tVFMADD231PS Y%d, Y8, Y%d", 9+r, r)
+		} else {
+			P("\tVFMADD231PS (%s)(AX*1), Y8, Y%d", w, r)
+		}
+	}
+	P("\tADDQ        $%d, AX", 32/xs)
+	P("\tJMP         %sloop", l)
+	P("")
+	P("%sred:", l)
+	T(`	// The same reduction as gemmF32x4AVX2's (pairs within each 128-bit
+	// half, then the halves), so n=1 and n>1 agree bitwise.
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $16, DX
+	LEAQ         (DI)(R8*4), DI
+	LEAQ         (R8)(R8*2), R14
+	SUBQ         $4, R10
+`)
+	P("\tJMP          %srow", l)
+	P("")
+	P("%sdone:", l)
+	P("\tVZEROUPPER")
+	P("\tRET")
 }

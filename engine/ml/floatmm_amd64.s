@@ -5,12 +5,14 @@
 #include "textflag.h"
 #include "reduce_amd64.h"
 
-// Float tile products: four activation rows against four weight rows per
+// Float products with f32 or f16 weight rows, one loop for both formats.
+// The tile products take four activation rows against four weight rows per
 // pass, in 16 zmm accumulators; each output is one FMA chain over the
 // 16-lane steps of k, then the masked tail step, then REDUCE4, the same
 // arithmetic as gemvF32 and gemvF16 (kernels_amd64.s), so a row's result
 // does not depend on the batch size or on the weights' f32 or f16 storage
-// (the f16 conversion is exact).
+// (the f16 conversion is exact). The AVX2 matvecs reduce as gemmF32x4AVX2
+// (kernels_avx2_amd64.s) does.
 
 // func gemmF32x4(x *float32, xs int, w *float32, ws int, k int, dst *float32, ds int, nw int, pf *byte)
 // dst[i*ds+r] = dot(x[i*xs:], w[r*ws:]) for i < 4, r < nw (a multiple of 4).
@@ -278,5 +280,123 @@ ghreduce:
 	JMP     ghrow
 
 ghdone:
+	VZEROUPPER
+	RET
+
+// func gemvF32AVX2(x *float32, w *float32, ws int, k8 int, dst *float32, nw int)
+// dst[r] = dot(x[:k8], w[r*ws:][:k8]) for r < nw, nw a multiple of 4.
+TEXT ·gemvF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	SHLQ $2, R8
+	MOVQ k8+24(FP), R9
+	SHLQ $2, R9
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+g2row:
+	CMPQ R10, $4
+	JLT  g2done
+	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ AX, AX
+
+g2loop:
+	CMPQ        AX, R9
+	JGE         g2red
+	VMOVUPS     (SI)(AX*1), Y8
+	VFMADD231PS (R11)(AX*1), Y8, Y0
+	VFMADD231PS (R12)(AX*1), Y8, Y1
+	VFMADD231PS (R13)(AX*1), Y8, Y2
+	VFMADD231PS (R14)(AX*1), Y8, Y3
+	ADDQ        $32, AX
+	JMP         g2loop
+
+g2red:
+	// The same reduction as gemmF32x4AVX2's (pairs within each 128-bit
+	// half, then the halves), so n=1 and n>1 agree bitwise.
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $16, DX
+	LEAQ         (DI)(R8*4), DI
+	LEAQ         (R8)(R8*2), R14
+	SUBQ         $4, R10
+	JMP          g2row
+
+g2done:
+	VZEROUPPER
+	RET
+
+// func gemvF16AVX2(x *float32, w *byte, ws int, k8 int, dst *float32, nw int)
+// gemvF32AVX2 over f16 rows (ws bytes apart), converted in registers
+// (F16C VCVTPH2PS): per output the same FMA chain over the k8 values and
+// the same reduction, so results equal gemmF32x4AVX2's on the decoded rows.
+// nw is a multiple of 4, k8 of 8.
+TEXT ·gemvF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	MOVQ k8+24(FP), R9
+	SHLQ $1, R9          // bytes of f16; the x offset is twice the f16 one
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+a16row:
+	CMPQ R10, $4
+	JLT  a16done
+	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ AX, AX
+
+a16loop:
+	CMPQ        AX, R9
+	JGE         a16red
+	VMOVUPS     (SI)(AX*2), Y8
+	VCVTPH2PS   (R11)(AX*1), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VCVTPH2PS   (R12)(AX*1), Y10
+	VFMADD231PS Y10, Y8, Y1
+	VCVTPH2PS   (R13)(AX*1), Y11
+	VFMADD231PS Y11, Y8, Y2
+	VCVTPH2PS   (R14)(AX*1), Y12
+	VFMADD231PS Y12, Y8, Y3
+	ADDQ        $16, AX
+	JMP         a16loop
+
+a16red:
+	// The same reduction as gemmF32x4AVX2's (pairs within each 128-bit
+	// half, then the halves), so n=1 and n>1 agree bitwise.
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVUPS      X0, (DX)
+	ADDQ         $16, DX
+	LEAQ         (DI)(R8*4), DI
+	LEAQ         (R8)(R8*2), R14
+	SUBQ         $4, R10
+	JMP          a16row
+
+a16done:
 	VZEROUPPER
 	RET
