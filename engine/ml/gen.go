@@ -18,3 +18,4 @@ package ml
 //go:generate go run ./internal/gen/tilegen -kind q41dot -o q41_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind mxfp4 -o mxfp4_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind floatmm -o floatmm_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind iq4xsdot -o iq4xs_amd64.s

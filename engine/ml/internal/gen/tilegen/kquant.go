@@ -51,7 +51,9 @@ type kqDot4Kernel struct {
 	name, label string
 	after       string // comment lines between the func line and TEXT
 	frame       string
-	consts      string // loads after the nibble mask
+	prologue    string // replaces the argument and mask loads when set
+	pairPtr     string // the pair pointer macros' prefix (default PAIR)
+	consts      string // loads after the nibble mask (after prologue)
 	pre         string // loop body lines before the pairs
 	pair        func(k int) string
 	tail        string // after the pairs, up to the strides
@@ -177,20 +179,29 @@ func kqDot4(k kqDot4Kernel) {
 	P("// func %s%s", k.name, kqSig)
 	T(k.after)
 	P("TEXT ·%s(SB), NOSPLIT, %s", k.name, k.frame)
-	P("\tMOVQ w+0(FP), DI")
-	P("\tMOVQ ws+8(FP), R8")
-	P("\tMOVQ a+16(FP), SI")
-	P("\tMOVQ as+24(FP), R9")
-	P("\tLEAQ (R8)(R8*2), R10")
-	P("\tLEAQ (R9)(R9*2), R11")
-	P("\tVMOVDQU kqMask0F<>(SB), Y1")
-	T(k.consts)
-	P("\tVXORPS X0, X0, X0")
+	if k.prologue != "" {
+		T(k.prologue)
+		T(k.consts)
+	} else {
+		P("\tMOVQ w+0(FP), DI")
+		P("\tMOVQ ws+8(FP), R8")
+		P("\tMOVQ a+16(FP), SI")
+		P("\tMOVQ as+24(FP), R9")
+		P("\tLEAQ (R8)(R8*2), R10")
+		P("\tLEAQ (R9)(R9*2), R11")
+		P("\tVMOVDQU kqMask0F<>(SB), Y1")
+		T(k.consts)
+		P("\tVXORPS X0, X0, X0")
+	}
 	P("")
 	P("%s:", k.label)
 	T(k.pre)
+	ptr := k.pairPtr
+	if ptr == "" {
+		ptr = "PAIR"
+	}
 	for i := range 4 {
-		P("\tPAIR%d", i)
+		P("\t%s%d", ptr, i)
 		P("\t%s", k.pair(i))
 	}
 	T(k.tail)

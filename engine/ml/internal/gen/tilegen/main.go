@@ -1,7 +1,7 @@
 // Command tilegen writes engine/ml's generated amd64 kernels: the Q8_0
 // kernels (q8.go), the batched tile products over expanded 16-row tiles
 // (Q4_K/Q5_K, Q6_K), the tile expanders, the Q8_K activation quantizer,
-// the IQ4_XS and Q4_1/Q5_1 tile products, the K-quant, Q4_0, Q4_1/Q5_1,
+// the IQ4_XS and Q4_1/Q5_1 tile products, the K-quant, IQ4_XS, Q4_0, Q4_1/Q5_1,
 // IQ4_NL, Q5_0 and MXFP4 matvecs, the float tile products and the
 // grouped-query attention kernels (attnqg.go). Kernels of one shape share
 // one function parameterised by block layout (kquant.go's Dot4 loop,
@@ -66,6 +66,7 @@ var kinds = map[string]struct {
 	"q41dot":    {"q41_amd64.s", genQ41Kernels},
 	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
 	"floatmm":   {"floatmm_amd64.s", genFloatMM},
+	"iq4xsdot":  {"iq4xs_amd64.s", genIQ4XSDot},
 }
 
 func main() {
