@@ -1,14 +1,15 @@
 // Command tilegen writes engine/ml's generated amd64 kernels: the Q8_0
 // kernels (q8.go), the batched tile products over expanded 16-row tiles
 // (Q4_K/Q5_K, Q6_K), the tile expanders, the Q8_K activation quantizer,
-// the IQ4_XS and Q4_1/Q5_1 tile products, the K-quant, IQ4_XS, Q4_0, Q4_1/Q5_1,
-// IQ4_NL, Q5_0 and MXFP4 matvecs, the float tile products and the
-// grouped-query attention kernels (attnqg.go). Kernels of one shape share
-// one function parameterised by block layout (kquant.go's Dot4 loop,
-// expand.go's 16-row gemv with the pieces of gemv16.go, floatmm.go's 4x4
-// tile). Their bodies are unrolled per activation count, sub-block and
-// dword and otherwise identical, which is why they are generated: a tile
-// shape or a block layout changes here, in one place.
+// the IQ4_XS and Q4_1/Q5_1 tile products, the K-quant, IQ4_XS, Q4_0,
+// Q4_1/Q5_1, IQ4_NL, Q5_0 and MXFP4 matvecs, the f32/f16 float products
+// and the grouped-query attention kernels (attnqg.go). Kernels of one
+// shape share one function parameterised by block layout (kquant.go's
+// Dot4 loop, expand.go's 16-row gemv with the pieces of gemv16.go,
+// floatmm.go's f32/f16 loops). Their bodies are unrolled per activation
+// count, sub-block and dword and otherwise identical, which is why they
+// are generated: a tile shape or a block layout changes here, in one
+// place.
 //
 // Run it through go generate in engine/ml (see gen.go):
 //
