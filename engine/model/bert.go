@@ -353,9 +353,11 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	}
 	for l := range c.Layers {
 		L, EL := &r.w.Layers[l], &enc.Layers[l]
-		r.dsts = append(r.dsts[:0], r.q[:n*dim], r.k[:n*dim], r.v[:n*dim])
-		r.mats = append(r.mats[:0], L.Q, L.K, L.V)
-		ml.MatMulGroup(r.dsts, r.x[:n*dim], n, r.mats)
+		// MatMulBatch: the whole step's tokens in one product per
+		// matrix, each output independent of the batch's other rows.
+		ml.MatMulBatch(r.q[:n*dim], r.x[:n*dim], n, L.Q)
+		ml.MatMulBatch(r.k[:n*dim], r.x[:n*dim], n, L.K)
+		ml.MatMulBatch(r.v[:n*dim], r.x[:n*dim], n, L.V)
 		bias(r.q[:n*dim], L.QBias)
 		bias(r.k[:n*dim], L.KBias)
 		bias(r.v[:n*dim], L.VBias)
@@ -370,7 +372,7 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			r.kv.put(r.geo.VOffset(page, l, locs[i][1]), r.v[i*dim:(i+1)*dim])
 		}
 		r.attention(l, rows)
-		ml.MatMul(r.xb[:n*dim], r.att[:n*dim], n, L.O)
+		ml.MatMulBatch(r.xb[:n*dim], r.att[:n*dim], n, L.O)
 		bias(r.xb[:n*dim], L.OBias)
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]
@@ -378,18 +380,17 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			LayerNorm(x, x, L.AttnNorm, EL.AttnNormB, enc.Eps)
 		}
 		if enc.Gated {
-			r.dsts = append(r.dsts[:0], r.hb[:n*hid], r.hb2[:n*hid])
-			r.mats = append(r.mats[:0], L.Gate, L.Up)
-			ml.MatMulGroup(r.dsts, r.x[:n*dim], n, r.mats)
+			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Gate)
+			ml.MatMulBatch(r.hb2[:n*hid], r.x[:n*dim], n, L.Up)
 			hb, hb2 := r.hb[:n*hid], r.hb2[:n*hid]
 			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.SiLUMul(hb[lo:hi], hb2[lo:hi]) })
 		} else {
-			ml.MatMul(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
+			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
 			bias(r.hb[:n*hid], EL.UpB)
 			hb := r.hb[:n*hid]
 			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.GELUTanhSlice(hb[lo:hi]) })
 		}
-		ml.MatMul(r.xb[:n*dim], r.hb[:n*hid], n, L.Down)
+		ml.MatMulBatch(r.xb[:n*dim], r.hb[:n*hid], n, L.Down)
 		bias(r.xb[:n*dim], EL.DownB)
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]
