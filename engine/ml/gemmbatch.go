@@ -21,54 +21,129 @@ func MatMulBatch(dst, x []float32, n int, w *Matrix) {
 	}
 }
 
-// Tile and block sizes of the broadcast GEMM: the kernel takes bcastRows
-// weight rows (broadcast one value at a time) against a panel of bcastLanes
-// activation rows packed k-major; bcastPanelBytes bounds the packed
-// activation block a job keeps in L2 while it streams the weight rows.
+// The broadcast GEMM's kernel multiplies bcastRows rows of one operand,
+// broadcast a value at a time, by a panel of bcastLanes rows of the other
+// packed k-major. With many activation rows those are the activation rows
+// (read in place, each output tile a piece of dst) against packed weight
+// rows: the weights are packed once per call. With few, the roles swap:
+// the few activation rows are packed and the weight rows broadcast, so a
+// short input does not pay for packing every weight. Each output is the
+// same chain fma(x[k], w[k], acc) over k either way, hence the same bits.
 const (
-	bcastRows       = 12
-	bcastLanes      = 32
-	bcastPanelBytes = 384 << 10
+	bcastRows  = 12
+	bcastLanes = 32
+	// bcastPackBytes bounds the packed block a job keeps in L2 while it
+	// streams the other operand.
+	bcastPackBytes = 384 << 10
+	// bcastPackWeights is the batch from which the weights are packed.
+	bcastPackWeights = 4 * bcastLanes
 )
 
-// bcastBlock is how many activation rows a job packs (a multiple of
-// bcastLanes).
-func bcastBlock(K int) int {
-	return max(bcastLanes, bcastPanelBytes/(4*K)/bcastLanes*bcastLanes)
+type bcastKernel func(a *float32, as int, p *float32, k int, dst *float32, ds int)
+
+// packRows writes m rows of K values (row(r) for r < m) k-major into
+// panel (K x bcastLanes), zero-padding the lanes past m.
+func packRows(panel []float32, K, m int, row func(r int) []float32) {
+	for r := range m {
+		src := row(r)[:K]
+		dst := panel[r:]
+		for k, v := range src {
+			dst[k*bcastLanes] = v
+		}
+	}
+	if m < bcastLanes {
+		for k := range K {
+			clear(panel[k*bcastLanes+m : (k+1)*bcastLanes])
+		}
+	}
 }
 
-// bcastJob computes dst rows [i0,i1) x output columns [j0,j1) (j0 a
-// multiple of bcastRows): packs the activation rows into k-major panels
-// of bcastLanes rows (zero-padded), then runs the kernel for every group
-// of bcastRows weight rows (decoded to f32, zero-padded at the end) over
-// every panel, transposing each tile into dst.
-func bcastJob(dst, x []float32, w *Matrix, rb, i0, i1, j0, j1 int,
-	kern func(a *float32, as int, p *float32, k int, dst *float32, ds int)) {
+// weightRow returns weight row r as f32: in place for F32, else decoded
+// into buf.
+func weightRow(w *Matrix, rb, r int, buf []float32) []float32 {
+	if w.Type == F32 {
+		return BytesF32(w.Data[r*rb : (r+1)*rb])
+	}
+	dequantRow(buf, w.Type, w.Data[r*rb:(r+1)*rb])
+	return buf
+}
+
+// bcastSplit runs an n x R product on the pool in jobs of whole panels.
+func bcastSplit(dst, x []float32, n int, w *Matrix, rb int, kern bcastKernel) {
 	R, K := w.Rows, w.Cols
-	np := (i1 - i0 + bcastLanes - 1) / bcastLanes
-	pp := getScratch(np*bcastLanes*K + bcastRows*bcastLanes)
-	defer scratch.Put(pp)
-	panels, tile := (*pp)[:np*bcastLanes*K], (*pp)[np*bcastLanes*K:]
-	for p := range np {
-		panel := panels[p*bcastLanes*K : (p+1)*bcastLanes*K]
-		r0 := i0 + p*bcastLanes
-		m := min(bcastLanes, i1-r0)
-		for r := range m {
-			row := x[(r0+r)*K : (r0+r+1)*K]
-			for k, v := range row {
-				panel[k*bcastLanes+r] = v
-			}
+	threads := Threads()
+	if n*R*K < minParallelWork {
+		threads = 1
+	}
+	block := max(bcastLanes, bcastPackBytes/(4*K)/bcastLanes*bcastLanes) // rows packed per job
+	if n >= bcastPackWeights {
+		// Jobs of packed weight columns, at least a few per thread.
+		if want := threads * chunksPerThread; threads > 1 && (R+block-1)/block < want {
+			block = max(bcastLanes, (R+want-1)/want+bcastLanes-1) / bcastLanes * bcastLanes
 		}
-		if m < bcastLanes {
-			for k := range K {
-				clear(panel[k*bcastLanes+m : (k+1)*bcastLanes])
+		parallelFor(R, block, threads, func(lo, hi int) { bcastPackedWeights(dst, x, n, w, rb, lo, hi, kern) })
+		return
+	}
+	parallelFor(R, bcastRows*max(1, (R/bcastRows+threads*chunksPerThread-1)/(threads*chunksPerThread)), threads,
+		func(lo, hi int) { bcastPackedActs(dst, x, n, w, rb, lo, hi, kern) })
+}
+
+// bcastPackedWeights computes output columns [j0,j1) of every row: packs
+// those weight rows into panels of bcastLanes (zero-padded), then sweeps
+// the activation rows across them bcastRows at a time, storing straight
+// into dst (through a tile at the edges).
+func bcastPackedWeights(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern bcastKernel) {
+	R, K := w.Rows, w.Cols
+	np := (j1 - j0 + bcastLanes - 1) / bcastLanes
+	pp := getScratch(np*bcastLanes*K + K + bcastRows*K + bcastRows*bcastLanes)
+	defer scratch.Put(pp)
+	buf := *pp
+	panels, buf := buf[:np*bcastLanes*K], buf[np*bcastLanes*K:]
+	row, buf := buf[:K], buf[K:]
+	pad, tile := buf[:bcastRows*K], buf[bcastRows*K:]
+	for p := range np {
+		c0 := j0 + p*bcastLanes
+		packRows(panels[p*bcastLanes*K:(p+1)*bcastLanes*K], K, min(bcastLanes, j1-c0),
+			func(r int) []float32 { return weightRow(w, rb, c0+r, row) })
+	}
+	for i0 := 0; i0 < n; i0 += bcastRows {
+		m := min(bcastRows, n-i0)
+		a := x[i0*K:]
+		if m < bcastRows {
+			copy(pad, x[i0*K:n*K])
+			clear(pad[m*K:])
+			a = pad
+		}
+		for p := range np {
+			c0 := j0 + p*bcastLanes
+			c := min(bcastLanes, j1-c0)
+			if m == bcastRows && c == bcastLanes {
+				kern(&a[0], K, &panels[p*bcastLanes*K], K, &dst[i0*R+c0], R)
+				continue
+			}
+			kern(&a[0], K, &panels[p*bcastLanes*K], K, &tile[0], bcastLanes)
+			for i := range m {
+				copy(dst[(i0+i)*R+c0:(i0+i)*R+c0+c], tile[i*bcastLanes:])
 			}
 		}
 	}
-	var wbuf *[]float32
-	if w.Type != F32 || (j1-j0)%bcastRows != 0 {
-		wbuf = getScratch(bcastRows * K)
-		defer scratch.Put(wbuf)
+}
+
+// bcastPackedActs computes output columns [j0,j1) (j0 a multiple of
+// bcastRows) of every row for a small n: packs the activation rows into
+// panels of bcastLanes, then runs every group of bcastRows weight rows
+// (decoded to f32, zero-padded at the end) over every panel, transposing
+// each tile into dst.
+func bcastPackedActs(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern bcastKernel) {
+	R, K := w.Rows, w.Cols
+	np := (n + bcastLanes - 1) / bcastLanes
+	pp := getScratch(np*bcastLanes*K + bcastRows*K + bcastRows*bcastLanes)
+	defer scratch.Put(pp)
+	panels, wbuf, tile := (*pp)[:np*bcastLanes*K], (*pp)[np*bcastLanes*K:][:bcastRows*K], (*pp)[np*bcastLanes*K+bcastRows*K:]
+	for p := range np {
+		r0 := p * bcastLanes
+		packRows(panels[p*bcastLanes*K:(p+1)*bcastLanes*K], K, min(bcastLanes, n-r0),
+			func(r int) []float32 { return x[(r0+r)*K : (r0+r+1)*K] })
 	}
 	for g := j0; g < j1; g += bcastRows {
 		m := min(bcastRows, j1-g)
@@ -76,16 +151,20 @@ func bcastJob(dst, x []float32, w *Matrix, rb, i0, i1, j0, j1 int,
 		if w.Type == F32 && m == bcastRows {
 			a = BytesF32(w.Data[g*rb : (g+m)*rb])
 		} else {
-			a = *wbuf
+			a = wbuf
 			for r := range m {
-				dequantRow(a[r*K:(r+1)*K], w.Type, w.Data[(g+r)*rb:(g+r+1)*rb])
+				if row := a[r*K : (r+1)*K]; w.Type == F32 {
+					copy(row, BytesF32(w.Data[(g+r)*rb:(g+r+1)*rb]))
+				} else {
+					dequantRow(row, w.Type, w.Data[(g+r)*rb:(g+r+1)*rb])
+				}
 			}
 			clear(a[m*K:])
 		}
 		for p := range np {
 			kern(&a[0], K, &panels[p*bcastLanes*K], K, &tile[0], bcastLanes)
-			r0 := i0 + p*bcastLanes
-			for i := range min(bcastLanes, i1-r0) {
+			r0 := p * bcastLanes
+			for i := range min(bcastLanes, n-r0) {
 				out := dst[(r0+i)*R+g : (r0+i)*R+g+m]
 				for j := range out {
 					out[j] = tile[j*bcastLanes+i]
@@ -93,31 +172,4 @@ func bcastJob(dst, x []float32, w *Matrix, rb, i0, i1, j0, j1 int,
 			}
 		}
 	}
-}
-
-// bcastSplit runs the jobs of an n x R product on the pool: blocks of
-// activation rows, each cut into column ranges only when there are too
-// few blocks for the threads.
-func bcastSplit(dst, x []float32, n int, w *Matrix, rb int,
-	kern func(a *float32, as int, p *float32, k int, dst *float32, ds int)) {
-	R, K := w.Rows, w.Cols
-	threads := Threads()
-	if n*R*K < minParallelWork {
-		threads = 1
-	}
-	ib := bcastBlock(K)
-	iblocks := (n + ib - 1) / ib
-	groups := (R + bcastRows - 1) / bcastRows
-	jcuts := 1
-	if want := threads * chunksPerThread; iblocks < want && threads > 1 {
-		jcuts = min(groups, (want+iblocks-1)/iblocks)
-	}
-	jchunk := (groups + jcuts - 1) / jcuts * bcastRows
-	jcuts = (R + jchunk - 1) / jchunk
-	parallelFor(iblocks*jcuts, 1, threads, func(lo, hi int) {
-		for job := lo; job < hi; job++ {
-			b, c := job/jcuts, job%jcuts
-			bcastJob(dst, x, w, rb, b*ib, min(n, (b+1)*ib), c*jchunk, min(R, (c+1)*jchunk), kern)
-		}
-	})
 }
