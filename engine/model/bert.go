@@ -20,8 +20,13 @@ type Encoder struct {
 	Pos        *ml.Matrix // [context][Dim] absolute position embeddings (bert); nil with RoPE
 	// RoPE (nomic-bert): NeoX rotation of Q and K instead of position
 	// embeddings; Gated: a SwiGLU FFN (silu(gate) * up) instead of GELU.
-	RoPE, Gated       bool
-	EmbNorm, EmbNormB []float32 // token_embd_norm
+	RoPE, Gated bool
+	// PreNorm (modern-bert): Layer.AttnNorm and Layer.FFNNorm are
+	// LayerNorms without bias applied before attention and the FFN (nil
+	// AttnNorm: the identity), Weights.Norm the final output_norm; GEGLU:
+	// ffn_up's first Hidden rows go through GELU and multiply the rest.
+	PreNorm, GEGLU    bool
+	EmbNorm, EmbNormB []float32 // token_embd_norm (EmbNormB nil: no bias)
 	Eps               float32   // LayerNorm epsilon
 	Layers            []EncoderLayer
 }
@@ -224,15 +229,22 @@ func (w *Weights) checkEncoder() error {
 	if enc.TokenTypes != nil && enc.TokenTypes.Cols != c.Dim {
 		return fmt.Errorf("model: token_types has %d columns, want %d", enc.TokenTypes.Cols, c.Dim)
 	}
-	if len(enc.EmbNorm) != c.Dim || len(enc.EmbNormB) != c.Dim {
+	if len(enc.EmbNorm) != c.Dim || (len(enc.EmbNormB) != c.Dim && (!enc.PreNorm || enc.EmbNormB != nil)) {
 		return fmt.Errorf("model: token_embd_norm has %d/%d values, want %d", len(enc.EmbNorm), len(enc.EmbNormB), c.Dim)
+	}
+	if enc.PreNorm {
+		return w.checkPreNormEncoder()
+	}
+	upRows := c.Hidden
+	if enc.GEGLU {
+		upRows = 2 * c.Hidden
 	}
 	for i, l := range w.Layers {
 		el := enc.Layers[i]
 		for _, m := range []struct {
 			m          *ml.Matrix
 			rows, cols int
-		}{{l.Q, c.Dim, c.Dim}, {l.K, c.Dim, c.Dim}, {l.V, c.Dim, c.Dim}, {l.O, c.Dim, c.Dim}, {l.Up, c.Hidden, c.Dim}, {l.Down, c.Dim, c.Hidden}} {
+		}{{l.Q, c.Dim, c.Dim}, {l.K, c.Dim, c.Dim}, {l.V, c.Dim, c.Dim}, {l.O, c.Dim, c.Dim}, {l.Up, upRows, c.Dim}, {l.Down, c.Dim, c.Hidden}} {
 			if m.m == nil || m.m.Rows != m.rows || m.m.Cols != m.cols {
 				return fmt.Errorf("model: encoder layer %d has a matrix missing or of the wrong shape", i)
 			}
@@ -304,15 +316,23 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	r.k = ml.Grow(r.k, n*dim)
 	r.v = ml.Grow(r.v, n*dim)
 	r.att = ml.Grow(r.att, n*dim)
-	r.hb = ml.Grow(r.hb, n*hid)
+	upRows := hid
+	if enc.GEGLU {
+		upRows = 2 * hid
+	}
+	r.hb = ml.Grow(r.hb, n*upRows)
 	r.hb2 = ml.Grow(r.hb2, n*hid)
 	r.lx = ml.Grow(r.lx, 2*dim)
 	var ropeDim int
 	if enc.RoPE {
+		// One table per distinct RoPE base (modern-bert's local layers
+		// have their own).
 		ropeDim = r.ropes[0].Dim()
-		r.tabs[0] = ml.Grow(r.tabs[0], n*ropeDim)
-		for i, rw := range rows {
-			r.ropes[0].Fill(r.tabs[0][i*ropeDim:(i+1)*ropeDim], rw.pos)
+		for k, rp := range r.ropes {
+			r.tabs[k] = ml.Grow(r.tabs[k], n*ropeDim)
+			for i, rw := range rows {
+				rp.Fill(r.tabs[k][i*ropeDim:(i+1)*ropeDim], rw.pos)
+			}
 		}
 	}
 
@@ -353,17 +373,26 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	}
 	for l := range c.Layers {
 		L, EL := &r.w.Layers[l], &enc.Layers[l]
+		// Pre-norm (modern-bert): attention reads the normed input, the
+		// residual stays in r.x.
+		in := r.x[:n*dim]
+		if enc.PreNorm && L.AttnNorm != nil {
+			in = r.xb[:n*dim]
+			for i := range n {
+				LayerNorm(in[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], L.AttnNorm, nil, enc.Eps)
+			}
+		}
 		// MatMulBatch: the whole step's tokens in one product per
 		// matrix, each output independent of the batch's other rows.
-		ml.MatMulBatch(r.q[:n*dim], r.x[:n*dim], n, L.Q)
-		ml.MatMulBatch(r.k[:n*dim], r.x[:n*dim], n, L.K)
-		ml.MatMulBatch(r.v[:n*dim], r.x[:n*dim], n, L.V)
+		ml.MatMulBatch(r.q[:n*dim], in, n, L.Q)
+		ml.MatMulBatch(r.k[:n*dim], in, n, L.K)
+		ml.MatMulBatch(r.v[:n*dim], in, n, L.V)
 		bias(r.q[:n*dim], L.QBias)
 		bias(r.k[:n*dim], L.KBias)
 		bias(r.v[:n*dim], L.VBias)
 		for i := range n {
 			if enc.RoPE {
-				cs := r.tabs[0][i*ropeDim : (i+1)*ropeDim]
+				cs := r.tabs[r.ropeOf[l]][i*ropeDim : (i+1)*ropeDim]
 				ml.RoPEApplyNeoX(r.q[i*dim:(i+1)*dim], c.HeadDim, cs)
 				ml.RoPEApplyNeoX(r.k[i*dim:(i+1)*dim], c.HeadDim, cs)
 			}
@@ -374,6 +403,10 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 		r.attention(l, rows)
 		ml.MatMulBatch(r.xb[:n*dim], r.att[:n*dim], n, L.O)
 		bias(r.xb[:n*dim], L.OBias)
+		if enc.PreNorm {
+			r.preNormFFN(L, n)
+			continue
+		}
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]
 			ml.Add(x, r.xb[i*dim:(i+1)*dim])
@@ -396,6 +429,13 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			x := r.x[i*dim : (i+1)*dim]
 			ml.Add(x, r.xb[i*dim:(i+1)*dim])
 			LayerNorm(x, x, L.FFNNorm, EL.FFNNormB, enc.Eps)
+		}
+	}
+
+	if enc.PreNorm {
+		for i := range n {
+			x := r.x[i*dim : (i+1)*dim]
+			LayerNorm(x, x, r.w.Norm, nil, enc.Eps)
 		}
 	}
 

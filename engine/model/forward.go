@@ -416,11 +416,14 @@ func (r *Runner) attention(layer int, rows []row) {
 	vDelta := vLayer - kLayer
 	work := func(u unit, sc []float32, offs []int) {
 		rw := rows[u.row]
-		first := 0
-		if window > 0 {
+		first, end := 0, rw.last
+		switch {
+		case window > 0 && c.Block.WindowSymmetric:
+			first, end = max(0, rw.pos-window/2), min(rw.last, rw.pos+window/2)
+		case window > 0:
 			first = max(0, rw.pos+1-window)
 		}
-		span := rw.last + 1 - first
+		span := end + 1 - first
 		offs = offs[:span]
 		for i := range span {
 			t := first + i

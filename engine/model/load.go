@@ -97,6 +97,9 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	if name == "bert" || name == "nomic-bert" {
 		return fromGGUFBert(f)
 	}
+	if name == "modern-bert" {
+		return fromGGUFModernBert(f)
+	}
 	a, err := arch.Lookup(name)
 	if err != nil {
 		return nil, err

@@ -150,6 +150,11 @@ type Block struct {
 	// l % WindowPattern < WindowPattern-1; a pattern of 1 or less makes
 	// every layer local.
 	Window, WindowPattern int
+	// WindowDenseFirst makes the first layer of each pattern the global
+	// one (l % WindowPattern == 0, ModernBERT) instead of the last.
+	// WindowSymmetric (a bidirectional encoder) spans Window/2 positions
+	// on each side of the current one instead of the Window most recent.
+	WindowDenseFirst, WindowSymmetric bool
 	// LocalTheta is the RoPE base of local layers (0: the global base), and
 	// LocalUnscaled makes them ignore Scaling (Gemma 3).
 	LocalTheta    float32
@@ -167,6 +172,9 @@ func (b Block) Local(layer int) bool {
 	}
 	if b.WindowPattern <= 1 {
 		return true
+	}
+	if b.WindowDenseFirst {
+		return layer%b.WindowPattern != 0
 	}
 	return layer%b.WindowPattern < b.WindowPattern-1
 }
