@@ -28,6 +28,8 @@ type BERTSpec struct {
 	// GEGLU FFN, a final output_norm and a symmetric sliding window of
 	// ModernWindow on every layer but the first of each 3.
 	Modern bool
+	// Activation, when set, is written as modern-bert.hidden_activation.
+	Activation string
 	// Type is the matrices' weight type (F32, the zero value; F16, BF16,
 	// Q8_0 or Q4_0); vectors stay F32.
 	Type ml.Type
@@ -142,6 +144,9 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		b.Set(a+".rope.freq_base_swa", float32(10000))
 		b.Set(a+".attention.sliding_window", uint32(ModernWindow))
 		b.Set(a+".attention.sliding_window_pattern", uint32(3))
+		if s.Activation != "" {
+			b.Set(a+".hidden_activation", s.Activation)
+		}
 	}
 	b.Set("general.architecture", a)
 	b.Set(a+".context_length", uint32(BERTContext))
