@@ -41,19 +41,24 @@ const (
 
 type bcastKernel func(a *float32, as int, p *float32, k int, dst *float32, ds int)
 
+// bcastKernels are the kernel for panels of bcastLanes values per step and
+// the one for panels of 16 (a short input's last panel): the same chain
+// per output.
+type bcastKernels struct{ k32, k16 bcastKernel }
+
 // packRows writes m rows of K values (row(r) for r < m) k-major into
-// panel (K x bcastLanes), zero-padding the lanes past m.
-func packRows(panel []float32, K, m int, row func(r int) []float32) {
+// panel (K x lanes), zero-padding the lanes past m.
+func packRows(panel []float32, K, m, lanes int, row func(r int) []float32) {
 	for r := range m {
 		src := row(r)[:K]
 		dst := panel[r:]
 		for k, v := range src {
-			dst[k*bcastLanes] = v
+			dst[k*lanes] = v
 		}
 	}
-	if m < bcastLanes {
+	if m < lanes {
 		for k := range K {
-			clear(panel[k*bcastLanes+m : (k+1)*bcastLanes])
+			clear(panel[k*lanes+m : (k+1)*lanes])
 		}
 	}
 }
@@ -69,7 +74,7 @@ func weightRow(w *Matrix, rb, r int, buf []float32) []float32 {
 }
 
 // bcastSplit runs an n x R product on the pool in jobs of whole panels.
-func bcastSplit(dst, x []float32, n int, w *Matrix, rb int, kern bcastKernel) {
+func bcastSplit(dst, x []float32, n int, w *Matrix, rb int, kern bcastKernels) {
 	R, K := w.Rows, w.Cols
 	threads := Threads()
 	if n*R*K < minParallelWork {
@@ -81,7 +86,7 @@ func bcastSplit(dst, x []float32, n int, w *Matrix, rb int, kern bcastKernel) {
 		if want := threads * chunksPerThread; threads > 1 && (R+block-1)/block < want {
 			block = max(bcastLanes, (R+want-1)/want+bcastLanes-1) / bcastLanes * bcastLanes
 		}
-		parallelFor(R, block, threads, func(lo, hi int) { bcastPackedWeights(dst, x, n, w, rb, lo, hi, kern) })
+		parallelFor(R, block, threads, func(lo, hi int) { bcastPackedWeights(dst, x, n, w, rb, lo, hi, kern.k32) })
 		return
 	}
 	parallelFor(R, bcastRows*max(1, (R/bcastRows+threads*chunksPerThread-1)/(threads*chunksPerThread)), threads,
@@ -103,7 +108,7 @@ func bcastPackedWeights(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern
 	pad, tile := buf[:bcastRows*K], buf[bcastRows*K:]
 	for p := range np {
 		c0 := j0 + p*bcastLanes
-		packRows(panels[p*bcastLanes*K:(p+1)*bcastLanes*K], K, min(bcastLanes, j1-c0),
+		packRows(panels[p*bcastLanes*K:(p+1)*bcastLanes*K], K, min(bcastLanes, j1-c0), bcastLanes,
 			func(r int) []float32 { return weightRow(w, rb, c0+r, row) })
 	}
 	for i0 := 0; i0 < n; i0 += bcastRows {
@@ -131,19 +136,31 @@ func bcastPackedWeights(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern
 
 // bcastPackedActs computes output columns [j0,j1) (j0 a multiple of
 // bcastRows) of every row for a small n: packs the activation rows into
-// panels of bcastLanes, then runs every group of bcastRows weight rows
-// (decoded to f32, zero-padded at the end) over every panel, transposing
-// each tile into dst.
-func bcastPackedActs(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern bcastKernel) {
+// panels of bcastLanes (the last one of 16 when the rest fits: a short
+// query wastes fewer lanes), then runs every group of bcastRows weight
+// rows (decoded to f32, zero-padded at the end) over every panel,
+// transposing each tile into dst.
+func bcastPackedActs(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern bcastKernels) {
 	R, K := w.Rows, w.Cols
-	np := (n + bcastLanes - 1) / bcastLanes
-	pp := getScratch(np*bcastLanes*K + bcastRows*K + bcastRows*bcastLanes)
+	type panel struct{ r0, m, lanes, off int }
+	var ps []panel
+	size := 0
+	for r0 := 0; r0 < n; {
+		lanes := bcastLanes
+		if n-r0 <= 16 {
+			lanes = 16
+		}
+		m := min(lanes, n-r0)
+		ps = append(ps, panel{r0, m, lanes, size})
+		size += lanes * K
+		r0 += m
+	}
+	pp := getScratch(size + bcastRows*K + bcastRows*bcastLanes)
 	defer scratch.Put(pp)
-	panels, wbuf, tile := (*pp)[:np*bcastLanes*K], (*pp)[np*bcastLanes*K:][:bcastRows*K], (*pp)[np*bcastLanes*K+bcastRows*K:]
-	for p := range np {
-		r0 := p * bcastLanes
-		packRows(panels[p*bcastLanes*K:(p+1)*bcastLanes*K], K, min(bcastLanes, n-r0),
-			func(r int) []float32 { return x[(r0+r)*K : (r0+r+1)*K] })
+	panels, wbuf, tile := (*pp)[:size], (*pp)[size:][:bcastRows*K], (*pp)[size+bcastRows*K:]
+	for _, p := range ps {
+		packRows(panels[p.off:p.off+p.lanes*K], K, p.m, p.lanes,
+			func(r int) []float32 { return x[(p.r0+r)*K : (p.r0+r+1)*K] })
 	}
 	for g := j0; g < j1; g += bcastRows {
 		m := min(bcastRows, j1-g)
@@ -161,13 +178,16 @@ func bcastPackedActs(dst, x []float32, n int, w *Matrix, rb, j0, j1 int, kern bc
 			}
 			clear(a[m*K:])
 		}
-		for p := range np {
-			kern(&a[0], K, &panels[p*bcastLanes*K], K, &tile[0], bcastLanes)
-			r0 := p * bcastLanes
-			for i := range min(bcastLanes, n-r0) {
-				out := dst[(r0+i)*R+g : (r0+i)*R+g+m]
+		for _, p := range ps {
+			k := kern.k32
+			if p.lanes == 16 {
+				k = kern.k16
+			}
+			k(&a[0], K, &panels[p.off], K, &tile[0], p.lanes)
+			for i := range p.m {
+				out := dst[(p.r0+i)*R+g : (p.r0+i)*R+g+m]
 				for j := range out {
-					out[j] = tile[j*bcastLanes+i]
+					out[j] = tile[j*p.lanes+i]
 				}
 			}
 		}

@@ -7,6 +7,9 @@ import "fmt"
 //go:noescape
 func gemmBcast12x32(a *float32, as int, p *float32, k int, dst *float32, ds int)
 
+//go:noescape
+func gemmBcast12x16(a *float32, as int, p *float32, k int, dst *float32, ds int)
+
 // bcastGEMM runs MatMulBatch's broadcast GEMM when the CPU and the weight
 // type allow it, reporting whether it did.
 func bcastGEMM(dst, x []float32, n int, w *Matrix) bool {
@@ -17,6 +20,6 @@ func bcastGEMM(dst, x []float32, n int, w *Matrix) bool {
 	if err != nil || len(w.Data) != w.Rows*rb {
 		panic(fmt.Sprintf("ml: MatMulBatch with %v %dx%d (%d bytes)", w.Type, w.Rows, w.Cols, len(w.Data)))
 	}
-	bcastSplit(dst, x, n, w, rb, gemmBcast12x32)
+	bcastSplit(dst, x, n, w, rb, bcastKernels{gemmBcast12x32, gemmBcast12x16})
 	return true
 }

@@ -113,3 +113,85 @@ loop:
 	VMOVUPS Z23, 64(DX)
 	VZEROUPPER
 	RET
+
+// One row's step of gemmBcast12x16: one accumulator.
+#define ROW1(src, b, acc) \
+	VBROADCASTSS src, b         \
+	VFMADD231PS  Z24, b, acc
+
+// func gemmBcast12x16(a *float32, as int, p *float32, k int, dst *float32, ds int)
+// gemmBcast12x32 for a panel of 16 values per step (p's stride 16): the
+// same FMA chain per output, so the two kernels agree bit for bit.
+TEXT ·gemmBcast12x16(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ as+8(FP), R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), AX
+	LEAQ (SI)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	LEAQ (R11)(AX*1), R12
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+	VPXORD Z4, Z4, Z4
+	VPXORD Z6, Z6, Z6
+	VPXORD Z8, Z8, Z8
+	VPXORD Z10, Z10, Z10
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	VPXORD Z16, Z16, Z16
+	VPXORD Z18, Z18, Z18
+	VPXORD Z20, Z20, Z20
+	VPXORD Z22, Z22, Z22
+
+loop16:
+	VMOVUPS (DI), Z24
+	ROW1((SI), Z26, Z0)
+	ROW1((SI)(R9*1), Z27, Z2)
+	ROW1((SI)(R9*2), Z28, Z4)
+	ROW1((R10), Z29, Z6)
+	ROW1((SI)(R9*4), Z30, Z8)
+	ROW1((R10)(R9*2), Z31, Z10)
+	ROW1((R11), Z26, Z12)
+	ROW1((R10)(R9*4), Z27, Z14)
+	ROW1((SI)(R9*8), Z28, Z16)
+	ROW1((R12), Z29, Z18)
+	ROW1((R11)(R9*4), Z30, Z20)
+	ROW1((R10)(R9*8), Z31, Z22)
+	ADDQ $4, SI
+	ADDQ $4, R10
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  loop16
+
+	MOVQ dst+32(FP), DX
+	MOVQ ds+40(FP), R9
+	SHLQ $2, R9
+	VMOVUPS Z0, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z2, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z4, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z6, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z8, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z10, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z12, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z14, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z16, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z18, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z20, (DX)
+	ADDQ    R9, DX
+	VMOVUPS Z22, (DX)
+	VZEROUPPER
+	RET
