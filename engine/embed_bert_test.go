@@ -232,6 +232,7 @@ func TestEmbedBERTBitIdenticalUnderConcurrency(t *testing.T) {
 		{"bert", embedtest.BERTSpec{Pooling: 1, Lower: true}},
 		{"nomic-bert", embedtest.BERTSpec{Pooling: 1, Lower: true, Nomic: true}},
 		{"modern-bert", embedtest.BERTSpec{Pooling: 1, Lower: true, Modern: true}},
+		{"jina-bert-v2", embedtest.BERTSpec{Pooling: 1, Lower: true, Jina: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, _ := embedtest.WriteBERT(t, tc.spec)

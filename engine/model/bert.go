@@ -25,7 +25,9 @@ type Encoder struct {
 	// LayerNorms without bias applied before attention and the FFN (nil
 	// AttnNorm: the identity), Weights.Norm the final output_norm; GEGLU:
 	// ffn_up's first Hidden rows go through GELU and multiply the rest.
-	PreNorm, GEGLU    bool
+	PreNorm, GEGLU bool
+	// GELUGated (jina-bert-v2 with ffn_gate): gelu(gate·x) * (up·x + b).
+	GELUGated         bool
 	EmbNorm, EmbNormB []float32 // token_embd_norm (EmbNormB nil: no bias)
 	Eps               float32   // LayerNorm epsilon
 	Layers            []EncoderLayer
@@ -42,10 +44,15 @@ type RankHead struct {
 	Last bool
 }
 
-// EncoderLayer holds one encoder layer's LayerNorm and FFN biases.
+// EncoderLayer holds one encoder layer's LayerNorm and FFN biases, and
+// jina-bert-v2's optional parts: LayerNorms of Q and K (over all heads,
+// after their biases) and attn_norm_2 (the layer input added again after
+// the attention norm, then normed).
 type EncoderLayer struct {
-	AttnNormB, FFNNormB []float32
-	UpB, DownB          []float32
+	AttnNormB, FFNNormB          []float32
+	UpB, DownB                   []float32
+	QNorm, QNormB, KNorm, KNormB []float32
+	Norm2, Norm2B                []float32
 }
 
 // IsEncoder reports whether the weights are an encoder (BERT): no
@@ -59,6 +66,7 @@ func (w *Weights) IsEncoder() bool { return w.Encoder != nil }
 func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	name := f.Architecture()
 	nomic := name == "nomic-bert"
+	jina := name == "jina-bert-v2"
 	g := &ggufLoader{f: f, arch: name, used: map[string]bool{}}
 	var c Config
 	var err error
@@ -94,6 +102,9 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 		c.RopeTheta = float32(theta)
 		c.Block.RopeStyle = arch.RopeNeoX
 	}
+	if jina {
+		c.Block.ALiBi = 8 // llama.cpp's f_max_alibi_bias for jina-bert-v2
+	}
 	eps, err := g.float("attention.layer_norm_epsilon", 0, true)
 	if err != nil {
 		return nil, err
@@ -126,7 +137,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 			return nil, err
 		}
 	}
-	if !nomic {
+	if !nomic && !jina {
 		if enc.Pos, err = g.matrix("position_embd", -1, c.Dim); err != nil {
 			return nil, err
 		}
@@ -147,12 +158,21 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	for i := range w.Layers {
 		l, el := &w.Layers[i], &enc.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
+		// jina-bert-v2's FFN, as llama.cpp picks it: a GELU-gated one with
+		// ffn_gate, else GEGLU when ffn_up has twice the rows, else BERT's.
+		upRows := c.Hidden
+		if jina {
+			_, enc.GELUGated = g.tensor(p + "ffn_gate")
+			if t, ok := g.tensor(p + "ffn_up"); ok && !enc.GELUGated && len(t.Dims) == 2 && t.Dims[1] == uint64(2*c.Hidden) {
+				upRows, enc.GEGLU = 2*c.Hidden, true
+			}
+		}
 		mats := []struct {
 			dst        **ml.Matrix
 			name       string
 			rows, cols int
 		}{
-			{&l.O, "attn_output", c.Dim, c.Dim}, {&l.Up, "ffn_up", c.Hidden, c.Dim}, {&l.Down, "ffn_down", c.Dim, c.Hidden},
+			{&l.O, "attn_output", c.Dim, c.Dim}, {&l.Up, "ffn_up", upRows, c.Dim}, {&l.Down, "ffn_down", c.Dim, c.Hidden},
 		}
 		if _, fused := g.tensor(p + "attn_qkv"); fused {
 			qkv, err := g.matrix(p+"attn_qkv", 3*c.Dim, c.Dim)
@@ -168,7 +188,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 				rows, cols int
 			}{{&l.Q, "attn_q", c.Dim, c.Dim}, {&l.K, "attn_k", c.Dim, c.Dim}, {&l.V, "attn_v", c.Dim, c.Dim}}...)
 		}
-		if nomic {
+		if nomic || enc.GELUGated {
 			mats = append(mats, struct {
 				dst        **ml.Matrix
 				name       string
@@ -189,7 +209,10 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 			{&l.AttnNorm, "attn_output_norm.weight", c.Dim, false}, {&el.AttnNormB, "attn_output_norm.bias", c.Dim, false},
 			{&l.FFNNorm, "layer_output_norm.weight", c.Dim, false}, {&el.FFNNormB, "layer_output_norm.bias", c.Dim, false},
 			{&l.QBias, "attn_q.bias", c.Dim, true}, {&l.KBias, "attn_k.bias", c.Dim, true}, {&l.VBias, "attn_v.bias", c.Dim, true},
-			{&l.OBias, "attn_output.bias", c.Dim, true}, {&el.UpB, "ffn_up.bias", c.Hidden, true}, {&el.DownB, "ffn_down.bias", c.Dim, true},
+			{&l.OBias, "attn_output.bias", c.Dim, true}, {&el.UpB, "ffn_up.bias", upRows, true}, {&el.DownB, "ffn_down.bias", c.Dim, true},
+			{&el.QNorm, "attn_q_norm.weight", c.Dim, true}, {&el.QNormB, "attn_q_norm.bias", c.Dim, true},
+			{&el.KNorm, "attn_k_norm.weight", c.Dim, true}, {&el.KNormB, "attn_k_norm.bias", c.Dim, true},
+			{&el.Norm2, "attn_norm_2.weight", c.Dim, true}, {&el.Norm2B, "attn_norm_2.bias", c.Dim, true},
 		} {
 			if _, ok := f.Tensor(p + v.name); !ok && v.opt {
 				continue
@@ -216,10 +239,10 @@ func (w *Weights) checkEncoder() error {
 	if len(w.Layers) != c.Layers || len(enc.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(w.Layers), c.Layers)
 	}
-	if !enc.RoPE && (enc.Pos == nil || enc.Pos.Cols != c.Dim || enc.Pos.Rows < 1) {
+	if !enc.RoPE && c.Block.ALiBi == 0 && (enc.Pos == nil || enc.Pos.Cols != c.Dim || enc.Pos.Rows < 1) {
 		return fmt.Errorf("%w: encoder position embeddings missing or not [context][%d]", ErrUnsupported, c.Dim)
 	}
-	if enc.Gated {
+	if enc.Gated || enc.GELUGated {
 		for i, l := range w.Layers {
 			if l.Gate == nil || l.Gate.Rows != c.Hidden || l.Gate.Cols != c.Dim {
 				return fmt.Errorf("model: encoder layer %d has no ffn_gate of %dx%d", i, c.Hidden, c.Dim)
@@ -254,7 +277,8 @@ func (w *Weights) checkEncoder() error {
 			n   int
 			opt bool
 		}{{l.AttnNorm, c.Dim, false}, {el.AttnNormB, c.Dim, false}, {l.FFNNorm, c.Dim, false}, {el.FFNNormB, c.Dim, false},
-			{l.QBias, c.Dim, true}, {l.KBias, c.Dim, true}, {l.VBias, c.Dim, true}, {l.OBias, c.Dim, true}, {el.UpB, c.Hidden, true}, {el.DownB, c.Dim, true}} {
+			{l.QBias, c.Dim, true}, {l.KBias, c.Dim, true}, {l.VBias, c.Dim, true}, {l.OBias, c.Dim, true}, {el.UpB, upRows, true}, {el.DownB, c.Dim, true},
+			{el.QNorm, c.Dim, true}, {el.KNorm, c.Dim, true}, {el.Norm2, c.Dim, true}} {
 			if (v.v != nil || !v.opt) && len(v.v) != v.n {
 				return fmt.Errorf("model: encoder layer %d has a vector of %d values, want %d", i, len(v.v), v.n)
 			}
@@ -390,6 +414,18 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 		bias(r.q[:n*dim], L.QBias)
 		bias(r.k[:n*dim], L.KBias)
 		bias(r.v[:n*dim], L.VBias)
+		if EL.QNorm != nil || EL.KNorm != nil { // jina-bert-v2
+			for i := range n {
+				if EL.QNorm != nil {
+					q := r.q[i*dim : (i+1)*dim]
+					LayerNorm(q, q, EL.QNorm, EL.QNormB, enc.Eps)
+				}
+				if EL.KNorm != nil {
+					k := r.k[i*dim : (i+1)*dim]
+					LayerNorm(k, k, EL.KNorm, EL.KNormB, enc.Eps)
+				}
+			}
+		}
 		for i := range n {
 			if enc.RoPE {
 				cs := r.tabs[r.ropeOf[l]][i*ropeDim : (i+1)*ropeDim]
@@ -407,23 +443,48 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			r.preNormFFN(L, n)
 			continue
 		}
+		if EL.Norm2 != nil {
+			copy(r.k[:n*dim], r.x[:n*dim]) // the layer input (K is in the cache now)
+		}
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]
 			ml.Add(x, r.xb[i*dim:(i+1)*dim])
 			LayerNorm(x, x, L.AttnNorm, EL.AttnNormB, enc.Eps)
+			if EL.Norm2 != nil {
+				ml.Add(x, r.k[i*dim:(i+1)*dim])
+				LayerNorm(x, x, EL.Norm2, EL.Norm2B, enc.Eps)
+			}
 		}
-		if enc.Gated {
+		ffnOut := r.hb[:n*hid]
+		switch {
+		case enc.GELUGated:
+			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Gate)
+			ml.MatMulBatch(r.hb2[:n*hid], r.x[:n*dim], n, L.Up)
+			bias(r.hb2[:n*hid], EL.UpB)
+			hb, hb2 := r.hb[:n*hid], r.hb2[:n*hid]
+			ml.Parallel(n*hid, 8192, func(lo, hi int) {
+				ml.GELUTanhSlice(hb[lo:hi])
+				for i := lo; i < hi; i++ {
+					hb[i] *= hb2[i]
+				}
+			})
+		case enc.GEGLU:
+			ml.MatMulBatch(r.hb[:n*2*hid], r.x[:n*dim], n, L.Up)
+			bias(r.hb[:n*2*hid], EL.UpB)
+			ffnOut = r.hb2[:n*hid]
+			geglu(ffnOut, r.hb[:n*2*hid], n, hid)
+		case enc.Gated:
 			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Gate)
 			ml.MatMulBatch(r.hb2[:n*hid], r.x[:n*dim], n, L.Up)
 			hb, hb2 := r.hb[:n*hid], r.hb2[:n*hid]
 			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.SiLUMul(hb[lo:hi], hb2[lo:hi]) })
-		} else {
+		default:
 			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
 			bias(r.hb[:n*hid], EL.UpB)
 			hb := r.hb[:n*hid]
 			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.GELUTanhSlice(hb[lo:hi]) })
 		}
-		ml.MatMulBatch(r.xb[:n*dim], r.hb[:n*hid], n, L.Down)
+		ml.MatMulBatch(r.xb[:n*dim], ffnOut, n, L.Down)
 		bias(r.xb[:n*dim], EL.DownB)
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]

@@ -371,6 +371,10 @@ func (r *Runner) attention(layer int, rows []row) {
 	group := c.Heads / c.KVHeads
 	inv := c.Block.Scale(hd)
 	softcap := c.Block.AttnSoftcap
+	var slopes []float32
+	if c.Block.ALiBi > 0 {
+		slopes = arch.ALiBiSlopes(heads, c.Block.ALiBi)
+	}
 	sinks := r.w.Layers[layer].Sinks
 	window := 0
 	if c.Block.Local(layer) {
@@ -440,6 +444,12 @@ func (r *Runner) attention(layer int, rows []row) {
 			r.kv.scoresGroup(ss, q[h*hd:hEnd*hd], hEnd-h, kvh, offs, inv)
 			for j := h; j < hEnd; j++ {
 				s := sc[(j-u.h0)*span : (j-u.h0+1)*span]
+				if slopes != nil {
+					for t := range s {
+						d := rw.pos - (first + t)
+						s[t] += slopes[j] * -float32(max(d, -d))
+					}
+				}
 				if softcap != 0 {
 					ml.SoftCap(s, softcap)
 				}

@@ -181,19 +181,25 @@ func (r *Runner) preNormFFN(L *Layer, n int) {
 		LayerNorm(r.xb[i*dim:(i+1)*dim], x, L.FFNNorm, nil, enc.Eps)
 	}
 	ml.MatMulBatch(r.hb[:n*2*hid], r.xb[:n*dim], n, L.Up)
-	hb, out := r.hb[:n*2*hid], r.hb2[:n*hid]
-	ml.Parallel(n, max(1, 8192/hid), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := hb[i*2*hid : i*2*hid+hid]
-			ml.GELUTanhSlice(g)
-			o := out[i*hid : (i+1)*hid]
-			for j, v := range hb[i*2*hid+hid : (i+1)*2*hid] {
-				o[j] = g[j] * v
-			}
-		}
-	})
+	out := r.hb2[:n*hid]
+	geglu(out, r.hb[:n*2*hid], n, hid)
 	ml.MatMulBatch(r.xb[:n*dim], out, n, L.Down)
 	for i := range n {
 		ml.Add(r.x[i*dim:(i+1)*dim], r.xb[i*dim:(i+1)*dim])
 	}
+}
+
+// geglu sets out (n x hid) to GELU of the first half of each row of h
+// (n x 2hid, overwritten) times its second half, as ggml_geglu.
+func geglu(out, h []float32, n, hid int) {
+	ml.Parallel(n, max(1, 8192/hid), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g := h[i*2*hid : i*2*hid+hid]
+			ml.GELUTanhSlice(g)
+			o := out[i*hid : (i+1)*hid]
+			for j, v := range h[i*2*hid+hid : (i+1)*2*hid] {
+				o[j] = g[j] * v
+			}
+		}
+	})
 }

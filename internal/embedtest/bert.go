@@ -28,6 +28,11 @@ type BERTSpec struct {
 	// GEGLU FFN, a final output_norm and a symmetric sliding window of
 	// ModernWindow on every layer but the first of each 3.
 	Modern bool
+	// Jina writes architecture jina-bert-v2 (jina-embeddings-v2): BERT
+	// with ALiBi instead of position embeddings, LayerNorms of Q and K,
+	// attn_norm_2, and a GEGLU FFN (ffn_up of twice the rows) or, with
+	// JinaGate, a GELU-gated one (ffn_gate).
+	Jina, JinaGate bool
 	// Activation, when set, is written as modern-bert.hidden_activation.
 	Activation string
 	// Type is the matrices' weight type (F32, the zero value; F16, BF16,
@@ -138,6 +143,8 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 	case s.Nomic:
 		a = "nomic-bert"
 		b.Set(a+".rope.freq_base", float32(1000))
+	case s.Jina:
+		a = "jina-bert-v2"
 	case s.Modern:
 		a = "modern-bert"
 		b.Set(a+".rope.freq_base", float32(160000))
@@ -196,7 +203,7 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		return b
 	}
 	mat("token_types.weight", 2, BERTDim, 4)
-	if !s.Nomic {
+	if !s.Nomic && !s.Jina {
 		mat("position_embd.weight", BERTContext, BERTDim, 4)
 	}
 	vec("token_embd_norm.weight", BERTDim, 1, 0.2)
@@ -214,7 +221,21 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		}
 		vec(p+"attn_output_norm.weight", BERTDim, 1, 0.2)
 		vec(p+"attn_output_norm.bias", BERTDim, 0, 0.1)
-		if s.Nomic {
+		if s.Jina {
+			for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
+				vec(p+n+".weight", BERTDim, 1, 0.2)
+				vec(p+n+".bias", BERTDim, 0, 0.1)
+			}
+			up := 2 * BERTHidden
+			if s.JinaGate {
+				up = BERTHidden
+				mat(p+"ffn_gate.weight", BERTHidden, BERTDim, 1.7)
+			}
+			mat(p+"ffn_up.weight", up, BERTDim, 1.7)
+			vec(p+"ffn_up.bias", up, 0, 0.1)
+			mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
+			vec(p+"ffn_down.bias", BERTDim, 0, 0.1)
+		} else if s.Nomic {
 			mat(p+"ffn_gate.weight", BERTHidden, BERTDim, 1.7)
 			mat(p+"ffn_up.weight", BERTHidden, BERTDim, 1.7)
 			mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
