@@ -82,12 +82,15 @@ func BenchmarkEmbed(b *testing.B) {
 	}
 }
 
-// BenchmarkEmbedSideBySide runs BenchmarkEmbed's bge-base case on one
-// thread next to llama.cpp on the same file and inputs, alternating within
-// each iteration: kvwarden through Engine.Embed (32 requests batched by the
-// scheduler), llama.cpp through bench/llamaembed with BATCH=1 (the 32
-// inputs as 32 sequences of one llama_encode), its own compute time (model
-// loading excluded). It needs KVWARDEN_LLAMA_EMBED (docs/EMBEDDINGS.md).
+// BenchmarkEmbedSideBySide runs kvwarden next to llama.cpp on one
+// thread, on the same file and token inputs of 128 tokens, alternating
+// within each iteration: kvwarden through Engine.Embed (the inputs
+// batched by the scheduler), llama.cpp through bench/llamaembed with
+// BATCH=1 (the inputs as sequences of one llama_encode/llama_decode), its
+// own compute time (model loading excluded). Shapes: bge-base (BERT, F32,
+// CLS pooling, 32 inputs) and Qwen3-Embedding-0.6B (Q8_0, last-token
+// pooling, 8 inputs to keep a run to a few minutes on a shared machine).
+// It needs KVWARDEN_LLAMA_EMBED (docs/EMBEDDINGS.md).
 //
 //	KVWARDEN_LLAMA_EMBED=/tmp/llamaembed go test ./bench -run '^$' -bench EmbedSideBySide -benchtime 2x
 func BenchmarkEmbedSideBySide(b *testing.B) {
@@ -95,11 +98,33 @@ func BenchmarkEmbedSideBySide(b *testing.B) {
 	if bin == "" {
 		b.Skip("KVWARDEN_LLAMA_EMBED is not set (a bench/llamaembed binary built against llama.cpp)")
 	}
-	const inputs, tokens = 32, 128
-	data, err := embedtest.BERTBytes(embedtest.BERTSpec{Pooling: 2, Lower: true}, embedtest.BGEBase)
-	require.NoError(b, err)
-	path := filepath.Join(b.TempDir(), "bge-base.gguf")
-	require.NoError(b, os.WriteFile(path, data, 0o644))
+	const tokens = 128
+	for _, tc := range []struct {
+		name   string
+		inputs int
+		write  func(b *testing.B) string
+	}{
+		{"bge-base", 32, func(b *testing.B) string {
+			data, err := embedtest.BERTBytes(embedtest.BERTSpec{Pooling: 2, Lower: true}, embedtest.BGEBase)
+			require.NoError(b, err)
+			path := filepath.Join(b.TempDir(), "bge-base.gguf")
+			require.NoError(b, os.WriteFile(path, data, 0o644))
+			return path
+		}},
+		{"qwen3-embedding-0.6b", 8, func(b *testing.B) string {
+			path, _ := embedtest.Write(b, embedtest.Spec{Arch: "qwen3", Pooling: 3, AddEOS: true, Type: ml.Q8_0,
+				Shape: &embedtest.Qwen3Embedding06B})
+			return path
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			path := tc.write(b)
+			sideBySide(b, bin, path, tc.inputs, tokens)
+		})
+	}
+}
+
+func sideBySide(b *testing.B, bin, path string, inputs, tokens int) {
 	e, err := engine.New(engine.Config{ModelPath: path, Device: "cpu", Threads: 1, MaxContext: 512,
 		KVMemory: 1 << 30, MaxBatchTokens: inputs * tokens, MaxSeqs: inputs})
 	require.NoError(b, err)

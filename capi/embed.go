@@ -74,7 +74,7 @@ func kvwgo_embed(hv C.uintptr_t, inputs **C.char, n C.size_t, p *C.kvw_embed_par
 	case C.KVW_POOLING_MEAN, C.KVW_POOLING_CLS, C.KVW_POOLING_LAST:
 		req.Pooling = model.PoolingNone + model.Pooling(pool)
 	case C.KVW_POOLING_NONE, C.KVW_POOLING_RANK:
-		return fail(stInvalid, "%s: pooling %d is not for kvw_embed (per-token vectors are not offered; rank is kvw_rerank)", fn, pool)
+		return fail(stInvalid, "%s: pooling %d is not for kvw_embed (per-token vectors are kvw_embed_tokens; rank is kvw_rerank)", fn, pool)
 	default:
 		return fail(stInvalid, "%s: unknown pooling %d", fn, pool)
 	}
@@ -103,6 +103,81 @@ func kvwgo_embed(hv C.uintptr_t, inputs **C.char, n C.size_t, p *C.kvw_embed_par
 	dst := unsafe.Slice((*float32)(unsafe.Pointer(out)), int(need))
 	for i, d := range res.Data {
 		copy(dst[i*dim:(i+1)*dim], d.Vector)
+	}
+	return stOK
+}
+
+//export kvwgo_embed_tokens
+func kvwgo_embed_tokens(hv C.uintptr_t, inputs **C.char, n C.size_t, p *C.kvw_embed_params, out *C.float, capacity C.size_t,
+	outN *C.size_t, outDim *C.int32_t, counts *C.size_t) (st C.int32_t) {
+	const fn = "kvw_embed_tokens"
+	defer guard(&st, fn)
+	h, st := lookup(hv, fn)
+	if st != stOK {
+		return st
+	}
+	if outN == nil {
+		return fail(stInvalid, "%s: out_n is NULL", fn)
+	}
+	if out == nil && capacity != 0 {
+		return fail(stInvalid, "%s: out is NULL but capacity is %d", fn, uint64(capacity))
+	}
+	texts, st := cStrings(inputs, n, fn, "inputs")
+	if st != stOK {
+		return st
+	}
+	if pool := int(p.pooling); pool != C.KVW_POOLING_MODEL && pool != C.KVW_POOLING_NONE {
+		return fail(stInvalid, "%s: pooling %d: per-token vectors are pooling none (KVW_POOLING_NONE or KVW_POOLING_MODEL)", fn, pool)
+	}
+	req := engine.EmbedRequest{Inputs: texts, Pooling: model.PoolingNone, NoNormalize: p.normalize == 0,
+		Dimensions: int(p.dimensions), Truncate: p.truncate != 0}
+	if req.Tenant, st = optText(p.tenant, fn, "tenant"); st != stOK {
+		return st
+	}
+	dim := h.eng.ModelConfig().Dim
+	if req.Dimensions > 0 && req.Dimensions <= dim {
+		dim = req.Dimensions
+	}
+	ctx := context.Background()
+	toks, err := h.eng.EmbedTokenCounts(ctx, req)
+	if err != nil {
+		return embedStatus(err, fn)
+	}
+	total := 0
+	for _, t := range toks {
+		total += t
+	}
+	need := uint64(total) * uint64(dim)
+	*outN = C.size_t(need)
+	if outDim != nil {
+		*outDim = C.int32_t(dim)
+	}
+	if counts != nil {
+		cs := unsafe.Slice(counts, len(toks))
+		for i, t := range toks {
+			cs[i] = C.size_t(t)
+		}
+	}
+	if out == nil {
+		return stOK
+	}
+	if uint64(capacity) < need {
+		return fail(stTooSmall, "%s: %d floats do not fit in capacity %d", fn, need, uint64(capacity))
+	}
+	res, err := h.eng.Embed(ctx, req)
+	if err != nil {
+		return embedStatus(err, fn)
+	}
+	dst := unsafe.Slice((*float32)(unsafe.Pointer(out)), int(need))
+	at := 0
+	for i, d := range res.Data {
+		if len(d.PerToken) != toks[i] {
+			// The counts were the engine's own tokenization; a mismatch is a bug.
+			return fail(stInternal, "%s: input %d ran as %d tokens, the size query said %d", fn, i, len(d.PerToken), toks[i])
+		}
+		for _, v := range d.PerToken {
+			at += copy(dst[at:at+dim], v)
+		}
 	}
 	return stOK
 }

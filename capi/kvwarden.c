@@ -613,6 +613,16 @@ int32_t kvw_embed(kvw_engine* engine, const char* const* inputs, size_t n_inputs
     return kvwgo_embed((uintptr_t)engine, (char**)inputs, n_inputs, &p, out, capacity, out_n, out_dim);
 }
 
+int32_t kvw_embed_tokens(kvw_engine* engine, const char* const* inputs, size_t n_inputs,
+                         const kvw_embed_params* params, float* out, size_t capacity, size_t* out_n,
+                         int32_t* out_dim, size_t* token_counts) {
+    NOT_IN_CHILD("kvw_embed_tokens");
+    kvw_embed_params p;
+    LOAD_PARAMS(kvw_embed_params, "kvw_embed_params", params, p);
+    return kvwgo_embed_tokens((uintptr_t)engine, (char**)inputs, n_inputs, &p, out, capacity, out_n, out_dim,
+                              token_counts);
+}
+
 int32_t kvw_rerank(kvw_engine* engine, const char* query, const char* const* documents,
                    size_t n_documents, const char* tenant, float* scores, size_t capacity,
                    size_t* out_n) {

@@ -129,47 +129,11 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedResult, erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	pool, err := e.embedPooling(req.Pooling)
+	jobs, pool, err := e.embedJobs(req)
 	if err != nil {
 		return EmbedResult{}, err
 	}
-	if pool == model.PoolingRank {
-		return EmbedResult{}, &FieldError{Field: "pooling", Index: -1, Err: fmt.Errorf("%w: pooling rank scores query/document pairs; use Rerank", ErrInvalidParams)}
-	}
-	dim := e.mcfg.Dim
-	keep := dim
-	switch {
-	case req.Dimensions < 0:
-		return EmbedResult{}, &FieldError{Field: "dimensions", Index: -1, Err: fmt.Errorf("%w: %d is negative", ErrDimensions, req.Dimensions)}
-	case req.Dimensions > dim:
-		return EmbedResult{}, &FieldError{Field: "dimensions", Index: -1, Err: fmt.Errorf("%w: %d is more than the model's %d", ErrDimensions, req.Dimensions, dim)}
-	case req.Dimensions > 0:
-		keep = req.Dimensions
-	}
-	if len(req.Inputs) > 0 && len(req.Tokens) > 0 {
-		return EmbedResult{}, &FieldError{Field: "input", Index: -1, Err: fmt.Errorf("%w: give texts or token arrays, not both", ErrInvalidParams)}
-	}
-	n := max(len(req.Inputs), len(req.Tokens))
-	if n == 0 {
-		return EmbedResult{}, &FieldError{Field: "input", Index: -1, Err: fmt.Errorf("%w: no inputs", ErrEmptyPrompt)}
-	}
-	jobs := make([]*embedJob, n)
-	for i := range jobs {
-		j := &embedJob{truncate: req.Truncate, pooling: pool, dim: dim, keep: keep, norm: !req.NoNormalize, whole: e.mcfg.NonCausal}
-		if len(req.Inputs) > 0 {
-			if req.Inputs[i] == "" {
-				return EmbedResult{}, &FieldError{Field: "input", Index: i, Err: fmt.Errorf("%w: empty string", ErrEmptyPrompt)}
-			}
-			j.text = req.Inputs[i]
-		} else {
-			if len(req.Tokens[i]) == 0 {
-				return EmbedResult{}, &FieldError{Field: "input", Index: i, Err: fmt.Errorf("%w: empty token array", ErrEmptyPrompt)}
-			}
-			j.tokens = req.Tokens[i]
-		}
-		jobs[i] = j
-	}
-
+	n := len(jobs)
 	if err := e.runJobs(ctx, req.Tenant, jobs, "input"); err != nil {
 		return EmbedResult{}, err
 	}
@@ -180,6 +144,51 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedResult, erro
 		res.PromptTokens += j.out.Tokens
 	}
 	return res, nil
+}
+
+// embedJobs validates req and makes one job per input.
+func (e *Engine) embedJobs(req EmbedRequest) ([]*embedJob, model.Pooling, error) {
+	pool, err := e.embedPooling(req.Pooling)
+	if err != nil {
+		return nil, 0, err
+	}
+	if pool == model.PoolingRank {
+		return nil, 0, &FieldError{Field: "pooling", Index: -1, Err: fmt.Errorf("%w: pooling rank scores query/document pairs; use Rerank", ErrInvalidParams)}
+	}
+	dim := e.mcfg.Dim
+	keep := dim
+	switch {
+	case req.Dimensions < 0:
+		return nil, 0, &FieldError{Field: "dimensions", Index: -1, Err: fmt.Errorf("%w: %d is negative", ErrDimensions, req.Dimensions)}
+	case req.Dimensions > dim:
+		return nil, 0, &FieldError{Field: "dimensions", Index: -1, Err: fmt.Errorf("%w: %d is more than the model's %d", ErrDimensions, req.Dimensions, dim)}
+	case req.Dimensions > 0:
+		keep = req.Dimensions
+	}
+	if len(req.Inputs) > 0 && len(req.Tokens) > 0 {
+		return nil, 0, &FieldError{Field: "input", Index: -1, Err: fmt.Errorf("%w: give texts or token arrays, not both", ErrInvalidParams)}
+	}
+	n := max(len(req.Inputs), len(req.Tokens))
+	if n == 0 {
+		return nil, 0, &FieldError{Field: "input", Index: -1, Err: fmt.Errorf("%w: no inputs", ErrEmptyPrompt)}
+	}
+	jobs := make([]*embedJob, n)
+	for i := range jobs {
+		j := &embedJob{truncate: req.Truncate, pooling: pool, dim: dim, keep: keep, norm: !req.NoNormalize, whole: e.mcfg.NonCausal}
+		if len(req.Inputs) > 0 {
+			if req.Inputs[i] == "" {
+				return nil, 0, &FieldError{Field: "input", Index: i, Err: fmt.Errorf("%w: empty string", ErrEmptyPrompt)}
+			}
+			j.text = req.Inputs[i]
+		} else {
+			if len(req.Tokens[i]) == 0 {
+				return nil, 0, &FieldError{Field: "input", Index: i, Err: fmt.Errorf("%w: empty token array", ErrEmptyPrompt)}
+			}
+			j.tokens = req.Tokens[i]
+		}
+		jobs[i] = j
+	}
+	return jobs, pool, nil
 }
 
 // runJobs submits one request per job (at most TenantQuota at once when a
@@ -272,11 +281,24 @@ func (e *Engine) runEmbed(ctx context.Context, tenant string, j *embedJob) error
 // refused unless the request asked to truncate it.
 func (e *Engine) buildEmbed(ctx context.Context, req Request) (*seq, string, error) {
 	j := req.embed
+	prompt, reject, err := e.embedPrompt(ctx, j)
+	if err != nil {
+		return nil, reject, err
+	}
+	s := &seq{tenant: req.Tenant, prompt: prompt, state: StateWaiting, submitted: time.Now(), emb: j}
+	s.tokens = append([]int(nil), prompt...)
+	j.n = len(prompt)
+	return s, "", nil
+}
+
+// embedPrompt is an input's tokens as buildEmbed runs them (a rejection's
+// reason with the error).
+func (e *Engine) embedPrompt(ctx context.Context, j *embedJob) ([]int, string, error) {
 	limit := e.cfg.MaxContext
 	if j.whole {
 		limit = min(limit, e.cfg.MaxBatchTokens)
 	}
-	tooLong := func(n int, atLeast bool) (*seq, string, error) {
+	tooLong := func(n int, atLeast bool) ([]int, string, error) {
 		return nil, RejectPromptTooLong, &PromptTooLongError{Requested: n, Limit: limit, Prompt: n, AtLeast: atLeast}
 	}
 	// The token that ends an input: BERT's separator [SEP], else EOS when
@@ -333,10 +355,7 @@ func (e *Engine) buildEmbed(ctx context.Context, req Request) (*seq, string, err
 			prompt[limit-1] = eos
 		}
 	}
-	s := &seq{tenant: req.Tenant, prompt: prompt, state: StateWaiting, submitted: time.Now(), emb: j}
-	s.tokens = append([]int(nil), prompt...)
-	j.n = len(prompt)
-	return s, "", nil
+	return prompt, "", nil
 }
 
 // take records the hidden states of the rows a step computed for s,

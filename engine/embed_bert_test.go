@@ -222,37 +222,50 @@ func TestEmbedBERTMatchesReference(t *testing.T) {
 	require.ErrorIs(t, err, ErrPromptTooLong)
 }
 
-// 16 concurrent BERT inputs of different lengths equal each one alone.
+// 16 concurrent inputs of different lengths equal each one alone, for
+// each encoder architecture.
 func TestEmbedBERTBitIdenticalUnderConcurrency(t *testing.T) {
-	path, _ := embedtest.WriteBERT(t, embedtest.BERTSpec{Pooling: 1, Lower: true})
-	alone := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 64})
-	busy := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 128, MaxBatchTokens: 96})
-	inputs := make([]string, 16)
-	want := make([][]float32, 16)
-	for i := range inputs {
-		inputs[i] = fmt.Sprintf("what is the capital of france %c", 'a'+i)
-		for range i / 2 {
-			inputs[i] += " the dog jumped"
-		}
-		r, err := alone.Embed(t.Context(), EmbedRequest{Inputs: []string{inputs[i]}})
-		require.NoError(t, err)
-		want[i] = r.Data[0].Vector
-	}
-	got := make([][]float32, 16)
-	errs := make([]error, 16)
-	var wg sync.WaitGroup
-	for i := range inputs {
-		wg.Go(func() {
-			r, err := busy.Embed(t.Context(), EmbedRequest{Inputs: []string{inputs[i]}})
-			if errs[i] = err; err == nil {
-				got[i] = r.Data[0].Vector
+	for _, tc := range []struct {
+		name string
+		spec embedtest.BERTSpec
+	}{
+		{"bert", embedtest.BERTSpec{Pooling: 1, Lower: true}},
+		{"nomic-bert", embedtest.BERTSpec{Pooling: 1, Lower: true, Nomic: true}},
+		{"modern-bert", embedtest.BERTSpec{Pooling: 1, Lower: true, Modern: true}},
+		{"jina-bert-v2", embedtest.BERTSpec{Pooling: 1, Lower: true, Jina: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _ := embedtest.WriteBERT(t, tc.spec)
+			alone := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 64})
+			busy := newEmbedEngine(t, path, Config{MaxContext: 64, KVPages: 128, MaxBatchTokens: 96})
+			inputs := make([]string, 16)
+			want := make([][]float32, 16)
+			for i := range inputs {
+				inputs[i] = fmt.Sprintf("what is the capital of france %c", 'a'+i)
+				for range i / 2 {
+					inputs[i] += " the dog jumped"
+				}
+				r, err := alone.Embed(t.Context(), EmbedRequest{Inputs: []string{inputs[i]}})
+				require.NoError(t, err)
+				want[i] = r.Data[0].Vector
+			}
+			got := make([][]float32, 16)
+			errs := make([]error, 16)
+			var wg sync.WaitGroup
+			for i := range inputs {
+				wg.Go(func() {
+					r, err := busy.Embed(t.Context(), EmbedRequest{Inputs: []string{inputs[i]}})
+					if errs[i] = err; err == nil {
+						got[i] = r.Data[0].Vector
+					}
+				})
+			}
+			wg.Wait()
+			for i := range inputs {
+				require.NoError(t, errs[i])
+				require.Equal(t, want[i], got[i], "input %d", i)
 			}
 		})
-	}
-	wg.Wait()
-	for i := range inputs {
-		require.NoError(t, errs[i])
-		require.Equal(t, want[i], got[i], "input %d", i)
 	}
 }
 

@@ -1070,8 +1070,8 @@ KVW_API int32_t kvw_tenant_erase_kv(kvw_engine* engine, const char* tenant, kvw_
 /* Pooling (the values of GGUF's <arch>.pooling_type). KVW_POOLING_MODEL
  * takes the model's; a model without one (a generative model) is refused
  * with KVW_ERR_INVALID_ARGUMENT unless a pooling is named. kvw_embed does
- * not take KVW_POOLING_NONE (per-token vectors) or KVW_POOLING_RANK (use
- * kvw_rerank). */
+ * not take KVW_POOLING_NONE (per-token vectors: kvw_embed_tokens) or
+ * KVW_POOLING_RANK (use kvw_rerank). */
 #define KVW_POOLING_MODEL (-1)
 #define KVW_POOLING_NONE 0
 #define KVW_POOLING_MEAN 1
@@ -1118,6 +1118,25 @@ static inline kvw_embed_params kvw_embed_default_params(void) {
 KVW_API int32_t kvw_embed(kvw_engine* engine, const char* const* inputs, size_t n_inputs,
                           const kvw_embed_params* params, float* out, size_t capacity,
                           size_t* out_n, int32_t* out_dim);
+
+/* Per-token embeddings (pooling none, as llama.cpp's
+ * LLAMA_POOLING_TYPE_NONE): every token's final hidden state for each of
+ * n_inputs texts, each vector normalized unless params->normalize is 0
+ * (params->dimensions applies per vector). params->pooling must be
+ * KVW_POOLING_MODEL or KVW_POOLING_NONE (both mean none here); a
+ * generative model is accepted.
+ *   out/capacity: caller-owned floats: input after input, token after
+ *     token, *out_dim values each (*out_n in all).
+ *   token_counts: n_inputs entries (may be NULL): input i's tokens (after
+ *     BOS/EOS and truncation), so input i starts at out[dim * (sum of the
+ *     counts before i)].
+ *   Size query: out NULL and capacity 0 tokenizes the inputs (computing
+ *     nothing) and sets *out_n, *out_dim and token_counts. A capacity
+ *     below *out_n is KVW_ERR_BUFFER_TOO_SMALL (nothing computed).
+ * Errors as kvw_embed's. */
+KVW_API int32_t kvw_embed_tokens(kvw_engine* engine, const char* const* inputs, size_t n_inputs,
+                                 const kvw_embed_params* params, float* out, size_t capacity,
+                                 size_t* out_n, int32_t* out_dim, size_t* token_counts);
 
 /* Scores n_documents documents against query with a cross-encoder (a model
  * with pooling rank and a classification head): scores[i] is document i's

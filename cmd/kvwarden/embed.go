@@ -30,7 +30,7 @@ func runEmbed(ctx context.Context, args []string, e *env) error {
 	var f embedFlags
 	fs := newFlagSet("embed")
 	f.common.Register(fs)
-	fs.StringVar(&f.pooling, "pooling", "", "pooling `type`: mean, cls or last (default: the model's pooling_type)")
+	fs.StringVar(&f.pooling, "pooling", "", "pooling `type`: mean, cls, last or none (per-token vectors) (default: the model's pooling_type)")
 	fs.BoolVar(&f.noNormalize, "no-normalize", false, "print the pooled vectors as they are, not scaled to unit L2 norm")
 	fs.IntVar(&f.dimensions, "dimensions", 0, "keep the first `n` values of each vector (Matryoshka), then normalize")
 	fs.BoolVar(&f.truncate, "truncate", false, "cut inputs longer than the engine takes instead of failing")
@@ -45,8 +45,8 @@ func runEmbed(ctx context.Context, args []string, e *env) error {
 	}
 	var pool model.Pooling
 	if f.pooling != "" {
-		if pool, err = model.ParsePooling(f.pooling); err != nil || pool == model.PoolingNone || pool == model.PoolingRank {
-			return cli.Usagef("--pooling %q: want mean, cls or last", f.pooling)
+		if pool, err = model.ParsePooling(f.pooling); err != nil || pool == model.PoolingRank {
+			return cli.Usagef("--pooling %q: want mean, cls, last or none", f.pooling)
 		}
 	}
 	if f.dimensions < 0 {
@@ -106,26 +106,40 @@ func runEmbed(ctx context.Context, args []string, e *env) error {
 	}
 	if f.json {
 		type datum struct {
-			Object    string    `json:"object"`
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
+			Object    string `json:"object"`
+			Index     int    `json:"index"`
+			Embedding any    `json:"embedding"` // per-token vectors with pooling none
 		}
 		data := make([]datum, len(res.Data))
 		for i, d := range res.Data {
 			data[i] = datum{"embedding", d.Index, d.Vector}
+			if d.Vector == nil {
+				data[i].Embedding = d.PerToken
+			}
 		}
 		return writeJSONLine(out, map[string]any{"object": "list", "data": data,
 			"usage": map[string]int{"prompt_tokens": res.PromptTokens, "total_tokens": res.PromptTokens}})
 	}
-	// One line per input: its values, space-separated, exactly as float32.
-	for _, d := range res.Data {
-		for i, v := range d.Vector {
+	// One line per input: its values, space-separated, exactly as float32;
+	// with pooling none one line per token, an empty line after each input.
+	line := func(vec []float32) {
+		for i, v := range vec {
 			if i > 0 {
 				out.WriteByte(' ')
 			}
 			out.WriteString(strconv.FormatFloat(float64(v), 'g', -1, 32))
 		}
 		out.WriteByte('\n')
+	}
+	for _, d := range res.Data {
+		if d.Vector == nil {
+			for _, v := range d.PerToken {
+				line(v)
+			}
+			out.WriteByte('\n')
+			continue
+		}
+		line(d.Vector)
 	}
 	return nil
 }

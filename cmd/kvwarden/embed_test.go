@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/internal/embedtest"
 )
 
@@ -63,7 +64,33 @@ func TestEmbedCommand(t *testing.T) {
 	require.InDelta(t, 1, math.Sqrt(ss), 1e-6)
 	require.Equal(t, want.Data[0].Tokens, out.Usage.PromptTokens)
 
-	for _, bad := range [][]string{{"--pooling", "max", "x"}, {"--dimensions", "-1", "x"}, {}} {
+	// Pooling none: one line per token, an empty line after each input;
+	// in JSON a list of per-token vectors.
+	none, err := func() (engine.EmbedResult, error) {
+		eng, err := engine.New(engine.Config{ModelPath: path, Device: "cpu"})
+		require.NoError(t, err)
+		defer eng.Close()
+		return eng.Embed(t.Context(), engine.EmbedRequest{Inputs: []string{"hello world", "second"}, Pooling: model.PoolingNone})
+	}()
+	require.NoError(t, err)
+	r = runCmd(t, "", "embed", "--model", path, "--device", "cpu", "--pooling", "none", "hello world", "second")
+	require.Equal(t, 0, r.code, r.stderr)
+	inputs := strings.Split(strings.TrimSuffix(r.stdout, "\n\n"), "\n\n")
+	require.Len(t, inputs, 2)
+	for i, in := range inputs {
+		require.Equal(t, none.Data[i].PerToken, parse(in), "input %d", i)
+	}
+	r = runCmd(t, "", "embed", "--model", path, "--device", "cpu", "--pooling", "none", "--json", "second")
+	require.Equal(t, 0, r.code, r.stderr)
+	var perTok struct {
+		Data []struct {
+			Embedding [][]float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &perTok))
+	require.Equal(t, none.Data[1].PerToken, perTok.Data[0].Embedding)
+
+	for _, bad := range [][]string{{"--pooling", "max", "x"}, {"--pooling", "rank", "x"}, {"--dimensions", "-1", "x"}, {}} {
 		r = runCmd(t, "", append([]string{"embed", "--model", path, "--device", "cpu"}, bad...)...)
 		require.NotEqual(t, 0, r.code, "%v", bad)
 	}

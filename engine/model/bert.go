@@ -20,8 +20,15 @@ type Encoder struct {
 	Pos        *ml.Matrix // [context][Dim] absolute position embeddings (bert); nil with RoPE
 	// RoPE (nomic-bert): NeoX rotation of Q and K instead of position
 	// embeddings; Gated: a SwiGLU FFN (silu(gate) * up) instead of GELU.
-	RoPE, Gated       bool
-	EmbNorm, EmbNormB []float32 // token_embd_norm
+	RoPE, Gated bool
+	// PreNorm (modern-bert): Layer.AttnNorm and Layer.FFNNorm are
+	// LayerNorms without bias applied before attention and the FFN (nil
+	// AttnNorm: the identity), Weights.Norm the final output_norm; GEGLU:
+	// ffn_up's first Hidden rows go through GELU and multiply the rest.
+	PreNorm, GEGLU bool
+	// GELUGated (jina-bert-v2 with ffn_gate): gelu(gate·x) * (up·x + b).
+	GELUGated         bool
+	EmbNorm, EmbNormB []float32 // token_embd_norm (EmbNormB nil: no bias)
 	Eps               float32   // LayerNorm epsilon
 	Layers            []EncoderLayer
 }
@@ -37,10 +44,15 @@ type RankHead struct {
 	Last bool
 }
 
-// EncoderLayer holds one encoder layer's LayerNorm and FFN biases.
+// EncoderLayer holds one encoder layer's LayerNorm and FFN biases, and
+// jina-bert-v2's optional parts: LayerNorms of Q and K (over all heads,
+// after their biases) and attn_norm_2 (the layer input added again after
+// the attention norm, then normed).
 type EncoderLayer struct {
-	AttnNormB, FFNNormB []float32
-	UpB, DownB          []float32
+	AttnNormB, FFNNormB          []float32
+	UpB, DownB                   []float32
+	QNorm, QNormB, KNorm, KNormB []float32
+	Norm2, Norm2B                []float32
 }
 
 // IsEncoder reports whether the weights are an encoder (BERT): no
@@ -54,6 +66,7 @@ func (w *Weights) IsEncoder() bool { return w.Encoder != nil }
 func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	name := f.Architecture()
 	nomic := name == "nomic-bert"
+	jina := name == "jina-bert-v2"
 	g := &ggufLoader{f: f, arch: name, used: map[string]bool{}}
 	var c Config
 	var err error
@@ -89,6 +102,9 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 		c.RopeTheta = float32(theta)
 		c.Block.RopeStyle = arch.RopeNeoX
 	}
+	if jina {
+		c.Block.ALiBi = 8 // llama.cpp's f_max_alibi_bias for jina-bert-v2
+	}
 	eps, err := g.float("attention.layer_norm_epsilon", 0, true)
 	if err != nil {
 		return nil, err
@@ -121,7 +137,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 			return nil, err
 		}
 	}
-	if !nomic {
+	if !nomic && !jina {
 		if enc.Pos, err = g.matrix("position_embd", -1, c.Dim); err != nil {
 			return nil, err
 		}
@@ -142,12 +158,21 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 	for i := range w.Layers {
 		l, el := &w.Layers[i], &enc.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
+		// jina-bert-v2's FFN, as llama.cpp picks it: a GELU-gated one with
+		// ffn_gate, else GEGLU when ffn_up has twice the rows, else BERT's.
+		upRows := c.Hidden
+		if jina {
+			_, enc.GELUGated = g.tensor(p + "ffn_gate")
+			if t, ok := g.tensor(p + "ffn_up"); ok && !enc.GELUGated && len(t.Dims) == 2 && t.Dims[1] == uint64(2*c.Hidden) {
+				upRows, enc.GEGLU = 2*c.Hidden, true
+			}
+		}
 		mats := []struct {
 			dst        **ml.Matrix
 			name       string
 			rows, cols int
 		}{
-			{&l.O, "attn_output", c.Dim, c.Dim}, {&l.Up, "ffn_up", c.Hidden, c.Dim}, {&l.Down, "ffn_down", c.Dim, c.Hidden},
+			{&l.O, "attn_output", c.Dim, c.Dim}, {&l.Up, "ffn_up", upRows, c.Dim}, {&l.Down, "ffn_down", c.Dim, c.Hidden},
 		}
 		if _, fused := g.tensor(p + "attn_qkv"); fused {
 			qkv, err := g.matrix(p+"attn_qkv", 3*c.Dim, c.Dim)
@@ -163,7 +188,7 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 				rows, cols int
 			}{{&l.Q, "attn_q", c.Dim, c.Dim}, {&l.K, "attn_k", c.Dim, c.Dim}, {&l.V, "attn_v", c.Dim, c.Dim}}...)
 		}
-		if nomic {
+		if nomic || enc.GELUGated {
 			mats = append(mats, struct {
 				dst        **ml.Matrix
 				name       string
@@ -184,7 +209,10 @@ func fromGGUFBert(f *gguf.File) (*Weights, error) {
 			{&l.AttnNorm, "attn_output_norm.weight", c.Dim, false}, {&el.AttnNormB, "attn_output_norm.bias", c.Dim, false},
 			{&l.FFNNorm, "layer_output_norm.weight", c.Dim, false}, {&el.FFNNormB, "layer_output_norm.bias", c.Dim, false},
 			{&l.QBias, "attn_q.bias", c.Dim, true}, {&l.KBias, "attn_k.bias", c.Dim, true}, {&l.VBias, "attn_v.bias", c.Dim, true},
-			{&l.OBias, "attn_output.bias", c.Dim, true}, {&el.UpB, "ffn_up.bias", c.Hidden, true}, {&el.DownB, "ffn_down.bias", c.Dim, true},
+			{&l.OBias, "attn_output.bias", c.Dim, true}, {&el.UpB, "ffn_up.bias", upRows, true}, {&el.DownB, "ffn_down.bias", c.Dim, true},
+			{&el.QNorm, "attn_q_norm.weight", c.Dim, true}, {&el.QNormB, "attn_q_norm.bias", c.Dim, true},
+			{&el.KNorm, "attn_k_norm.weight", c.Dim, true}, {&el.KNormB, "attn_k_norm.bias", c.Dim, true},
+			{&el.Norm2, "attn_norm_2.weight", c.Dim, true}, {&el.Norm2B, "attn_norm_2.bias", c.Dim, true},
 		} {
 			if _, ok := f.Tensor(p + v.name); !ok && v.opt {
 				continue
@@ -211,10 +239,10 @@ func (w *Weights) checkEncoder() error {
 	if len(w.Layers) != c.Layers || len(enc.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(w.Layers), c.Layers)
 	}
-	if !enc.RoPE && (enc.Pos == nil || enc.Pos.Cols != c.Dim || enc.Pos.Rows < 1) {
+	if !enc.RoPE && c.Block.ALiBi == 0 && (enc.Pos == nil || enc.Pos.Cols != c.Dim || enc.Pos.Rows < 1) {
 		return fmt.Errorf("%w: encoder position embeddings missing or not [context][%d]", ErrUnsupported, c.Dim)
 	}
-	if enc.Gated {
+	if enc.Gated || enc.GELUGated {
 		for i, l := range w.Layers {
 			if l.Gate == nil || l.Gate.Rows != c.Hidden || l.Gate.Cols != c.Dim {
 				return fmt.Errorf("model: encoder layer %d has no ffn_gate of %dx%d", i, c.Hidden, c.Dim)
@@ -224,15 +252,22 @@ func (w *Weights) checkEncoder() error {
 	if enc.TokenTypes != nil && enc.TokenTypes.Cols != c.Dim {
 		return fmt.Errorf("model: token_types has %d columns, want %d", enc.TokenTypes.Cols, c.Dim)
 	}
-	if len(enc.EmbNorm) != c.Dim || len(enc.EmbNormB) != c.Dim {
+	if len(enc.EmbNorm) != c.Dim || (len(enc.EmbNormB) != c.Dim && (!enc.PreNorm || enc.EmbNormB != nil)) {
 		return fmt.Errorf("model: token_embd_norm has %d/%d values, want %d", len(enc.EmbNorm), len(enc.EmbNormB), c.Dim)
+	}
+	if enc.PreNorm {
+		return w.checkPreNormEncoder()
+	}
+	upRows := c.Hidden
+	if enc.GEGLU {
+		upRows = 2 * c.Hidden
 	}
 	for i, l := range w.Layers {
 		el := enc.Layers[i]
 		for _, m := range []struct {
 			m          *ml.Matrix
 			rows, cols int
-		}{{l.Q, c.Dim, c.Dim}, {l.K, c.Dim, c.Dim}, {l.V, c.Dim, c.Dim}, {l.O, c.Dim, c.Dim}, {l.Up, c.Hidden, c.Dim}, {l.Down, c.Dim, c.Hidden}} {
+		}{{l.Q, c.Dim, c.Dim}, {l.K, c.Dim, c.Dim}, {l.V, c.Dim, c.Dim}, {l.O, c.Dim, c.Dim}, {l.Up, upRows, c.Dim}, {l.Down, c.Dim, c.Hidden}} {
 			if m.m == nil || m.m.Rows != m.rows || m.m.Cols != m.cols {
 				return fmt.Errorf("model: encoder layer %d has a matrix missing or of the wrong shape", i)
 			}
@@ -242,7 +277,8 @@ func (w *Weights) checkEncoder() error {
 			n   int
 			opt bool
 		}{{l.AttnNorm, c.Dim, false}, {el.AttnNormB, c.Dim, false}, {l.FFNNorm, c.Dim, false}, {el.FFNNormB, c.Dim, false},
-			{l.QBias, c.Dim, true}, {l.KBias, c.Dim, true}, {l.VBias, c.Dim, true}, {l.OBias, c.Dim, true}, {el.UpB, c.Hidden, true}, {el.DownB, c.Dim, true}} {
+			{l.QBias, c.Dim, true}, {l.KBias, c.Dim, true}, {l.VBias, c.Dim, true}, {l.OBias, c.Dim, true}, {el.UpB, upRows, true}, {el.DownB, c.Dim, true},
+			{el.QNorm, c.Dim, true}, {el.KNorm, c.Dim, true}, {el.Norm2, c.Dim, true}} {
 			if (v.v != nil || !v.opt) && len(v.v) != v.n {
 				return fmt.Errorf("model: encoder layer %d has a vector of %d values, want %d", i, len(v.v), v.n)
 			}
@@ -304,15 +340,23 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	r.k = ml.Grow(r.k, n*dim)
 	r.v = ml.Grow(r.v, n*dim)
 	r.att = ml.Grow(r.att, n*dim)
-	r.hb = ml.Grow(r.hb, n*hid)
+	upRows := hid
+	if enc.GEGLU {
+		upRows = 2 * hid
+	}
+	r.hb = ml.Grow(r.hb, n*upRows)
 	r.hb2 = ml.Grow(r.hb2, n*hid)
 	r.lx = ml.Grow(r.lx, 2*dim)
 	var ropeDim int
 	if enc.RoPE {
+		// One table per distinct RoPE base (modern-bert's local layers
+		// have their own).
 		ropeDim = r.ropes[0].Dim()
-		r.tabs[0] = ml.Grow(r.tabs[0], n*ropeDim)
-		for i, rw := range rows {
-			r.ropes[0].Fill(r.tabs[0][i*ropeDim:(i+1)*ropeDim], rw.pos)
+		for k, rp := range r.ropes {
+			r.tabs[k] = ml.Grow(r.tabs[k], n*ropeDim)
+			for i, rw := range rows {
+				rp.Fill(r.tabs[k][i*ropeDim:(i+1)*ropeDim], rw.pos)
+			}
 		}
 	}
 
@@ -353,15 +397,38 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 	}
 	for l := range c.Layers {
 		L, EL := &r.w.Layers[l], &enc.Layers[l]
-		r.dsts = append(r.dsts[:0], r.q[:n*dim], r.k[:n*dim], r.v[:n*dim])
-		r.mats = append(r.mats[:0], L.Q, L.K, L.V)
-		ml.MatMulGroup(r.dsts, r.x[:n*dim], n, r.mats)
+		// Pre-norm (modern-bert): attention reads the normed input, the
+		// residual stays in r.x.
+		in := r.x[:n*dim]
+		if enc.PreNorm && L.AttnNorm != nil {
+			in = r.xb[:n*dim]
+			for i := range n {
+				LayerNorm(in[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], L.AttnNorm, nil, enc.Eps)
+			}
+		}
+		// MatMulBatch: the whole step's tokens in one product per
+		// matrix, each output independent of the batch's other rows.
+		ml.MatMulBatch(r.q[:n*dim], in, n, L.Q)
+		ml.MatMulBatch(r.k[:n*dim], in, n, L.K)
+		ml.MatMulBatch(r.v[:n*dim], in, n, L.V)
 		bias(r.q[:n*dim], L.QBias)
 		bias(r.k[:n*dim], L.KBias)
 		bias(r.v[:n*dim], L.VBias)
+		if EL.QNorm != nil || EL.KNorm != nil { // jina-bert-v2
+			for i := range n {
+				if EL.QNorm != nil {
+					q := r.q[i*dim : (i+1)*dim]
+					LayerNorm(q, q, EL.QNorm, EL.QNormB, enc.Eps)
+				}
+				if EL.KNorm != nil {
+					k := r.k[i*dim : (i+1)*dim]
+					LayerNorm(k, k, EL.KNorm, EL.KNormB, enc.Eps)
+				}
+			}
+		}
 		for i := range n {
 			if enc.RoPE {
-				cs := r.tabs[0][i*ropeDim : (i+1)*ropeDim]
+				cs := r.tabs[r.ropeOf[l]][i*ropeDim : (i+1)*ropeDim]
 				ml.RoPEApplyNeoX(r.q[i*dim:(i+1)*dim], c.HeadDim, cs)
 				ml.RoPEApplyNeoX(r.k[i*dim:(i+1)*dim], c.HeadDim, cs)
 			}
@@ -370,31 +437,66 @@ func (r *Runner) forwardEncoder(b *Batch, n int) error {
 			r.kv.put(r.geo.VOffset(page, l, locs[i][1]), r.v[i*dim:(i+1)*dim])
 		}
 		r.attention(l, rows)
-		ml.MatMul(r.xb[:n*dim], r.att[:n*dim], n, L.O)
+		ml.MatMulBatch(r.xb[:n*dim], r.att[:n*dim], n, L.O)
 		bias(r.xb[:n*dim], L.OBias)
+		if enc.PreNorm {
+			r.preNormFFN(L, n)
+			continue
+		}
+		if EL.Norm2 != nil {
+			copy(r.k[:n*dim], r.x[:n*dim]) // the layer input (K is in the cache now)
+		}
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]
 			ml.Add(x, r.xb[i*dim:(i+1)*dim])
 			LayerNorm(x, x, L.AttnNorm, EL.AttnNormB, enc.Eps)
+			if EL.Norm2 != nil {
+				ml.Add(x, r.k[i*dim:(i+1)*dim])
+				LayerNorm(x, x, EL.Norm2, EL.Norm2B, enc.Eps)
+			}
 		}
-		if enc.Gated {
-			r.dsts = append(r.dsts[:0], r.hb[:n*hid], r.hb2[:n*hid])
-			r.mats = append(r.mats[:0], L.Gate, L.Up)
-			ml.MatMulGroup(r.dsts, r.x[:n*dim], n, r.mats)
+		ffnOut := r.hb[:n*hid]
+		switch {
+		case enc.GELUGated:
+			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Gate)
+			ml.MatMulBatch(r.hb2[:n*hid], r.x[:n*dim], n, L.Up)
+			bias(r.hb2[:n*hid], EL.UpB)
+			hb, hb2 := r.hb[:n*hid], r.hb2[:n*hid]
+			ml.Parallel(n*hid, 8192, func(lo, hi int) {
+				ml.GELUTanhSlice(hb[lo:hi])
+				for i := lo; i < hi; i++ {
+					hb[i] *= hb2[i]
+				}
+			})
+		case enc.GEGLU:
+			ml.MatMulBatch(r.hb[:n*2*hid], r.x[:n*dim], n, L.Up)
+			bias(r.hb[:n*2*hid], EL.UpB)
+			ffnOut = r.hb2[:n*hid]
+			geglu(ffnOut, r.hb[:n*2*hid], n, hid)
+		case enc.Gated:
+			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Gate)
+			ml.MatMulBatch(r.hb2[:n*hid], r.x[:n*dim], n, L.Up)
 			hb, hb2 := r.hb[:n*hid], r.hb2[:n*hid]
 			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.SiLUMul(hb[lo:hi], hb2[lo:hi]) })
-		} else {
-			ml.MatMul(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
+		default:
+			ml.MatMulBatch(r.hb[:n*hid], r.x[:n*dim], n, L.Up)
 			bias(r.hb[:n*hid], EL.UpB)
 			hb := r.hb[:n*hid]
 			ml.Parallel(n*hid, 8192, func(lo, hi int) { ml.GELUTanhSlice(hb[lo:hi]) })
 		}
-		ml.MatMul(r.xb[:n*dim], r.hb[:n*hid], n, L.Down)
+		ml.MatMulBatch(r.xb[:n*dim], ffnOut, n, L.Down)
 		bias(r.xb[:n*dim], EL.DownB)
 		for i := range n {
 			x := r.x[i*dim : (i+1)*dim]
 			ml.Add(x, r.xb[i*dim:(i+1)*dim])
 			LayerNorm(x, x, L.FFNNorm, EL.FFNNormB, enc.Eps)
+		}
+	}
+
+	if enc.PreNorm {
+		for i := range n {
+			x := r.x[i*dim : (i+1)*dim]
+			LayerNorm(x, x, r.w.Norm, nil, enc.Eps)
 		}
 	}
 

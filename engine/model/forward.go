@@ -371,6 +371,10 @@ func (r *Runner) attention(layer int, rows []row) {
 	group := c.Heads / c.KVHeads
 	inv := c.Block.Scale(hd)
 	softcap := c.Block.AttnSoftcap
+	var slopes []float32
+	if c.Block.ALiBi > 0 {
+		slopes = arch.ALiBiSlopes(heads, c.Block.ALiBi)
+	}
 	sinks := r.w.Layers[layer].Sinks
 	window := 0
 	if c.Block.Local(layer) {
@@ -416,11 +420,14 @@ func (r *Runner) attention(layer int, rows []row) {
 	vDelta := vLayer - kLayer
 	work := func(u unit, sc []float32, offs []int) {
 		rw := rows[u.row]
-		first := 0
-		if window > 0 {
+		first, end := 0, rw.last
+		switch {
+		case window > 0 && c.Block.WindowSymmetric:
+			first, end = max(0, rw.pos-window/2), min(rw.last, rw.pos+window/2)
+		case window > 0:
 			first = max(0, rw.pos+1-window)
 		}
-		span := rw.last + 1 - first
+		span := end + 1 - first
 		offs = offs[:span]
 		for i := range span {
 			t := first + i
@@ -437,6 +444,12 @@ func (r *Runner) attention(layer int, rows []row) {
 			r.kv.scoresGroup(ss, q[h*hd:hEnd*hd], hEnd-h, kvh, offs, inv)
 			for j := h; j < hEnd; j++ {
 				s := sc[(j-u.h0)*span : (j-u.h0+1)*span]
+				if slopes != nil {
+					for t := range s {
+						d := rw.pos - (first + t)
+						s[t] += slopes[j] * -float32(max(d, -d))
+					}
+				}
 				if softcap != 0 {
 					ml.SoftCap(s, softcap)
 				}

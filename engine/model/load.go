@@ -94,8 +94,11 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 // risk).
 func FromGGUF(f *gguf.File) (*Weights, error) {
 	name := f.Architecture()
-	if name == "bert" || name == "nomic-bert" {
+	if name == "bert" || name == "nomic-bert" || name == "jina-bert-v2" {
 		return fromGGUFBert(f)
+	}
+	if name == "modern-bert" {
+		return fromGGUFModernBert(f)
 	}
 	a, err := arch.Lookup(name)
 	if err != nil {

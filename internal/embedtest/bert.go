@@ -22,10 +22,27 @@ type BERTSpec struct {
 	// (freq_base 1000) instead of position embeddings, fused attn_qkv, a
 	// SwiGLU FFN without biases.
 	Nomic bool
+	// Modern writes architecture modern-bert (ModernBERT): pre-LayerNorm
+	// blocks without biases (none before layer 0's attention), fused
+	// attn_qkv, NeoX RoPE (freq_base 160000, 10000 on local layers), a
+	// GEGLU FFN, a final output_norm and a symmetric sliding window of
+	// ModernWindow on every layer but the first of each 3.
+	Modern bool
+	// Jina writes architecture jina-bert-v2 (jina-embeddings-v2): BERT
+	// with ALiBi instead of position embeddings, LayerNorms of Q and K,
+	// attn_norm_2, and a GEGLU FFN (ffn_up of twice the rows) or, with
+	// JinaGate, a GELU-gated one (ffn_gate).
+	Jina, JinaGate bool
+	// Activation, when set, is written as modern-bert.hidden_activation.
+	Activation string
 	// Type is the matrices' weight type (F32, the zero value; F16, BF16,
 	// Q8_0 or Q4_0); vectors stay F32.
 	Type ml.Type
 }
+
+// ModernWindow is the sliding_window of Modern files: 4 positions each
+// side, so inputs of a dozen tokens or more see it.
+const ModernWindow = 8
 
 // BERT dimensions of the files WriteBERT builds.
 const (
@@ -122,9 +139,21 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 	BERTDim, BERTHidden, BERTLayers, BERTContext := shape.Dim, shape.Hidden, shape.Layers, shape.Context
 	b := gguf.NewBuilder()
 	a := "bert"
-	if s.Nomic {
+	switch {
+	case s.Nomic:
 		a = "nomic-bert"
 		b.Set(a+".rope.freq_base", float32(1000))
+	case s.Jina:
+		a = "jina-bert-v2"
+	case s.Modern:
+		a = "modern-bert"
+		b.Set(a+".rope.freq_base", float32(160000))
+		b.Set(a+".rope.freq_base_swa", float32(10000))
+		b.Set(a+".attention.sliding_window", uint32(ModernWindow))
+		b.Set(a+".attention.sliding_window_pattern", uint32(3))
+		if s.Activation != "" {
+			b.Set(a+".hidden_activation", s.Activation)
+		}
 	}
 	b.Set("general.architecture", a)
 	b.Set(a+".context_length", uint32(BERTContext))
@@ -169,8 +198,12 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		b.AddF32(name, []uint64{uint64(n)}, v)
 	}
 	mat("token_embd.weight", len(tokens), BERTDim, 4)
+	if s.Modern {
+		modernBlocks(s, shape, mat, vec)
+		return b
+	}
 	mat("token_types.weight", 2, BERTDim, 4)
-	if !s.Nomic {
+	if !s.Nomic && !s.Jina {
 		mat("position_embd.weight", BERTContext, BERTDim, 4)
 	}
 	vec("token_embd_norm.weight", BERTDim, 1, 0.2)
@@ -188,7 +221,21 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		}
 		vec(p+"attn_output_norm.weight", BERTDim, 1, 0.2)
 		vec(p+"attn_output_norm.bias", BERTDim, 0, 0.1)
-		if s.Nomic {
+		if s.Jina {
+			for _, n := range []string{"attn_q_norm", "attn_k_norm", "attn_norm_2"} {
+				vec(p+n+".weight", BERTDim, 1, 0.2)
+				vec(p+n+".bias", BERTDim, 0, 0.1)
+			}
+			up := 2 * BERTHidden
+			if s.JinaGate {
+				up = BERTHidden
+				mat(p+"ffn_gate.weight", BERTHidden, BERTDim, 1.7)
+			}
+			mat(p+"ffn_up.weight", up, BERTDim, 1.7)
+			vec(p+"ffn_up.bias", up, 0, 0.1)
+			mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
+			vec(p+"ffn_down.bias", BERTDim, 0, 0.1)
+		} else if s.Nomic {
 			mat(p+"ffn_gate.weight", BERTHidden, BERTDim, 1.7)
 			mat(p+"ffn_up.weight", BERTHidden, BERTDim, 1.7)
 			mat(p+"ffn_down.weight", BERTDim, BERTHidden, 1.7)
@@ -208,4 +255,22 @@ func bertBuilder(s BERTSpec, shape BERTShape) *gguf.Builder {
 		vec("cls.output.bias", 1, 0, 0.1)
 	}
 	return b
+}
+
+// modernBlocks writes a modern-bert file's tensors after token_embd.
+func modernBlocks(s BERTSpec, shape BERTShape, mat func(string, int, int, float32), vec func(string, int, float32, float32)) {
+	dim, hid := shape.Dim, shape.Hidden
+	vec("token_embd_norm.weight", dim, 1, 0.2)
+	for i := range shape.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		if i > 0 {
+			vec(p+"attn_norm.weight", dim, 1, 0.2)
+		}
+		mat(p+"attn_qkv.weight", 3*dim, dim, 1.7)
+		mat(p+"attn_output.weight", dim, dim, 1.7)
+		vec(p+"ffn_norm.weight", dim, 1, 0.2)
+		mat(p+"ffn_up.weight", 2*hid, dim, 1.7)
+		mat(p+"ffn_down.weight", dim, hid, 1.7)
+	}
+	vec("output_norm.weight", dim, 1, 0.2)
 }

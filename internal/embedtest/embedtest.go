@@ -27,7 +27,15 @@ type Spec struct {
 	// rows (classifier.output_labels yes, no) and a rerank template
 	// (tokenizer.chat_template.rerank, RerankTemplate). Set Pooling 4.
 	Reranker bool
+	// Shape is the model's size; nil is the tests' tiny shape (Vocab
+	// tokens, 2 layers of 64). Its Vocab sets the vocabulary's size.
+	Shape *model.Config
 }
+
+// Qwen3Embedding06B is Qwen3-Embedding-0.6B's shape (for benchmarks: the
+// file is about 640 MB at Q8_0) with Write's token IDs (BOS 1, EOS 2).
+var Qwen3Embedding06B = model.Config{Dim: 1024, Hidden: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+	Vocab: 151669, MaxContext: 32768, NormEps: 1e-6, RopeTheta: 1000000, RopeDim: 128, BOS: 1, EOS: 2}
 
 // RerankTemplate is the rerank template Write stores with Reranker.
 const RerankTemplate = "<s>query: {query}\ndocument: {document}"
@@ -45,6 +53,9 @@ func Write(t testing.TB, m Spec) (string, *model.Weights) {
 		Dim: 64, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: Vocab, MaxContext: 512, NormEps: 1e-6, RopeTheta: 10000, RopeDim: 16,
 		BOS: 1, EOS: 2,
+	}
+	if m.Shape != nil {
+		cfg = *m.Shape
 	}
 	w, err := model.Synthetic(cfg, 0x656d6264, m.Type)
 	require.NoError(t, err)

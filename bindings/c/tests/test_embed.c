@@ -82,6 +82,47 @@ static void test_embed_builtin(void) {
     CHECK_ST(kvw_embed(e, one, 1, NULL, big, 256, &n, &dim), KVW_ERR_CLOSED);
 }
 
+/* Per-token vectors (pooling none): the size query's counts, the layout
+ * (input after input), each token's row as pooling last sees it. */
+static void test_embed_tokens(void) {
+    kvw_engine* e = open_engine(NULL);
+    const char* two[] = {"first input", "hello world"};
+    kvw_embed_params p = kvw_embed_default_params();
+    size_t n = 0, counts[2] = {0, 0};
+    int32_t dim = 0;
+    REQUIRE_OK(kvw_embed_tokens(e, two, 2, &p, NULL, 0, &n, &dim, counts));
+    CHECK(dim == 256);
+    CHECK(counts[0] > 0 && counts[1] > 0);
+    CHECK(n == (counts[0] + counts[1]) * 256);
+    float* all = malloc(n * sizeof(float));
+    CHECK_ST(kvw_embed_tokens(e, two, 2, &p, all, n - 1, &n, &dim, NULL), KVW_ERR_BUFFER_TOO_SMALL);
+    REQUIRE_OK(kvw_embed_tokens(e, two, 2, &p, all, n, &n, &dim, NULL));
+    /* The last token of input 1 is what pooling last returns for it. */
+    float last[256];
+    size_t m = 0;
+    p.pooling = KVW_POOLING_LAST;
+    REQUIRE_OK(kvw_embed(e, two + 1, 1, &p, last, 256, &m, &dim));
+    CHECK(memcmp(last, all + (counts[0] + counts[1] - 1) * 256, sizeof last) == 0);
+    /* Each token's vector is unit norm. */
+    for (size_t t = 0; t < counts[0] + counts[1]; t++) {
+        double ss = 0;
+        for (int i = 0; i < 256; i++) ss += (double)all[t * 256 + i] * all[t * 256 + i];
+        CHECK(fabs(ss - 1) < 1e-5);
+    }
+    /* Only pooling none (or the model's, meaning none here). */
+    CHECK_ST(kvw_embed_tokens(e, two, 2, &p, all, n, &n, &dim, NULL), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "pooling") != NULL);
+    p.pooling = KVW_POOLING_NONE;
+    CHECK_ST(kvw_embed(e, two, 2, &p, all, n, &n, &dim), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "kvw_embed_tokens") != NULL);
+    const char* empty[] = {"a", ""};
+    CHECK_ST(kvw_embed_tokens(e, empty, 2, &p, NULL, 0, &n, &dim, counts), KVW_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvw_last_error(), "input[1]") != NULL);
+    CHECK_ST(kvw_embed_tokens(e, two, 2, &p, NULL, 0, NULL, &dim, counts), KVW_ERR_INVALID_ARGUMENT);
+    free(all);
+    REQUIRE_OK(kvw_engine_close(e));
+}
+
 static int test_rerank_bert(void) {
     const char* dir = getenv("KVWARDEN_TEST_EMBED_DIR");
     char path[4096];
@@ -116,6 +157,7 @@ static int test_rerank_bert(void) {
 
 int main(void) {
     test_embed_builtin();
+    test_embed_tokens();
     int rc = test_rerank_bert();
     if (rc != 0 && g_failures == 0) return rc;
     return finish("test_embed");

@@ -33,7 +33,7 @@ int main(void) {
         SYM(kvw_chat_prepare), SYM(kvw_chat_parse),
         SYM(kvw_erase_result_init), SYM(kvw_tenant_erase_kv),
         SYM(kvw_next_logprobs), SYM(kvw_next_top_logprobs),
-        SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_rerank),
+        SYM(kvw_embed_default_params), SYM(kvw_embed), SYM(kvw_embed_tokens), SYM(kvw_rerank),
         SYM(kvw_engine_params_init_sized), SYM(kvw_request_params_init_sized),
         SYM(kvw_embed_params_init_sized), SYM(kvw_result_init_sized),
         SYM(kvw_model_info_init_sized), SYM(kvw_stats_init_sized),

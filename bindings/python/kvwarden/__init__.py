@@ -824,7 +824,8 @@ class Engine:
         """Embedding vectors of texts, one per input, in order (kvw_embed).
         pooling is "mean", "cls" or "last" (None: the model's
         <arch>.pooling_type; a generative model without one raises
-        InvalidArgumentError unless a pooling is named). normalize scales
+        InvalidArgumentError unless a pooling is named; per-token vectors,
+        pooling none, are embed_tokens()). normalize scales
         each vector to unit L2 norm; dimensions keeps the first values
         (Matryoshka) before that; truncate cuts an input longer than the
         engine takes instead of raising PromptTooLongError."""
@@ -834,7 +835,8 @@ class Engine:
         p = _new(_lib.kvw_embed_params)
         names = {None: _lib.POOLING_MODEL, "mean": _lib.POOLING_MEAN, "cls": _lib.POOLING_CLS, "last": _lib.POOLING_LAST}
         if pooling not in names:
-            raise InvalidArgumentError(f"pooling {pooling!r} (want None, 'mean', 'cls' or 'last')")
+            hint = " (per-token vectors: embed_tokens())" if pooling == "none" else ""
+            raise InvalidArgumentError(f"pooling {pooling!r} (want None, 'mean', 'cls' or 'last'){hint}")
         p.pooling = names[pooling]
         p.normalize = 1 if normalize else 0
         _assign(p, "dimensions", dimensions)
@@ -848,6 +850,34 @@ class Engine:
         _check(lib.kvw_embed(self._h, arr, len(texts), byref(p), out, n.value, byref(n), byref(dim)))
         d = dim.value
         return [list(out[i * d:(i + 1) * d]) for i in range(len(texts))]
+
+    def embed_tokens(self, inputs: Sequence[str], *, normalize: bool = True, dimensions: int = 0,
+                     truncate: bool = False, tenant: Optional[str] = None) -> List[List[List[float]]]:
+        """Per-token embeddings (pooling none): for each input, one vector
+        per token (after BOS/EOS and truncation), each scaled to unit L2
+        norm unless normalize is False (kvw_embed_tokens). Works with a
+        generative model too; other arguments as embed()."""
+        if isinstance(inputs, str):
+            raise TypeError("inputs must be a list of str (wrap a single text in a list)")
+        texts = [_text(t, f"inputs[{i}]") for i, t in enumerate(inputs)]
+        p = _new(_lib.kvw_embed_params)
+        p.pooling = _lib.POOLING_NONE
+        p.normalize = 1 if normalize else 0
+        _assign(p, "dimensions", dimensions)
+        p.truncate = 1 if truncate else 0
+        if tenant is not None:
+            p.tenant = _text(tenant, "tenant")
+        arr = (c_char_p * max(len(texts), 1))(*texts)
+        n, dim = c_size_t(), c_int32()
+        counts = (c_size_t * max(len(texts), 1))()
+        _check(lib.kvw_embed_tokens(self._h, arr, len(texts), byref(p), None, 0, byref(n), byref(dim), counts))
+        out = (c_float * max(n.value, 1))()
+        _check(lib.kvw_embed_tokens(self._h, arr, len(texts), byref(p), out, n.value, byref(n), byref(dim), None))
+        d, res, at = dim.value, [], 0
+        for i in range(len(texts)):
+            res.append([list(out[(at + t) * d:(at + t + 1) * d]) for t in range(counts[i])])
+            at += counts[i]
+        return res
 
     def rerank(self, query: str, documents: Sequence[str], *, tenant: Optional[str] = None) -> List[float]:
         """Relevance scores of documents against query, in document order,

@@ -432,6 +432,11 @@ _decl("kvw_embed_default_params", kvw_embed_params, [])
 #                   float* out, size_t capacity, size_t* out_n, int32_t* out_dim);
 _decl("kvw_embed", c_int32, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(kvw_embed_params), POINTER(c_float),
                              c_size_t, _szp, _i32p])
+# int32_t kvw_embed_tokens(kvw_engine* engine, const char* const* inputs, size_t n_inputs,
+#                          const kvw_embed_params* params, float* out, size_t capacity, size_t* out_n,
+#                          int32_t* out_dim, size_t* token_counts);
+_decl("kvw_embed_tokens", c_int32, [c_void_p, POINTER(c_char_p), c_size_t, POINTER(kvw_embed_params),
+                                    POINTER(c_float), c_size_t, _szp, _i32p, _szp])
 # int32_t kvw_rerank(kvw_engine* engine, const char* query, const char* const* documents, size_t n_documents,
 #                    const char* tenant, float* scores, size_t capacity, size_t* out_n);
 _decl("kvw_rerank", c_int32, [c_void_p, c_char_p, POINTER(c_char_p), c_size_t, c_char_p, POINTER(c_float), c_size_t,

@@ -313,7 +313,7 @@ _REFUSED_WHY = {
 
 # llama.cpp's pooling_type values (LLAMA_POOLING_TYPE_*) -> kvwarden's
 # pooling names; -1 (unspecified) takes the model's.
-_POOLING = {-1: None, 1: "mean", 2: "cls", 3: "last", 4: "rank"}
+_POOLING = {-1: None, 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
 # GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has
 # (GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8).
@@ -378,9 +378,6 @@ class Llama:
         self._embedding = bool(kwargs.pop("embedding", False))
         pooling_type = kwargs.pop("pooling_type", -1)
         if pooling_type not in _POOLING:
-            if pooling_type == 0:
-                raise NotImplementedError("Llama(): pooling_type=0 (NONE, per-token vectors) is not supported by "
-                                          "kvwarden's Python API; use -1 (the model's), 1 mean, 2 cls, 3 last or 4 rank")
             raise ValueError(f"Llama(): unknown pooling_type {pooling_type!r} (-1 to 4, llama.cpp's values)")
         self._pooling = _POOLING[pooling_type]
         params: Dict[str, Any] = {}
@@ -528,7 +525,9 @@ class Llama:
     def embed(self, input: Union[str, List[str]], normalize: bool = False, truncate: bool = True,
               return_count: bool = False) -> Any:
         """Embeddings of input, as llama-cpp-python's Llama.embed: one
-        vector (a list of floats) for a str, a list of vectors for a list.
+        vector (a list of floats) for a str, a list of vectors for a list;
+        with pooling_type=0 (none) each vector is instead a list of
+        per-token vectors.
         normalize=True scales each to unit L2 norm (llama-cpp-python's
         default is False; llama-server's and create_embedding's engine
         default is not used here). truncate cuts inputs longer than the
@@ -538,11 +537,17 @@ class Llama:
         if self._pooling == "rank":
             raise ValueError("Llama(): pooling_type=4 (rank) scores query/document pairs; use rerank()")
         texts = [input] if isinstance(input, str) else list(input)
-        vecs = self._engine.embed(texts, pooling=self._pooling, normalize=normalize, truncate=truncate)
+        vecs = self._vectors(texts, normalize=normalize, truncate=truncate)
         out: Any = vecs[0] if isinstance(input, str) else vecs
         if return_count:
             return out, sum(len(self.tokenize(t.encode("utf-8"))) for t in texts)
         return out
+
+    def _vectors(self, texts: List[str], normalize: bool, truncate: bool) -> List[Any]:
+        # Pooling none gives per-token vectors (each normalized when asked).
+        if self._pooling == "none":
+            return self._engine.embed_tokens(texts, normalize=normalize, truncate=truncate)
+        return self._engine.embed(texts, pooling=self._pooling, normalize=normalize, truncate=truncate)
 
     def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
         """OpenAI's embeddings response for input, as llama-cpp-python's
@@ -550,7 +555,7 @@ class Llama:
         Needs Llama(embedding=True)."""
         self._need_embedding()
         texts = [input] if isinstance(input, str) else list(input)
-        vecs = self._engine.embed(texts, pooling=self._pooling, normalize=True, truncate=True)
+        vecs = self._vectors(texts, normalize=True, truncate=True)
         n = sum(len(self.tokenize(t.encode("utf-8"))) for t in texts)
         return {
             "object": "list",

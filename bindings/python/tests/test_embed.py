@@ -46,6 +46,24 @@ class TestEngineEmbed(unittest.TestCase):
         self.assertEqual(len(small), 8)
         self.assertAlmostEqual(norm(small), 1.0, places=5)
 
+    def test_per_token(self):
+        toks = self.eng.embed_tokens(["first input", "hello world"])
+        self.assertEqual(len(toks), 2)
+        self.assertEqual(len(toks[1]), len(self.eng.tokenize("hello world")))
+        for per in toks:
+            for v in per:
+                self.assertEqual(len(v), self.eng.model_info["n_embd"])
+                self.assertAlmostEqual(norm(v), 1.0, places=5)
+        # The last token's vector is what pooling last returns.
+        self.assertEqual(toks[1][-1], self.eng.embed(["hello world"], pooling="last")[0])
+        raw = self.eng.embed_tokens(["hello world"], normalize=False, dimensions=8)[0]
+        self.assertEqual(len(raw[0]), 8)
+        with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
+            self.eng.embed(["hello"], pooling="none")
+        self.assertIn("embed_tokens", str(cm.exception))
+        with self.assertRaises(kvwarden.InvalidArgumentError):
+            self.eng.embed_tokens(["a", ""])
+
     def test_errors(self):
         with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
             self.eng.embed(["hello"])  # a generative model: no pooling type
@@ -83,6 +101,20 @@ class TestLlamaEmbed(unittest.TestCase):
             self.assertEqual(out["data"][0]["object"], "embedding")
             self.assertEqual(out["data"][0]["embedding"], vs[0])
             self.assertEqual(out["usage"], {"prompt_tokens": n, "total_tokens": n})
+
+    def test_pooling_none(self):
+        # llama-cpp-python's shapes with pooling_type=0: per-token vectors.
+        with kvwarden.Llama(kvwarden.BUILTIN_STORIES, embedding=True, pooling_type=0, verbose=False,
+                            n_gpu_layers=0) as llm:
+            per = llm.embed("Once upon a time")
+            self.assertEqual(len(per), len(llm.tokenize(b"Once upon a time")))
+            self.assertEqual(len(per[0]), llm.n_embd())
+            both = llm.embed(["Once upon a time", "hello"], normalize=True)
+            self.assertEqual(len(both), 2)
+            self.assertEqual(len(both[0]), len(per))
+            self.assertAlmostEqual(norm(both[1][0]), 1.0, places=5)
+            out = llm.create_embedding("hello")
+            self.assertEqual(out["data"][0]["embedding"], both[1])
 
     def test_embedding_flag_required(self):
         with kvwarden.Llama(kvwarden.BUILTIN_STORIES, verbose=False, n_gpu_layers=0) as llm:

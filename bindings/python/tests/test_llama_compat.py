@@ -86,7 +86,7 @@ class TestConstructor(unittest.TestCase):
         self.assertTrue(all(m.startswith("Llama(): ") for m in got))
 
     def test_unsupported_arguments_raise_naming_them(self):
-        for kw in ({"lora_path": "x.gguf"}, {"pooling_type": 0}, {"rope_freq_base": 10000.0},
+        for kw in ({"lora_path": "x.gguf"}, {"rope_freq_base": 10000.0},
                    {"rope_freq_scale": 0.5}, {"kv_overrides": {"a": 1}}, {"vocab_only": True},
                    {"type_k": 6}, {"main_gpu": 1}, {"chat_handler": object()},
                    {"type_k": 0, "type_v": 1}):

@@ -145,11 +145,20 @@ type Block struct {
 	// AttnSoftcap and FinalSoftcap (0: none) apply c*tanh(x/c) to the
 	// scaled attention scores and to the logits (Gemma 2).
 	AttnSoftcap, FinalSoftcap float32
+	// ALiBi > 0 adds -slope(head)·|i-j| to the scaled attention scores
+	// instead of positions (jina-bert-v2), the slopes of maximum bias ALiBi
+	// as ggml computes them (ALiBiSlopes).
+	ALiBi float32
 	// Window > 0 makes local layers attend only to the Window most recent
 	// positions (the current one included). Layer l is local when
 	// l % WindowPattern < WindowPattern-1; a pattern of 1 or less makes
 	// every layer local.
 	Window, WindowPattern int
+	// WindowDenseFirst makes the first layer of each pattern the global
+	// one (l % WindowPattern == 0, ModernBERT) instead of the last.
+	// WindowSymmetric (a bidirectional encoder) spans Window/2 positions
+	// on each side of the current one instead of the Window most recent.
+	WindowDenseFirst, WindowSymmetric bool
 	// LocalTheta is the RoPE base of local layers (0: the global base), and
 	// LocalUnscaled makes them ignore Scaling (Gemma 3).
 	LocalTheta    float32
@@ -167,6 +176,9 @@ func (b Block) Local(layer int) bool {
 	}
 	if b.WindowPattern <= 1 {
 		return true
+	}
+	if b.WindowDenseFirst {
+		return layer%b.WindowPattern != 0
 	}
 	return layer%b.WindowPattern < b.WindowPattern-1
 }
@@ -217,7 +229,7 @@ func (b Block) Validate() error {
 	if err := b.MoE.Validate(0); err != nil {
 		return err
 	}
-	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor, b.Scaling.Mscale} {
+	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor, b.Scaling.Mscale, b.ALiBi} {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return fmt.Errorf("model: non-finite value in block description %+v", b)
 		}
@@ -397,4 +409,23 @@ func ScalingFromMeta(m Meta, typ string) (Scaling, error) {
 		s.Mscale = float32(ms)
 	}
 	return s, nil
+}
+
+// ALiBiSlopes returns the per-head slopes of ALiBi with maximum bias
+// maxBias over heads heads, as ggml's soft_max computes them: powers of
+// m0 = 2^(-maxBias/n) for the first n (the largest power of two not above
+// heads), then odd powers of m1 = 2^(-maxBias/2/n).
+func ALiBiSlopes(heads int, maxBias float32) []float32 {
+	n := 1 << uint(math.Floor(math.Log2(float64(heads))))
+	m0 := float32(math.Pow(2, float64(-maxBias/float32(n))))
+	m1 := float32(math.Pow(2, float64(-(maxBias/2)/float32(n))))
+	out := make([]float32, heads)
+	for h := range out {
+		if h < n {
+			out[h] = float32(math.Pow(float64(m0), float64(h+1)))
+		} else {
+			out[h] = float32(math.Pow(float64(m1), float64(2*(h-n)+1)))
+		}
+	}
+	return out
 }
