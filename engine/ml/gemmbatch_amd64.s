@@ -1,3 +1,5 @@
+// Hand-written: two broadcast-FMA tile loops driven by macros, short enough to read.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
