@@ -81,8 +81,13 @@ type DiskStats struct {
 	SealFailures uint64 // files that failed their tag (or were malformed): deleted, each a miss
 	Evictions    uint64 // files deleted to stay under the budget
 	Erased       uint64 // files deleted by tenant erasures
-	Skipped      uint64 // pages not written: the writer was busy, or a page larger than the budget
-	WriteErrors  uint64
+	Skipped      uint64 // pages not written: larger than the budget, or no room left to evict
+	// Dropped are pages not written because the writer's queue was full
+	// (diskQueueBytes): the scheduler never waits on the disk, so a disk
+	// slower than the spills loses the pages it cannot keep up with, each
+	// only a later miss.
+	Dropped     uint64
+	WriteErrors uint64
 }
 
 type diskTier struct {
@@ -112,7 +117,11 @@ type diskTier struct {
 	sendMu sync.RWMutex
 	closed bool
 	jobs   chan *diskJob
+	reads  chan *diskRead // for the reader (prefix restores), off the scheduler goroutine
 	wg     sync.WaitGroup
+	// notify wakes the scheduler when a read completes (Engine.signal);
+	// set before the scheduler starts.
+	notify func()
 
 	epochs *epochStore
 }
@@ -162,7 +171,8 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 		return nil, fmt.Errorf("%w: %s: %w", errDiskInUse, dir, err)
 	}
 	d := &diskTier{dir: dir, budget: budget, keys: keys, seal: keys, log: log, ps: ps, rawLen: rawLen, scrub: scrub, fp: fp, lock: lock,
-		fs: newDiskFS(), files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
+		fs: newDiskFS(), files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{},
+		jobs: make(chan *diskJob, diskQueuePages(rawLen)), reads: make(chan *diskRead, 64)}
 	d.st.Budget = budget
 	t := keys.MAC([]byte("kvwarden disk fingerprint v1"), fp)
 	copy(d.fpTag[:], t[:])
@@ -188,9 +198,22 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 	if err := d.index(); err != nil {
 		return fail(err)
 	}
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go d.writer()
+	go d.reader()
 	return d, nil
+}
+
+// diskQueueBytes bounds the page bytes waiting for the writer (and what
+// one read-ahead holds): past it a spilled page is dropped (Dropped)
+// rather than the scheduler waiting for the disk or the queue growing
+// without bound in memory.
+const diskQueueBytes = 32 << 20
+
+// diskQueuePages is the writer's queue length for pages of rawLen bytes:
+// diskQueueBytes of them, at least 2 and at most 64.
+func diskQueuePages(rawLen int) int {
+	return min(64, max(2, diskQueueBytes/max(1, rawLen)))
 }
 
 func (d *diskTier) unlock() {
@@ -305,8 +328,10 @@ func diskAD(hdr []byte, strong [32]byte, pos int) []byte {
 	return binary.LittleEndian.AppendUint64(ad, uint64(pos))
 }
 
-// put queues a page for the writer without waiting; a busy writer skips
-// it (the page is only a cache). wait: queue it even if that waits
+// put queues a page for the writer without waiting. When the queue is full
+// (diskQueuePages: the disk is slower than the spills) the page is dropped
+// and counted (Dropped): it is only a cache, and the scheduler, which
+// spills, must never wait on the disk. wait: queue it even if that waits
 // (graceful shutdown).
 func (d *diskTier) put(tenant string, strong [32]byte, pos int, tokens []int, raw []byte, wait bool, drop func([]byte)) {
 	tag := d.tenantTag(tenant)
@@ -334,7 +359,7 @@ func (d *diskTier) put(tenant string, strong [32]byte, pos int, tokens []int, ra
 	default:
 		drop(raw)
 		d.mu.Lock()
-		d.st.Skipped++
+		d.st.Dropped++
 		d.mu.Unlock()
 	}
 }
@@ -601,6 +626,14 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 		return nil, false
 	}
 	b, err := d.fs.ReadFile(filepath.Join(d.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		d.mu.Lock()
+		_, still := d.files[name]
+		d.mu.Unlock()
+		if !still {
+			return nil, false // evicted or erased since the lookup: a plain miss
+		}
+	}
 	if err != nil {
 		return bad("unreadable", err)
 	}
@@ -697,6 +730,7 @@ func (d *diskTier) close() {
 	}
 	d.closed = true
 	close(d.jobs)
+	close(d.reads)
 	d.sendMu.Unlock()
 	d.wg.Wait()
 	_ = d.zenc.Close()

@@ -209,7 +209,12 @@ var brokenChain = &prefixEntry{}
 // it cannot, the prefix ends there. An error means a cached page failed its
 // checksum, on the device or on its way back from the host tier: an
 // isolation failure.
-func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error) {
+func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (_ int, err error) {
+	defer func() {
+		if !errors.Is(err, errSpillInFlight) {
+			s.dropDiskRead() // this lookup is over: what it did not import goes
+		}
+	}()
 	if s.needsPromptLogits() || s.emb != nil {
 		// Cached pages come without the logits (or hidden states, for an
 		// embedding) s must compute.
@@ -225,7 +230,7 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 		if !ok {
 			var err error
 			el, err = c.fromDisk(s, i, parent, keepFree)
-			if err != nil && s.prefixWaits < maxPrefixWaits {
+			if err != nil && (s.prefixWaits < maxPrefixWaits || errors.Is(err, errDiskReadInFlight)) {
 				s.hostHitsWaiting += hostHits
 				return 0, err // pages come back from spills: wait a step
 			}
