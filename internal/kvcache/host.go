@@ -222,6 +222,10 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 		}
 	}
 	e := j.e
+	if a, ok := p.arena.(hostAccess); ok && p.sealsDirect(e) && (p.cfg.Faults == nil || p.cfg.Faults.CorruptCopy == nil) {
+		// CorruptCopy flips a byte of a staging copy: this path has none.
+		return p.sealOut(j, a)
+	}
 	var store []byte // room to seal in place (uncompressed copies)
 	buf := make([]byte, e.rawLen)
 	if _, ok := p.cfg.Sealer.(inPlaceSealer); ok && p.host.comp == "none" {
@@ -292,6 +296,101 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+// hostAccess is an arena the host addresses directly (the CPU backend's
+// Access). Sealed copies of full pages are encrypted straight out of it
+// and opened straight into it: no plaintext staging copy of the page is
+// made, so sealing costs AES-GCM in place of the memcpy a plain copy does,
+// instead of on top of it.
+type hostAccess interface {
+	Access(off, n int64, f func([]byte) error) error
+}
+
+// sealsDirect reports whether e's copy is sealed straight from (and
+// opened straight into) host-addressable arena memory: an uncompressed,
+// sealed copy of a full page, one contiguous run in the arena.
+func (p *Pool) sealsDirect(e *hostEntry) bool {
+	return p.cfg.Sealer != nil && p.host.comp == "none" && e.slots == p.geo.PageSize
+}
+
+// sealOut is copyOut for a direct copy (sealsDirect): the page's checksums
+// are verified on the page where it lies, and AES-GCM reads it there and
+// writes the only copy made, the ciphertext. The copy lease keeps the page
+// (written, so immutable) from changing under it; a stray write between
+// the checksum and the seal is caught on restore, where the opened bytes
+// are checked against the checksum again.
+func (p *Pool) sealOut(j *copyJob, a hostAccess) ([]byte, error) {
+	e := j.e
+	out := make([]byte, 0, sealOverhead+e.rawLen)
+	var ferr error
+	err := a.Access(p.pageOff(j.ref.Index), int64(e.rawLen), func(page []byte) error {
+		e.sum = p.hostChecksum(page, e.slots)
+		if j.sealed && e.sum != j.sealedSum {
+			ferr = fmt.Errorf("%w: %w: offload of %v: sealed as %016x, device holds %016x; page quarantined",
+				ErrIsolation, ErrChecksum, j.ref, j.sealedSum, e.sum)
+			return nil
+		}
+		if e.partN > 0 {
+			if got := p.hostPrefixChecksum(page, e.slots, e.partN); got != e.partSum {
+				ferr = fmt.Errorf("%w: %w: offload of %v: %d slots sealed at a handoff as %016x, device holds %016x; page quarantined",
+					ErrIsolation, ErrChecksum, j.ref, e.partN, e.partSum, got)
+				return nil
+			}
+		}
+		var err error
+		if out, err = p.cfg.Sealer.Seal(out, string(e.tenant), p.sealedAD(e), page); err != nil {
+			ferr = fmt.Errorf("%w: offload of %v: sealing: %w", ErrCopy, j.ref, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	e.sealed = true
+	if f := p.cfg.Faults; f != nil && f.SealedCopy != nil {
+		f.SealedCopy(j.ref, out)
+	}
+	return out, nil
+}
+
+// openIn is restoreEntry for a direct copy (sealsDirect): AES-GCM opens
+// the copy straight into page idx, and one checksum over the page stands
+// for both the host-side and the device-side check (they are the same
+// bytes). A copy that fails its tag leaves the page cleared (GCM zeroes
+// what it wrote) and unread; the restore then releases it.
+func (p *Pool) openIn(e *hostEntry, idx uint32, a hostAccess) error {
+	var ferr error
+	err := a.Access(p.pageOff(idx), int64(e.rawLen), func(page []byte) error {
+		plain, err := p.cfg.Sealer.Open(page[:0], string(e.tenant), p.sealedAD(e), e.data)
+		switch {
+		case err != nil:
+			// Damaged at rest, or its tenant erased: a miss.
+			ferr = fmt.Errorf("%w: restore of request %d into page %d: %w", ErrSealOpen, e.req, idx, err)
+		case len(plain) != e.rawLen || &plain[0] != &page[0]:
+			// Not a page's worth: opened into a buffer of its own, if any.
+			if len(plain) > 0 && &plain[0] != &page[0] {
+				p.dropHost("unsealing staging", plain)
+			}
+			ferr = fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy opens to %d bytes, not %d",
+				ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, len(plain), e.rawLen)
+		default:
+			if got := p.hostChecksum(page, e.slots); got != e.sum {
+				// The bytes GCM authenticated were bad when sealed: the
+				// copy's fault, and the page goes back to the free list.
+				ferr = fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy taken as %016x, now %016x",
+					ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, e.sum, got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
+	}
+	return ferr
 }
 
 // sealOverhead is kvseal's (header and tag), to size the sealed buffer.
@@ -499,6 +598,9 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 // restoreEntry copies e back into page idx and verifies the checksum on the
 // device before anyone can read the page.
 func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
+	if a, ok := p.arena.(hostAccess); ok && e.sealed && !e.compressed && p.sealsDirect(e) {
+		return p.openIn(e, idx, a)
+	}
 	raw, staging, err := p.decodeEntry(e, fmt.Sprintf("restore of request %d into page %d", e.req, idx))
 	if err != nil {
 		return err
