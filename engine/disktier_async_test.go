@@ -224,3 +224,27 @@ func TestDiskQueuePages(t *testing.T) {
 		require.Equal(t, c.want, diskQueuePages(c.rawLen), "rawLen %d", c.rawLen)
 	}
 }
+
+// TestDiskTierTakesPagesTheFullHostTierCannot: when the host tier cannot
+// take a spilled prefix page (here it is too small for any copy, as when
+// swapped sequences fill it), the page goes on to the disk tier instead of
+// being lost, and the next request with that prefix hits it there.
+func TestDiskTierTakesPagesTheFullHostTierCannot(t *testing.T) {
+	dir, key := t.TempDir(), writeKeyFile(t, 23)
+	cfg := diskConfig(t, dir, key)
+	cfg.HostTierBytes = 1 // no copy fits
+	e := newEcho(t, cfg)
+	r1, err := e.Generate(t.Context(), Request{Tokens: longPrompt, MaxTokens: 5, Tenant: "alice"})
+	require.NoError(t, err)
+	spillAll(t, e, "bob", 1) // evicts alice's pages from the device
+	e.tiers.disk.flush()
+	s := e.Stats()
+	require.GreaterOrEqual(t, s.Disk.Writes, uint64(6), "alice's evicted pages were written to disk: %+v", s.Disk)
+	require.Zero(t, s.Pool.HostEntries)
+
+	r, err := e.Generate(t.Context(), Request{Tokens: longPrompt, MaxTokens: 5, Tenant: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, r1.Tokens, r.Tokens)
+	require.Equal(t, 24, r.CachedTokens, "alice's prefix from disk")
+	require.Equal(t, uint64(6), e.Stats().Disk.Hits)
+}

@@ -447,7 +447,8 @@ func (c *prefixCache) spilling() bool {
 // The entry is host-resident from now on, but no restore uses it before
 // its copy completed (attach waits); poll drops it if the copy failed.
 // If the copy cannot be started (host tier full of swapped sequences) the
-// entry is dropped instead and the page freed now (roomFreed).
+// entry is written to the disk tier, if there is one, and dropped, and the
+// page freed now (roomFreed).
 func (c *prefixCache) spillEntry(el *list.Element) room {
 	ent := el.Value.(*prefixEntry)
 	c.lru.Remove(el)
@@ -460,6 +461,11 @@ func (c *prefixCache) spillEntry(el *list.Element) room {
 			continue
 		}
 		break
+	}
+	if errors.Is(err, kvcache.ErrHostTierFull) {
+		// The host tier is full of swapped sequences' copies: the page
+		// goes on to the disk tier, if any, rather than being lost.
+		c.toDisk(ent)
 	}
 	c.drop(ent)
 	if err != nil {
