@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -821,10 +822,10 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 	if err != nil {
 		return nil, err
 	}
-	bad, err := p.copyIn(es, refs)
+	errs, err := p.copyIn(es, refs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.completeRestoreLocked(t.req, es, refs, written, bad, err, false)
+	p.completeRestoreLocked(t.req, es, refs, written, errs, err, false)
 	if err != nil {
 		return nil, err
 	}
@@ -873,25 +874,61 @@ func (p *Pool) startRestore(t *PageTable, es []*hostEntry, started func()) ([]Pa
 }
 
 // copyIn uploads and verifies each entry into its page, without the pool
-// lock: the pages are leased and in no table. It returns the index of the
-// entry that failed, with its error.
-func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) (int, error) {
-	for i, e := range es {
-		if f := p.cfg.Faults; f != nil && f.HoldCopy != nil {
-			f.HoldCopy(refs[i])
-		}
-		if err := p.restoreEntry(e, refs[i].Index); err != nil {
-			return i, err
+// lock: the pages are leased and in no table. A restore of many pages (a
+// swap-in) is split into contiguous runs over restoreWorkers goroutines,
+// the caller's one of them: opening a sealed copy is AES-GCM, a few GB/s
+// a core, which one goroutine would make the bound of every swap-in. Once
+// an entry fails, no run starts another. It returns each entry's error
+// (nil: restored, or not tried) and the first of them.
+func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) ([]error, error) {
+	errs := make([]error, len(es))
+	var failed atomic.Bool
+	run := func(lo, hi int) {
+		for i := lo; i < hi && !failed.Load(); i++ {
+			if f := p.cfg.Faults; f != nil && f.HoldCopy != nil {
+				f.HoldCopy(refs[i])
+			}
+			if err := p.restoreEntry(es[i], refs[i].Index); err != nil {
+				errs[i] = err
+				failed.Store(true)
+			}
 		}
 	}
-	return -1, nil
+	if n := restoreWorkers(len(es)); n > 1 {
+		chunk := (len(es) + n - 1) / n
+		var wg sync.WaitGroup
+		for lo := chunk; lo < len(es); lo += chunk {
+			wg.Go(func() { run(lo, min(len(es), lo+chunk)) })
+		}
+		run(0, chunk)
+		wg.Wait()
+	} else {
+		run(0, len(es))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs, err
+		}
+	}
+	return errs, nil
 }
 
-// completeRestoreLocked drops the restore's copy leases. On failure (or
-// when the restore was cancelled) every page is released, the one that
-// failed its checksum quarantined unless the host copy was the bad one;
-// otherwise the pages take the written counts and checksums of their copies.
-func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []PageRef, written, bad int, err error, cancelled bool) {
+// restoreWorkers is how many goroutines restore a run of pages: one per
+// minRestoreRun pages, at most the host tier's worker count (up to 4, the
+// cores Go may use).
+func restoreWorkers(pages int) int {
+	return max(1, min(4, runtime.GOMAXPROCS(0), pages/minRestoreRun))
+}
+
+// minRestoreRun is the fewest pages worth a goroutine of their own.
+const minRestoreRun = 4
+
+// completeRestoreLocked drops the restore's copy leases. On failure (err,
+// the first of errs, by entry; or when the restore was cancelled) every
+// page is released, one that failed its checksum quarantined unless the
+// host copy was the bad one; otherwise the pages take the written counts
+// and checksums of their copies.
+func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []PageRef, written int, errs []error, err error, cancelled bool) {
 	ps := p.geo.PageSize
 	for _, e := range es {
 		if e.readers--; e.readers == 0 && e.dropLater {
@@ -902,13 +939,17 @@ func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []Page
 	for i, r := range refs {
 		p.dropLeaseLocked(r.Index, LeaseCopy)
 		if err != nil {
-			if i == bad && errors.Is(err, ErrSealOpen) {
+			var bad error // this page's own failure, if any
+			if i < len(errs) {
+				bad = errs[i]
+			}
+			if errors.Is(bad, ErrSealOpen) {
 				p.st.sealFailures++
 			}
-			if i == bad && errors.Is(err, ErrChecksum) {
+			if errors.Is(bad, ErrChecksum) {
 				p.st.checksum++
 				p.isolationLocked("restore checksum", req, r.Index, r.Gen)
-				if errors.Is(err, errBadCopy) {
+				if errors.Is(bad, errBadCopy) {
 					p.releaseLocked(r.Index) // never written: the copy was bad
 				} else {
 					p.quarantineLocked(r.Index)
@@ -944,7 +985,6 @@ type PendingRestore struct {
 	s       *Swapped
 	t       *PageTable
 	refs    []PageRef
-	bad     int
 	err     error // the copy's, set before done closes
 	done    chan struct{}
 	settled bool // completion ran, under p.mu
@@ -979,12 +1019,12 @@ func (p *Pool) SwapInAsync(s *Swapped, t *PageTable) (*PendingRestore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, err)
 	}
-	pr := &PendingRestore{p: p, s: s, t: t, refs: refs, bad: -1, done: make(chan struct{})}
+	pr := &PendingRestore{p: p, s: s, t: t, refs: refs, done: make(chan struct{})}
 	h := p.host
 	h.sendMu.RLock()
 	if h.stopped {
 		h.sendMu.RUnlock()
-		pr.complete(-1, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, ErrClosed))
+		pr.complete(nil, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, ErrClosed))
 		return pr, nil
 	}
 	h.wg.Add(1)
@@ -996,12 +1036,12 @@ func (p *Pool) SwapInAsync(s *Swapped, t *PageTable) (*PendingRestore, error) {
 	return pr, nil
 }
 
-func (pr *PendingRestore) complete(bad int, err error) {
+func (pr *PendingRestore) complete(errs []error, err error) {
 	p := pr.p
 	p.mu.Lock()
-	pr.bad, pr.err = bad, err
+	pr.err = err
 	pr.settled = true
-	p.completeRestoreLocked(pr.t.req, pr.s.entries, pr.refs, pr.s.written, bad, err, pr.ended)
+	p.completeRestoreLocked(pr.t.req, pr.s.entries, pr.refs, pr.s.written, errs, err, pr.ended)
 	pr.s.restoring = false
 	if pr.ended || pr.s.consumed {
 		pr.s.discardLocked() // cancelled or discarded meanwhile
