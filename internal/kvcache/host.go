@@ -58,6 +58,11 @@ type hostTier struct {
 	stopped bool
 	jobs    chan *copyJob
 	wg      sync.WaitGroup
+
+	// Benchmarks set these to measure what the direct path and parallel
+	// restores gain: staged seals every copy through a staging buffer,
+	// oneRestorer restores every run of pages on one goroutine.
+	staged, oneRestorer bool
 }
 
 // stage is an empty buffer of at least n bytes' capacity, for unsealing.
@@ -312,7 +317,7 @@ type hostAccess interface {
 // opened straight into) host-addressable arena memory: an uncompressed,
 // sealed copy of a full page, one contiguous run in the arena.
 func (p *Pool) sealsDirect(e *hostEntry) bool {
-	return p.cfg.Sealer != nil && p.host.comp == "none" && e.slots == p.geo.PageSize
+	return p.cfg.Sealer != nil && p.host.comp == "none" && e.slots == p.geo.PageSize && !p.host.staged
 }
 
 // sealOut is copyOut for a direct copy (sealsDirect): the page's checksums
@@ -894,7 +899,7 @@ func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) ([]error, error) {
 			}
 		}
 	}
-	if n := restoreWorkers(len(es)); n > 1 {
+	if n := restoreWorkers(len(es)); n > 1 && !p.host.oneRestorer {
 		chunk := (len(es) + n - 1) / n
 		var wg sync.WaitGroup
 		for lo := chunk; lo < len(es); lo += chunk {
