@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -247,4 +249,98 @@ func TestDiskTierTakesPagesTheFullHostTierCannot(t *testing.T) {
 	require.Equal(t, r1.Tokens, r.Tokens)
 	require.Equal(t, 24, r.CachedTokens, "alice's prefix from disk")
 	require.Equal(t, uint64(6), e.Stats().Disk.Hits)
+}
+
+// TestPreemptedWithFullHostTierReattaches: a sequence preempted when the
+// host tier cannot take its copy (here too small for any) is recomputed
+// (SwapFails), but its full pages stay prefix-cache entries, on the device
+// or, evicted, on the disk tier: placed again, it re-attaches them
+// (PrefixHits, although no two prompts share a page) and every output is
+// exact.
+func TestPreemptedWithFullHostTierReattaches(t *testing.T) {
+	dir, key := t.TempDir(), writeKeyFile(t, 24)
+	cfg := diskConfig(t, dir, key)
+	cfg.HostTierBytes = 1 // no copy fits
+	// The first forward pass waits until all three are submitted, so the
+	// three run together and outgrow the pool.
+	all := make(chan struct{})
+	cfg.th().NewRunner = func(pool *kvcache.Pool) (Runner, error) {
+		r, err := newEchoRunner(pool, false)
+		return &stepGate{echoRunner: r, at: 1, wait: all}, err
+	}
+	e := newEcho(t, cfg)
+	var streams []*Stream
+	var prompts [][]int
+	for i := range 3 {
+		p := tenantPrompt(3+i, i, 6)
+		st, err := e.Submit(t.Context(), Request{Tokens: p, MaxTokens: 100, Tenant: fmt.Sprint("t", i)})
+		require.NoError(t, err)
+		streams, prompts = append(streams, st), append(prompts, p)
+	}
+	close(all)
+	for i, st := range streams {
+		r := st.Wait()
+		require.NoError(t, r.Err)
+		require.Equal(t, echoOracle(prompts[i], 100, e.MaxContext(), false), r.Tokens, "request %d", i)
+	}
+	e.tiers.disk.flush()
+	s := e.Stats()
+	require.Positive(t, s.Preemptions)
+	require.Positive(t, s.SwapFails, "the host tier took no swap-out")
+	require.Zero(t, s.SwapOuts)
+	require.Positive(t, s.PrefixHits, "the preempted sequence re-attached its own pages")
+	require.Zero(t, s.IsolationFailures)
+	waitPoolIdle(t, e)
+	requireNoLeaks(t, e)
+}
+
+// TestDiskTierReadsPendingPages: a page queued for the writer (here held
+// inside its write) is found by a lookup from memory, with its exact
+// bytes, and is not another tenant's, position's or tokens'; an erasure
+// of its tenant makes it a miss at once, and the write is dropped.
+func TestDiskTierReadsPendingPages(t *testing.T) {
+	gate := newGateFS(t, false, true)
+	keys, err := kvseal.New(bytes.Repeat([]byte{8}, 32), nil)
+	require.NoError(t, err)
+	defer keys.Close()
+	const ps, rawLen = 4, 512
+	d, err := openDiskTier(t.TempDir(), 1<<30, keys, []byte("model"), ps, rawLen, false, true, quietLog())
+	require.NoError(t, err)
+	defer d.close()
+	page := func(i int) ([32]byte, []int, []byte) {
+		tokens := []int{i, i + 1, i + 2, i + 3}
+		return strongHash([32]byte{}, tokens), tokens, bytes.Repeat([]byte{byte(i + 1)}, rawLen)
+	}
+	noDrop := func([]byte) {}
+	s0, tok0, raw0 := page(0)
+	d.put("a", s0, 0, tok0, slices.Clone(raw0), false, noDrop)
+	within(t, gate.entered, "the writer to take the first page")
+	s1, tok1, raw1 := page(1)
+	d.put("a", s1, 0, tok1, slices.Clone(raw1), false, noDrop)
+
+	for i, c := range []struct {
+		strong [32]byte
+		tokens []int
+		raw    []byte
+	}{{s0, tok0, raw0}, {s1, tok1, raw1}} {
+		require.True(t, d.has("a", c.strong), "page %d", i)
+		got, ok := d.load("a", c.strong, 0, c.tokens)
+		require.True(t, ok, "page %d from memory", i)
+		require.Equal(t, c.raw, got)
+		require.False(t, d.has("b", c.strong), "another tenant")
+		_, ok = d.load("b", c.strong, 0, c.tokens)
+		require.False(t, ok)
+		_, ok = d.load("a", c.strong, 1, c.tokens)
+		require.False(t, ok, "another position")
+	}
+	require.Zero(t, d.stats().Writes)
+
+	d.erase("a")
+	require.False(t, d.has("a", s1), "erased while queued")
+	_, ok := d.load("a", s1, 0, tok1)
+	require.False(t, ok)
+	gate.open()
+	d.flush()
+	require.Zero(t, d.stats().Writes, "an erased tenant's queued pages are never written")
+	require.Zero(t, d.stats().Files)
 }

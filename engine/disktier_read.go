@@ -59,13 +59,15 @@ func (d *diskTier) startRead(tenant string, first int, strong [][32]byte, tokens
 	}
 }
 
-// has reports whether the page is in the index (no file is read).
+// has reports whether the page is in the index, or on its way to disk
+// (no file is read).
 func (d *diskTier) has(tenant string, strong [32]byte) bool {
 	name := d.name(tenant, strong)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, ok := d.files[name]
-	return ok
+	_, queued := d.pending[name]
+	return ok || queued
 }
 
 // erasedSince reports whether r's tenant was erased after r started: the
