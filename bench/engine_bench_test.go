@@ -68,7 +68,6 @@ type loadResult struct {
 	tokens     int
 	wall       time.Duration
 	ttft, itl  []time.Duration
-	prefilled  int
 	cachedToks int
 }
 

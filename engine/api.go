@@ -119,7 +119,10 @@ type Config struct {
 	Weights       *model.Weights
 	Tokenizer     tokenizer.Tokenizer
 
-	Device string // "auto" (default), "cpu" or "cuda"
+	// Device is "auto" (the default: CUDA when a GPU is present and runs
+	// the model, else the CPU) or a registered backend by name: "cpu",
+	// "cuda", or one an application registers (engine/backend).
+	Device string
 
 	// Threads is the number of compute threads of the CPU forward pass
 	// (the caller's goroutine included); 0 means the physical cores

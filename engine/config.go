@@ -6,13 +6,11 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
-	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/device"
-	"github.com/kvwarden/kvwarden/internal/device/cpu"
-	"github.com/kvwarden/kvwarden/internal/device/cuda"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/kvseal"
 )
@@ -104,10 +102,8 @@ func checkFields(c *Config) error {
 	case c.KVChecksum < ChecksumHandoff || c.KVChecksum > ChecksumOff:
 		return badField("KVChecksum", "kv checksum %d (want handoff, step or off)", int(c.KVChecksum))
 	}
-	switch c.Device {
-	case "", "auto", "cpu", "cuda":
-	default:
-		return badField("Device", "device %q (want auto, cpu or cuda)", c.Device)
+	if err := backend.Check(c.Device); err != nil {
+		return badField("Device", "%v", err)
 	}
 	switch c.KVType {
 	case "":
@@ -151,38 +147,6 @@ func checkFields(c *Config) error {
 	return nil
 }
 
-// pickBackend resolves Device. "auto" takes CUDA when a driver and a GPU
-// are present and logs which backend it chose; "cuda" fails with the list of
-// places that were searched for the driver.
-func pickBackend(name string, log *slog.Logger) (device.Backend, error) {
-	switch name {
-	case "cpu":
-		return cpu.New(), nil
-	case "", "auto":
-		if err := cuda.Available(); err != nil {
-			// On a machine without a GPU this is the normal case: one
-			// short line, and the libraries searched only at debug level.
-			log.Info("engine: device auto: using the CPU (CUDA unavailable; the search is logged at debug level)")
-			log.Debug("engine: device auto: CUDA search", "reason", err)
-			return cpu.New(), nil
-		}
-		b, err := cuda.NewBackend()
-		if err != nil {
-			log.Warn("engine: device auto: CUDA driver found but unusable, using the CPU", "reason", err)
-			return cpu.New(), nil
-		}
-		log.Info("engine: device auto: using CUDA")
-		return b, nil
-	case "cuda":
-		b, err := cuda.NewBackend()
-		if err != nil {
-			return nil, fmt.Errorf("device %q: %w", name, err)
-		}
-		return b, nil
-	}
-	return nil, invalid("device %q (want auto, cpu or cuda)", name)
-}
-
 func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	c := cfg
 	if err := checkFields(&c); err != nil {
@@ -191,12 +155,13 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	be, err := pickBackend(c.Device, c.Logger)
+	// The device opens before the model loads, so one that cannot work
+	// fails fast; which of auto's backends runs it is settled once the
+	// model is known.
+	devices, err := backend.Resolve(c.Device, c.Logger)
 	if err != nil {
 		return r, err
 	}
-	r.backend = be.Name()
-	c.Device = be.Name()
 
 	// Model and tokenizer.
 	switch {
@@ -223,19 +188,15 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			_ = r.weights.Close()
 		}
 	}()
-	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil {
-		if reason := cpuOnly(cfg.Device, r.weights); reason != nil {
-			c.Logger.Warn("engine: device auto: the model needs the CPU runner, using the CPU", "reason", reason)
-			be = cpu.New()
-			r.backend, c.Device = be.Name(), be.Name()
-		}
+	runs := r.weights
+	if hooks.NewRunner != nil {
+		runs = nil // the hook's runner, not the backend's, runs the model
 	}
-	if _, isCUDA := be.(*cuda.Backend); isCUDA && hooks.NewRunner == nil {
-		if be, err = kvTypeOnCUDA(be, cfg.Device, c.KVType, c.Logger); err != nil {
-			return r, err
-		}
-		r.backend, c.Device = be.Name(), be.Name()
+	be, err := devices.Supported(runs, kvDType(c.KVType), c.Logger)
+	if err != nil {
+		return r, err
 	}
+	r.backend, c.Device = be.Name(), be.Name()
 	mc := r.weights.Config
 	if v := r.tok.VocabSize(); v > mc.Vocab {
 		return r, invalid("tokenizer has %d tokens, model vocabulary is %d", v, mc.Vocab)
@@ -310,13 +271,8 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	}()
 	if hooks.NewRunner != nil {
 		r.runner, err = hooks.NewRunner(pool)
-	} else if cb, ok := be.(*cuda.Backend); ok {
-		// The context size picks LongRoPE's factor set, as llama.cpp's n_ctx.
-		opt := gpu.DefaultOptions()
-		opt.MaxContext = c.MaxContext
-		r.runner, err = gpu.New(cb.Device(), r.weights, pool, opt)
 	} else {
-		r.runner, err = model.NewRunnerContext(r.weights, pool, c.MaxContext)
+		r.runner, err = be.NewRunner(r.weights, pool, backend.RunnerOptions{MaxContext: c.MaxContext})
 	}
 	if err != nil {
 		return r, fmt.Errorf("engine: runner: %w", err)

@@ -87,3 +87,34 @@ func ExampleEngine_CompileJSONSchema() {
 	fmt.Println(json.Unmarshal([]byte(r.Text), &answer) == nil, r.FinishReason)
 	// Output: true stop
 }
+
+// Front ends check a Config before loading anything: a bad field is a
+// *ConfigError naming it, so a CLI can name its own flag.
+func ExampleConfig_Validate() {
+	err := engine.Config{Device: "tpu"}.Validate()
+	var ce *engine.ConfigError
+	fmt.Println(errors.As(err, &ce), ce.Field, errors.Is(err, engine.ErrInvalidParams))
+	err = engine.Config{KVPages: 4, KVMemory: 1 << 20}.Validate()
+	fmt.Println(errors.As(err, &ce), ce.Field)
+	// Output:
+	// true Device true
+	// true KVMemory
+}
+
+// With ZeroOnRelease every page a finished request held is scrubbed before
+// it can be handed to anyone else, in one batch per release; Stats shows it.
+func ExampleEngine_Stats() {
+	e, err := engine.New(engine.Config{ModelPath: "builtin:stories260K", MaxContext: 256, ZeroOnRelease: true, Device: "cpu"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Generate(context.Background(), engine.Request{Prompt: "Once upon a time", MaxTokens: 40}); err != nil {
+		log.Fatal(err)
+	}
+	p := e.Stats().Pool
+	// A released page is scrubbed at once, or kept (releasing) while the
+	// prefix cache holds it for the next request of the same tenant.
+	fmt.Println(p.Releases > 0, p.Scrubs+uint64(p.Releasing) == p.Releases, p.Owned, p.Scrubbing, e.Device())
+	// Output: true true 0 0 cpu
+}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"log/slog"
 	"testing"
 
@@ -101,29 +100,6 @@ func TestKVTypeErrors(t *testing.T) {
 	_, err = New(Config{ModelPath: testmodels.Path(t, "stories260K.gguf"), KVType: "q8_0", Device: "cpu"})
 	require.ErrorIs(t, err, ErrInvalidParams)
 	require.ErrorContains(t, err, "head dim 8")
-}
-
-// On CUDA a quantized KV type is refused when the device was asked for by
-// name, and moves the engine to the CPU under auto, with a log line.
-func TestKVTypeOnCUDA(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	gpu := cpu.New() // stands for the CUDA backend: only the decision is under test
-	for _, kv := range []string{"q8_0", "q4_0"} {
-		_, err := kvTypeOnCUDA(gpu, "cuda", kv, log)
-		require.ErrorIs(t, err, ErrKVTypeUnsupported)
-		require.ErrorContains(t, err, kv)
-
-		be, err := kvTypeOnCUDA(gpu, "auto", kv, log)
-		require.NoError(t, err)
-		require.Equal(t, "cpu", be.Name())
-		require.Contains(t, buf.String(), "kv_type="+kv)
-	}
-	for _, kv := range []string{"f16", "f32"} {
-		be, err := kvTypeOnCUDA(gpu, "cuda", kv, log)
-		require.NoError(t, err)
-		require.Equal(t, gpu, be)
-	}
 }
 
 // Prefix-cache keys depend on the KV type: the same tokens hash apart in

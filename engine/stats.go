@@ -53,6 +53,7 @@ type PoolStats struct {
 	Sealed      int
 	Releasing   int // released by its owner, waiting for leases to drop
 	Quarantined int // withdrawn after a failed check; never reused
+	Scrubbing   int // released, waiting for their batch's scrub (ZeroOnRelease, Poison)
 	Tenants     int // tenants that still hold something in the pool
 
 	// Outstanding leases by kind.
@@ -93,7 +94,7 @@ type PoolStats struct {
 func poolStatsOf(s kvcache.Stats) PoolStats {
 	return PoolStats{
 		Pages: s.Pages, Free: s.Free, Owned: s.Owned, Sealed: s.Sealed,
-		Releasing: s.Releasing, Quarantined: s.Quarantined, Tenants: s.Tenants,
+		Releasing: s.Releasing, Quarantined: s.Quarantined, Scrubbing: s.Scrubbing, Tenants: s.Tenants,
 		StepLeases: s.StepLeases, CopyLeases: s.CopyLeases, PrefixLeases: s.PrefixLeases,
 		Allocs: s.Allocs, Releases: s.Releases, Scrubs: s.Scrubs,
 		DeferredReleases: s.DeferredReleases, DeferredFreed: s.DeferredFreed,

@@ -168,15 +168,6 @@ func jsonValueKind(s string) string {
 	return "number " + s
 }
 
-// intp converts an optional jsonInt.
-func intp(v *jsonInt) *int {
-	if v == nil {
-		return nil
-	}
-	i := int(*v)
-	return &i
-}
-
 func jsonKind(goKind string) string {
 	switch goKind {
 	case "int", "int64", "int32", "uint64":
@@ -508,22 +499,6 @@ func chatMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 		out[i] = msg
 	}
 	return out, nil
-}
-
-// parseTools reads OpenAI tool definitions for templates that print them.
-func parseTools(raw json.RawMessage) ([]any, *apiError) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, badRequest("tools", "invalid_type", "tools must be an array")
-	}
-	tools := make([]any, len(list)) // raw JSON keeps the order of keys, which tojson prints
-	for i, t := range list {
-		tools[i] = t
-	}
-	return tools, nil
 }
 
 // templateError maps a chat template failure to its HTTP answer: 400 with

@@ -548,15 +548,6 @@ func urlUnescape(s string) (string, error) {
 	return string(b), nil
 }
 
-// literal is the GBNF literal of a JSON value in compact form.
-func (c *converter) literal(v any, path string) (string, error) {
-	var buf bytes.Buffer
-	if err := encodeCompact(&buf, v); err != nil {
-		return "", invalid(path, "", "%v", err)
-	}
-	return gbnfLiteral(buf.String()) + " " + c.use("space"), nil
-}
-
 // literalsExpr is a GBNF expression matching exactly the strings lits,
 // factored by common prefix so that a long enum keeps few parse stacks.
 func literalsExpr(lits []string) string {

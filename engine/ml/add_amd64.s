@@ -1,3 +1,5 @@
+// Hand-written: one short masked loop, nothing to generate.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

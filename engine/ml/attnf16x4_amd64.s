@@ -1,31 +1,12 @@
+// Hand-written: one kernel whose four keys are spelt out once; no copies to generate.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 
-// Horizontal reduction of four zmm accumulators to one xmm [sum(a),
-// sum(b), sum(c), sum(d)] left in xa. Per lane it is f16_amd64.s's
-// F16_REDUCE: the 256-bit halves added, then the 128-bit halves, then
-// (x0+x1)+(x2+x3). Clobbers Y16/X16 and b, c, d.
-#define REDUCE4(za, zb, zc, zd, ya, yb, yc, yd, xa, xb, xc, xd) \
-	VEXTRACTF64X4 $1, za, Y16 \
-	VADDPS        Y16, ya, ya \
-	VEXTRACTF64X4 $1, zb, Y16 \
-	VADDPS        Y16, yb, yb \
-	VEXTRACTF64X4 $1, zc, Y16 \
-	VADDPS        Y16, yc, yc \
-	VEXTRACTF64X4 $1, zd, Y16 \
-	VADDPS        Y16, yd, yd \
-	VEXTRACTF32X4 $1, ya, X16 \
-	VADDPS        X16, xa, xa \
-	VEXTRACTF32X4 $1, yb, X16 \
-	VADDPS        X16, xb, xb \
-	VEXTRACTF32X4 $1, yc, X16 \
-	VADDPS        X16, xc, xc \
-	VEXTRACTF32X4 $1, yd, X16 \
-	VADDPS        X16, xd, xd \
-	VHADDPS       xb, xa, xa  \
-	VHADDPS       xd, xc, xc  \
-	VHADDPS       xc, xa, xa
+// REDUCE4 (reduce_amd64.h) is, per lane, attnScoresF16AVX512's REDUCE1: the
+// 256-bit halves added, then the 128-bit halves, then (x0+x1)+(x2+x3).
 
 // Key pointer of position DX+i: kv + 2*offs[DX+i].
 #define KEY(i, r) \

@@ -1,6 +1,9 @@
+// Hand-written: two short kernels; their grouped variants are generated (attnqg_amd64.s).
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 
 // Attention over a block-quantized KV cache (attnq.go), AVX-512. Each
 // kernel expands a block in registers exactly as the dequantizers do
@@ -40,16 +43,6 @@
 	VPBROADCASTD AX, Z28 \
 	MOVL         $8, AX  \
 	VPBROADCASTD AX, Z29
-
-// Reduce one zmm accumulator to its scalar sum in the low lane of x, as
-// ATTN_REDUCE.
-#define QATTN_REDUCE(z, y, x) \
-	VEXTRACTF64X4 $1, z, Y16 \
-	VADDPS        Y16, y, y  \
-	VEXTRACTF32X4 $1, y, X16 \
-	VADDPS        X16, x, x  \
-	VHADDPS       x, x, x    \
-	VHADDPS       x, x, x
 
 // dst[t] = dot(q[:32*nb], row t) * scale, row t the nb blocks at
 // kv+offs[t]. (Written out for each type: the assembler has no token
@@ -95,7 +88,7 @@ sq8_b:
 	DECQ        CX
 	JNZ         sq8_b
 	VADDPS Z1, Z0, Z0
-	QATTN_REDUCE(Z0, Y0, X0)
+	REDUCE1(Z0, Y0, X0)
 	VMULSS X31, X0, X0
 	VMOVSS X0, (DI)(DX*4)
 	INCQ   DX
@@ -144,7 +137,7 @@ sq4_b:
 	DECQ        CX
 	JNZ         sq4_b
 	VADDPS Z1, Z0, Z0
-	QATTN_REDUCE(Z0, Y0, X0)
+	REDUCE1(Z0, Y0, X0)
 	VMULSS X31, X0, X0
 	VMOVSS X0, (DI)(DX*4)
 	INCQ   DX

@@ -2,8 +2,6 @@
 
 package ml
 
-//go:generate python3 internal/gen/attnqg/gen.py attnqg_amd64.s
-
 //go:noescape
 func attnScoresQ8x2AVX512(dst, q *float32, kv *byte, offs *int, n, nb int, scale float32)
 

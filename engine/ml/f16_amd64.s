@@ -1,14 +1,9 @@
+// Hand-written: five distinct conversion and attention kernels, none unrolled.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
-
-// Build K1 = mask of the low (CX & 15) lanes. Clobbers CX, BX.
-#define F16_TAILMASK \
-	ANDQ  $15, CX \
-	MOVL  $1, BX  \
-	SHLL  CX, BX  \
-	DECL  BX      \
-	KMOVW BX, K1
+#include "reduce_amd64.h"
 
 // func cvtF32F16AVX512(dst *uint16, src *float32, n int)
 // dst[i] = f16(src[i]) rounded to nearest even (VCVTPS2PH imm 0).
@@ -18,7 +13,7 @@ TEXT ·cvtF32F16AVX512(SB), NOSPLIT, $0-24
 	MOVQ n+16(FP), CX
 	MOVQ CX, R9
 	SHRQ $4, R9
-	F16_TAILMASK
+	TAILMASK
 
 ch1:
 	TESTQ     R9, R9
@@ -86,16 +81,6 @@ fhdone:
 	VZEROUPPER
 	RET
 
-// Reduce one zmm accumulator to its scalar sum in the low lane of x, in
-// the same order as silu_attn_amd64.s's ATTN_REDUCE.
-#define F16_REDUCE(z, y, x) \
-	VEXTRACTF64X4 $1, z, Y16 \
-	VADDPS        Y16, y, y  \
-	VEXTRACTF32X4 $1, y, X16 \
-	VADDPS        X16, x, x  \
-	VHADDPS       x, x, x    \
-	VHADDPS       x, x, x
-
 // func attnScoresF16AVX512(dst, q *float32, kv *uint16, offs *int, n, d int, scale float32)
 // attnScoresAVX512 over f16 keys: the same FMA sequence per score, with each
 // 16 keys converted by VCVTPH2PS (exact) as they are loaded. Offsets and
@@ -110,7 +95,7 @@ TEXT ·attnScoresF16AVX512(SB), NOSPLIT, $0-52
 	VBROADCASTSS scale+48(FP), Z31
 	MOVQ         CX, R9
 	ANDQ         $-16, R9
-	F16_TAILMASK
+	TAILMASK
 	MOVQ         R9, R13
 	ANDQ         $-32, R13
 	XORQ         DX, DX
@@ -163,7 +148,7 @@ hs_tail:
 
 hs_red:
 	VADDPS Z1, Z0, Z0
-	F16_REDUCE(Z0, Y0, X0)
+	REDUCE1(Z0, Y0, X0)
 	VMULSS X31, X0, X0
 	VMOVSS X0, (DI)(DX*4)
 	INCQ   DX
@@ -185,7 +170,7 @@ TEXT ·attnAccumF16AVX512(SB), NOSPLIT, $0-48
 	MOVQ d+40(FP), CX
 	MOVQ CX, R9
 	ANDQ $-16, R9
-	F16_TAILMASK
+	TAILMASK
 	MOVQ R9, R13
 	ANDQ $-64, R13
 	XORQ AX, AX

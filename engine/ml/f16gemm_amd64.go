@@ -3,7 +3,7 @@
 package ml
 
 // gemmF16x4 is gemmF32x4 over f16 weight rows (ws in bytes), converting
-// them as they are loaded (f16gemm_amd64.s).
+// them as they are loaded (floatmm_amd64.s).
 //
 //go:noescape
 func gemmF16x4(x *float32, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int, pf *byte)

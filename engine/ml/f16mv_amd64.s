@@ -1,38 +1,9 @@
+// Hand-written: one matvec whose per-row steps are one-line macro calls.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
-
-// Horizontal reduction of four zmm accumulators (registers 0..15) to one
-// xmm [sum(a), sum(b), sum(c), sum(d)] left in xa, exactly as
-// kernels_amd64.s's REDUCE4. Clobbers Y16/X16 and b,c,d.
-#define REDUCE4(za, zb, zc, zd, ya, yb, yc, yd, xa, xb, xc, xd) \
-	VEXTRACTF64X4 $1, za, Y16 \
-	VADDPS        Y16, ya, ya \
-	VEXTRACTF64X4 $1, zb, Y16 \
-	VADDPS        Y16, yb, yb \
-	VEXTRACTF64X4 $1, zc, Y16 \
-	VADDPS        Y16, yc, yc \
-	VEXTRACTF64X4 $1, zd, Y16 \
-	VADDPS        Y16, yd, yd \
-	VEXTRACTF32X4 $1, ya, X16 \
-	VADDPS        X16, xa, xa \
-	VEXTRACTF32X4 $1, yb, X16 \
-	VADDPS        X16, xb, xb \
-	VEXTRACTF32X4 $1, yc, X16 \
-	VADDPS        X16, xc, xc \
-	VEXTRACTF32X4 $1, yd, X16 \
-	VADDPS        X16, xd, xd \
-	VHADDPS       xb, xa, xa  \
-	VHADDPS       xd, xc, xc  \
-	VHADDPS       xc, xa, xa
-
-// Build K1 = mask of the low (CX & 15) lanes. Clobbers CX, BX.
-#define TAILMASK \
-	ANDQ  $15, CX \
-	MOVL  $1, BX  \
-	SHLL  CX, BX  \
-	DECL  BX      \
-	KMOVW BX, K1
+#include "reduce_amd64.h"
 
 // One full 16-lane step of one row: convert and accumulate.
 #define F16STEP(row, t, acc) \
@@ -123,65 +94,5 @@ h8reduce:
 	JMP     h8row
 
 h8done:
-	VZEROUPPER
-	RET
-
-// func gemvF16AVX2(x *float32, w *byte, ws int, k8 int, dst *float32, nw int)
-// gemvF32AVX2 over f16 rows (ws bytes apart), converted in registers
-// (F16C VCVTPH2PS): per output the same FMA chain over the k8 values and
-// the same reduction, so results equal gemmF32x4AVX2's on the decoded rows.
-// nw is a multiple of 4, k8 of 8.
-TEXT ·gemvF16AVX2(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ws+16(FP), R8
-	MOVQ k8+24(FP), R9
-	SHLQ $1, R9          // bytes of f16; the x offset is twice the f16 one
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R10
-	LEAQ (R8)(R8*2), R14
-
-a16row:
-	CMPQ R10, $4
-	JLT  a16done
-	MOVQ DI, R11
-	LEAQ (DI)(R8*1), R12
-	LEAQ (DI)(R8*2), R13
-	ADDQ DI, R14
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ AX, AX
-
-a16loop:
-	CMPQ        AX, R9
-	JGE         a16red
-	VMOVUPS     (SI)(AX*2), Y8
-	VCVTPH2PS   (R11)(AX*1), Y9
-	VFMADD231PS Y9, Y8, Y0
-	VCVTPH2PS   (R12)(AX*1), Y10
-	VFMADD231PS Y10, Y8, Y1
-	VCVTPH2PS   (R13)(AX*1), Y11
-	VFMADD231PS Y11, Y8, Y2
-	VCVTPH2PS   (R14)(AX*1), Y12
-	VFMADD231PS Y12, Y8, Y3
-	ADDQ        $16, AX
-	JMP         a16loop
-
-a16red:
-	VHADDPS      Y1, Y0, Y0
-	VHADDPS      Y3, Y2, Y2
-	VHADDPS      Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X8
-	VADDPS       X8, X0, X0
-	VMOVUPS      X0, (DX)
-	ADDQ         $16, DX
-	LEAQ         (DI)(R8*4), DI
-	LEAQ         (R8)(R8*2), R14
-	SUBQ         $4, R10
-	JMP          a16row
-
-a16done:
 	VZEROUPPER
 	RET

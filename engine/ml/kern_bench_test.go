@@ -5,21 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
-
-// threadCPU returns this OS thread's CPU time in seconds. Single-threaded
-// kernel benchmarks divide by it rather than wall time so that a busy
-// shared machine (time slices lost to other processes) does not distort
-// the compute rate.
-func threadCPU() float64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return float64(ts.Sec) + float64(ts.Nsec)/1e9
-}
 
 // kernelBench runs f b.N times single-threaded on a locked OS thread and
 // reports work/s by wall time and by thread CPU time.

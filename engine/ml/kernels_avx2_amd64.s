@@ -1,3 +1,5 @@
+// Hand-written: three distinct AVX2 kernels; the matvecs are floatmm_amd64.s.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
@@ -76,62 +78,6 @@ a2loop:
 	JMP         a2loop
 
 a2done:
-	VZEROUPPER
-	RET
-
-// func gemvF32AVX2(x *float32, w *float32, ws int, k8 int, dst *float32, nw int)
-// dst[r] = dot(x[:k8], w[r*ws:][:k8]) for r < nw, nw a multiple of 4.
-TEXT ·gemvF32AVX2(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ws+16(FP), R8
-	SHLQ $2, R8
-	MOVQ k8+24(FP), R9
-	SHLQ $2, R9
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R10
-	LEAQ (R8)(R8*2), R14
-
-g2row:
-	CMPQ R10, $4
-	JLT  g2done
-	MOVQ DI, R11
-	LEAQ (DI)(R8*1), R12
-	LEAQ (DI)(R8*2), R13
-	ADDQ DI, R14
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ AX, AX
-
-g2loop:
-	CMPQ AX, R9
-	JGE  g2red
-	VMOVUPS     (SI)(AX*1), Y8
-	VFMADD231PS (R11)(AX*1), Y8, Y0
-	VFMADD231PS (R12)(AX*1), Y8, Y1
-	VFMADD231PS (R13)(AX*1), Y8, Y2
-	VFMADD231PS (R14)(AX*1), Y8, Y3
-	ADDQ        $32, AX
-	JMP         g2loop
-
-g2red:
-	// The same reduction as gemmF32x4AVX2's (pairs within each 128-bit
-	// half, then the halves), so n=1 and n>1 agree bitwise.
-	VHADDPS      Y1, Y0, Y0
-	VHADDPS      Y3, Y2, Y2
-	VHADDPS      Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X8
-	VADDPS       X8, X0, X0
-	VMOVUPS      X0, (DX)
-	ADDQ         $16, DX
-	LEAQ         (DI)(R8*4), DI
-	LEAQ         (R8)(R8*2), R14
-	SUBQ         $4, R10
-	JMP          g2row
-
-g2done:
 	VZEROUPPER
 	RET
 

@@ -1,3 +1,5 @@
+// Hand-written: two short loops, nothing to generate.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"

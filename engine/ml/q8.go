@@ -1,7 +1,5 @@
 package ml
 
-//go:generate go run ./internal/gen/q8gen -o kernels_q8_amd64.s
-
 import (
 	"encoding/binary"
 	"math"

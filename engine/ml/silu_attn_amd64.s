@@ -1,141 +1,17 @@
+// Hand-written: five distinct kernels, no unrolled copies; the table is one EXPC macro.
+
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "reduce_amd64.h"
 
 // SiLU and attention kernels. The exp in siluMul* is expf's algorithm
 // (expf.go) step for step with the same float32 roundings and no FMA, so
 // every lane is bit-identical to the plain-Go SiLUMul: results do not
 // depend on the SIMD level or on where a chunk boundary falls.
 
-// Constant table: 8 copies of each float32 (32 bytes per entry).
-// 0: sign
-DATA expc<>+0(SB)/4, $0x80000000
-DATA expc<>+4(SB)/4, $0x80000000
-DATA expc<>+8(SB)/4, $0x80000000
-DATA expc<>+12(SB)/4, $0x80000000
-DATA expc<>+16(SB)/4, $0x80000000
-DATA expc<>+20(SB)/4, $0x80000000
-DATA expc<>+24(SB)/4, $0x80000000
-DATA expc<>+28(SB)/4, $0x80000000
-// 32: hi
-DATA expc<>+32(SB)/4, $0x42b17217
-DATA expc<>+36(SB)/4, $0x42b17217
-DATA expc<>+40(SB)/4, $0x42b17217
-DATA expc<>+44(SB)/4, $0x42b17217
-DATA expc<>+48(SB)/4, $0x42b17217
-DATA expc<>+52(SB)/4, $0x42b17217
-DATA expc<>+56(SB)/4, $0x42b17217
-DATA expc<>+60(SB)/4, $0x42b17217
-// 64: lo
-DATA expc<>+64(SB)/4, $0xc2aeac4f
-DATA expc<>+68(SB)/4, $0xc2aeac4f
-DATA expc<>+72(SB)/4, $0xc2aeac4f
-DATA expc<>+76(SB)/4, $0xc2aeac4f
-DATA expc<>+80(SB)/4, $0xc2aeac4f
-DATA expc<>+84(SB)/4, $0xc2aeac4f
-DATA expc<>+88(SB)/4, $0xc2aeac4f
-DATA expc<>+92(SB)/4, $0xc2aeac4f
-// 96: log2e
-DATA expc<>+96(SB)/4, $0x3fb8aa3b
-DATA expc<>+100(SB)/4, $0x3fb8aa3b
-DATA expc<>+104(SB)/4, $0x3fb8aa3b
-DATA expc<>+108(SB)/4, $0x3fb8aa3b
-DATA expc<>+112(SB)/4, $0x3fb8aa3b
-DATA expc<>+116(SB)/4, $0x3fb8aa3b
-DATA expc<>+120(SB)/4, $0x3fb8aa3b
-DATA expc<>+124(SB)/4, $0x3fb8aa3b
-// 128: half
-DATA expc<>+128(SB)/4, $0x3f000000
-DATA expc<>+132(SB)/4, $0x3f000000
-DATA expc<>+136(SB)/4, $0x3f000000
-DATA expc<>+140(SB)/4, $0x3f000000
-DATA expc<>+144(SB)/4, $0x3f000000
-DATA expc<>+148(SB)/4, $0x3f000000
-DATA expc<>+152(SB)/4, $0x3f000000
-DATA expc<>+156(SB)/4, $0x3f000000
-// 160: ln2hi
-DATA expc<>+160(SB)/4, $0x3f317200
-DATA expc<>+164(SB)/4, $0x3f317200
-DATA expc<>+168(SB)/4, $0x3f317200
-DATA expc<>+172(SB)/4, $0x3f317200
-DATA expc<>+176(SB)/4, $0x3f317200
-DATA expc<>+180(SB)/4, $0x3f317200
-DATA expc<>+184(SB)/4, $0x3f317200
-DATA expc<>+188(SB)/4, $0x3f317200
-// 192: ln2lo
-DATA expc<>+192(SB)/4, $0x35bfbe8e
-DATA expc<>+196(SB)/4, $0x35bfbe8e
-DATA expc<>+200(SB)/4, $0x35bfbe8e
-DATA expc<>+204(SB)/4, $0x35bfbe8e
-DATA expc<>+208(SB)/4, $0x35bfbe8e
-DATA expc<>+212(SB)/4, $0x35bfbe8e
-DATA expc<>+216(SB)/4, $0x35bfbe8e
-DATA expc<>+220(SB)/4, $0x35bfbe8e
-// 224: c720
-DATA expc<>+224(SB)/4, $0x3ab60b61
-DATA expc<>+228(SB)/4, $0x3ab60b61
-DATA expc<>+232(SB)/4, $0x3ab60b61
-DATA expc<>+236(SB)/4, $0x3ab60b61
-DATA expc<>+240(SB)/4, $0x3ab60b61
-DATA expc<>+244(SB)/4, $0x3ab60b61
-DATA expc<>+248(SB)/4, $0x3ab60b61
-DATA expc<>+252(SB)/4, $0x3ab60b61
-// 256: c120
-DATA expc<>+256(SB)/4, $0x3c088889
-DATA expc<>+260(SB)/4, $0x3c088889
-DATA expc<>+264(SB)/4, $0x3c088889
-DATA expc<>+268(SB)/4, $0x3c088889
-DATA expc<>+272(SB)/4, $0x3c088889
-DATA expc<>+276(SB)/4, $0x3c088889
-DATA expc<>+280(SB)/4, $0x3c088889
-DATA expc<>+284(SB)/4, $0x3c088889
-// 288: c24
-DATA expc<>+288(SB)/4, $0x3d2aaaab
-DATA expc<>+292(SB)/4, $0x3d2aaaab
-DATA expc<>+296(SB)/4, $0x3d2aaaab
-DATA expc<>+300(SB)/4, $0x3d2aaaab
-DATA expc<>+304(SB)/4, $0x3d2aaaab
-DATA expc<>+308(SB)/4, $0x3d2aaaab
-DATA expc<>+312(SB)/4, $0x3d2aaaab
-DATA expc<>+316(SB)/4, $0x3d2aaaab
-// 320: c6
-DATA expc<>+320(SB)/4, $0x3e2aaaab
-DATA expc<>+324(SB)/4, $0x3e2aaaab
-DATA expc<>+328(SB)/4, $0x3e2aaaab
-DATA expc<>+332(SB)/4, $0x3e2aaaab
-DATA expc<>+336(SB)/4, $0x3e2aaaab
-DATA expc<>+340(SB)/4, $0x3e2aaaab
-DATA expc<>+344(SB)/4, $0x3e2aaaab
-DATA expc<>+348(SB)/4, $0x3e2aaaab
-// 352: one
-DATA expc<>+352(SB)/4, $0x3f800000
-DATA expc<>+356(SB)/4, $0x3f800000
-DATA expc<>+360(SB)/4, $0x3f800000
-DATA expc<>+364(SB)/4, $0x3f800000
-DATA expc<>+368(SB)/4, $0x3f800000
-DATA expc<>+372(SB)/4, $0x3f800000
-DATA expc<>+376(SB)/4, $0x3f800000
-DATA expc<>+380(SB)/4, $0x3f800000
-// 384: inf
-DATA expc<>+384(SB)/4, $0x7f800000
-DATA expc<>+388(SB)/4, $0x7f800000
-DATA expc<>+392(SB)/4, $0x7f800000
-DATA expc<>+396(SB)/4, $0x7f800000
-DATA expc<>+400(SB)/4, $0x7f800000
-DATA expc<>+404(SB)/4, $0x7f800000
-DATA expc<>+408(SB)/4, $0x7f800000
-DATA expc<>+412(SB)/4, $0x7f800000
-// 416: bias
-DATA expc<>+416(SB)/4, $0x0000007f
-DATA expc<>+420(SB)/4, $0x0000007f
-DATA expc<>+424(SB)/4, $0x0000007f
-DATA expc<>+428(SB)/4, $0x0000007f
-DATA expc<>+432(SB)/4, $0x0000007f
-DATA expc<>+436(SB)/4, $0x0000007f
-DATA expc<>+440(SB)/4, $0x0000007f
-DATA expc<>+444(SB)/4, $0x0000007f
-GLOBL expc<>(SB), RODATA|NOPTR, $448
-
+// Constant table: 8 copies of each float32 (32 bytes per entry), at the
+// offsets C_*.
 #define C_SIGN 0
 #define C_HI 32
 #define C_LO 64
@@ -150,6 +26,33 @@ GLOBL expc<>(SB), RODATA|NOPTR, $448
 #define C_ONE 352
 #define C_INF 384
 #define C_BIAS 416
+
+// EXPC(off, bits) writes the entry at off: 8 copies of the float32 bits.
+#define EXPC(off, bits) \
+	DATA expc<>+off+0(SB)/4, $bits \
+	DATA expc<>+off+4(SB)/4, $bits \
+	DATA expc<>+off+8(SB)/4, $bits \
+	DATA expc<>+off+12(SB)/4, $bits \
+	DATA expc<>+off+16(SB)/4, $bits \
+	DATA expc<>+off+20(SB)/4, $bits \
+	DATA expc<>+off+24(SB)/4, $bits \
+	DATA expc<>+off+28(SB)/4, $bits
+
+EXPC(C_SIGN, 0x80000000)
+EXPC(C_HI, 0x42b17217)
+EXPC(C_LO, 0xc2aeac4f)
+EXPC(C_LOG2E, 0x3fb8aa3b)
+EXPC(C_HALF, 0x3f000000)
+EXPC(C_LN2HI, 0x3f317200)
+EXPC(C_LN2LO, 0x35bfbe8e)
+EXPC(C_720, 0x3ab60b61)
+EXPC(C_120, 0x3c088889)
+EXPC(C_24, 0x3d2aaaab)
+EXPC(C_6, 0x3e2aaaab)
+EXPC(C_ONE, 0x3f800000)
+EXPC(C_INF, 0x7f800000)
+EXPC(C_BIAS, 0x0000007f)
+GLOBL expc<>(SB), RODATA|NOPTR, $448
 
 // func siluMulAVX512(gate, up *float32, n16 int)
 // gate[i] = gate[i] * (1/(1+expf(-gate[i]))) * up[i], n16 a multiple of 16.
@@ -353,23 +256,6 @@ ex512done:
 	VZEROUPPER
 	RET
 
-// Reduce one zmm accumulator (0..15) to its scalar sum in the low lane of x.
-#define ATTN_REDUCE(z, y, x) \
-	VEXTRACTF64X4 $1, z, Y16 \
-	VADDPS        Y16, y, y  \
-	VEXTRACTF32X4 $1, y, X16 \
-	VADDPS        X16, x, x  \
-	VHADDPS       x, x, x    \
-	VHADDPS       x, x, x
-
-// Build K1 = mask of the low (CX & 15) lanes. Clobbers CX, BX.
-#define ATTN_TAILMASK \
-	ANDQ  $15, CX \
-	MOVL  $1, BX  \
-	SHLL  CX, BX  \
-	DECL  BX      \
-	KMOVW BX, K1
-
 // func attnScoresAVX512(dst, q, kv *float32, offs *int, n, d int, scale float32)
 // dst[t] = dot(q[:d], kv[offs[t]:][:d]) * scale for t < n. Each dot is the
 // same fixed sequence of operations whatever n is.
@@ -384,7 +270,7 @@ TEXT ·attnScoresAVX512(SB), NOSPLIT, $0-52
 	MOVQ         CX, R9
 	SHRQ         $4, R9
 	SHLQ         $6, R9
-	ATTN_TAILMASK
+	TAILMASK
 	MOVQ         R9, R13
 	ANDQ         $-128, R13
 	XORQ         DX, DX
@@ -435,7 +321,7 @@ as_tail:
 
 as_red:
 	VADDPS Z1, Z0, Z0
-	ATTN_REDUCE(Z0, Y0, X0)
+	REDUCE1(Z0, Y0, X0)
 	VMULSS X31, X0, X0
 	VMOVSS X0, (DI)(DX*4)
 	INCQ   DX
@@ -458,7 +344,7 @@ TEXT ·attnAccumAVX512(SB), NOSPLIT, $0-48
 	MOVQ CX, R9
 	SHRQ $4, R9
 	SHLQ $6, R9
-	ATTN_TAILMASK
+	TAILMASK
 	MOVQ R9, R13
 	ANDQ $-256, R13
 	XORQ AX, AX

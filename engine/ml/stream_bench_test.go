@@ -4,18 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
-
-// processCPU is the process's CPU time in seconds.
-func processCPU() float64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return float64(ts.Sec) + float64(ts.Nsec)/1e9
-}
 
 // decodeSet is the matrices one decode token of a TinyLlama-1.1B-shaped
 // model streams (22 layers of Q, K, V, O, gate, up, down and the output

@@ -26,7 +26,6 @@ type GPT2 struct {
 	// (Llama 3's "ignore_merges": true).
 	ignoreMerges bool
 	decoded      [][]byte
-	special      specialMatcher
 }
 
 type gpt2Merge struct {
@@ -199,35 +198,7 @@ func (t *GPT2) EncodeLimit(text string, opt Options, limit int) ([]int, error) {
 
 // encode is Encode, stopping past limit tokens unless limit < 0.
 func (t *GPT2) encode(text string, opt Options, limit int) ([]int, error) {
-	size := len(text)/3 + 3
-	if limit >= 0 {
-		size = min(size, limit+2)
-	}
-	out := make([]int, 0, size)
-	if opt.BOS && t.bos >= 0 {
-		out = append(out, t.bos)
-	}
-	frags := t.special.split(text, opt.Special)
-	for i, f := range frags {
-		if f.id >= 0 {
-			out = append(out, f.id)
-		} else {
-			if n := len(out) + t.bound.atLeast(f.text); limit >= 0 && n > limit {
-				return nil, &LimitError{AtLeast: n, Limit: limit}
-			}
-			var stopped bool
-			if out, stopped = t.encodeRaw(out, f.text, limit); stopped {
-				return nil, &LimitError{AtLeast: len(out), Limit: limit}
-			}
-		}
-		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
-			return nil, &LimitError{AtLeast: len(out), Limit: limit}
-		}
-	}
-	if opt.EOS && t.eos >= 0 {
-		out = append(out, t.eos)
-	}
-	return out, nil
+	return t.encodeFrags(text, opt, limit, len(text)/3+3, t.encodeRaw)
 }
 
 // gpSym is a symbol of one pre-token: token id, byte length, linked list.

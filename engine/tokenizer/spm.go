@@ -44,7 +44,6 @@ type SentencePiece struct {
 	prefix  bool // add the dummy-prefix space
 	decoded [][]byte
 	lead    []bool // decoded piece starts with a space that follows-BOS decoding strips
-	special specialMatcher
 }
 
 // NewSentencePiece builds a SentencePiece tokenizer from plain vocabulary
@@ -247,34 +246,11 @@ func (t *SentencePiece) EncodeLimit(text string, opt Options, limit int) ([]int,
 	return t.encode(text, opt, max(limit, 0))
 }
 
-// encode is Encode, stopping past limit tokens unless limit < 0.
+// encode is Encode, stopping past limit tokens unless limit < 0. A
+// fragment's merges depend on all of it: it is encoded whole.
 func (t *SentencePiece) encode(text string, opt Options, limit int) ([]int, error) {
-	size := len(text)/2 + 3
-	if limit >= 0 {
-		size = min(size, limit+2)
-	}
-	out := make([]int, 0, size)
-	if opt.BOS && t.bos >= 0 {
-		out = append(out, t.bos)
-	}
-	frags := t.special.split(text, opt.Special)
-	for i, f := range frags {
-		if f.id >= 0 {
-			out = append(out, f.id)
-		} else {
-			if n := len(out) + t.bound.atLeast(f.text); limit >= 0 && n > limit {
-				return nil, &LimitError{AtLeast: n, Limit: limit}
-			}
-			out = t.encodeRaw(out, f.text)
-		}
-		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
-			return nil, &LimitError{AtLeast: len(out), Limit: limit}
-		}
-	}
-	if opt.EOS && t.eos >= 0 {
-		out = append(out, t.eos)
-	}
-	return out, nil
+	raw := func(out []int, frag string, _ int) ([]int, bool) { return t.encodeRaw(out, frag), false }
+	return t.encodeFrags(text, opt, limit, len(text)/2+3, raw)
 }
 
 // spSym is one symbol of the merge list: a span of the normalized text

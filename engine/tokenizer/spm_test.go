@@ -13,13 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// refEncode is a line-by-line port of llama2.c run.c's encode(text, bos=1,
-// eos=0), O(n²) rescans included, used as the reference for the
-// priority-queue implementation.
-func refEncode(pieces []string, scores []float32, text string) []int {
-	return refEncodeWith(refLookup(pieces), pieces, scores, text)
-}
-
 func refLookup(pieces []string) map[string]int {
 	lookup := map[string]int{}
 	for i, p := range pieces {
@@ -30,6 +23,9 @@ func refLookup(pieces []string) map[string]int {
 	return lookup
 }
 
+// refEncodeWith is a line-by-line port of llama2.c run.c's encode(text,
+// bos=1, eos=0), O(n²) rescans included, used as the reference for the
+// priority-queue implementation.
 func refEncodeWith(lookup map[string]int, pieces []string, scores []float32, text string) []int {
 	str := func(s string) int {
 		if id, ok := lookup[s]; ok {

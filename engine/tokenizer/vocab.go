@@ -94,6 +94,7 @@ type vocab struct {
 	// llama.cpp does.
 	dropped atomic.Uint64
 	bound   tokenBound
+	special specialMatcher // the user-defined (and control) texts cut out first
 }
 
 // initVocab fills the shared fields. types must be resolved already.
@@ -252,6 +253,44 @@ func (v *vocab) Lookup(piece string) (int, bool) {
 // DroppedBytes returns how many input bytes had no token and were left out
 // since the tokenizer was built.
 func (v *vocab) DroppedBytes() uint64 { return v.dropped.Load() }
+
+// encodeFrags is the encoding loop the BPE tokenizers share: BOS, the text
+// cut at special tokens with each other fragment encoded by raw, then EOS.
+// With limit >= 0 it stops with a *LimitError once the result is known to
+// hold more than limit tokens: before a fragment whose length bound alone
+// goes past it, when raw reports it stopped (raw may stop early only with
+// limit >= 0), or after a fragment that went past it. size is the
+// capacity to start with.
+func (v *vocab) encodeFrags(text string, opt Options, limit, size int, raw func(out []int, frag string, limit int) ([]int, bool)) ([]int, error) {
+	if limit >= 0 {
+		size = min(size, limit+2)
+	}
+	out := make([]int, 0, size)
+	if opt.BOS && v.bos >= 0 {
+		out = append(out, v.bos)
+	}
+	frags := v.special.split(text, opt.Special)
+	for i, f := range frags {
+		if f.id >= 0 {
+			out = append(out, f.id)
+		} else {
+			if n := len(out) + v.bound.atLeast(f.text); limit >= 0 && n > limit {
+				return nil, &LimitError{AtLeast: n, Limit: limit}
+			}
+			var stopped bool
+			if out, stopped = raw(out, f.text, limit); stopped {
+				return nil, &LimitError{AtLeast: len(out), Limit: limit}
+			}
+		}
+		if limit >= 0 && len(out) > limit && i < len(frags)-1 {
+			return nil, &LimitError{AtLeast: len(out), Limit: limit}
+		}
+	}
+	if opt.EOS && v.eos >= 0 {
+		out = append(out, v.eos)
+	}
+	return out, nil
+}
 
 // tokenBound bounds how many input bytes one token can stand for, which
 // gives a lower bound on the tokens of a text from its bytes alone: the way

@@ -32,7 +32,6 @@ type WordPiece struct {
 	unk, sep      int
 	lower, strip  bool
 	maxLen        int
-	special       specialMatcher
 	decoded       [][]byte
 	wordInitial   []bool
 	controlTokens []bool
@@ -78,19 +77,8 @@ func NewWordPiece(tokens []string, types []int32, bos, eos, sep, unk int, lower,
 	return t, nil
 }
 
-func (t *WordPiece) VocabSize() int { return len(t.texts) }
-func (t *WordPiece) BOS() int       { return t.bos }
-func (t *WordPiece) EOS() int       { return t.eos }
-
 // Sep is the separator [SEP] that ends an input (-1 when absent).
 func (t *WordPiece) Sep() int { return t.sep }
-
-func (t *WordPiece) Piece(id int) string {
-	if id < 0 || id >= len(t.texts) {
-		return ""
-	}
-	return t.texts[id]
-}
 
 // Decode gives a word-initial piece its space (none at the start or after
 // BOS) and a continuation none; control tokens decode to nothing.

@@ -106,8 +106,24 @@ type Arena interface {
 	Download(dst []byte, off int64) error
 	// Upload copies src into the arena at off.
 	Upload(off int64, src []byte) error
+	// ScrubPages fills whole pages (page i at pages[i]*pageBytes, pageBytes
+	// a multiple of 4) with word, the whole batch in one call: the page
+	// pool scrubs every page released together at once instead of page by
+	// page. It may return before the work is done (CUDA queues one
+	// kernel): the pages must then not be reused until the Fence's Wait
+	// has returned nil. A nil Fence means the work is already done (the
+	// CPU's single pass).
+	ScrubPages(pages []uint32, pageBytes int64, word uint32) (Fence, error)
 	// Free releases the memory. Later calls fail.
 	Free() error
+}
+
+// Fence is device work that may still be running.
+type Fence interface {
+	// Done reports, without blocking, whether the work has completed.
+	Done() bool
+	// Wait blocks until the work has completed and returns its error.
+	Wait() error
 }
 
 // StagingScrubber is an Arena that copies through host staging buffers of

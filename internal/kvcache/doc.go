@@ -16,6 +16,8 @@
 //   - Anything that touches a page holds a lease (step, copy, prefix).
 //     Releasing a leased page parks it in "releasing"; it is scrubbed (if
 //     ZeroOnRelease or Poison) and freed only when the last lease drops.
+//     Pages released together are scrubbed in one backend call and stay
+//     "scrubbing", off the free list, until it is done (scrub.go).
 //   - Handoffs (prefill to decode, host tier to device, prefix cache to a new
 //     request) check written counts against expectations and verify sealed
 //     page checksums.

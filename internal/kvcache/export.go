@@ -47,7 +47,7 @@ func (p *Pool) ExportPage(ref PageRef, tenant Tenant) ([]byte, error) {
 		}
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if err != nil {
 		p.DropRaw(buf)
 		if errors.Is(err, ErrChecksum) {

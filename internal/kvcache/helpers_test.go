@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -154,10 +155,25 @@ func checkConsistent(tb testing.TB, p *Pool) {
 		require.Equal(tb, PageFree, p.pages[idx].state, "page %d on the free list", idx)
 	}
 	require.Len(tb, p.free, counts[PageFree])
+	// Pages waiting for a scrub are on exactly one of its lists.
+	waiting := slices.Clone(p.dirty)
+	for _, b := range p.inflight {
+		for _, idx := range b.pages {
+			if p.pages[idx].state == PageScrubbing {
+				waiting = append(waiting, idx)
+			}
+		}
+	}
+	for _, idx := range waiting {
+		require.False(tb, seen[idx], "page %d twice on the free and scrub lists", idx)
+		seen[idx] = true
+		require.Equal(tb, PageScrubbing, p.pages[idx].state, "page %d waiting for its scrub", idx)
+	}
+	require.Len(tb, waiting, counts[PageScrubbing])
 	// The tenant table: every page that is not free names a held tenant,
 	// and the two maps agree.
 	for i := range p.pages {
-		if m := &p.pages[i]; m.state != PageFree {
+		if m := &p.pages[i]; m.state != PageFree && m.state != PageScrubbing {
 			require.Contains(tb, p.tids, m.tenant, "page %d names tenant ID %d, not in the table", i, m.tenant)
 		}
 	}

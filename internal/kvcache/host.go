@@ -496,6 +496,8 @@ func (p *Pool) complete(j *copyJob, data []byte, err error) {
 		p.st.offloaded += int64(e.rawLen)
 		p.st.stored += int64(len(data))
 	}
+	// A page freed by the lease drop is scrubbed before a waiter wakes.
+	p.issueScrubLocked()
 	close(e.done)
 	if ps := e.swap; ps != nil {
 		if ps.left--; ps.left == 0 {
@@ -829,7 +831,7 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 	}
 	errs, err := p.copyIn(es, refs)
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	p.completeRestoreLocked(t.req, es, refs, written, errs, err, false)
 	if err != nil {
 		return nil, err
@@ -862,7 +864,7 @@ func (p *Pool) startRestore(t *PageTable, es []*hostEntry, started func()) ([]Pa
 				ErrIsolation, ErrForeignPage, t.req, t.tenant)
 		}
 	}
-	if len(p.free) < len(es) {
+	if !p.ensureFreeLocked(len(es)) {
 		return nil, fmt.Errorf("%w: restore for request %d needs %d pages, %d of %d free",
 			ErrNoPages, t.req, len(es), len(p.free), len(p.pages))
 	}
@@ -1052,6 +1054,7 @@ func (pr *PendingRestore) complete(errs []error, err error) {
 		pr.s.discardLocked() // cancelled or discarded meanwhile
 	}
 	notify := p.onCopy
+	p.issueScrubLocked() // before a waiter wakes
 	close(pr.done)
 	p.mu.Unlock()
 	if notify != nil {
@@ -1071,7 +1074,7 @@ func (pr *PendingRestore) Finish() error {
 	}
 	p := pr.p
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if pr.ended {
 		return fmt.Errorf("%w: swap in of request %d already finished or cancelled", ErrDoubleRelease, t.req)
 	}
@@ -1100,7 +1103,7 @@ func (pr *PendingRestore) Finish() error {
 func (pr *PendingRestore) Cancel() {
 	p := pr.p
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if pr.ended {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,10 @@ const (
 	PageReleasing
 	// PageQuarantined pages failed a check and never return to the free list.
 	PageQuarantined
+	// PageScrubbing pages were released (scrubbing on) and belong to
+	// nobody; they join the free list once their batch's scrub is done
+	// (scrub.go).
+	PageScrubbing
 	numStates
 )
 
@@ -62,6 +67,8 @@ func (s PageState) String() string {
 		return "releasing"
 	case PageQuarantined:
 		return "quarantined"
+	case PageScrubbing:
+		return "scrubbing"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
@@ -216,6 +223,10 @@ type Pool struct {
 	ext    []pageExt
 	free   []uint32
 	closed bool
+	// Released pages waiting for their scrub (scrub.go): not issued yet,
+	// and issued batches not seen done.
+	dirty    []uint32
+	inflight []scrubBatch
 	// The tenant table: every tenant that something still holds (a live
 	// table, a page, a host copy) has an ID; the last holder letting go
 	// deletes it, so the table is bounded by what is held, not by how many
@@ -317,11 +328,13 @@ func (p *Pool) Pages() int { return len(p.pages) }
 // MaxContext against it at startup (invariant 1).
 func (p *Pool) CapacityTokens() int { return len(p.pages) * p.geo.PageSize }
 
-// FreePages is the number of pages on the free list now.
+// FreePages is the number of pages an allocation can have now: those on
+// the free list and those whose scrub is under way (an allocation waits
+// for it).
 func (p *Pool) FreePages() int {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.free)
+	defer p.unlock()
+	return len(p.free) + p.counts[PageScrubbing]
 }
 
 // Closed reports whether Close has been called. The CPU forward pass checks
@@ -341,6 +354,8 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true
+	// The arena is freed below: no scrub may still be writing it.
+	p.settleLocked()
 	p.mu.Unlock()
 	if p.host != nil {
 		p.host.close()
@@ -446,26 +461,19 @@ func (p *Pool) releaseLocked(idx uint32) {
 	p.freeLocked(idx)
 }
 
-// freeLocked scrubs and frees. Scrubbing happens under the lock so a page
-// is never on the free list with the previous owner's data when scrubbing
-// is on; a page that cannot be scrubbed is quarantined instead.
+// freeLocked frees a page: onto the free list, or, when scrubbing is on,
+// into PageScrubbing until its batch is scrubbed (scrub.go), so a page is
+// never on the free list with the previous owner's data.
 func (p *Pool) freeLocked(idx uint32) {
 	m := &p.pages[idx]
-	if p.cfg.Poison || p.cfg.ZeroOnRelease {
-		word := uint32(0)
-		if p.cfg.Poison {
-			word = poisonWordOf(p.geo.DType)
-		}
-		if err := p.arena.Fill(p.pageOff(idx), p.pageBytes, word); err != nil {
-			p.setStateLocked(m, PageQuarantined)
-			p.st.scrubFailures++
-			return
-		}
-		p.st.scrubs++
-	}
 	p.unrefTenantLocked(m.tenant)
 	m.owner, m.tenant, m.written, m.sealed = 0, 0, 0, false
 	p.ext[idx].partN = 0
+	if p.scrubOn() {
+		p.setStateLocked(m, PageScrubbing)
+		p.dirty = append(p.dirty, idx)
+		return
+	}
 	p.setStateLocked(m, PageFree)
 	p.free = append(p.free, idx)
 }
@@ -499,12 +507,10 @@ func (p *Pool) quarantineLocked(idx uint32) {
 		p.st.deferredQuarantined++
 		p.st.release.Observe(time.Duration(int64(time.Since(p.epoch)) - p.ext[idx].relStart))
 	case PageFree:
-		for i, f := range p.free {
-			if f == idx {
-				p.free = append(p.free[:i], p.free[i+1:]...)
-				break
-			}
-		}
+		p.free = slices.DeleteFunc(p.free, func(f uint32) bool { return f == idx })
+	case PageScrubbing:
+		// Off the dirty list; an issued batch skips it (finishScrubLocked).
+		p.dirty = slices.DeleteFunc(p.dirty, func(f uint32) bool { return f == idx })
 	}
 	p.setStateLocked(m, PageQuarantined)
 }
@@ -522,7 +528,7 @@ func (p *Pool) checkRefLocked(ref PageRef) error {
 	if int(ref.Index) >= len(p.pages) {
 		return fmt.Errorf("%w: page %d of a %d-page pool", ErrOutOfRange, ref.Index, len(p.pages))
 	}
-	if m := &p.pages[ref.Index]; m.gen != ref.Gen || m.state == PageFree {
+	if m := &p.pages[ref.Index]; m.gen != ref.Gen || m.state == PageFree || m.state == PageScrubbing {
 		// A free page's allocation is over even before the next one bumps
 		// the generation.
 		return fmt.Errorf("%w: %v, page is at gen %d (%s)", ErrStaleRef, ref, m.gen, m.state)
@@ -582,7 +588,7 @@ func (p *Pool) Drop(ref PageRef, kind LeaseKind) error {
 		return fmt.Errorf("%w: lease kind %d", ErrOutOfRange, kind)
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if err := p.checkRefLocked(ref); err != nil {
 		return fmt.Errorf("kvcache: drop %s lease: %w", kind, err)
 	}
@@ -622,7 +628,7 @@ func (p *Pool) LeaseStep(t *PageTable) (func(), error) {
 	done := false
 	return func() {
 		p.mu.Lock()
-		defer p.mu.Unlock()
+		defer p.unlock()
 		if done {
 			return
 		}

@@ -61,6 +61,9 @@ type Stats struct {
 	Sealed      int
 	Releasing   int
 	Quarantined int
+	// Scrubbing pages were released and wait for their batch's scrub
+	// (asynchronous on CUDA); they join Free when it completes.
+	Scrubbing int
 
 	// Outstanding leases by kind.
 	StepLeases, CopyLeases, PrefixLeases int
@@ -106,12 +109,13 @@ type counters struct {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.issueScrubLocked() // and collect the batches already done
 	c := &p.st
 	s := Stats{
 		Pages: len(p.pages), Tenants: len(p.tenants), Free: p.counts[PageFree], Owned: p.counts[PageOwned],
 		Sealed: p.counts[PageSealed], Releasing: p.counts[PageReleasing],
-		Quarantined: p.counts[PageQuarantined],
-		StepLeases:  p.leases[LeaseStep], CopyLeases: p.leases[LeaseCopy], PrefixLeases: p.leases[LeasePrefix],
+		Quarantined: p.counts[PageQuarantined], Scrubbing: p.counts[PageScrubbing],
+		StepLeases: p.leases[LeaseStep], CopyLeases: p.leases[LeaseCopy], PrefixLeases: p.leases[LeasePrefix],
 		Allocs: c.allocs, Releases: c.releases, Scrubs: c.scrubs,
 		DeferredReleases: c.deferred, DeferredFreed: c.deferredFreed, DeferredQuarantined: c.deferredQuarantined,
 		ChecksumFailures: c.checksum, IsolationViolations: c.isolation,

@@ -112,7 +112,7 @@ func (t *PageTable) Reserve(tokens int) error {
 	if p.closed {
 		return ErrClosed
 	}
-	if len(p.free) < need {
+	if !p.ensureFreeLocked(need) {
 		return fmt.Errorf("%w: request %d needs %d more pages for %d tokens, %d of %d free",
 			ErrNoPages, t.req, need, tokens, len(p.free), len(p.pages))
 	}
@@ -292,7 +292,7 @@ func (t *PageTable) Handoff(expected int) error {
 func (t *PageTable) Release() error {
 	p := t.pool
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if t.bad != nil {
 		return nil // it never held anything
 	}
@@ -316,7 +316,7 @@ func (t *PageTable) ReleaseUnwritten() error {
 	ps := p.geo.PageSize
 	keep := (t.written + ps - 1) / ps
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	err := p.releaseEntriesLocked(t, keep)
 	t.refs, t.shared = t.refs[:keep], t.shared[:keep]
 	return err

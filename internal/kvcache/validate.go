@@ -81,7 +81,7 @@ func (p *Pool) violationLocked(t *PageTable, i int, op string) error {
 	m := &p.pages[ref.Index]
 	kind := ErrForeignPage
 	switch {
-	case m.gen != ref.Gen || m.state == PageFree:
+	case m.gen != ref.Gen || m.state == PageFree || m.state == PageScrubbing:
 		kind = ErrStaleRef
 	case m.state == PageQuarantined:
 		kind = ErrQuarantined

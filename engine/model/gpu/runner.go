@@ -67,7 +67,6 @@ type Runner struct {
 	ropeRows int
 
 	scratch  cuda.Buffer
-	scrRows  int
 	meta     cuda.Buffer
 	hostMeta *cuda.HostBuffer
 	hostOut  *cuda.HostBuffer

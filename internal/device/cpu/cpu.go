@@ -140,21 +140,45 @@ func (a *Arena) Fill(off, n int64, word uint32) error {
 	if _, err := a.span("fill", off, n); err != nil {
 		return err
 	}
-	f := a.f[off/4 : (off+n)/4]
+	fillWords(a.f[off/4:(off+n)/4], word)
+	return nil
+}
+
+// fillWords writes the bit pattern word into every element of f.
+func fillWords(f []float32, word uint32) {
 	if word == 0 {
 		clear(f)
-		return nil
+		return
 	}
-	v := *(*float32)(unsafe.Pointer(&word))
 	if len(f) == 0 {
-		return nil
+		return
 	}
 	// Doubling copies run at memcpy speed instead of one store per word.
-	f[0] = v
+	f[0] = *(*float32)(unsafe.Pointer(&word))
 	for i := 1; i < len(f); i *= 2 {
 		copy(f[i:], f[:i])
 	}
-	return nil
+}
+
+// ScrubPages fills each listed page with word in one pass, after checking
+// every range first so a bad index scrubs nothing. It is synchronous: the
+// Fence is always nil.
+func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) (device.Fence, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if pageBytes <= 0 || pageBytes%4 != 0 {
+		return nil, fmt.Errorf("cpu: scrub: page size %d bytes: %w", pageBytes, device.ErrOutOfRange)
+	}
+	for _, p := range pages {
+		if _, err := a.span("scrub", int64(p)*pageBytes, pageBytes); err != nil {
+			return nil, err
+		}
+	}
+	w := pageBytes / 4
+	for _, p := range pages {
+		fillWords(a.f[int64(p)*w:(int64(p)+1)*w], word)
+	}
+	return nil, nil
 }
 
 // Checksum hashes n bytes at off with device.Checksum.

@@ -94,3 +94,43 @@ func TestChecksumChunking(t *testing.T) {
 	}
 	require.NotEqual(t, device.CombineChecksums([]uint64{1, 2}), device.CombineChecksums([]uint64{2, 1}))
 }
+
+// TestScrubPages: the listed pages, and only they, hold the word afterwards;
+// a bad index or page size scrubs nothing.
+func TestScrubPages(t *testing.T) {
+	const pageBytes, pages = 64, 6
+	a, err := NewArena(pageBytes * pages)
+	require.NoError(t, err)
+	defer a.Free()
+	b := a.Bytes()
+	for i := range b {
+		b[i] = 0xA5
+	}
+	before := append([]byte(nil), b...)
+
+	_, err = a.ScrubPages([]uint32{1, pages}, pageBytes, 0)
+	require.ErrorIs(t, err, device.ErrOutOfRange)
+	_, err = a.ScrubPages([]uint32{1}, 6, 0)
+	require.ErrorIs(t, err, device.ErrOutOfRange)
+	require.Equal(t, before, b, "a refused batch writes nothing")
+
+	f, err := a.ScrubPages([]uint32{4, 1}, pageBytes, 0)
+	require.NoError(t, err)
+	require.Nil(t, f, "the CPU pass is synchronous")
+	nan := math.Float32bits(float32(math.NaN()))
+	_, err = a.ScrubPages([]uint32{2}, pageBytes, nan)
+	require.NoError(t, err)
+	for p := range pages {
+		page := b[p*pageBytes : (p+1)*pageBytes]
+		switch p {
+		case 1, 4:
+			require.Equal(t, make([]byte, pageBytes), page, "page %d", p)
+		case 2:
+			for _, x := range a.Float32s()[p*pageBytes/4 : (p+1)*pageBytes/4] {
+				require.Equal(t, nan, math.Float32bits(x))
+			}
+		default:
+			require.Equal(t, before[p*pageBytes:(p+1)*pageBytes], page, "page %d is not listed", p)
+		}
+	}
+}

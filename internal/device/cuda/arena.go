@@ -74,6 +74,9 @@ type Arena struct {
 	buf   Buffer
 	freed bool
 	scrub atomic.Bool // zero bounce buffers after Download and Upload
+	// scrubIdx holds ScrubPages' page list on the device; only the worker
+	// touches it.
+	scrubIdx Buffer
 }
 
 var (
@@ -188,46 +191,99 @@ func (a *Arena) Fill(off, n int64, word uint32) error {
 const maxGridY = 65535
 
 // ScrubPages fills whole pages (page i at pages[i]*pageBytes) with word in
-// one kernel; pageBytes must be a multiple of 4.
-func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) error {
+// one kernel on the compute stream and returns without waiting for it: the
+// Completion fires when the kernel has run. Forward steps queued later run
+// after it (same stream), and so do copies (they follow the compute
+// stream); the page pool still waits for the Completion before it hands a
+// page out again, so a failed scrub quarantines the pages instead.
+func (a *Arena) ScrubPages(pages []uint32, pageBytes int64, word uint32) (device.Fence, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if pageBytes <= 0 || pageBytes%4 != 0 {
-		return fmt.Errorf("cuda: scrub: page size %d bytes: %w", pageBytes, device.ErrOutOfRange)
+		return nil, fmt.Errorf("cuda: scrub: page size %d bytes: %w", pageBytes, device.ErrOutOfRange)
 	}
 	for _, p := range pages {
 		if err := a.span("scrub", int64(p)*pageBytes, pageBytes); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(pages) == 0 {
-		return nil
+		return nil, nil
 	}
-	return a.d.Run(func(q *Queue) error {
-		idx, err := q.Alloc(int64(4 * len(pages)))
-		if err != nil {
+	// The page list travels through pinned memory, asynchronously, into a
+	// device buffer the arena keeps: a synchronous upload would wait for
+	// every forward step already queued.
+	n := 4 * len(pages)
+	h, err := a.d.getBounce()
+	if err != nil {
+		return nil, err
+	}
+	release := func() { a.d.putBounce(h) }
+	if n > len(h.Bytes()) {
+		a.d.putBounce(h)
+		if h, err = a.d.HostAlloc(n); err != nil {
+			return nil, err
+		}
+		release = func() { _ = h.Free() }
+	}
+	copy(h.Bytes(), unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), n))
+	var c *Completion
+	inDoubt := false // a queued copy may still read h
+	err = a.d.Run(func(q *Queue) error {
+		fail := func(err error) error {
+			if serr := q.Sync(); serr != nil {
+				inDoubt = true
+				return errors.Join(err, serr)
+			}
 			return err
 		}
-		defer q.Free(idx)
-		if err := q.Upload(idx.Ptr, unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 4*len(pages))); err != nil {
-			return err
+		// The buffer is reused by later scrubs: their upload is queued on
+		// the same stream, after this kernel.
+		if a.scrubIdx.Len < int64(n) {
+			if err := q.Free(a.scrubIdx); err != nil {
+				return err
+			}
+			a.scrubIdx = Buffer{}
+			b, err := q.Alloc(int64(n))
+			if err != nil {
+				return err
+			}
+			a.scrubIdx = b
+		}
+		idx := a.scrubIdx.Ptr
+		if err := q.UploadAsync(idx, h, 0, n); err != nil {
+			return fail(err)
 		}
 		// The kernel takes page i from blockIdx.y, and grid.y is at most
 		// 65,535: launch the list in chunks of that many pages.
 		var args Args
 		words := pageBytes / 4
 		for start := 0; start < len(pages); start += maxGridY {
-			n := min(maxGridY, len(pages)-start)
+			cnt := min(maxGridY, len(pages)-start)
 			args.Reset()
-			args.Ptr(a.buf.Ptr).Ptr(idx.Ptr + 4*uint64(start)).I64(words).U32(word)
+			args.Ptr(a.buf.Ptr).Ptr(idx + 4*uint64(start)).I64(words).U32(word)
 			g := Grid1D(words, 256, 64)
-			g.Y = uint32(n)
+			g.Y = uint32(cnt)
 			if err := q.Launch("kv_scrub_pages", g, Dim3{256, 1, 1}, 0, &args); err != nil {
-				return errors.Join(err, q.Sync()) // idx is freed on return
+				return fail(err)
 			}
 		}
-		return q.Sync()
+		var err error
+		if c, err = q.Record(); err != nil {
+			return fail(err)
+		}
+		return nil
 	})
+	if err != nil {
+		// Each failure synced the stream, so nothing queued still reads
+		// h; if that sync failed too, h is never reused.
+		if !inDoubt {
+			release()
+		}
+		return nil, fmt.Errorf("cuda: scrub of %d pages: %w", len(pages), err)
+	}
+	c.OnComplete(func(error) { release() })
+	return c, nil
 }
 
 // Checksum is device.Checksum of n bytes at off, computed on the GPU.
@@ -415,6 +471,9 @@ func (a *Arena) Free() error {
 	a.freed = true
 	return a.d.Do(func() error {
 		if err := a.d.sync(); err != nil {
+			return err
+		}
+		if err := a.d.free(a.scrubIdx); err != nil {
 			return err
 		}
 		return a.d.free(a.buf)

@@ -76,7 +76,6 @@ type Device struct {
 	blasErr         error
 	pending         []*Completion
 	freeEvs         []uintptr
-	args            Args
 	checksumScratch uint64 // device: digests and results for kv_checksum
 	checksumCap     int64
 }

@@ -175,12 +175,17 @@ func TestGPUArena(t *testing.T) {
 	want := append(append(append([]byte(nil), src[:1024]...), got[1024:5120]...), src[5120:8192]...)
 	require.Equal(t, want, got[:8192])
 
-	require.NoError(t, a.ScrubPages([]uint32{2, 5}, 65536, 0))
+	// The scrub is asynchronous; a download queued after it (copy stream
+	// after compute stream) still sees the zeros before the fence is waited.
+	f, err := a.ScrubPages([]uint32{2, 5}, 65536, 0)
+	require.NoError(t, err)
 	page := make([]byte, 65536)
 	require.NoError(t, a.Download(page, 5*65536))
 	require.Equal(t, make([]byte, 65536), page)
 	require.NoError(t, a.Download(page, 4*65536))
 	require.Equal(t, src[4*65536:5*65536], page)
+	require.NoError(t, f.Wait())
+	require.True(t, f.Done())
 
 	require.ErrorIs(t, a.Copy(0, 100, 200), device.ErrOutOfRange)
 	require.ErrorIs(t, a.Upload(4<<20-1, []byte{1, 2}), device.ErrOutOfRange)

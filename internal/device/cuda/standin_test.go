@@ -113,7 +113,9 @@ func TestGPUScrubManyPages(t *testing.T) {
 	for i := range list {
 		list[i] = uint32(pages - i) // pages 1..70000, in reverse
 	}
-	require.NoError(t, a.ScrubPages(list, pageBytes, 0x7fc00000))
+	f, err := a.ScrubPages(list, pageBytes, 0x7fc00000)
+	require.NoError(t, err)
+	require.NoError(t, f.Wait())
 	got := make([]byte, len(src))
 	require.NoError(t, a.Download(got, 0))
 	require.Equal(t, src[:pageBytes], got[:pageBytes], "page 0 is not in the list")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kvwarden/kvwarden/engine"
+	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/hub"
@@ -78,7 +79,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, a Hugging Face reference (owner/repo:Q4_K_M, owner/repo:file.gguf, hf://owner/repo/file.gguf; pulled into the cache if absent), or "+
 		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
-	fs.StringVar(&c.Device, "device", "auto", "compute device: auto, cpu or cuda")
+	fs.StringVar(&c.Device, "device", "auto", "compute device: auto or a registered backend ("+strings.Join(backend.Names(), ", ")+")")
 	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")

@@ -1,10 +1,15 @@
-// Command tilegen writes engine/ml's generated AVX-512 kernels other than
-// the Q8_0 ones (internal/gen/q8gen): the batched tile products over
-// expanded 16-row tiles (Q4_K/Q5_K, Q6_K), the tile expanders, the Q8_K
-// activation quantizer, and the IQ4_XS and Q4_1/Q5_1 tile products. Their
-// bodies are unrolled per activation count, sub-block and dword and
-// otherwise identical, which is why they are generated: a tile shape or a
-// block layout changes here, in one place.
+// Command tilegen writes engine/ml's generated amd64 kernels: the Q8_0
+// kernels (q8.go), the batched tile products over expanded 16-row tiles
+// (Q4_K/Q5_K, Q6_K), the tile expanders, the Q8_K activation quantizer,
+// the IQ4_XS and Q4_1/Q5_1 tile products, the K-quant, IQ4_XS, Q4_0,
+// Q4_1/Q5_1, IQ4_NL, Q5_0 and MXFP4 matvecs, the f32/f16 float products
+// and the grouped-query attention kernels (attnqg.go). Kernels of one
+// shape share one function parameterised by block layout (kquant.go's
+// Dot4 loop, expand.go's 16-row gemv with the pieces of gemv16.go,
+// floatmm.go's f32/f16 loops). Their bodies are unrolled per activation
+// count, sub-block and dword and otherwise identical, which is why they
+// are generated: a tile shape or a block layout changes here, in one
+// place.
 //
 // Run it through go generate in engine/ml (see gen.go):
 //
@@ -12,7 +17,13 @@
 //
 // TestTileKernelsGenerated (engine/ml) regenerates every file into a
 // temporary directory and requires each to match the committed one byte
-// for byte.
+// for byte. A change meant to leave the kernels as they are (a generator
+// refactor, code moved between files) is checked with
+//
+//	bash internal/gen/asmcmp.sh main
+//
+// which compares the machine code and relocations of every symbol the
+// amd64 assembly files produce with those of a git revision.
 package main
 
 import (
@@ -43,17 +54,33 @@ var kinds = map[string]struct {
 	file string
 	gen  func()
 }{
-	"q4k":    {"q4kgemm_amd64.s", genQ4K},
-	"q6k":    {"q6kgemm_amd64.s", genQ6K},
-	"quantk": {"quantk_amd64.s", genQuantK},
-	"iq4xs":  {"iq4xsgemm_amd64.s", genIQ4XS},
-	"q41":    {"q41gemm_amd64.s", genQ41},
+	"q8":        {"kernels_q8_amd64.s", genQ8},
+	"q4k":       {"q4kgemm_amd64.s", genQ4K},
+	"q6k":       {"q6kgemm_amd64.s", genQ6K},
+	"quantk":    {"quantk_amd64.s", genQuantK},
+	"iq4xs":     {"iq4xsgemm_amd64.s", genIQ4XS},
+	"q41":       {"q41gemm_amd64.s", genQ41},
+	"attnqg":    {"attnqg_amd64.s", genAttnQG},
+	"kquant":    {"kquant_amd64.s", genKQuant},
+	"expand":    {"expand_amd64.s", genExpand},
+	"kquantlow": {"kquant_low_amd64.s", genKQuantLow},
+	"q41dot":    {"q41_amd64.s", genQ41Kernels},
+	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
+	"floatmm":   {"floatmm_amd64.s", genFloatMM},
+	"iq4xsdot":  {"iq4xs_amd64.s", genIQ4XSDot},
 }
 
 func main() {
 	kind := flag.String("kind", "", "which file to write: "+strings.Join(kindNames(), ", "))
 	o := flag.String("o", "", "output file (default: the kind's file name)")
+	list := flag.Bool("list", false, "print each kind and its default file, one per line, and exit")
 	flag.Parse()
+	if *list {
+		for _, n := range kindNames() {
+			fmt.Printf("%s %s\n", n, kinds[n].file)
+		}
+		return
+	}
 	k, ok := kinds[*kind]
 	if !ok {
 		log.Fatalf("tilegen: unknown -kind %q (want one of %s)", *kind, strings.Join(kindNames(), ", "))

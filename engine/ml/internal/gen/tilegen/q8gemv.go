@@ -1,14 +1,8 @@
 package main
 
-import "fmt"
-
-// rowAddr is the address of byte off of the current block of row r of a
-// tile whose rows 0, 4, 8 and 12 are at SI, R8, R9 and R10 (stride CX,
-// DX = 3*CX).
-func rowAddr(r, off int) string {
-	base := []string{"SI", "R8", "R9", "R10"}[r/4]
-	return fmt.Sprintf("%d(%s)%s", off, base, idx[r%4])
-}
+import (
+	"fmt"
+)
 
 // gemvVNNI writes gemvQ8VNNI, the n=1 product straight from the Q8_0
 // rows: no packed tile, so no stores and reloads. Each zmm holds the
@@ -66,34 +60,10 @@ gvdone:
 }
 
 func gemvVNNIBody(label string, prefetch bool) {
-	// The 16 rows' f16 scales, by integer loads and shifts (a VPGATHERDD
-	// costs more than the rest of the step): four rows to a GPR, then
-	// into the words of Y26 in row order.
-	for g := 0; g < 4; g++ {
-		P("\tMOVWQZX         %s, AX", rowAddr(4*g, 0))
-		for r := 1; r < 4; r++ {
-			P("\tMOVWQZX         %s, R15", rowAddr(4*g+r, 0))
-			P("\tSHLQ            $%d, R15", 16*r)
-			P("\tORQ             R15, AX")
-		}
-		switch g {
-		case 0:
-			P("\tVMOVQ           AX, X26")
-		case 1:
-			P("\tVPINSRQ         $1, AX, X26, X26")
-		case 2:
-			P("\tVMOVQ           AX, X25")
-		case 3:
-			P("\tVPINSRQ         $1, AX, X25, X25")
-			P("\tVINSERTI32X4    $1, X25, Y26, Y26")
-		}
-	}
+	gemv16Scales(P)
 	P("\tVBROADCASTI64X4 8(DI), Z30")
 	for k := 0; k < 8; k++ {
-		lo, hi := k, k+4
-		if k >= 4 {
-			lo, hi = k+4, k+8
-		}
+		lo, hi := gemv16Pair(k)
 		P("\tVMOVDQU         %s, Y%d", rowAddr(lo, 2), k)
 		P("\tVINSERTI64X4    $1, %s, Z%d, Z%d", rowAddr(hi, 2), k, k)
 		P("\tVPXORD          Z27, Z%d, Z%d", k, k)
@@ -104,21 +74,8 @@ func gemvVNNIBody(label string, prefetch bool) {
 			P("\tPREFETCHT1      %s", pfAddr(hi))
 		}
 	}
-	// Reduce: pairs of accumulators, dwords then qwords, then 128-bit lanes.
-	for _, p := range [][2]int{{8, 9}, {10, 11}, {12, 13}, {14, 15}} {
-		P("\tVPUNPCKLDQ      Z%d, Z%d, Z16", p[1], p[0])
-		P("\tVPUNPCKHDQ      Z%d, Z%d, Z%d", p[1], p[0], p[0])
-		P("\tVPADDD          Z16, Z%d, Z%d", p[0], p[0])
-	}
-	for _, p := range [][2]int{{8, 10}, {12, 14}} {
-		P("\tVPUNPCKLQDQ     Z%d, Z%d, Z16", p[1], p[0])
-		P("\tVPUNPCKHQDQ     Z%d, Z%d, Z%d", p[1], p[0], p[0])
-		P("\tVPADDD          Z16, Z%d, Z%d", p[0], p[0])
-	}
-	P(`	VSHUFI32X4      $0x88, Z12, Z8, Z16
-	VSHUFI32X4      $0xdd, Z12, Z8, Z17
-	VPADDD          Z17, Z16, Z16
-	VPADDD.BCST     4(DI), Z16, Z16
+	gemv16Reduce(P)
+	P(`	VPADDD.BCST     4(DI), Z16, Z16
 	VCVTPH2PS       Y26, Z26
 	VMULPS.BCST     (DI), Z26, Z26
 	VCVTDQ2PS       Z16, Z16

@@ -1,45 +1,11 @@
-// Command q8gen writes kernels_q8_amd64.s, the AVX-512 VNNI and AVX2
-// kernels of engine/ml's integer Q8_0 product. The tile kernels are
-// unrolled per activation count and otherwise identical, hence generated.
-//
-// Run it through go generate in engine/ml (see q8.go):
-//
-//	go run ./internal/gen/q8gen [-o kernels_q8_amd64.s]
-//
-// TestQ8KernelsGenerated (engine/ml) regenerates into a temporary file and
-// requires it to match the committed one byte for byte.
 package main
 
-import (
-	"flag"
-	"fmt"
-	"log"
-	"os"
-	"strings"
-)
-
-var out strings.Builder
-
-// P writes one line (fmt.Sprintf of its arguments when there are any).
-func P(format string, args ...any) {
-	if len(args) > 0 {
-		format = fmt.Sprintf(format, args...)
-	}
-	out.WriteString(format)
-	out.WriteByte('\n')
-}
-
-func main() {
-	o := flag.String("o", "kernels_q8_amd64.s", "output file")
-	flag.Parse()
-	generate()
-	if err := os.WriteFile(*o, []byte(out.String()), 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func generate() {
-	header()
+// genQ8 writes kernels_q8_amd64.s, the AVX-512 VNNI and AVX2 kernels of the
+// integer Q8_0 product: the activation quantizer, the tile packer, the tile
+// products (unrolled per activation count, otherwise identical) and the
+// matvecs (gemv16 with the other 32-value layouts' in expand.go).
+func genQ8() {
+	q8Header()
 	quantAct()
 	pack()
 	tiles()
@@ -47,7 +13,7 @@ func generate() {
 	gemvAVX2()
 }
 
-func header() {
+func q8Header() {
 	P(headerText)
 	P("DATA q8iota<>+0(SB)/4, $0")
 	for i := 1; i < 16; i++ {
@@ -82,15 +48,6 @@ func pack() {
 
 var idx = []string{"", "(CX*1)", "(CX*2)", "(DX*1)"}
 
-// addr is the address of byte off of activation a's current block.
-func addr(a, off int) string {
-	base := "SI"
-	if a >= 4 {
-		base = "R8"
-	}
-	return fmt.Sprintf("%d(%s)%s", off, base, idx[a%4])
-}
-
 // tiles writes gemmQ8x8, gemmQ8x4 and gemmQ8x1.
 func tiles() {
 	for _, A := range []int{8, 4, 1} {
@@ -112,18 +69,18 @@ TEXT ·gemmQ8x%d(SB), NOSPLIT, $0-50
 		}
 		P("\ng%dloop:", A)
 		for a := 0; a < A; a++ {
-			P("\tVPBROADCASTD %s, Z%d", addr(a, 4), a)
+			P("\tVPBROADCASTD %s, Z%d", act(a, 4), a)
 		}
 		for j := 0; j < 8; j++ {
 			P("\tVMOVDQU32 %d(DI), Z16", 64*j)
 			for a := 0; a < A; a++ {
-				P("\tVPDPBUSD.BCST %s, Z16, Z%d", addr(a, 8+4*j), a)
+				P("\tVPDPBUSD.BCST %s, Z16, Z%d", act(a, 8+4*j), a)
 			}
 		}
 		P("\tVMOVUPS 512(DI), Z17")
 		for a := 0; a < A; a++ {
 			P("\tVCVTDQ2PS     Z%d, Z%d", a, a)
-			P("\tVMULPS.BCST   %s, Z17, Z18", addr(a, 0))
+			P("\tVMULPS.BCST   %s, Z17, Z18", act(a, 0))
 			P("\tVMULPS        Z18, Z%d, Z%d", a, a)
 			P("\tVADDPS        Z%d, Z%d, Z%d", a, 8+a, 8+a)
 		}

@@ -1,0 +1,106 @@
+package main
+
+// genIQ4XSDot writes iq4xs_amd64.s: the IQ4_XS products with Q8_K
+// activation blocks. The four-output kernels are kquant.go's Dot4 loop
+// with IQ4_XS's pair macros; the one-row kernel and the expander walk the
+// eight sub-blocks of a super-block.
+func genIQ4XSDot() {
+	T(iqxIntro)
+	kqDot4(iqxDot4)
+	P("")
+	kqDot4(iqxDot4VNNI)
+	P("")
+	T(iqxRowMacros)
+	iqxRow4()
+	P("")
+	iqxExpand()
+}
+
+var (
+	iqxDot4 = kqDot4Kernel{
+		name: "kqIQ4XSDot4AVX2", label: "iqxLoop", frame: "$48-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		pair: func(k int) string { return "IQX_PAIR(IQX_SUB, Y" + itoa(8+k) + ")" },
+		tail: "\tIQX_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+	iqxDot4VNNI = kqDot4Kernel{
+		name: "kqIQ4XSDot4VNNI", label: "iqxVLoop", frame: "$48-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		consts: `	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0xff00, AX
+	KMOVW        AX, K3
+`,
+		pair: func(k int) string { return "IQX_PAIRZ(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
+		tail: "\tIQX_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+)
+
+// iqxRow4 writes kqIQ4XSRow4AVX2: the scales and each sub-block's values
+// decoded once for the four activation rows.
+func iqxRow4() {
+	T(`// func kqIQ4XSRow4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// One weight row against four activation rows (ws is ignored), the
+// values decoded once for the four.
+TEXT ·kqIQ4XSRow4AVX2(SB), NOSPLIT, $48-48
+	IQX_PROLOGUE
+	XORQ R8, R8
+	XORQ R10, R10
+
+iqxRALoop:
+	MOVQ  DI, BX
+	IQX_SCALES
+`)
+	for r := range 4 {
+		P("\tVPXOR Y%d, Y%d, Y%d", 8+r, 8+r, 8+r)
+	}
+	for ib := range 8 {
+		P("\tIQX_RSUB(%d)", ib)
+	}
+	P("\tIQX_FINISH")
+	kqEnd("iqxRALoop", "136", "$ACT_BLOCK")
+}
+
+// iqxExpand writes expandIQ4XS: each sub-block becomes a Q8_0 block
+// (EXX_SUB), the super-block's d goes to the separate d array.
+func iqxExpand() {
+	T(`// func expandIQ4XS(dst *byte, w *byte, rb int, rows int, nb int, d *byte)
+TEXT ·expandIQ4XS(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    w+8(FP), R8
+	MOVQ    rb+16(FP), R9
+	MOVQ    rows+24(FP), R10
+	MOVQ    d+40(FP), R11
+	VMOVDQU iqxMask0F<>(SB), X15
+	VMOVDQU iqxBook<>(SB), X14
+
+exxrow:
+	TESTQ R10, R10
+	JZ    exxdone
+	MOVQ  R8, SI
+	MOVQ  R11, R12
+	MOVQ  nb+32(FP), CX
+
+exxblk:
+	MOVWLZX (SI), AX
+	MOVW    AX, (R12)
+	MOVWLZX 2(SI), R13
+	MOVL    4(SI), R14
+`)
+	for ib := range 8 {
+		P("\tEXX_SUB(%d)", ib)
+	}
+	T(`	ADDQ $136, SI
+	ADDQ $32, R12
+	DECQ CX
+	JNZ  exxblk
+	ADDQ R9, R8
+	ADDQ $2, R11
+	DECQ R10
+	JMP  exxrow
+
+exxdone:
+	RET
+`)
+}

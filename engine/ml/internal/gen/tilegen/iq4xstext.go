@@ -1,0 +1,260 @@
+package main
+
+// Verbatim parts of iq4xs_amd64.s (see iq4xs.go): prose, DATA and the
+// macros of one step each, written once.
+
+// iqxIntro is the prose, constants and the Dot4 kernels' macros.
+const iqxIntro = `//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// IQ4_XS products with Q8_K activation blocks (see dotK in qdot.go):
+// per super-block isum = sum over the eight sub-blocks of 32 of
+// (ls-32)*dot(kvalues[nibble], q), exact in int32, then
+// acc + float32(d*dx)*float32(isum). superBlock's min term m is a zero
+// of either sign: a - m is a except for the sign of a zero a, and acc
+// (which starts at +0 and so is never -0) plus a zero of either sign is
+// acc, so leaving m out gives the same bits.
+//
+// Four outputs per call, as kqQ4KDot4AVX2: output k is the weight row at
+// w + k*ws against the activation row at a + k*as over nb super-blocks.
+//
+// The code book values are signed, so the AVX2 kernels use the sign
+// trick: VPMADDUBSW(|w|, q*sign(w)). It is exact because a Q8_K
+// activation is never -128 (quantizeActQ8K rounds values of magnitude at
+// most 127), so q*sign(w) fits in int8, and a pair sum is at most
+// 2*127*127 < 2^15. The VNNI kernel takes the code book plus 128 instead.
+
+#define ACT_BLOCK 292
+#define ACT_SCALE 256
+#define ACT_SUMS16 260
+
+DATA iqxMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iqxMask0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iqxMask0F<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iqxMask0F<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL iqxMask0F<>(SB), RODATA|NOPTR, $32
+
+// The IQ4_NL code book plus 128 (unsigned, for VPDPBUSD).
+DATA iqxBookU<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iqxBookU<>+8(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iqxBookU<>(SB), RODATA|NOPTR, $16
+
+// The IQ4_NL code book in both 128-bit lanes.
+DATA iqxBook<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iqxBook<>+8(SB)/8, $0x7159453526190d01
+DATA iqxBook<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA iqxBook<>+24(SB)/8, $0x7159453526190d01
+GLOBL iqxBook<>(SB), RODATA|NOPTR, $32
+
+// Shift counts that bring the high scale bits of sub-block ib (bits 2ib,
+// 2ib+1 of the u16 at offset 2) to bit 0 of dword ib, from the dword at
+// offset 0.
+DATA iqxShifts<>+0(SB)/8, $0x0000001200000010
+DATA iqxShifts<>+8(SB)/8, $0x0000001600000014
+DATA iqxShifts<>+16(SB)/8, $0x0000001a00000018
+DATA iqxShifts<>+24(SB)/8, $0x0000001e0000001c
+GLOBL iqxShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iqxThree<>+0(SB)/8, $0x0000000300000003
+DATA iqxThree<>+8(SB)/8, $0x0000000300000003
+DATA iqxThree<>+16(SB)/8, $0x0000000300000003
+DATA iqxThree<>+24(SB)/8, $0x0000000300000003
+GLOBL iqxThree<>(SB), RODATA|NOPTR, $32
+
+DATA iqx32<>+0(SB)/8, $0x0000002000000020
+DATA iqx32<>+8(SB)/8, $0x0000002000000020
+DATA iqx32<>+16(SB)/8, $0x0000002000000020
+DATA iqx32<>+24(SB)/8, $0x0000002000000020
+GLOBL iqx32<>(SB), RODATA|NOPTR, $32
+
+#define IQX_P0 MOVQ DI, BX; MOVQ SI, AX
+#define IQX_P1 LEAQ (DI)(R8*1), BX; LEAQ (SI)(R9*1), AX
+#define IQX_P2 LEAQ (DI)(R8*2), BX; LEAQ (SI)(R9*2), AX
+#define IQX_P3 LEAQ (DI)(R10*1), BX; LEAQ (SI)(R11*1), AX
+
+// The eight scales ls-32 of the weight block at BX, as int32 at frame
+// bytes 16..47 (the low int16 of each is the scale for VPBROADCASTW).
+#define IQX_SCALES \
+	VMOVD        4(BX), X2 \
+	VPSRLW       $4, X2, X3 \
+	VPUNPCKLBW   X3, X2, X2 \
+	VPAND        X1, X2, X2 \
+	VPMOVZXBD    X2, Y2 \
+	VPBROADCASTD (BX), Y3 \
+	VPSRLVD      Y13, Y3, Y3 \
+	VPAND        iqxThree<>(SB), Y3, Y3 \
+	VPSLLD       $4, Y3, Y3 \
+	VPOR         Y3, Y2, Y2 \
+	VPSUBD       iqx32<>(SB), Y2, Y2 \
+	VMOVDQU      Y2, 16(SP)
+
+// Sub-block ib: values j and 16+j are the low and high nibbles of byte
+// 8+16*ib+j; into 16-bit pair sums, then scaled into acc by madd.
+#define IQX_VALUES(ib) \
+	VMOVDQU      (8+16*ib)(BX), X2 \
+	VPSRLW       $4, X2, X3 \
+	VINSERTI128  $1, X3, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	VPSHUFB      Y2, Y12, Y2 \
+	VMOVDQU      (32*ib)(AX), Y3 \
+	VPSIGNB      Y2, Y3, Y3 \
+	VPSIGNB      Y2, Y2, Y2 \
+	VPMADDUBSW   Y3, Y2, Y2 \
+	VPBROADCASTW (16+4*ib)(SP), Y4
+
+#define IQX_SUB(ib, acc) \
+	IQX_VALUES(ib) \
+	VPMADDWD     Y4, Y2, Y2 \
+	VPADDD       Y2, acc, acc
+
+#define IQX_PAIR(sub, acc) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
+	IQX_SCALES \
+	VPXOR        acc, acc, acc \
+	sub(0, acc) \
+	sub(1, acc) \
+	sub(2, acc) \
+	sub(3, acc) \
+	sub(4, acc) \
+	sub(5, acc) \
+	sub(6, acc) \
+	sub(7, acc)
+
+#define IQX_HSUM4x8(y0, y1, y2, y3, x0, x1) \
+	VPHADDD      y1, y0, y0 \
+	VPHADDD      y3, y2, y2 \
+	VPHADDD      y2, y0, y0 \
+	VEXTRACTI128 $1, y0, x1 \
+	VPADDD       x1, x0, x0
+
+// acc + float32(d*dx)*float32(isum) for the four outputs.
+#define IQX_FINISH \
+	IQX_HSUM4x8(Y8, Y9, Y10, Y11, X8, X9) \
+	VPXOR     X4, X4, X4 \
+	VPINSRW   $0, (DI), X4, X4 \
+	LEAQ      (DI)(R8*1), BX \
+	VPINSRW   $1, (BX), X4, X4 \
+	LEAQ      (DI)(R8*2), BX \
+	VPINSRW   $2, (BX), X4, X4 \
+	LEAQ      (DI)(R10*1), BX \
+	VPINSRW   $3, (BX), X4, X4 \
+	VCVTPH2PS X4, X6 \
+	VMOVD     ACT_SCALE(SI), X7 \
+	LEAQ      (SI)(R9*1), AX \
+	VPINSRD   $1, ACT_SCALE(AX), X7, X7 \
+	LEAQ      (SI)(R9*2), AX \
+	VPINSRD   $2, ACT_SCALE(AX), X7, X7 \
+	LEAQ      (SI)(R11*1), AX \
+	VPINSRD   $3, ACT_SCALE(AX), X7, X7 \
+	VMULPS    X7, X6, X6 \
+	VCVTDQ2PS X8, X8 \
+	VMULPS    X6, X8, X8 \
+	VADDPS    X8, X0, X0
+
+#define IQX_PROLOGUE \
+	MOVQ    w+0(FP), DI \
+	MOVQ    ws+8(FP), R8 \
+	MOVQ    a+16(FP), SI \
+	MOVQ    as+24(FP), R9 \
+	LEAQ    (R8)(R8*2), R10 \
+	LEAQ    (R9)(R9*2), R11 \
+	VMOVDQU iqxMask0F<>(SB), Y1 \
+	VMOVDQU iqxBook<>(SB), Y12 \
+	VMOVDQU iqxShifts<>(SB), Y13 \
+	VXORPS  X0, X0, X0
+
+// AVX-512 VNNI: two sub-blocks per instruction, without the sign trick.
+// The 32 bytes of sub-blocks 2c and 2c+1 with their high nibbles give
+// 128-bit lanes [lo(2c), hi(2c), lo(2c+1), hi(2c+1)] (VINSERTI64X4,
+// VSHUFI64X2), matching the 64 activation bytes at 64c; VPSHUFB maps them
+// to the code book plus 128 (unsigned), VPDPBUSD dots them with q exactly,
+// and VPMULLD scales the dword lanes (scale 2c in the low 8, 2c+1 in the
+// high 8, K3 = 0xff00). The +128 is taken out up front: acc starts at
+// -128*sum_g sc_g*bsum_g (VPMADDWD of the activation's sums of 16 with
+// the scales, each in both words of its dword).
+#define IQX_SUBZ(c, acc) \
+	VMOVDQU        (8+32*c)(BX), Y2 \
+	VPSRLW         $4, Y2, Y3 \
+	VINSERTI64X4   $1, Y3, Z2, Z2 \
+	VSHUFI64X2     $0xd8, Z2, Z2, Z2 \
+	VPANDD         Z14, Z2, Z2 \
+	VPSHUFB        Z2, Z12, Z2 \
+	VPXORD         Z5, Z5, Z5 \
+	VPDPBUSD       (64*c)(AX), Z2, Z5 \
+	VPBROADCASTD   (16+8*c)(SP), Z4 \
+	VPBROADCASTD   (20+8*c)(SP), K3, Z4 \
+	VPMULLD        Z4, Z5, Z5 \
+	VPADDD         Z5, acc, acc
+
+#define IQX_PAIRZ(acc, y) \
+	PREFETCHT0   (BX)(R8*4) \
+	PREFETCHT0   64(BX)(R8*4) \
+	PREFETCHT0   128(BX)(R8*4) \
+	IQX_SCALES \
+	VPSLLD       $16, Y2, Y3 \
+	VPBLENDW     $0xaa, Y3, Y2, Y3 \
+	VPMADDWD     ACT_SUMS16(AX), Y3, Y3 \
+	VPSLLD       $7, Y3, Y3 \
+	VPXOR        y, y, y \
+	VPSUBD       Y3, y, y \
+	IQX_SUBZ(0, acc) \
+	IQX_SUBZ(1, acc) \
+	IQX_SUBZ(2, acc) \
+	IQX_SUBZ(3, acc) \
+	VEXTRACTI64X4 $1, acc, Y4 \
+	VPADDD       Y4, y, y
+
+// Expansion of IQ4_XS rows for packQ8Tile (see iq4xsgemm_amd64.s): each
+// sub-block becomes a Q8_0 block whose f16 scale is ls-32 and whose
+// values are the code book entries; d goes to d + 32*block + 2*row.
+#define EXX_SUB(ib) \
+	MOVL       R14, AX \
+	SHRL       $(4*ib), AX \
+	ANDL       $15, AX \
+	MOVL       R13, R15 \
+	SHRL       $(2*ib), R15 \
+	ANDL       $3, R15 \
+	SHLL       $4, R15 \
+	ORL        R15, AX \
+	SUBL       $32, AX \
+	VCVTSI2SSL AX, X5, X5 \
+	VCVTPS2PH  $0, X5, X5 \
+	VMOVD      X5, AX \
+	MOVW       AX, (DI) \
+	VMOVDQU    (8+16*ib)(SI), X0 \
+	VPSRLW     $4, X0, X1 \
+	VPAND      X15, X0, X0 \
+	VPAND      X15, X1, X1 \
+	VPSHUFB    X0, X14, X0 \
+	VPSHUFB    X1, X14, X1 \
+	VMOVDQU    X0, 2(DI) \
+	VMOVDQU    X1, 18(DI) \
+	ADDQ       $34, DI
+
+`
+
+// iqxRowMacros are the macros of kqIQ4XSRow4AVX2.
+const iqxRowMacros = `#define IQX_RACT(addr, acc) \
+	VMOVDQU    addr, Y5 \
+	VPSIGNB    Y2, Y5, Y5 \
+	VPMADDUBSW Y5, Y3, Y5 \
+	VPMADDWD   Y4, Y5, Y5 \
+	VPADDD     Y5, acc, acc
+
+#define IQX_RSUB(ib) \
+	VMOVDQU      (8+16*ib)(DI), X2 \
+	VPSRLW       $4, X2, X3 \
+	VINSERTI128  $1, X3, Y2, Y2 \
+	VPAND        Y1, Y2, Y2 \
+	VPSHUFB      Y2, Y12, Y2 \
+	VPABSB       Y2, Y3 \
+	VPBROADCASTW (16+4*ib)(SP), Y4 \
+	IQX_RACT((32*ib)(SI), Y8) \
+	IQX_RACT((32*ib)(SI)(R9*1), Y9) \
+	IQX_RACT((32*ib)(SI)(R9*2), Y10) \
+	IQX_RACT((32*ib)(SI)(R11*1), Y11)
+
+`
