@@ -734,7 +734,7 @@ func kvwgo_engine_stats(hv C.uintptr_t, out *C.kvw_stats) (st C.int32_t) {
 	out.disk_seal_failures = C.uint64_t(d.SealFailures)
 	out.disk_evictions = C.uint64_t(d.Evictions)
 	out.disk_erased = C.uint64_t(d.Erased)
-	out.disk_skipped = C.uint64_t(d.Skipped)
+	out.disk_skipped = C.uint64_t(d.Skipped + d.Dropped) // the C struct keeps one count of pages not written
 	out.disk_write_errors = C.uint64_t(d.WriteErrors)
 	return stOK
 }

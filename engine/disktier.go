@@ -81,8 +81,13 @@ type DiskStats struct {
 	SealFailures uint64 // files that failed their tag (or were malformed): deleted, each a miss
 	Evictions    uint64 // files deleted to stay under the budget
 	Erased       uint64 // files deleted by tenant erasures
-	Skipped      uint64 // pages not written: the writer was busy, or a page larger than the budget
-	WriteErrors  uint64
+	Skipped      uint64 // pages not written: larger than the budget, or no room left to evict
+	// Dropped are pages not written because the writer's queue was full
+	// (diskQueueBytes): the scheduler never waits on the disk, so a disk
+	// slower than the spills loses the pages it cannot keep up with, each
+	// only a later miss.
+	Dropped     uint64
+	WriteErrors uint64
 }
 
 type diskTier struct {
@@ -106,13 +111,21 @@ type diskTier struct {
 	tenants map[[16]byte]*tenantFiles // by tenant tag
 	used    int64                     // bytes of the files, and of writes reserved or deletions pending
 	gens    map[[16]byte]uint64       // tenant tag -> erasures, so a write racing one is dropped
-	orphans []*diskFile               // out of the index, but deleting them failed: still counted in used
+	// pending are the pages queued for the writer or being written, by
+	// file name: a lookup finds them as it finds files (a page evicted a
+	// moment ago is not a miss because its fsync has not returned yet).
+	pending map[string]*diskJob
+	orphans []*diskFile // out of the index, but deleting them failed: still counted in used
 	st      DiskStats
 
 	sendMu sync.RWMutex
 	closed bool
 	jobs   chan *diskJob
+	reads  chan *diskRead // for the reader (prefix restores), off the scheduler goroutine
 	wg     sync.WaitGroup
+	// notify wakes the scheduler when a read completes (Engine.signal);
+	// set before the scheduler starts.
+	notify func()
 
 	epochs *epochStore
 }
@@ -162,7 +175,8 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 		return nil, fmt.Errorf("%w: %s: %w", errDiskInUse, dir, err)
 	}
 	d := &diskTier{dir: dir, budget: budget, keys: keys, seal: keys, log: log, ps: ps, rawLen: rawLen, scrub: scrub, fp: fp, lock: lock,
-		fs: newDiskFS(), files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, jobs: make(chan *diskJob, 64)}
+		fs: newDiskFS(), files: map[string]*diskFile{}, tenants: map[[16]byte]*tenantFiles{}, gens: map[[16]byte]uint64{}, pending: map[string]*diskJob{},
+		jobs: make(chan *diskJob, diskQueuePages(rawLen)), reads: make(chan *diskRead, 64)}
 	d.st.Budget = budget
 	t := keys.MAC([]byte("kvwarden disk fingerprint v1"), fp)
 	copy(d.fpTag[:], t[:])
@@ -188,9 +202,22 @@ func openDiskTier(dir string, budget int64, keys *kvseal.Keyring, fp []byte, ps,
 	if err := d.index(); err != nil {
 		return fail(err)
 	}
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go d.writer()
+	go d.reader()
 	return d, nil
+}
+
+// diskQueueBytes bounds the page bytes waiting for the writer (and what
+// one read-ahead holds): past it a spilled page is dropped (Dropped)
+// rather than the scheduler waiting for the disk or the queue growing
+// without bound in memory.
+const diskQueueBytes = 32 << 20
+
+// diskQueuePages is the writer's queue length for pages of rawLen bytes:
+// diskQueueBytes of them, at least 2 and at most 64.
+func diskQueuePages(rawLen int) int {
+	return min(64, max(2, diskQueueBytes/max(1, rawLen)))
 }
 
 func (d *diskTier) unlock() {
@@ -305,24 +332,31 @@ func diskAD(hdr []byte, strong [32]byte, pos int) []byte {
 	return binary.LittleEndian.AppendUint64(ad, uint64(pos))
 }
 
-// put queues a page for the writer without waiting; a busy writer skips
-// it (the page is only a cache). wait: queue it even if that waits
+// put queues a page for the writer without waiting. When the queue is full
+// (diskQueuePages: the disk is slower than the spills) the page is dropped
+// and counted (Dropped): it is only a cache, and the scheduler, which
+// spills, must never wait on the disk. wait: queue it even if that waits
 // (graceful shutdown).
 func (d *diskTier) put(tenant string, strong [32]byte, pos int, tokens []int, raw []byte, wait bool, drop func([]byte)) {
 	tag := d.tenantTag(tenant)
+	name := d.name(tenant, strong)
+	j := &diskJob{tenant: tenant, tag: tag, strong: strong, pos: pos, tokens: slices.Clone(tokens), raw: raw}
 	d.mu.Lock()
-	gen := d.gens[tag]
-	_, have := d.files[d.name(tenant, strong)]
+	j.gen = d.gens[tag]
+	_, have := d.files[name]
+	_, queued := d.pending[name]
+	if !have && !queued {
+		d.pending[name] = j // before the writer can see it: it unpends it
+	}
 	d.mu.Unlock()
-	if have {
-		drop(raw) // on disk already
+	if have || queued {
+		drop(raw) // on disk already, or on its way
 		return
 	}
-	j := &diskJob{tenant: tenant, tag: tag, gen: gen, strong: strong, pos: pos, tokens: slices.Clone(tokens), raw: raw}
 	d.sendMu.RLock()
 	defer d.sendMu.RUnlock()
 	if d.closed {
-		drop(raw)
+		d.unpend(name, j, drop)
 		return
 	}
 	if wait {
@@ -332,11 +366,34 @@ func (d *diskTier) put(tenant string, strong [32]byte, pos int, tokens []int, ra
 	select {
 	case d.jobs <- j:
 	default:
-		drop(raw)
+		d.unpend(name, j, drop)
 		d.mu.Lock()
-		d.st.Skipped++
+		d.st.Dropped++
 		d.mu.Unlock()
 	}
+}
+
+// unpend takes j out of the pages a lookup finds in memory (written, or
+// given up) and lets go of its page with drop.
+func (d *diskTier) unpend(name string, j *diskJob, drop func([]byte)) {
+	d.mu.Lock()
+	if d.pending[name] == j {
+		delete(d.pending, name)
+	}
+	d.mu.Unlock()
+	drop(j.raw)
+}
+
+// loadPending copies out the page named name if it is still on its way to
+// disk (pending) and is this tenant's, position and tokens.
+func (d *diskTier) loadPending(name string, tag [16]byte, pos int, tokens []int) ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j := d.pending[name]
+	if j == nil || j.tag != tag || j.gen != d.gens[tag] || j.pos != pos || !slices.Equal(j.tokens, tokens) {
+		return nil, false
+	}
+	return slices.Clone(j.raw), true
 }
 
 // flush waits until every page queued before it is written.
@@ -375,12 +432,13 @@ func (d *diskTier) wipe(b []byte) {
 
 func (d *diskTier) write(j *diskJob) {
 	name := d.name(j.tenant, j.strong)
+	// Readable from memory until it is on disk (or given up): then indexed.
+	defer d.unpend(name, j, d.wipe)
 	d.mu.Lock()
 	_, have := d.files[name]
 	stale := d.gens[j.tag] != j.gen
 	d.mu.Unlock()
 	if have || stale {
-		d.wipe(j.raw)
 		return
 	}
 	plain := make([]byte, 0, 8+4*len(j.tokens)+len(j.raw))
@@ -390,7 +448,6 @@ func (d *diskTier) write(j *diskJob) {
 		plain = binary.LittleEndian.AppendUint32(plain, uint32(t))
 	}
 	plain = append(plain, j.raw...)
-	d.wipe(j.raw)
 	comp := d.zenc.EncodeAll(plain, nil)
 	d.wipe(plain)
 	hdr := make([]byte, diskHdrSize, diskHdrSize+len(comp)+kvseal.Overhead)
@@ -581,6 +638,9 @@ func (d *diskTier) retryOrphansLocked() bool {
 // hold these tokens (deleted and counted).
 func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) ([]byte, bool) {
 	name := d.name(tenant, strong)
+	if raw, ok := d.loadPending(name, d.tenantTag(tenant), pos, tokens); ok {
+		return raw, true
+	}
 	d.mu.Lock()
 	f, ok := d.files[name]
 	if ok {
@@ -601,6 +661,14 @@ func (d *diskTier) load(tenant string, strong [32]byte, pos int, tokens []int) (
 		return nil, false
 	}
 	b, err := d.fs.ReadFile(filepath.Join(d.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		d.mu.Lock()
+		_, still := d.files[name]
+		d.mu.Unlock()
+		if !still {
+			return nil, false // evicted or erased since the lookup: a plain miss
+		}
+	}
 	if err != nil {
 		return bad("unreadable", err)
 	}
@@ -648,6 +716,11 @@ func (d *diskTier) erase(tenant string) (files int, size int64) {
 	for _, f := range gone {
 		d.unindexLocked(f)
 		size += f.size
+	}
+	for name, j := range d.pending {
+		if j.tag == tag {
+			delete(d.pending, name) // the writer drops it (gens), and wipes it
+		}
 	}
 	d.st.Erased += uint64(len(gone))
 	d.mu.Unlock()
@@ -697,6 +770,7 @@ func (d *diskTier) close() {
 	}
 	d.closed = true
 	close(d.jobs)
+	close(d.reads)
 	d.sendMu.Unlock()
 	d.wg.Wait()
 	_ = d.zenc.Close()

@@ -209,7 +209,12 @@ var brokenChain = &prefixEntry{}
 // it cannot, the prefix ends there. An error means a cached page failed its
 // checksum, on the device or on its way back from the host tier: an
 // isolation failure.
-func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, error) {
+func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (_ int, err error) {
+	defer func() {
+		if !errors.Is(err, errSpillInFlight) {
+			s.dropDiskRead() // this lookup is over: what it did not import goes
+		}
+	}()
 	if s.needsPromptLogits() || s.emb != nil {
 		// Cached pages come without the logits (or hidden states, for an
 		// embedding) s must compute.
@@ -225,7 +230,7 @@ func (c *prefixCache) attach(s *seq, t *kvcache.PageTable, keepFree int) (int, e
 		if !ok {
 			var err error
 			el, err = c.fromDisk(s, i, parent, keepFree)
-			if err != nil && s.prefixWaits < maxPrefixWaits {
+			if err != nil && (s.prefixWaits < maxPrefixWaits || errors.Is(err, errDiskReadInFlight)) {
 				s.hostHitsWaiting += hostHits
 				return 0, err // pages come back from spills: wait a step
 			}
@@ -442,7 +447,8 @@ func (c *prefixCache) spilling() bool {
 // The entry is host-resident from now on, but no restore uses it before
 // its copy completed (attach waits); poll drops it if the copy failed.
 // If the copy cannot be started (host tier full of swapped sequences) the
-// entry is dropped instead and the page freed now (roomFreed).
+// entry is written to the disk tier, if there is one, and dropped, and the
+// page freed now (roomFreed).
 func (c *prefixCache) spillEntry(el *list.Element) room {
 	ent := el.Value.(*prefixEntry)
 	c.lru.Remove(el)
@@ -455,6 +461,11 @@ func (c *prefixCache) spillEntry(el *list.Element) room {
 			continue
 		}
 		break
+	}
+	if errors.Is(err, kvcache.ErrHostTierFull) {
+		// The host tier is full of swapped sequences' copies: the page
+		// goes on to the disk tier, if any, rather than being lost.
+		c.toDisk(ent)
 	}
 	c.drop(ent)
 	if err != nil {

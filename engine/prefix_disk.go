@@ -3,6 +3,7 @@ package engine
 import (
 	"container/list"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/kvwarden/kvwarden/internal/kvcache"
@@ -70,23 +71,58 @@ func (c *prefixCache) persist() {
 	c.disk.flush()
 }
 
+// errDiskReadInFlight is fromDisk's answer while the disk tier's reader
+// reads the prefix: the sequence waits (FCFS) without counting against
+// maxPrefixWaits, since a read always completes and frees nothing another
+// step could take back, and the scheduler goes on decoding the others.
+var errDiskReadInFlight = fmt.Errorf("%w: (a disk tier read)", errSpillInFlight)
+
 // fromDisk looks for page i of s (whose prefix matched up to parent) in the
-// disk tier; on a hit it imports the page into a fresh device page
-// (verified on the device, as a restore from the host tier is), indexes it
-// as a device entry and returns its element. nil: a miss, or no page to
-// import into (leaving keepFree pages free), and s computes the rest;
-// errSpillInFlight: pages are on their way back from spills, s may wait.
+// disk tier. The files are read on the disk tier's reader, never here: the
+// first lookup that reaches a page on disk starts a read of it and of the
+// pages after it (up to diskQueueBytes) and returns errDiskReadInFlight;
+// the read wakes the scheduler when done, and the lookups after it import
+// the pages read, one a call, each into a fresh device page (verified on
+// the device, as a restore from the host tier is) indexed as a device
+// entry. nil: a miss, or no page to import into (leaving keepFree pages
+// free), and s computes the rest; errSpillInFlight: pages are on their way
+// back from spills, s may wait.
 func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int) (*list.Element, error) {
 	if c.disk == nil {
 		return nil, nil
 	}
 	page := s.tokens[i*c.ps : (i+1)*c.ps]
 	strong := strongHash(strongOf(parent), page)
-	raw, ok := c.disk.load(s.tenant, strong, i, page)
-	if !ok {
+	r := s.diskRead
+	if r != nil && !r.covers(i, strong) {
+		s.dropDiskRead() // the prefix matched differently since it started
+		r = nil
+	}
+	if r == nil {
+		if !c.disk.has(s.tenant, strong) {
+			return nil, nil
+		}
+		last := min((len(s.tokens)-1)/c.ps, i+max(1, diskQueueBytes/c.disk.rawLen))
+		strongs, tokens := [][32]byte{strong}, [][]int{page}
+		for j := i + 1; j < last; j++ {
+			p := s.tokens[j*c.ps : (j+1)*c.ps]
+			strongs, tokens = append(strongs, strongHash(strongs[len(strongs)-1], p)), append(tokens, p)
+		}
+		if s.diskRead = c.disk.startRead(s.tenant, i, strongs, tokens, c.pool.DropRaw); s.diskRead == nil {
+			return nil, nil // the reader is swamped: compute
+		}
+		return nil, errDiskReadInFlight
+	}
+	if !r.ready() {
+		return nil, errDiskReadInFlight
+	}
+	if c.disk.erasedSince(r) {
+		return nil, nil // attach drops the read
+	}
+	raw := r.page(i)
+	if raw == nil {
 		return nil, nil
 	}
-	defer c.pool.DropRaw(raw)
 	tenant := kvcache.Tenant(s.tenant)
 	scratch := c.pool.NewTable(kvcache.RequestID(s.id), tenant)
 	defer func() {
@@ -104,10 +140,12 @@ func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int)
 		return err
 	}, c.evict, nil)
 	if err == nil {
+		r.take(i)
+		c.pool.DropRaw(raw)
 		err = c.pool.Retain(ref, tenant)
 	}
 	if errors.Is(err, errPagesPending) {
-		return nil, errSpillInFlight
+		return nil, errSpillInFlight // the page stays in the read for the next try
 	}
 	if err != nil {
 		c.log.Debug("engine: disk tier hit not imported; computing", "request", s.id, "err", err)
@@ -120,3 +158,15 @@ func (c *prefixCache) fromDisk(s *seq, i int, parent *prefixEntry, keepFree int)
 	c.disk.hit()
 	return el, nil
 }
+
+// dropDiskRead gives up s's disk read, if any (its pages not imported are
+// dropped): the lookup it served is over, or s is.
+func (s *seq) dropDiskRead() {
+	if s.diskRead != nil {
+		s.diskRead.abandon()
+		s.diskRead = nil
+	}
+}
+
+// diskReading reports whether s waits for a disk read.
+func (s *seq) diskReading() bool { return s.diskRead != nil && !s.diskRead.ready() }

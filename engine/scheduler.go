@@ -315,6 +315,7 @@ func (sc *scheduler) end(s *seq) {
 // dropPages gives back whatever K/V s holds: its page table (deferred
 // release) and its host-tier copy.
 func (sc *scheduler) dropPages(s *seq) {
+	s.dropDiskRead()
 	if s.table != nil {
 		sc.release(s.id, s.table)
 		s.table = nil
@@ -613,10 +614,11 @@ func (sc *scheduler) copiesInFlight() bool {
 	return false
 }
 
-// restoresInFlight reports whether a swap-in is still copying.
+// restoresInFlight reports whether a swap-in is still copying, or a disk
+// tier read is still reading a waiting sequence's prefix.
 func (sc *scheduler) restoresInFlight() bool {
 	for _, s := range sc.queue {
-		if s.restoring != nil {
+		if s.restoring != nil || s.diskReading() {
 			return true
 		}
 	}
@@ -782,7 +784,10 @@ func (sc *scheduler) place(s *seq, budget int) (int, bool) {
 		// Its prefix, or the page to restore it into, is on its way back
 		// from a host-tier copy: FCFS, s waits a step (bounded, see
 		// maxPrefixWaits) rather than the scheduler waiting on the copy.
-		s.prefixWaits++
+		// A disk read is not bounded so: it always completes.
+		if !errors.Is(err, errDiskReadInFlight) {
+			s.prefixWaits++
+		}
 		sc.release(s.id, t)
 		return 0, false
 	}

@@ -88,6 +88,9 @@ type seq struct {
 	// spill copy on the way to its prefix (maxPrefixWaits).
 	prefixWaits     int
 	hostHitsWaiting int // host hits of the attempts that waited
+	// diskRead is the disk tier read its prefix lookup waits for
+	// (prefix_disk.go), or nil.
+	diskRead *diskRead
 
 	firstSched, firstTok, lastTok time.Time
 }

@@ -94,6 +94,7 @@ func (t *tiers) init(e *Engine, r resolved) error {
 		return err
 	}
 	t.keys.SetEpochStore(d.epochs)
+	d.notify = e.signal // a completed read wakes the scheduler
 	if e.hooks.UnsafePlainTiers {
 		d.seal = plainSealer{}
 	}

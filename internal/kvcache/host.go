@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -57,6 +58,11 @@ type hostTier struct {
 	stopped bool
 	jobs    chan *copyJob
 	wg      sync.WaitGroup
+
+	// Benchmarks set these to measure what the direct path and parallel
+	// restores gain: staged seals every copy through a staging buffer,
+	// oneRestorer restores every run of pages on one goroutine.
+	staged, oneRestorer bool
 }
 
 // stage is an empty buffer of at least n bytes' capacity, for unsealing.
@@ -222,6 +228,10 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 		}
 	}
 	e := j.e
+	if a, ok := p.arena.(hostAccess); ok && p.sealsDirect(e) && (p.cfg.Faults == nil || p.cfg.Faults.CorruptCopy == nil) {
+		// CorruptCopy flips a byte of a staging copy: this path has none.
+		return p.sealOut(j, a)
+	}
 	var store []byte // room to seal in place (uncompressed copies)
 	buf := make([]byte, e.rawLen)
 	if _, ok := p.cfg.Sealer.(inPlaceSealer); ok && p.host.comp == "none" {
@@ -292,6 +302,101 @@ func (p *Pool) copyOut(j *copyJob) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+// hostAccess is an arena the host addresses directly (the CPU backend's
+// Access). Sealed copies of full pages are encrypted straight out of it
+// and opened straight into it: no plaintext staging copy of the page is
+// made, so sealing costs AES-GCM in place of the memcpy a plain copy does,
+// instead of on top of it.
+type hostAccess interface {
+	Access(off, n int64, f func([]byte) error) error
+}
+
+// sealsDirect reports whether e's copy is sealed straight from (and
+// opened straight into) host-addressable arena memory: an uncompressed,
+// sealed copy of a full page, one contiguous run in the arena.
+func (p *Pool) sealsDirect(e *hostEntry) bool {
+	return p.cfg.Sealer != nil && p.host.comp == "none" && e.slots == p.geo.PageSize && !p.host.staged
+}
+
+// sealOut is copyOut for a direct copy (sealsDirect): the page's checksums
+// are verified on the page where it lies, and AES-GCM reads it there and
+// writes the only copy made, the ciphertext. The copy lease keeps the page
+// (written, so immutable) from changing under it; a stray write between
+// the checksum and the seal is caught on restore, where the opened bytes
+// are checked against the checksum again.
+func (p *Pool) sealOut(j *copyJob, a hostAccess) ([]byte, error) {
+	e := j.e
+	out := make([]byte, 0, sealOverhead+e.rawLen)
+	var ferr error
+	err := a.Access(p.pageOff(j.ref.Index), int64(e.rawLen), func(page []byte) error {
+		e.sum = p.hostChecksum(page, e.slots)
+		if j.sealed && e.sum != j.sealedSum {
+			ferr = fmt.Errorf("%w: %w: offload of %v: sealed as %016x, device holds %016x; page quarantined",
+				ErrIsolation, ErrChecksum, j.ref, j.sealedSum, e.sum)
+			return nil
+		}
+		if e.partN > 0 {
+			if got := p.hostPrefixChecksum(page, e.slots, e.partN); got != e.partSum {
+				ferr = fmt.Errorf("%w: %w: offload of %v: %d slots sealed at a handoff as %016x, device holds %016x; page quarantined",
+					ErrIsolation, ErrChecksum, j.ref, e.partN, e.partSum, got)
+				return nil
+			}
+		}
+		var err error
+		if out, err = p.cfg.Sealer.Seal(out, string(e.tenant), p.sealedAD(e), page); err != nil {
+			ferr = fmt.Errorf("%w: offload of %v: sealing: %w", ErrCopy, j.ref, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: offload of %v: %w", ErrCopy, j.ref, err)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	e.sealed = true
+	if f := p.cfg.Faults; f != nil && f.SealedCopy != nil {
+		f.SealedCopy(j.ref, out)
+	}
+	return out, nil
+}
+
+// openIn is restoreEntry for a direct copy (sealsDirect): AES-GCM opens
+// the copy straight into page idx, and one checksum over the page stands
+// for both the host-side and the device-side check (they are the same
+// bytes). A copy that fails its tag leaves the page cleared (GCM zeroes
+// what it wrote) and unread; the restore then releases it.
+func (p *Pool) openIn(e *hostEntry, idx uint32, a hostAccess) error {
+	var ferr error
+	err := a.Access(p.pageOff(idx), int64(e.rawLen), func(page []byte) error {
+		plain, err := p.cfg.Sealer.Open(page[:0], string(e.tenant), p.sealedAD(e), e.data)
+		switch {
+		case err != nil:
+			// Damaged at rest, or its tenant erased: a miss.
+			ferr = fmt.Errorf("%w: restore of request %d into page %d: %w", ErrSealOpen, e.req, idx, err)
+		case len(plain) != e.rawLen || &plain[0] != &page[0]:
+			// Not a page's worth: opened into a buffer of its own, if any.
+			if len(plain) > 0 && &plain[0] != &page[0] {
+				p.dropHost("unsealing staging", plain)
+			}
+			ferr = fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy opens to %d bytes, not %d",
+				ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, len(plain), e.rawLen)
+		default:
+			if got := p.hostChecksum(page, e.slots); got != e.sum {
+				// The bytes GCM authenticated were bad when sealed: the
+				// copy's fault, and the page goes back to the free list.
+				ferr = fmt.Errorf("%w: %w: %w: restore of request %d into page %d: host copy taken as %016x, now %016x",
+					ErrIsolation, ErrChecksum, errBadCopy, e.req, idx, e.sum, got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: restore into page %d: %w", ErrCopy, idx, err)
+	}
+	return ferr
 }
 
 // sealOverhead is kvseal's (header and tag), to size the sealed buffer.
@@ -501,6 +606,9 @@ func (p *Pool) startOffloadLocked(ref PageRef, slots int, req RequestID) (*copyJ
 // restoreEntry copies e back into page idx and verifies the checksum on the
 // device before anyone can read the page.
 func (p *Pool) restoreEntry(e *hostEntry, idx uint32) error {
+	if a, ok := p.arena.(hostAccess); ok && e.sealed && !e.compressed && p.sealsDirect(e) {
+		return p.openIn(e, idx, a)
+	}
 	raw, staging, err := p.decodeEntry(e, fmt.Sprintf("restore of request %d into page %d", e.req, idx))
 	if err != nil {
 		return err
@@ -721,10 +829,10 @@ func (p *Pool) restoreInto(t *PageTable, es []*hostEntry, written int) ([]PageRe
 	if err != nil {
 		return nil, err
 	}
-	bad, err := p.copyIn(es, refs)
+	errs, err := p.copyIn(es, refs)
 	p.mu.Lock()
 	defer p.unlock()
-	p.completeRestoreLocked(t.req, es, refs, written, bad, err, false)
+	p.completeRestoreLocked(t.req, es, refs, written, errs, err, false)
 	if err != nil {
 		return nil, err
 	}
@@ -773,25 +881,61 @@ func (p *Pool) startRestore(t *PageTable, es []*hostEntry, started func()) ([]Pa
 }
 
 // copyIn uploads and verifies each entry into its page, without the pool
-// lock: the pages are leased and in no table. It returns the index of the
-// entry that failed, with its error.
-func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) (int, error) {
-	for i, e := range es {
-		if f := p.cfg.Faults; f != nil && f.HoldCopy != nil {
-			f.HoldCopy(refs[i])
-		}
-		if err := p.restoreEntry(e, refs[i].Index); err != nil {
-			return i, err
+// lock: the pages are leased and in no table. A restore of many pages (a
+// swap-in) is split into contiguous runs over restoreWorkers goroutines,
+// the caller's one of them: opening a sealed copy is AES-GCM, a few GB/s
+// a core, which one goroutine would make the bound of every swap-in. Once
+// an entry fails, no run starts another. It returns each entry's error
+// (nil: restored, or not tried) and the first of them.
+func (p *Pool) copyIn(es []*hostEntry, refs []PageRef) ([]error, error) {
+	errs := make([]error, len(es))
+	var failed atomic.Bool
+	run := func(lo, hi int) {
+		for i := lo; i < hi && !failed.Load(); i++ {
+			if f := p.cfg.Faults; f != nil && f.HoldCopy != nil {
+				f.HoldCopy(refs[i])
+			}
+			if err := p.restoreEntry(es[i], refs[i].Index); err != nil {
+				errs[i] = err
+				failed.Store(true)
+			}
 		}
 	}
-	return -1, nil
+	if n := restoreWorkers(len(es)); n > 1 && !p.host.oneRestorer {
+		chunk := (len(es) + n - 1) / n
+		var wg sync.WaitGroup
+		for lo := chunk; lo < len(es); lo += chunk {
+			wg.Go(func() { run(lo, min(len(es), lo+chunk)) })
+		}
+		run(0, chunk)
+		wg.Wait()
+	} else {
+		run(0, len(es))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs, err
+		}
+	}
+	return errs, nil
 }
 
-// completeRestoreLocked drops the restore's copy leases. On failure (or
-// when the restore was cancelled) every page is released, the one that
-// failed its checksum quarantined unless the host copy was the bad one;
-// otherwise the pages take the written counts and checksums of their copies.
-func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []PageRef, written, bad int, err error, cancelled bool) {
+// restoreWorkers is how many goroutines restore a run of pages: one per
+// minRestoreRun pages, at most the host tier's worker count (up to 4, the
+// cores Go may use).
+func restoreWorkers(pages int) int {
+	return max(1, min(4, runtime.GOMAXPROCS(0), pages/minRestoreRun))
+}
+
+// minRestoreRun is the fewest pages worth a goroutine of their own.
+const minRestoreRun = 4
+
+// completeRestoreLocked drops the restore's copy leases. On failure (err,
+// the first of errs, by entry; or when the restore was cancelled) every
+// page is released, one that failed its checksum quarantined unless the
+// host copy was the bad one; otherwise the pages take the written counts
+// and checksums of their copies.
+func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []PageRef, written int, errs []error, err error, cancelled bool) {
 	ps := p.geo.PageSize
 	for _, e := range es {
 		if e.readers--; e.readers == 0 && e.dropLater {
@@ -802,13 +946,17 @@ func (p *Pool) completeRestoreLocked(req RequestID, es []*hostEntry, refs []Page
 	for i, r := range refs {
 		p.dropLeaseLocked(r.Index, LeaseCopy)
 		if err != nil {
-			if i == bad && errors.Is(err, ErrSealOpen) {
+			var bad error // this page's own failure, if any
+			if i < len(errs) {
+				bad = errs[i]
+			}
+			if errors.Is(bad, ErrSealOpen) {
 				p.st.sealFailures++
 			}
-			if i == bad && errors.Is(err, ErrChecksum) {
+			if errors.Is(bad, ErrChecksum) {
 				p.st.checksum++
 				p.isolationLocked("restore checksum", req, r.Index, r.Gen)
-				if errors.Is(err, errBadCopy) {
+				if errors.Is(bad, errBadCopy) {
 					p.releaseLocked(r.Index) // never written: the copy was bad
 				} else {
 					p.quarantineLocked(r.Index)
@@ -844,7 +992,6 @@ type PendingRestore struct {
 	s       *Swapped
 	t       *PageTable
 	refs    []PageRef
-	bad     int
 	err     error // the copy's, set before done closes
 	done    chan struct{}
 	settled bool // completion ran, under p.mu
@@ -879,12 +1026,12 @@ func (p *Pool) SwapInAsync(s *Swapped, t *PageTable) (*PendingRestore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, err)
 	}
-	pr := &PendingRestore{p: p, s: s, t: t, refs: refs, bad: -1, done: make(chan struct{})}
+	pr := &PendingRestore{p: p, s: s, t: t, refs: refs, done: make(chan struct{})}
 	h := p.host
 	h.sendMu.RLock()
 	if h.stopped {
 		h.sendMu.RUnlock()
-		pr.complete(-1, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, ErrClosed))
+		pr.complete(nil, fmt.Errorf("kvcache: swap in of request %d: %w", t.req, ErrClosed))
 		return pr, nil
 	}
 	h.wg.Add(1)
@@ -896,12 +1043,12 @@ func (p *Pool) SwapInAsync(s *Swapped, t *PageTable) (*PendingRestore, error) {
 	return pr, nil
 }
 
-func (pr *PendingRestore) complete(bad int, err error) {
+func (pr *PendingRestore) complete(errs []error, err error) {
 	p := pr.p
 	p.mu.Lock()
-	pr.bad, pr.err = bad, err
+	pr.err = err
 	pr.settled = true
-	p.completeRestoreLocked(pr.t.req, pr.s.entries, pr.refs, pr.s.written, bad, err, pr.ended)
+	p.completeRestoreLocked(pr.t.req, pr.s.entries, pr.refs, pr.s.written, errs, err, pr.ended)
 	pr.s.restoring = false
 	if pr.ended || pr.s.consumed {
 		pr.s.discardLocked() // cancelled or discarded meanwhile

@@ -68,12 +68,15 @@ func TestSealedHostCopiesAreCiphertext(t *testing.T) {
 			require.NoError(t, p.SwapIn(sw, b))
 			checkTokens(t, b, 0, 2*ps-1, w)
 			require.NoError(t, b.Release())
-			sealing := 2 // the raw page, sealed from a copy
+			sealing, unsealing := 2, 2 // the raw page, sealed from a copy and opened into one
 			if comp == "none" {
-				sealing = 0 // sealed in place
+				// The full page is sealed straight out of the CPU arena and
+				// opened straight into it; the partial one is sealed in
+				// place in its staging copy and opened into a staging buffer.
+				sealing, unsealing = 0, 1
 			}
 			require.Equal(t, sealing, d.kinds()["sealing staging"])
-			require.Equal(t, 2, d.kinds()["unsealing staging"])
+			require.Equal(t, unsealing, d.kinds()["unsealing staging"])
 			d.mu.Lock()
 			for _, x := range d.bufs {
 				require.True(t, zeroBytes(x.b), "%s not scrubbed", x.what)
@@ -87,47 +90,53 @@ func TestSealedHostCopiesAreCiphertext(t *testing.T) {
 
 // TestSealedCopyAnyByteFlippedIsMiss: flipping any one byte of a sealed
 // host copy makes its restore fail with ErrSealOpen (never ErrIsolation,
-// never data), counts a seal failure, and frees the page it was meant for.
+// never data), counts a seal failure, and frees the page it was meant for:
+// compressed (opened into a staging buffer) and not (a full page opened
+// straight into the CPU arena, which GCM leaves cleared).
 func TestSealedCopyAnyByteFlippedIsMiss(t *testing.T) {
-	var flip atomic.Int64
-	flip.Store(-1)
-	p := newPool(t, 4, func(c *Config) {
-		c.HostTierBytes, c.Compression = 1<<20, "zstd"
-		c.Sealer = newKeyring(t, 1)
-		c.Faults = &Faults{SealedCopy: func(_ PageRef, b []byte) {
-			if i := flip.Load(); i >= 0 {
-				b[i] ^= 0x80
+	for _, comp := range []string{"zstd", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			var flip atomic.Int64
+			flip.Store(-1)
+			p := newPool(t, 4, func(c *Config) {
+				c.HostTierBytes, c.Compression = 1<<20, comp
+				c.Sealer = newKeyring(t, 1)
+				c.Faults = &Faults{SealedCopy: func(_ PageRef, b []byte) {
+					if i := flip.Load(); i >= 0 {
+						b[i] ^= 0x80
+					}
+				}}
+			})
+			ps := p.geo.PageSize
+			w := writer{req: 1, tenant: 1}
+			size := p.packedLen(ps) + sealOverhead
+			for i := range size {
+				flip.Store(int64(i))
+				a := p.NewTable(1, "a")
+				require.NoError(t, a.Reserve(ps))
+				writeTokens(t, a, w, ps)
+				sw, err := p.SwapOut(a)
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(sw.entries[0].data), size)
+				if i >= len(sw.entries[0].data) {
+					sw.Discard()
+					continue // compressed below the flipped offset
+				}
+				b := p.NewTable(1, "a")
+				err = p.SwapIn(sw, b)
+				require.ErrorIs(t, err, ErrSealOpen, "byte %d", i)
+				require.NotErrorIs(t, err, ErrIsolation)
+				require.Zero(t, b.Reserved())
+				sw.Discard()
+				require.NoError(t, b.Release())
+				st := p.Stats()
+				require.Equal(t, uint64(i+1), st.SealFailures)
+				require.Zero(t, st.IsolationViolations)
+				require.Equal(t, 4, st.Free)
 			}
-		}}
-	})
-	ps := p.geo.PageSize
-	w := writer{req: 1, tenant: 1}
-	size := p.packedLen(ps) + sealOverhead
-	for i := range size {
-		flip.Store(int64(i))
-		a := p.NewTable(1, "a")
-		require.NoError(t, a.Reserve(ps))
-		writeTokens(t, a, w, ps)
-		sw, err := p.SwapOut(a)
-		require.NoError(t, err)
-		require.LessOrEqual(t, len(sw.entries[0].data), size)
-		if i >= len(sw.entries[0].data) {
-			sw.Discard()
-			continue // compressed below the flipped offset
-		}
-		b := p.NewTable(1, "a")
-		err = p.SwapIn(sw, b)
-		require.ErrorIs(t, err, ErrSealOpen, "byte %d", i)
-		require.NotErrorIs(t, err, ErrIsolation)
-		require.Zero(t, b.Reserved())
-		sw.Discard()
-		require.NoError(t, b.Release())
-		st := p.Stats()
-		require.Equal(t, uint64(i+1), st.SealFailures)
-		require.Zero(t, st.IsolationViolations)
-		require.Equal(t, 4, st.Free)
+			checkConsistent(t, p)
+		})
 	}
-	checkConsistent(t, p)
 }
 
 // TestSealedCopyBinding: a sealed copy moved into another entry (another

@@ -233,3 +233,17 @@ func (a *Arena) Free() error {
 	}
 	return nil
 }
+
+// Access runs f over the n bytes at off in place, with the arena held
+// against Free: what a host-side consumer of a page (the page pool's
+// sealed host tier) uses instead of Download or Upload, to read or write
+// the page without a staging copy. f must not keep the slice.
+func (a *Arena) Access(off, n int64, f func([]byte) error) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	s, err := a.span("access", off, n)
+	if err != nil {
+		return err
+	}
+	return f(s[:n:n])
+}

@@ -199,7 +199,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 			name string
 			n    uint64
 		}{{"written", d.Writes}, {"hit", d.Hits}, {"seal_failure", d.SealFailures}, {"evicted", d.Evictions},
-			{"erased", d.Erased}, {"skipped", d.Skipped}, {"write_error", d.WriteErrors}} {
+			{"erased", d.Erased}, {"skipped", d.Skipped}, {"dropped", d.Dropped}, {"write_error", d.WriteErrors}} {
 			counter(dDiskEvents, float64(ev.n), ev.name)
 		}
 	}
