@@ -42,6 +42,9 @@ import (
 const (
 	SpecNone  = "none"
 	SpecNgram = "ngram"
+	// SpecDraft (a second, small model proposes the draft) is reserved:
+	// it is refused with an error saying it is not implemented.
+	SpecDraft = "draft"
 )
 
 // Defaults and bounds of Speculative.
@@ -67,6 +70,9 @@ type Speculative struct {
 	// longest one that occurs earlier wins (defaults 2 and 4, at most
 	// MaxNgram).
 	NgramMin, NgramMax int
+	// DraftModel is the draft model's file for SpecDraft (not implemented
+	// yet); it must be empty for the other types.
+	DraftModel string
 }
 
 // SpecStats counts speculative decoding work (Stats.Spec).
@@ -83,8 +89,13 @@ func (sp Speculative) resolve(field string) (*Speculative, error) {
 	case "", SpecNone:
 		return nil, nil
 	case SpecNgram:
+	case SpecDraft:
+		return nil, badField(field, "speculative type %q (a draft model) is not implemented; use %q", sp.Type, SpecNgram)
 	default:
 		return nil, badField(field, "speculative type %q (want none or ngram)", sp.Type)
+	}
+	if sp.DraftModel != "" {
+		return nil, badField(field, "a draft model (%q) is only for speculative type %q", sp.DraftModel, SpecDraft)
 	}
 	if sp.DraftMax == 0 {
 		sp.DraftMax = DefaultDraftMax

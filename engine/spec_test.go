@@ -166,6 +166,8 @@ func TestSpecRequestOptions(t *testing.T) {
 		{Type: SpecNgram, DraftMax: MaxDraftTokens + 1},
 		{Type: SpecNgram, NgramMin: 3, NgramMax: 2},
 		{Type: SpecNgram, NgramMax: MaxNgram + 1},
+		{Type: SpecDraft, DraftModel: "draft.gguf"}, // not implemented
+		{Type: SpecNgram, DraftModel: "draft.gguf"},
 	} {
 		r.Speculative = &bad
 		_, err := e.Submit(t.Context(), r)
@@ -175,6 +177,8 @@ func TestSpecRequestOptions(t *testing.T) {
 		require.Equal(t, "Request.Speculative", ce.Field)
 		require.ErrorIs(t, Config{Speculative: bad}.Validate(), ErrInvalidParams, "%+v", bad)
 	}
+	_, err = e.Submit(t.Context(), Request{Prompt: "x", Speculative: &Speculative{Type: SpecDraft, DraftModel: "d.gguf"}})
+	require.ErrorContains(t, err, "not implemented")
 }
 
 func TestNgramDraft(t *testing.T) {

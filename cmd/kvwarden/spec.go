@@ -15,21 +15,26 @@ type specFlags struct {
 	typ                string
 	draftMax           int
 	ngramMin, ngramMax int
+	draftModel         string
 }
 
 func (s *specFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.typ, "spec-type", engine.SpecNone, "speculative decoding: none, or ngram (drafts from n-gram lookup in the prompt and output; the output is unchanged, repetitive text decodes faster)")
 	fs.IntVar(&s.draftMax, "draft-max", engine.DefaultDraftMax, fmt.Sprintf("most draft `tokens` verified per step with --spec-type (1..%d)", engine.MaxDraftTokens))
 	fs.IntVar(&s.ngramMin, "spec-ngram-min", engine.DefaultNgramMin, "shortest n-gram (`tokens`) looked up with --spec-type ngram")
+	fs.StringVar(&s.draftModel, "spec-draft-model", "", "draft model `file` for --spec-type draft (not implemented yet: refused with an error)")
 	fs.IntVar(&s.ngramMax, "spec-ngram-max", engine.DefaultNgramMax, fmt.Sprintf("longest n-gram (`tokens`) looked up with --spec-type ngram (at most %d)", engine.MaxNgram))
 }
 
 // apply sets cfg.Speculative, validated by the engine's own checks, with
 // a bad value reported against its flag.
 func (s *specFlags) apply(cfg *engine.Config) error {
-	sp := engine.Speculative{Type: s.typ, DraftMax: s.draftMax, NgramMin: s.ngramMin, NgramMax: s.ngramMax}
+	sp := engine.Speculative{Type: s.typ, DraftMax: s.draftMax, NgramMin: s.ngramMin, NgramMax: s.ngramMax, DraftModel: s.draftModel}
 	if err := (engine.Config{Speculative: engine.Speculative{Type: s.typ}}).Validate(); err != nil {
 		return specUsage("--spec-type", err)
+	}
+	if s.draftModel != "" && s.typ != engine.SpecDraft {
+		return cli.Usagef("--spec-draft-model is only for --spec-type %s", engine.SpecDraft)
 	}
 	if s.typ == engine.SpecNgram {
 		if s.draftMax < 1 {

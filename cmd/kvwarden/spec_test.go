@@ -34,6 +34,8 @@ func TestGenerateSpeculative(t *testing.T) {
 		{[]string{"generate", "--spec-type", "ngram", "--spec-ngram-min", "5", "x"}, "--spec-ngram-min"},
 		{[]string{"serve", "--spec-type", "medusa"}, "--spec-type"},
 		{[]string{"serve", "--spec-type", "ngram", "--spec-ngram-max", "17"}, "--spec-ngram-max"},
+		{[]string{"generate", "--spec-type", "draft", "--spec-draft-model", "d.gguf", "x"}, "not implemented"},
+		{[]string{"serve", "--spec-type", "ngram", "--spec-draft-model", "d.gguf"}, "--spec-draft-model"},
 	} {
 		r := runCmd(t, "", c.args...)
 		require.Equal(t, 2, r.code, "%v: %s", c.args, r.stderr)
