@@ -58,6 +58,17 @@ func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqFewRows is the most activation rows that matmulKSIMD runs through the
+// one-row kernels chunk by chunk (reading each weight chunk from memory
+// once) rather than one full pass per row, or from four rows, expanded
+// tiles; 1 turns the chunked path off (a variable for
+// BenchmarkKQuantFewRows).
+var kqFewRows = 8
+
+// kqFewRowsChunk is the bytes of weight rows per chunk of that path: small
+// enough to stay in L2 while every activation row passes over it.
+const kqFewRowsChunk = 64 << 10
+
 // kqQ4K8 turns the eight-row matvec kernels on (a variable for
 // BenchmarkKernel8Tune).
 var kqQ4K8 = true
@@ -120,6 +131,46 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			kern, row4 = kqQ3KDot4VNNI, kqQ3KRow4VNNI
 		}
 	}
+	R, nb := w.Rows, w.Cols/bs
+	as := nb * abs
+	// rowPass computes activation row i's outputs [l0,l1) with the
+	// one-row kernels, prefetching ahead when pf > 0.
+	rowPass := func(i, l0, l1, pf int) {
+		d, a, l := dst[i*R:(i+1)*R], act[i*as:(i+1)*as], l0
+		if w.Type == Q4_0 {
+			for ; l+8 <= l1; l += 8 {
+				kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
+			}
+		}
+		if kern8 != nil && kqQ4K8 {
+			for ; l+8 <= l1; l += 8 {
+				kern8(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
+			}
+		}
+		matvecK(kern, pf, nb, d, a, w, rb, l, l1)
+	}
+	if n > 1 && n <= kqFewRows && (n < 4 || kern8 != nil) {
+		// A few rows (a speculative verify step: the last token and its
+		// draft): each chunk of weight rows is read from memory once, by
+		// the first activation row, and from cache by the others, so the
+		// step streams the weights once like a decode step. From four
+		// rows this replaces the expanded tiles only for the types with
+		// eight-row VNNI kernels (Q4_K, Q6_K), where it measured no
+		// slower (BenchmarkKQuantFewRows); the others keep rowTimes4 or
+		// tiles, whose kernels share one decode of the weights.
+		ch := max(8, kqFewRowsChunk/rb&^7)
+		for c0 := lo; c0 < hi; c0 += ch {
+			c1 := min(hi, c0+ch)
+			for i := range n {
+				if i == 0 {
+					rowPass(i, c0, c1, pf)
+				} else {
+					rowPass(i, c0, c1, 0)
+				}
+			}
+		}
+		return true
+	}
 	if useQ8VNNI() && n >= 4 {
 		switch w.Type {
 		case Q4_K:
@@ -133,22 +184,9 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			return true
 		}
 	}
-	R, nb := w.Rows, w.Cols/bs
-	as := nb * abs
 	if n < 4 {
-		for i := 0; i < n; i++ {
-			d, a, l := dst[i*R:(i+1)*R], act[i*as:(i+1)*as], lo
-			if w.Type == Q4_0 {
-				for ; l+8 <= hi; l += 8 {
-					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
-				}
-			}
-			if kern8 != nil && kqQ4K8 {
-				for ; l+8 <= hi; l += 8 {
-					kern8(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
-				}
-			}
-			matvecK(kern, pf, nb, d, a, w, rb, l, hi)
+		for i := range n {
+			rowPass(i, lo, hi, pf)
 		}
 		return true
 	}
