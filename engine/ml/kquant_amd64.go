@@ -58,16 +58,48 @@ func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// kqFewRows is the most activation rows that matmulKSIMD runs through the
-// one-row kernels chunk by chunk (reading each weight chunk from memory
-// once) rather than one full pass per row, or from four rows, expanded
-// tiles; 1 turns the chunked path off (a variable for
-// BenchmarkKQuantFewRows).
-var kqFewRows = 8
+// Paths of a product of a few activation rows (2 to 7: a speculative
+// verify step, the last token and its draft) for matmulKSIMD. Measured
+// on a 38 MB Q4_K and a 55 MB Q6_K matrix (BenchmarkKQuantFewRows, one
+// thread): the kernels' compute, not the weight reads, is the cost, so
+// what pays is decoding each weight block once for several rows.
+const (
+	fewAuto    = iota // the measured best below
+	fewOld            // one full pass per row below 4 rows, tiles from 4
+	fewChunked        // one-row kernels over 64 KiB chunks of weight rows
+	fewRow4           // rowTimes4: a weight row against 4 activation rows
+)
 
-// kqFewRowsChunk is the bytes of weight rows per chunk of that path: small
-// enough to stay in L2 while every activation row passes over it.
+// kqFewPath forces a path, for BenchmarkKQuantFewRows.
+var kqFewPath = fewAuto
+
+// kqFewRowsChunk is the bytes of weight rows per chunk of fewChunked:
+// small enough to stay in L2 while every activation row passes over it.
 const kqFewRowsChunk = 64 << 10
+
+// fewPath is the path of a product of n activation rows; eight says the
+// type has eight-row VNNI kernels (Q4_K, Q6_K), the types measured: the
+// others keep their paths from 4 rows.
+func fewPath(n int, eight bool) int {
+	p := kqFewPath
+	if p == fewAuto {
+		switch {
+		case n > 1 && n < 4, n > 4 && n < 8 && eight:
+			// 2 rows: 1.6-1.8 one-row steps against 2.0 for two passes; 3:
+			// 2.2-2.4 against 3.0; 5: 3.7-4.2 against 4.3-5.0 for tiles.
+			p = fewChunked
+		case n == 4 && eight:
+			// 1.9-2.5 against 2.7-4.1 for tiles (and 3.1-3.5 chunked).
+			p = fewRow4
+		default:
+			p = fewOld
+		}
+	}
+	if n == 1 || (n >= 4 && !eight) || (p == fewRow4 && n < 4) {
+		return fewOld
+	}
+	return p
+}
 
 // kqQ4K8 turns the eight-row matvec kernels on (a variable for
 // BenchmarkKernel8Tune).
@@ -149,15 +181,10 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		}
 		matvecK(kern, pf, nb, d, a, w, rb, l, l1)
 	}
-	if n > 1 && n <= kqFewRows && (n < 4 || kern8 != nil) {
-		// A few rows (a speculative verify step: the last token and its
-		// draft): each chunk of weight rows is read from memory once, by
-		// the first activation row, and from cache by the others, so the
-		// step streams the weights once like a decode step. From four
-		// rows this replaces the expanded tiles only for the types with
-		// eight-row VNNI kernels (Q4_K, Q6_K), where it measured no
-		// slower (BenchmarkKQuantFewRows); the others keep rowTimes4 or
-		// tiles, whose kernels share one decode of the weights.
+	switch fewPath(n, kern8 != nil) {
+	case fewChunked:
+		// Each chunk of weight rows is read from memory once, by the
+		// first activation row, and from cache by the others.
 		ch := max(8, kqFewRowsChunk/rb&^7)
 		for c0 := lo; c0 < hi; c0 += ch {
 			c1 := min(hi, c0+ch)
@@ -169,6 +196,9 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 				}
 			}
 		}
+		return true
+	case fewRow4:
+		rowTimes4(row4, dst, act, n, w, rb, as, nb, lo, hi)
 		return true
 	}
 	if useQ8VNNI() && n >= 4 {
