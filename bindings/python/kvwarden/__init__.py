@@ -849,13 +849,6 @@ class Engine:
         p.normalize = 1 if normalize else 0
         _assign(p, "dimensions", dimensions)
         p.truncate = 1 if truncate else 0
-        # Speculative decoding for this request ("ngram" or "none"); None
-        # keeps the engine's (Engine(spec_type=...)). Output is unchanged.
-        if spec_type is not None:
-            p.spec_type = _text(spec_type, "spec_type")
-            for name, value in (("spec_draft_max", spec_draft_max), ("spec_ngram_min", spec_ngram_min),
-                                ("spec_ngram_max", spec_ngram_max)):
-                _assign(p, name, value)
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
         arr = (c_char_p * max(len(texts), 1))(*texts)
