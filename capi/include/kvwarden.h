@@ -315,9 +315,11 @@ typedef struct kvw_engine_params {
     const char* spec_type;      /* "none" (NULL, default) or "ngram": drafts from the
                                    longest n-gram of the sequence's recent tokens that
                                    occurred earlier in its prompt or output (prompt
-                                   lookup; no second model). "draft" (a draft model)
-                                   is not implemented: KVW_ERR_INVALID_ARGUMENT. */
-    const char* spec_draft_model; /* draft model file for "draft"; NULL otherwise */
+                                   lookup; no second model) or "draft": a second,
+                                   small model with the same vocabulary proposes
+                                   the drafts (spec_draft_model). */
+    const char* spec_draft_model; /* "draft": the draft model (a GGUF file, or
+                                   "builtin:stories260K"); NULL otherwise. Copied. */
     int32_t spec_draft_max;     /* most draft tokens verified per step; 0 = 8, at most 64 */
     int32_t spec_ngram_min;     /* shortest n-gram looked up; 0 = 2 (1 when spec_ngram_max is 1) */
     int32_t spec_ngram_max;     /* longest n-gram looked up; 0 = max(4, spec_ngram_min), at most 16 */
@@ -665,7 +667,8 @@ typedef struct kvw_request_params {
     /* v7 (struct_size 176): speculative decoding for this request,
      * replacing the engine's (kvw_engine_params v6; the fields mean the
      * same). NULL spec_type (the default) takes the engine's setting and
-     * ignores the three numbers; "none" turns it off. */
+     * ignores the three numbers; "none" turns it off; "draft" needs the
+     * engine's draft model. */
     const char* spec_type;
     int32_t spec_draft_max;
     int32_t spec_ngram_min;

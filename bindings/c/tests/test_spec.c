@@ -2,9 +2,11 @@
  * kvw_request_params v7, kvw_stats v3), on the built-in stories model:
  * greedy output is identical with and without n-gram speculation, set for
  * the engine or per request, and drafts were verified (kvw_stats); a
- * request's "none" turns the engine's off; bad values and the unimplemented
- * "draft" type are KVW_ERR_INVALID_ARGUMENT naming the field; v6-sized
- * request structs (without the fields) take the engine's setting. */
+ * request's "none" turns the engine's off; bad values and a "draft" type
+ * without a draft model are KVW_ERR_INVALID_ARGUMENT naming the field; a
+ * draft model (the built-in model drafting for itself) gives the same
+ * output; v6-sized request structs (without the fields) take the engine's
+ * setting. */
 #include <stdint.h>
 
 #include "test_util.h"
@@ -97,6 +99,24 @@ static void test_greedy_identical(void) {
     same_tokens("request none", 0, want[0], nwant[0], got, run(spec, prompts[0], &rp, got));
     CHECK(stats(spec).spec_steps == st.spec_steps);
 
+    /* A draft model (the same model drafting for itself). */
+    {
+        kvw_engine_params p = kvw_engine_default_params();
+        p.kv_memory_bytes = 8 << 20;
+        p.zero_on_release = 1;
+        p.spec_type = "draft";
+        p.spec_draft_model = "builtin:stories260K";
+        p.spec_draft_max = 4;
+        kvw_engine* draft = NULL;
+        REQUIRE_OK(kvw_engine_open("builtin:stories260K", &p, &draft));
+        kvw_request_params dp = kvw_request_default_params();
+        dp.max_tokens = MAXTOK;
+        for (size_t i = 0; i < NPROMPTS; i++) same_tokens("draft model", i, want[i], nwant[i], got, run(draft, prompts[i], &dp, got));
+        kvw_stats ds = stats(draft);
+        CHECK(ds.spec_accepted > 0 && ds.spec_drafted <= 4 * ds.spec_steps);
+        REQUIRE_OK(kvw_engine_close(draft));
+    }
+
     /* A v6-sized struct (152 bytes) has no spec fields: whatever lies past
      * it is not read, and the engine's setting applies. */
     struct {
@@ -120,7 +140,7 @@ static void test_errors(void) {
         const char* want;
     } cases[] = {
         {"eagle", NULL, 0, 0, 0, "spec_type"},
-        {"draft", "draft.gguf", 0, 0, 0, "not implemented"},
+        {"draft", NULL, 0, 0, 0, "draft model"},
         {"ngram", "draft.gguf", 0, 0, 0, "draft model"},
         {"ngram", NULL, 65, 0, 0, "draft max 65"},
         {"ngram", NULL, -1, 0, 0, "draft max -1"},
