@@ -561,7 +561,8 @@ class Engine:
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16",
     "f32", "q8_0" or "q4_0"), max_context, tenant_quota, page_size, n_threads, zero_on_release,
-    spec_type ("none" or "ngram": speculative decoding, output unchanged), spec_draft_max, ...).
+    spec_type ("none", "ngram" or "draft" with spec_draft_model: speculative decoding, output
+    unchanged), spec_draft_max, ...).
     zero_on_release=True scrubs KV bytes in every tier: freed device pages, and
     every host buffer that held them (host-tier copies, compressed or not, when
     dropped; compression and CUDA staging buffers). n_threads is the number of

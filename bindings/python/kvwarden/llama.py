@@ -357,8 +357,9 @@ def _draft_params(draft_model: Any) -> Dict[str, Any]:
     if isinstance(draft_model, LlamaPromptLookupDecoding):
         return draft_model.engine_params()
     raise NotImplementedError(f"Llama(): draft_model={draft_model!r} is not supported by kvwarden (speculation "
-                              "runs inside the engine: use kvwarden.LlamaPromptLookupDecoding(); "
-                              "a draft model is not implemented)")
+                              "runs inside the engine, which cannot call a Python object: use "
+                              "kvwarden.LlamaPromptLookupDecoding(), or a draft model file with "
+                              "spec_type='draft', spec_draft_model=PATH)")
 
 
 class Llama:
@@ -404,9 +405,10 @@ class Llama:
         verbose: print the engine's log lines (info and above) to stderr.
         draft_model: ``kvwarden.LlamaPromptLookupDecoding(...)`` (or
             llama-cpp-python's) turns on speculative decoding by prompt
-            lookup; the output is unchanged. Other draft models raise
-            NotImplementedError. ``spec_type="ngram"`` with spec_draft_max,
-            spec_ngram_min, spec_ngram_max is the same as engine fields.
+            lookup; the output is unchanged. Other draft_model objects
+            raise NotImplementedError: for a draft model give its file as
+            ``spec_type="draft", spec_draft_model=PATH`` (engine fields,
+            like spec_draft_max, spec_ngram_min, spec_ngram_max).
         tokenizer_path: tokenizer of a llama2.c checkpoint.
         **engine_params: fields of the C ``kvw_engine_params``
             (kv_memory_bytes, page_size, tenant_quota, ...).

@@ -2,8 +2,9 @@
 v7, kvw_stats v3): greedy output identical with and without n-gram
 speculation, set on the Engine, per request, or through Llama's
 llama-cpp-python-style draft_model=LlamaPromptLookupDecoding(...); drafts
-were verified (stats); bad values raise naming the field; other draft
-models raise NotImplementedError. Runs on the built-in stories260K model.
+were verified (stats); a draft model (spec_type="draft") gives the same
+output; bad values raise naming the field; Python draft-model objects
+other than prompt lookup raise NotImplementedError. Runs on the built-in stories260K model.
 """
 import unittest
 
@@ -56,6 +57,21 @@ class TestSpeculative(unittest.TestCase):
             self.assertGreater(accepted, 0)
             self.assertLessEqual(drafted, 4 * steps)
 
+    def test_draft_model_greedy_identical(self):
+        # The built-in model drafting for itself.
+        with engine(spec_type="draft", spec_draft_model=kvwarden.BUILTIN_STORIES, spec_draft_max=4) as e:
+            for p, want in zip(PROMPTS, self.want):
+                self.assertEqual(e.generate(p, max_tokens=N), want, p)
+            steps, drafted, accepted = spec_counts(e)
+            self.assertGreater(accepted, 0)
+            self.assertLessEqual(drafted, 4 * steps)
+        llm = kvwarden.Llama(kvwarden.BUILTIN_STORIES, verbose=False, kv_memory_bytes=8 << 20,
+                             spec_type="draft", spec_draft_model=kvwarden.BUILTIN_STORIES)
+        try:
+            self.assertEqual(llm(PROMPTS[0], max_tokens=N, temperature=0)["choices"][0]["text"], self.want[0])
+        finally:
+            llm.close()
+
     def test_llama_draft_model(self):
         plain = kvwarden.Llama(kvwarden.BUILTIN_STORIES, verbose=False, kv_memory_bytes=8 << 20)
         spec = kvwarden.Llama(kvwarden.BUILTIN_STORIES, verbose=False, kv_memory_bytes=8 << 20,
@@ -94,8 +110,8 @@ class TestSpeculative(unittest.TestCase):
             engine(spec_type="eagle")
         self.assertIn("spec_type", str(cm.exception))
         with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
-            engine(spec_type="draft", spec_draft_model="draft.gguf")
-        self.assertIn("not implemented", str(cm.exception))
+            engine(spec_type="draft")
+        self.assertIn("draft model", str(cm.exception))
         with engine() as e:
             with self.assertRaises(kvwarden.InvalidArgumentError) as cm:
                 e.generate("hi", spec_type="ngram", spec_draft_max=65)
