@@ -29,7 +29,10 @@
 # does not, and a fair table names the counts), NTG_BATCH (tokens per
 # sequence at B=32, default 128), BATCH=0 (one sequence only), LOAD=N
 # (N busy-looping background processes for the whole run: both sides
-# measured under the same fixed oversubscription; the table says so).
+# measured under the same fixed oversubscription; the table says so),
+# DEPTH=N (KV depth, llama-bench's -d N: both sides prefill and decode
+# with N tokens already in the context; kvwarden puts them there through
+# its prefix cache, bench/sidebyside/depth.go; one sequence only).
 #
 # The model files (random weights; quantized types written directly, no
 # F16 intermediate, in llama-quantize's mix of types):
@@ -53,6 +56,11 @@ tl=${THREADS_LLAMA:-$threads}
 tk=${THREADS_KVW:-$threads}
 ntgb=${NTG_BATCH:-128}
 batch=${BATCH:-1}
+depth=${DEPTH:-0}
+ldepth=() kdepth=()
+if [ "$depth" != 0 ]; then
+	ldepth=(-d "$depth") kdepth=(-depth "$depth") batch=0
+fi
 bin=$llama/bin
 [ -x "$bin/llama-bench" ] || { echo "$0: no $bin/llama-bench" >&2; exit 1; }
 [ -f "$model" ] || { echo "$0: no model $model" >&2; exit 1; }
@@ -80,7 +88,7 @@ for r in $(seq "$rounds"); do
 	bw=$(echo "$bwout" | field median_gbs)
 	add bw "$bw"
 	# llama.cpp: llama-bench for one sequence (JSON lines: avg_ts per test).
-	out=$("$bin/llama-bench" -m "$model" -t "$tl" -p 128 -n 128 -r 1 -o jsonl 2>/dev/null)
+	out=$("$bin/llama-bench" -m "$model" -t "$tl" -p 128 -n 128 "${ldepth[@]}" -r 1 -o jsonl 2>/dev/null)
 	read -r pp tg < <(echo "$out" | python3 -c '
 import json, sys
 pp = tg = 0
@@ -91,8 +99,8 @@ for line in sys.stdin:
 print(pp, tg)')
 	add l_pp1 "$pp"; add l_tg1 "$tg"
 	# kvwarden: prefill of 128 tokens; decode of 128 after a 1-token prompt.
-	kpp1=$("$kvw" run -model "$model" -t "$tk" -b 1 -npp 128 -ntg 4 | field pp_tps)
-	kout=$("$kvw" run -model "$model" -t "$tk" -b 1 -npp 1 -ntg 128)
+	kpp1=$("$kvw" run -model "$model" -t "$tk" -b 1 -npp 128 -ntg 4 "${kdepth[@]}" | field pp_tps)
+	kout=$("$kvw" run -model "$model" -t "$tk" -b 1 -npp 1 -ntg 128 "${kdepth[@]}")
 	ktg1=$(echo "$kout" | field tg_tps)
 	wbytes=$(echo "$kout" | field weight_bytes)
 	add k_pp1 "$kpp1"; add k_tg1 "$ktg1"
@@ -121,13 +129,13 @@ row() {
 }
 bwm=$(med "${vals[bw]}")
 echo
-echo "model: $model; threads: llama.cpp $tl, kvwarden $tk; $rounds alternating rounds; $load background busy loops; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "model: $model; threads: llama.cpp $tl, kvwarden $tk; KV depth $depth; $rounds alternating rounds; $load background busy loops; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "read bandwidth (bench/sidebyside bw -t $tk): median $bwm GB/s, rounds:${vals[bw]}"
 echo
 echo "| case | llama.cpp t/s median (best) | kvwarden t/s median (best) | ratio of medians (of bests) |"
 echo "|---|---:|---:|---:|"
-row "decode B=1, KV depth 0..128" l_tg1 k_tg1
-row "prefill 1x128" l_pp1 k_pp1
+row "decode B=1, KV depth $depth..$((depth + 128))" l_tg1 k_tg1
+row "prefill 1x128 at KV depth $depth" l_pp1 k_pp1
 if [ "$batch" != 0 ]; then
 	row "decode B=32, depth 128..$((128 + ntgb)) (kvwarden: tokens after the timer only)" l_tg32 k_tg32
 	row "prefill 32x128" l_pp32 k_pp32

@@ -68,6 +68,17 @@ var specWorkloads = []specWorkload{
 		},
 	},
 	{
+		// The quote workload with stories260K drafting for itself (a
+		// draft model that always agrees: the bound of what a draft model
+		// gains, minus its own cost, which here equals the model's).
+		name: "stories260K/quote/draft-model", engine: storiesSpecEngine, gen: 128,
+		spec: engine.Speculative{Type: engine.SpecDraft, DraftModel: model.BuiltinStories},
+		prompt: func(b *testing.B, e *engine.Engine) engine.Request {
+			s := greedyText(b, e, "Once upon a time", 150)
+			return engine.Request{Prompt: s + "\nTom said: \"" + s[20:50], Sampling: sample.Greedy()}
+		},
+	},
+	{
 		// The model's own story: it repeats its sentences now and then.
 		name: "stories260K/free", engine: storiesSpecEngine, gen: 128,
 		prompt: func(*testing.B, *engine.Engine) engine.Request {
@@ -109,7 +120,10 @@ func BenchmarkSpeculative(b *testing.B) {
 		for _, k := range []int{4, 8} {
 			b.Run(fmt.Sprintf("%s/draft=%d", wl.name, k), func(b *testing.B) {
 				sp := wl.spec
-				sp.Type, sp.DraftMax = engine.SpecNgram, k
+				sp.DraftMax = k
+				if sp.Type == "" {
+					sp.Type = engine.SpecNgram
+				}
 				off := wl.engine(b, engine.Speculative{})
 				on := wl.engine(b, sp)
 				req := wl.prompt(b, off)

@@ -91,6 +91,9 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 		return s
 	}
 	cfg.KVDiskBudget = int64(p.kv_disk_budget_bytes)
+	if s = engineSpec(p, fn, &cfg); s != stOK {
+		return s
+	}
 	if cfg.ChatTemplate, s = optText(p.chat_template, fn, "params.chat_template"); s != stOK {
 		return s
 	}
@@ -276,6 +279,9 @@ func buildParams(h *engineHandle, p *C.kvw_request_params, fn string, req *engin
 		return st
 	}
 	if st := requestKeepTokens(p, fn, req); st != stOK {
+		return st
+	}
+	if st := requestSpec(p, fn, req); st != stOK {
 		return st
 	}
 	return requestGrammar(h, p, fn, req)
@@ -736,6 +742,9 @@ func kvwgo_engine_stats(hv C.uintptr_t, out *C.kvw_stats) (st C.int32_t) {
 	out.disk_erased = C.uint64_t(d.Erased)
 	out.disk_skipped = C.uint64_t(d.Skipped + d.Dropped) // the C struct keeps one count of pages not written
 	out.disk_write_errors = C.uint64_t(d.WriteErrors)
+	out.spec_steps = C.uint64_t(s.Spec.Steps)
+	out.spec_drafted = C.uint64_t(s.Spec.Drafted)
+	out.spec_accepted = C.uint64_t(s.Spec.Accepted)
 	return stOK
 }
 

@@ -32,7 +32,8 @@ _Static_assert(sizeof(kvw_embed_params) == 32, "kvw_embed_params v1");
 _Static_assert(offsetof(kvw_erase_result, host_bytes) + sizeof(int64_t) == 48, "kvw_erase_result v1 was 48 bytes");
 _Static_assert(sizeof(kvw_erase_result) == 64, "kvw_erase_result v2 (v1: 48)");
 _Static_assert(offsetof(kvw_stats, step_mean_ms) + sizeof(double) == 312, "kvw_stats v1 was 312 bytes");
-_Static_assert(sizeof(kvw_stats) == 400, "kvw_stats v2 (v1: 312)");
+_Static_assert(offsetof(kvw_stats, disk_write_errors) + sizeof(uint64_t) == 400, "kvw_stats v2 was 400 bytes");
+_Static_assert(sizeof(kvw_stats) == 424, "kvw_stats v3 (v1: 312, v2: 400)");
 // Version 1 sizes. A change here is an ABI change: append fields instead.
 _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 // Version 1 of kvw_engine_params ended after log_user_data (112 bytes);
@@ -40,8 +41,10 @@ _Static_assert(sizeof(kvw_error_info) == 40, "kvw_error_info v1");
 #define KVW_ENGINE_PARAMS_V1_SIZE 112
 _Static_assert(offsetof(kvw_engine_params, log_user_data) + sizeof(void*) == KVW_ENGINE_PARAMS_V1_SIZE,
                "kvw_engine_params v1 was 112 bytes");
-_Static_assert(sizeof(kvw_engine_params) == 160, "kvw_engine_params v5 (v1: 112, v2: 120, v3: 128, v4: 136)");
-_Static_assert(sizeof(kvw_request_params) == 152, "kvw_request_params v6 (v1: 64, v2: 72, v3: 88, v4: 104, v5: 136)");
+_Static_assert(offsetof(kvw_engine_params, spec_type) == 160, "kvw_engine_params v6 starts after v5");
+_Static_assert(sizeof(kvw_engine_params) == 192, "kvw_engine_params v6 (v1: 112, v2: 120, v3: 128, v4: 136, v5: 160)");
+_Static_assert(sizeof(kvw_request_params) == 176, "kvw_request_params v7 (v1: 64, v2: 72, v3: 88, v4: 104, v5: 136, v6: 152)");
+_Static_assert(offsetof(kvw_request_params, spec_type) == 152, "kvw_request_params v7 starts after v6");
 _Static_assert(offsetof(kvw_request_params, presence_penalty) == 104, "kvw_request_params v5 starts after v4");
 _Static_assert(offsetof(kvw_request_params, keep_tokens) == 136, "kvw_request_params v6 starts after v5");
 _Static_assert(KVW_MAX_KEEP_TOKENS == 64, "engine.MaxKeepTokens");

@@ -69,7 +69,8 @@ type Engine struct {
 	gv     *grammar.Vocab
 	gvErr  error
 
-	spec *Speculative // Config.Speculative resolved; nil = off (spec.go)
+	spec  *Speculative // Config.Speculative resolved; nil = off (spec.go)
+	draft *draftModel  // SpecDraft's model, nil without one (specdraft.go)
 
 	sched  *scheduler // owned by its goroutine; tests peek while idle
 	nextID atomic.Uint64
@@ -130,6 +131,12 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	// scheduler polls the copy (it never waits on one) when woken.
 	e.pool.OnCopyDone(e.signal)
 	e.sched = newScheduler(e)
+	if e.spec != nil && e.spec.Type == SpecDraft {
+		if e.draft, err = openDraftModel(r.cfg, e.mcfg.Vocab); err != nil {
+			e.abandon()
+			return nil, err
+		}
+	}
 	if err := e.tiers.init(e, r); err != nil {
 		e.abandon()
 		return nil, err
@@ -291,6 +298,7 @@ func (e *Engine) Close() error {
 	e.signal()
 	<-e.loopDone
 	err := e.pool.Close()
+	e.draft.close()
 	e.tiers.close()
 	if e.ownW {
 		if cerr := e.weights.Close(); err == nil {

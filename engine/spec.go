@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -42,6 +43,9 @@ import (
 const (
 	SpecNone  = "none"
 	SpecNgram = "ngram"
+	// SpecDraft: a second, small model with the same vocabulary
+	// (Speculative.DraftModel) proposes the draft (specdraft.go).
+	SpecDraft = "draft"
 )
 
 // Defaults and bounds of Speculative.
@@ -67,6 +71,11 @@ type Speculative struct {
 	// longest one that occurs earlier wins (defaults 2 and 4, at most
 	// MaxNgram).
 	NgramMin, NgramMax int
+	// DraftModel is the draft model's file (or a built-in model name) for
+	// SpecDraft, set on the engine (Config.Speculative); a request may ask
+	// for SpecDraft without it when the engine has one. Empty for the
+	// other types.
+	DraftModel string
 }
 
 // SpecStats counts speculative decoding work (Stats.Spec).
@@ -83,8 +92,18 @@ func (sp Speculative) resolve(field string) (*Speculative, error) {
 	case "", SpecNone:
 		return nil, nil
 	case SpecNgram:
+		if sp.DraftModel != "" {
+			return nil, badField(field, "a draft model (%q) is only for speculative type %q", sp.DraftModel, SpecDraft)
+		}
+	case SpecDraft:
+		switch {
+		case field == "Speculative" && sp.DraftModel == "":
+			return nil, badField(field, "speculative type %q needs a draft model (DraftModel)", sp.Type)
+		case field != "Speculative" && sp.DraftModel != "":
+			return nil, badField(field, "a request cannot load a draft model (%q): set it on the engine", sp.DraftModel)
+		}
 	default:
-		return nil, badField(field, "speculative type %q (want none or ngram)", sp.Type)
+		return nil, badField(field, "speculative type %q (want none, ngram or draft)", sp.Type)
 	}
 	if sp.DraftMax == 0 {
 		sp.DraftMax = DefaultDraftMax
@@ -108,7 +127,11 @@ func (sp Speculative) resolve(field string) (*Speculative, error) {
 // the engine's.
 func (e *Engine) specFor(req Request) (*Speculative, error) {
 	if req.Speculative != nil {
-		return req.Speculative.resolve("Request.Speculative")
+		sp, err := req.Speculative.resolve("Request.Speculative")
+		if err == nil && sp != nil && sp.Type == SpecDraft && e.draft == nil {
+			return nil, badField("Request.Speculative", "speculative type %q needs the engine's draft model (Config.Speculative.DraftModel)", SpecDraft)
+		}
+		return sp, err
 	}
 	return e.spec, nil
 }
@@ -221,7 +244,19 @@ func (sc *scheduler) addDrafts(budget int) int {
 		if k <= 0 {
 			continue
 		}
-		d := ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k)
+		var d []int
+		if sp.cfg.Type == SpecDraft {
+			var err error
+			if d, err = sc.e.draft.propose(s.tenant, s.tokens, k); err != nil {
+				// The sequence goes on without drafts: its output does not
+				// depend on them. Said loudly, since it means a bug.
+				sc.e.log.Error("engine: the draft model failed; request continues without speculation", "request", s.id, "err", err)
+				sp.skip = math.MaxInt
+				continue
+			}
+		} else {
+			d = ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k)
+		}
 		if len(d) == 0 {
 			continue
 		}

@@ -166,6 +166,9 @@ func TestSpecRequestOptions(t *testing.T) {
 		{Type: SpecNgram, DraftMax: MaxDraftTokens + 1},
 		{Type: SpecNgram, NgramMin: 3, NgramMax: 2},
 		{Type: SpecNgram, NgramMax: MaxNgram + 1},
+		{Type: SpecDraft, DraftModel: "draft.gguf"}, // a request cannot load one
+		{Type: SpecDraft},                           // this engine has no draft model
+		{Type: SpecNgram, DraftModel: "draft.gguf"},
 	} {
 		r.Speculative = &bad
 		_, err := e.Submit(t.Context(), r)
@@ -173,8 +176,11 @@ func TestSpecRequestOptions(t *testing.T) {
 		var ce *ConfigError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "Request.Speculative", ce.Field)
-		require.ErrorIs(t, Config{Speculative: bad}.Validate(), ErrInvalidParams, "%+v", bad)
+		if bad.Type != SpecDraft {
+			require.ErrorIs(t, Config{Speculative: bad}.Validate(), ErrInvalidParams, "%+v", bad)
+		}
 	}
+	require.ErrorContains(t, Config{Speculative: Speculative{Type: SpecDraft}}.Validate(), "needs a draft model")
 }
 
 func TestNgramDraft(t *testing.T) {

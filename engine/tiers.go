@@ -123,6 +123,7 @@ func (t *tiers) diskStats() DiskStats {
 func (e *Engine) abandon() {
 	close(e.loopDone)
 	_ = e.pool.Close()
+	e.draft.close()
 	if e.ownW {
 		_ = e.weights.Close()
 	}

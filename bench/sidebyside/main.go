@@ -180,6 +180,7 @@ func run(args []string) error {
 	batchTokens := fs.Int("batch-tokens", 0, "engine MaxBatchTokens (0 = default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured rounds")
 	schemaFile := fs.String("json-schema", "", "constrain the output to this JSON Schema file (as llama.cpp's --json-schema)")
+	depth := fs.Int("depth", 0, "KV depth (llama-bench's -d): tokens already in the context before the timed prefill and decode (see depth.go)")
 	_ = fs.Parse(args)
 	if *path == "" {
 		return errors.New("run: -model is required")
@@ -189,12 +190,16 @@ func run(args []string) error {
 		return err
 	}
 	defer w.Close()
-	ctx := *npp + *ntg + 16
+	ctx := *depth + *npp + *ntg + 16
 	perToken := int64(w.Config.Layers*w.Config.KVHeads*w.Config.HeadDim) * 2 * 4 // K and V, f32
-	e, err := engine.New(engine.Config{
+	cfg := engine.Config{
 		Weights: w, Tokenizer: tok, Threads: *threads, KVMemory: int64(*nb) * int64(ctx+32) * perToken,
 		MaxContext: ctx, MaxSeqs: max(64, *nb), MaxBatchTokens: *batchTokens, DisablePrefixCache: true,
-	})
+	}
+	if err := withDepth(&cfg, *depth, *nb, perToken); err != nil {
+		return err
+	}
+	e, err := engine.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -215,7 +220,11 @@ func run(args []string) error {
 			return err
 		}
 	}
-	if _, _, _, err := once(e, 1, *npp, 4, 0, nil); err != nil {
+	if *depth > 0 {
+		if err := warmDepth(e, *depth, *npp); err != nil {
+			return err
+		}
+	} else if _, _, _, err := once(e, 1, *npp, 4, 0, nil); err != nil {
 		return err
 	}
 	if *cpuprofile != "" {
@@ -239,8 +248,8 @@ func run(args []string) error {
 		}
 		pps, tgs = append(pps, pp), append(tgs, tg)
 	}
-	fmt.Printf("pp_tps=%.2f tg_tps=%.2f pp_median=%.2f tg_median=%.2f weight_bytes=%d\n",
-		best(pps), best(tgs), median(pps), median(tgs), weightBytes(w))
+	fmt.Printf("pp_tps=%.2f tg_tps=%.2f pp_median=%.2f tg_median=%.2f weight_bytes=%d%s\n",
+		best(pps), best(tgs), median(pps), median(tgs), weightBytes(w), depthNote(e, *depth, *reps**nb))
 	return nil
 }
 
@@ -322,7 +331,7 @@ func once(e *engine.Engine, nb, npp, ntg, seed int, g *engine.Grammar) (pp, tg f
 		go func() {
 			defer wg.Done()
 			st, err := e.Submit(context.Background(), engine.Request{
-				Tokens: prompt(seed*1000+i, npp, vocab), MaxTokens: ntg, Tenant: "bench", Grammar: g,
+				Tokens: append(depthPrefix(vocab), prompt(seed*1000+i, npp, vocab)...), MaxTokens: ntg, Tenant: "bench", Grammar: g,
 			})
 			if err != nil {
 				errs[i] = err

@@ -308,6 +308,22 @@ typedef struct kvw_engine_params {
     const char* kv_disk_dir;    /* disk tier directory: prefix pages below the host tier,
                                    kept across engines with the same key file; NULL = none */
     int64_t kv_disk_budget_bytes; /* the disk tier's hard limit; required with kv_disk_dir */
+    /* v6 (struct_size 192): speculative decoding for every request that
+     * does not set its own (kvw_request_params.spec_type). The output is
+     * unchanged by it: greedy output is identical, sampled output follows
+     * the same distribution; repetitive text decodes faster. */
+    const char* spec_type;      /* "none" (NULL, default) or "ngram": drafts from the
+                                   longest n-gram of the sequence's recent tokens that
+                                   occurred earlier in its prompt or output (prompt
+                                   lookup; no second model) or "draft": a second,
+                                   small model with the same vocabulary proposes
+                                   the drafts (spec_draft_model). */
+    const char* spec_draft_model; /* "draft": the draft model (a GGUF file, or
+                                   "builtin:stories260K"); NULL otherwise. Copied. */
+    int32_t spec_draft_max;     /* most draft tokens verified per step; 0 = 8, at most 64 */
+    int32_t spec_ngram_min;     /* shortest n-gram looked up; 0 = 2 (1 when spec_ngram_max is 1) */
+    int32_t spec_ngram_max;     /* longest n-gram looked up; 0 = max(4, spec_ngram_min), at most 16 */
+    int32_t reserved1;          /* 0 */
 } kvw_engine_params;
 
 /* Defaults for kvw_engine_params (struct_size set). Thread-safe.
@@ -648,6 +664,16 @@ typedef struct kvw_request_params {
                                * vocabulary change nothing. Copied. */
     uint32_t n_keep_tokens;   /* at most KVW_MAX_KEEP_TOKENS, each at most 256 bytes */
     int32_t reserved3;        /* 0 */
+    /* v7 (struct_size 176): speculative decoding for this request,
+     * replacing the engine's (kvw_engine_params v6; the fields mean the
+     * same). NULL spec_type (the default) takes the engine's setting and
+     * ignores the three numbers; "none" turns it off; "draft" needs the
+     * engine's draft model. */
+    const char* spec_type;
+    int32_t spec_draft_max;
+    int32_t spec_ngram_min;
+    int32_t spec_ngram_max;
+    int32_t reserved4;        /* 0 */
 } kvw_request_params;
 
 /* kvw_request_params.seed: no fixed seed. */
@@ -1007,6 +1033,10 @@ typedef struct kvw_stats {
     uint64_t disk_erased;         /* files deleted by kvw_tenant_erase_kv */
     uint64_t disk_skipped;        /* pages not written: the writer was busy, or no room */
     uint64_t disk_write_errors;   /* writes that failed (full disk, I/O errors): misses later */
+    /* v3 (struct_size 424; v2 was 400): speculative decoding. */
+    uint64_t spec_steps;          /* sequence steps that verified a draft */
+    uint64_t spec_drafted;        /* draft tokens verified */
+    uint64_t spec_accepted;       /* draft tokens accepted (the rest cost compute only) */
 } kvw_stats;
 
 /* Zeroes the first size bytes of *out (caller-owned) and sets its struct_size;

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGenerateSpeculative: --spec-type ngram gives the same greedy tokens
-// as a run without it, and bad values are usage errors naming the flag.
+// TestGenerateSpeculative: --spec-type ngram and draft (with a draft
+// model) give the same greedy tokens as a run without them, and bad values are usage errors naming the flag.
 func TestGenerateSpeculative(t *testing.T) {
 	prompt := "Lily and Tom went to the park. Lily and Tom went to the park. Lily and"
 	gen := func(extra ...string) generateJSON {
@@ -23,6 +23,8 @@ func TestGenerateSpeculative(t *testing.T) {
 	got := gen("--spec-type", "ngram", "--draft-max", "5")
 	require.Equal(t, want.Tokens, got.Tokens)
 	require.Equal(t, want.Text, got.Text)
+	got = gen("--spec-type", "draft", "--spec-draft-model", "builtin:stories260K")
+	require.Equal(t, want.Tokens, got.Tokens)
 
 	for _, c := range []struct {
 		args []string
@@ -34,6 +36,8 @@ func TestGenerateSpeculative(t *testing.T) {
 		{[]string{"generate", "--spec-type", "ngram", "--spec-ngram-min", "5", "x"}, "--spec-ngram-min"},
 		{[]string{"serve", "--spec-type", "medusa"}, "--spec-type"},
 		{[]string{"serve", "--spec-type", "ngram", "--spec-ngram-max", "17"}, "--spec-ngram-max"},
+		{[]string{"generate", "--spec-type", "draft", "x"}, "--spec-draft-model"},
+		{[]string{"serve", "--spec-type", "ngram", "--spec-draft-model", "d.gguf"}, "--spec-draft-model"},
 	} {
 		r := runCmd(t, "", c.args...)
 		require.Equal(t, 2, r.code, "%v: %s", c.args, r.stderr)

@@ -58,6 +58,49 @@ func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// Paths of a product of a few activation rows (2 to 7: a speculative
+// verify step, the last token and its draft) for matmulKSIMD. Measured
+// on a 38 MB Q4_K and a 55 MB Q6_K matrix (BenchmarkKQuantFewRows, one
+// thread): the kernels' compute, not the weight reads, is the cost, so
+// what pays is decoding each weight block once for several rows.
+const (
+	fewAuto    = iota // the measured best below
+	fewOld            // one full pass per row below 4 rows, tiles from 4
+	fewChunked        // one-row kernels over 64 KiB chunks of weight rows
+	fewRow4           // rowTimes4: a weight row against 4 activation rows
+)
+
+// kqFewPath forces a path, for BenchmarkKQuantFewRows.
+var kqFewPath = fewAuto
+
+// kqFewRowsChunk is the bytes of weight rows per chunk of fewChunked:
+// small enough to stay in L2 while every activation row passes over it.
+const kqFewRowsChunk = 64 << 10
+
+// fewPath is the path of a product of n activation rows; eight says the
+// type has eight-row VNNI kernels (Q4_K, Q6_K), the types measured: the
+// others keep their paths from 4 rows.
+func fewPath(n int, eight bool) int {
+	p := kqFewPath
+	if p == fewAuto {
+		switch {
+		case n > 1 && n < 4, n > 4 && n < 8 && eight:
+			// 2 rows: 1.6-1.8 one-row steps against 2.0 for two passes; 3:
+			// 2.2-2.4 against 3.0; 5: 3.7-4.2 against 4.3-5.0 for tiles.
+			p = fewChunked
+		case n == 4 && eight:
+			// 1.9-2.5 against 2.7-4.1 for tiles (and 3.1-3.5 chunked).
+			p = fewRow4
+		default:
+			p = fewOld
+		}
+	}
+	if n == 1 || (n >= 4 && !eight) || (p == fewRow4 && n < 4) {
+		return fewOld
+	}
+	return p
+}
+
 // kqQ4K8 turns the eight-row matvec kernels on (a variable for
 // BenchmarkKernel8Tune).
 var kqQ4K8 = true
@@ -120,6 +163,44 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			kern, row4 = kqQ3KDot4VNNI, kqQ3KRow4VNNI
 		}
 	}
+	R, nb := w.Rows, w.Cols/bs
+	as := nb * abs
+	// rowPass computes activation row i's outputs [l0,l1) with the
+	// one-row kernels, prefetching ahead when pf > 0.
+	rowPass := func(i, l0, l1, pf int) {
+		d, a, l := dst[i*R:(i+1)*R], act[i*as:(i+1)*as], l0
+		if w.Type == Q4_0 {
+			for ; l+8 <= l1; l += 8 {
+				kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
+			}
+		}
+		if kern8 != nil && kqQ4K8 {
+			for ; l+8 <= l1; l += 8 {
+				kern8(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
+			}
+		}
+		matvecK(kern, pf, nb, d, a, w, rb, l, l1)
+	}
+	switch fewPath(n, kern8 != nil) {
+	case fewChunked:
+		// Each chunk of weight rows is read from memory once, by the
+		// first activation row, and from cache by the others.
+		ch := max(8, kqFewRowsChunk/rb&^7)
+		for c0 := lo; c0 < hi; c0 += ch {
+			c1 := min(hi, c0+ch)
+			for i := range n {
+				if i == 0 {
+					rowPass(i, c0, c1, pf)
+				} else {
+					rowPass(i, c0, c1, 0)
+				}
+			}
+		}
+		return true
+	case fewRow4:
+		rowTimes4(row4, dst, act, n, w, rb, as, nb, lo, hi)
+		return true
+	}
 	if useQ8VNNI() && n >= 4 {
 		switch w.Type {
 		case Q4_K:
@@ -133,22 +214,9 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			return true
 		}
 	}
-	R, nb := w.Rows, w.Cols/bs
-	as := nb * abs
 	if n < 4 {
-		for i := 0; i < n; i++ {
-			d, a, l := dst[i*R:(i+1)*R], act[i*as:(i+1)*as], lo
-			if w.Type == Q4_0 {
-				for ; l+8 <= hi; l += 8 {
-					kqQ40Gemv8AVX2(&w.Data[l*rb], rb, &a[0], nb, &d[l])
-				}
-			}
-			if kern8 != nil && kqQ4K8 {
-				for ; l+8 <= hi; l += 8 {
-					kern8(&w.Data[l*rb], rb, &a[0], 0, nb, &d[l])
-				}
-			}
-			matvecK(kern, pf, nb, d, a, w, rb, l, hi)
+		for i := range n {
+			rowPass(i, lo, hi, pf)
 		}
 		return true
 	}

@@ -1,6 +1,10 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvwarden/kvwarden/internal/device"
+)
 
 // Rollback undoes tentative writes: K/V that a forward step wrote past
 // Written() without advancing over it (speculative decoding's draft tokens
@@ -45,16 +49,40 @@ func (t *PageTable) Rollback() error {
 	}
 	es := int64(p.geo.DType.Size())
 	n := int64(ps-rem) * int64(p.geo.RowBytes())
-	if n%4 != 0 {
-		// Fill writes 32-bit words; an odd span of 16-bit elements cannot
-		// be scrubbed exactly, so scrub nothing rather than a neighbour.
-		return fmt.Errorf("kvcache: rollback of request %d: %d-byte slot span is not a multiple of 4", t.req, n)
-	}
 	for layer := range p.geo.Layers {
 		for _, off := range [2]int{p.geo.KOffset(ref.Index, layer, rem), p.geo.VOffset(ref.Index, layer, rem)} {
-			if err := p.arena.Fill(int64(off)*es, n, word); err != nil {
+			if err := fillSpan(p.arena, int64(off)*es, n, word); err != nil {
 				return fmt.Errorf("kvcache: rollback scrub of %v: %w", ref, err)
 			}
+		}
+	}
+	return nil
+}
+
+// fillSpan writes the 32-bit word's pattern over n bytes at off, as if the
+// whole arena were filled with it: byte i of the arena gets byte i%4 of the
+// word. Arena.Fill takes only whole aligned words, but a slot span need not
+// be one: rows of 18-byte q4_0 or 34-byte q8_0 blocks, or of an odd number
+// of 16-bit elements, start and end on any even byte. The ragged ends go
+// through Upload, so exactly the span is scrubbed, never a neighbour.
+func fillSpan(a device.Arena, off, n int64, word uint32) error {
+	lo := min((off+3)&^3, off+n)
+	hi := max((off+n)&^3, lo)
+	if hi > lo {
+		if err := a.Fill(lo, hi-lo, word); err != nil {
+			return err
+		}
+	}
+	for _, r := range [2][2]int64{{off, lo}, {hi, off + n}} {
+		if r[1] <= r[0] {
+			continue
+		}
+		b := make([]byte, r[1]-r[0])
+		for i := range b {
+			b[i] = byte(word >> (8 * ((r[0] + int64(i)) % 4)))
+		}
+		if err := a.Upload(r[0], b); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,7 +1,10 @@
 package kvcache
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/kvwarden/kvwarden/internal/device"
 
 	"github.com/stretchr/testify/require"
 )
@@ -106,4 +109,54 @@ func TestRollbackAtPageBoundaryAndMisuse(t *testing.T) {
 	require.NoError(t, a.Release())
 	require.ErrorIs(t, a.Rollback(), ErrTableReleased)
 	checkConsistent(t, p)
+}
+
+// Rows whose byte length is not a multiple of 4 (one q4_0 block of 18
+// bytes, one q8_0 block of 34, three f16 values) put the rejected tail on
+// any even byte: Rollback scrubs exactly it, leaving the written slots
+// before it and the rows after it (the next layer's, V after K) intact.
+func TestRollbackOddRowBytes(t *testing.T) {
+	for _, geo := range []Geometry{
+		{PageSize: 4, Layers: 2, KVHeads: 1, HeadDim: 32, DType: device.Q4_0},
+		{PageSize: 4, Layers: 2, KVHeads: 1, HeadDim: 32, DType: device.Q8_0},
+		{PageSize: 5, Layers: 3, KVHeads: 1, HeadDim: 3, DType: device.F16},
+	} {
+		for _, sc := range []struct {
+			name     string
+			mod      func(*Config)
+			scrubbed func([]float32) bool
+		}{
+			{"zero", func(c *Config) { c.ZeroOnRelease = true }, allZero},
+			{"poison", func(c *Config) { c.Poison = true }, allNaN},
+		} {
+			for accepted := range geo.PageSize - 1 {
+				t.Run(fmt.Sprintf("%s/%dB/%s/accept%d", geo.DType, geo.RowBytes(), sc.name, accepted), func(t *testing.T) {
+					require.NotZero(t, geo.RowBytes()%4, "the case needs a ragged row")
+					p := newPool(t, 3, func(c *Config) { c.Geometry = geo; sc.mod(c) })
+					a := p.NewTable(1, "a")
+					w := writer{1, 1, 1}
+					// 1 verified token, then drafts filling the page: the
+					// rejected tail starts at slot 1+accepted.
+					require.NoError(t, a.Reserve(geo.PageSize))
+					writeTokens(t, a, w, 1)
+					writeTentative(t, a, w, geo.PageSize-1)
+					require.NoError(t, a.Advance(accepted))
+					require.NoError(t, a.Rollback())
+					page := a.Pages()[0]
+					kept := 1 + accepted
+					for slot := range geo.PageSize {
+						f := slotFloats(p, page, slot)
+						if slot < kept {
+							require.False(t, allZero(f) || allNaN(f), "written slot %d intact", slot)
+						} else {
+							require.True(t, sc.scrubbed(f), "rejected slot %d scrubbed", slot)
+						}
+					}
+					checkTokens(t, a, 0, kept, w)
+					require.NoError(t, a.Release())
+					checkConsistent(t, p)
+				})
+			}
+		}
+	}
 }

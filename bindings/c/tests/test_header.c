@@ -56,8 +56,13 @@ int main(void) {
     CHECK(rp.max_tokens == 0 && rp.logprobs == 0 && rp.top_logprobs == 0 && rp.keep_logits == 0);
     CHECK(rp.presence_penalty == 0.0f && rp.frequency_penalty == 0.0f && rp.n_logit_bias == 0 &&
           rp.logit_bias == NULL && rp.logit_bias_tokens == NULL && rp.prompt_logprobs == 0);
-    CHECK(rp.keep_tokens == NULL && rp.n_keep_tokens == 0 && sizeof rp == 152);
+    CHECK(rp.keep_tokens == NULL && rp.n_keep_tokens == 0);
     CHECK(offsetof(kvw_request_params, keep_tokens) == 136); /* v6 appended after v5 */
+    CHECK(rp.spec_type == NULL && rp.spec_draft_max == 0 && sizeof rp == 176);
+    CHECK(offsetof(kvw_request_params, spec_type) == 152); /* v7 appended after v6 */
+    CHECK(ep.spec_type == NULL && ep.spec_draft_model == NULL && ep.spec_draft_max == 0);
+    CHECK(offsetof(kvw_engine_params, spec_type) == 160 && sizeof ep == 192); /* v6 after v5 */
+    CHECK(offsetof(kvw_stats, spec_steps) == 400 && sizeof(kvw_stats) == 424); /* v3 after v2 */
     CHECK(sizeof(kvw_token_logprob) == 8);
     kvw_model_info mi;
     kvw_model_info_init(&mi);

@@ -44,6 +44,7 @@ __all__ = [
     "UnsupportedModelError", "PromptTooLongError",
     "ForkedError", "ModelNotFoundError", "version", "library_path", "BUILTIN_STORIES",
     "BUILTIN_SYNTHETIC", "pull", "LlamaState", "LlamaGrammar", "chat_parse",
+    "LlamaPromptLookupDecoding",
 ]
 
 #: The story model compiled into the library (Karpathy's TinyStories 260K,
@@ -559,7 +560,9 @@ class Engine:
     library), or None for BUILTIN_SYNTHETIC (random weights, for tests); a
     missing file raises ModelNotFoundError, a FileNotFoundError. Keyword arguments
     are the fields of kvw_engine_params (kv_memory_bytes, kv_type ("f16",
-    "f32", "q8_0" or "q4_0"), max_context, tenant_quota, page_size, n_threads, zero_on_release, ...).
+    "f32", "q8_0" or "q4_0"), max_context, tenant_quota, page_size, n_threads, zero_on_release,
+    spec_type ("none", "ngram" or "draft" with spec_draft_model: speculative decoding, output
+    unchanged), spec_draft_max, ...).
     zero_on_release=True scrubs KV bytes in every tier: freed device pages, and
     every host buffer that held them (host-tier copies, compressed or not, when
     dropped; compression and CUDA staging buffers). n_threads is the number of
@@ -575,7 +578,7 @@ class Engine:
         if tokenizer_path is not None:
             p.tokenizer_path = _text(str(tokenizer_path), "tokenizer_path")
         for k, v in params.items():
-            if k in ("struct_size", "log_callback", "log_user_data", "reserved0") or not hasattr(p, k):
+            if k in ("struct_size", "log_callback", "log_user_data", "reserved0", "reserved1") or not hasattr(p, k):
                 raise TypeError(f"Engine() got an unexpected keyword argument {k!r}")
             if isinstance(v, str):
                 setattr(p, k, _text(v, k))
@@ -639,7 +642,8 @@ class Engine:
                 repeat_penalty=1.0, repeat_last_n=0, seed=None, stop=None, tenant=None,
                 add_bos=True, parse_special=False, logprobs=False, top_logprobs=0,
                 keep_logits=False, grammar=None, json_schema=None, presence_penalty=0.0,
-                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False, keep_tokens=None):
+                frequency_penalty=0.0, logit_bias=None, prompt_logprobs=False, keep_tokens=None,
+                spec_type=None, spec_draft_max=0, spec_ngram_min=0, spec_ngram_max=0):
         p = _new(_lib.kvw_request_params)
         if max_tokens is None:
             max_tokens = _lib.MAX_TOKENS_UNLIMITED
@@ -681,6 +685,13 @@ class Engine:
             keep.append(arr)
             p.keep_tokens = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
             p.n_keep_tokens = len(texts)
+        # Speculative decoding for this request ("ngram" or "none"); None
+        # keeps the engine's (Engine(spec_type=...)). Output is unchanged.
+        if spec_type is not None:
+            p.spec_type = _text(spec_type, "spec_type")
+            for name, value in (("spec_draft_max", spec_draft_max), ("spec_ngram_min", spec_ngram_min),
+                                ("spec_ngram_max", spec_ngram_max)):
+                _assign(p, name, value)
         if tenant is not None:
             p.tenant = _text(tenant, "tenant")
         if stop:
@@ -991,3 +1002,4 @@ class Engine:
 
 from .llama import Llama  # noqa: E402  (needs Engine above)
 from .grammar import LlamaGrammar  # noqa: E402
+from .llama import LlamaPromptLookupDecoding  # noqa: E402

@@ -116,6 +116,12 @@ class kvw_engine_params(Structure):
         ("kv_key_file", c_char_p),  # v5
         ("kv_disk_dir", c_char_p),
         ("kv_disk_budget_bytes", c_int64),
+        ("spec_type", c_char_p),  # v6
+        ("spec_draft_model", c_char_p),
+        ("spec_draft_max", c_int32),
+        ("spec_ngram_min", c_int32),
+        ("spec_ngram_max", c_int32),
+        ("reserved1", c_int32),
     ]
 
 
@@ -151,6 +157,11 @@ class kvw_request_params(Structure):
         ("keep_tokens", POINTER(c_char_p)),  # v6
         ("n_keep_tokens", c_uint32),
         ("reserved3", c_int32),
+        ("spec_type", c_char_p),  # v7
+        ("spec_draft_max", c_int32),
+        ("spec_ngram_min", c_int32),
+        ("spec_ngram_max", c_int32),
+        ("reserved4", c_int32),
     ]
 
 
@@ -238,6 +249,8 @@ _STATS_FIELDS = (
     + [(n, c_uint64) for n in (
         "disk_writes", "disk_hits", "disk_seal_failures", "disk_evictions", "disk_erased",
         "disk_skipped", "disk_write_errors")]
+    # v3: speculative decoding.
+    + [(n, c_uint64) for n in ("spec_steps", "spec_drafted", "spec_accepted")]
 )
 
 

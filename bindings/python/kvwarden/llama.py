@@ -47,7 +47,7 @@ from .grammar import LlamaGrammar, grammar_for_response_format
 # Fields of kvw_engine_params a Llama passes through to its Engine.
 _ENGINE_FIELDS = frozenset(name for name, _ in _lib.kvw_engine_params._fields_
                            if name not in ("struct_size", "log_callback", "log_user_data",
-                                           "reserved0", "log_level", "tokenizer_path"))
+                                           "reserved0", "reserved1", "log_level", "tokenizer_path"))
 
 
 def _progress_printer() -> Callable[[int, int], None]:
@@ -294,7 +294,6 @@ _REFUSED = {
     "lora_base": None,
     "lora_path": None,
     "chat_handler": None,
-    "draft_model": None,
     "tokenizer": None,
 }
 
@@ -307,7 +306,6 @@ _REFUSED_WHY = {
     "vocab_only": "the engine always loads the weights",
     "kv_overrides": "model metadata cannot be overridden",
     "chat_handler": "use chat_format, or the model's own template",
-    "draft_model": "speculative decoding is not implemented",
     "tokenizer": "the engine uses the model's own tokenizer",
 }
 
@@ -318,6 +316,50 @@ _POOLING = {-1: None, 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 # GGML types of llama.cpp's type_k/type_v: the KV cache types kvwarden has
 # (GGML_TYPE_F32 0, F16 1, Q4_0 2, Q8_0 8).
 _KV_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0"}
+
+
+class LlamaPromptLookupDecoding:
+    """Speculative decoding by prompt lookup, as llama-cpp-python's
+    ``llama_cpp.llama_speculative.LlamaPromptLookupDecoding``: pass it as
+    ``Llama(..., draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10))``.
+
+    Drafts are the tokens that followed an earlier occurrence (in the prompt
+    or the output) of the sequence's last 1 to max_ngram_size tokens; the
+    engine verifies up to num_pred_tokens of them in one forward step. It
+    runs inside the engine (``spec_type="ngram"``), so the output is the
+    same as without it (greedy output identical) and repetitive text comes
+    faster. llama-cpp-python's object of the same name is accepted too.
+    """
+
+    def __init__(self, max_ngram_size: int = 2, num_pred_tokens: int = 10) -> None:
+        for name, v, hi in (("max_ngram_size", max_ngram_size, 16), ("num_pred_tokens", num_pred_tokens, 64)):
+            if not _is_int(v) or not 1 <= v <= hi:
+                raise ValueError(f"LlamaPromptLookupDecoding: {name} must be an int in 1..{hi}, got {v!r}")
+        self.max_ngram_size = max_ngram_size
+        self.num_pred_tokens = num_pred_tokens
+
+    def engine_params(self) -> Dict[str, Any]:
+        """The kvw_engine_params fields it stands for."""
+        return {"spec_type": "ngram", "spec_draft_max": self.num_pred_tokens,
+                "spec_ngram_min": 1, "spec_ngram_max": self.max_ngram_size}
+
+    def __repr__(self) -> str:
+        return f"LlamaPromptLookupDecoding(max_ngram_size={self.max_ngram_size}, num_pred_tokens={self.num_pred_tokens})"
+
+
+def _draft_params(draft_model: Any) -> Dict[str, Any]:
+    """Engine parameters for Llama's draft_model: prompt lookup (ours, or
+    llama-cpp-python's class of that name); any other draft model is a
+    Python object that kvwarden's engine cannot call, refused by name."""
+    if type(draft_model).__name__ == "LlamaPromptLookupDecoding" and not isinstance(draft_model, LlamaPromptLookupDecoding):
+        draft_model = LlamaPromptLookupDecoding(getattr(draft_model, "max_ngram_size", 2),
+                                                getattr(draft_model, "num_pred_tokens", 10))
+    if isinstance(draft_model, LlamaPromptLookupDecoding):
+        return draft_model.engine_params()
+    raise NotImplementedError(f"Llama(): draft_model={draft_model!r} is not supported by kvwarden (speculation "
+                              "runs inside the engine, which cannot call a Python object: use "
+                              "kvwarden.LlamaPromptLookupDecoding(), or a draft model file with "
+                              "spec_type='draft', spec_draft_model=PATH)")
 
 
 class Llama:
@@ -361,6 +403,12 @@ class Llama:
             "mistral-instruct", "gemma", "phi-3", "zephyr", "vicuna",
             "alpaca", "qwen") uses that format instead.
         verbose: print the engine's log lines (info and above) to stderr.
+        draft_model: ``kvwarden.LlamaPromptLookupDecoding(...)`` (or
+            llama-cpp-python's) turns on speculative decoding by prompt
+            lookup; the output is unchanged. Other draft_model objects
+            raise NotImplementedError: for a draft model give its file as
+            ``spec_type="draft", spec_draft_model=PATH`` (engine fields,
+            like spec_draft_max, spec_ngram_min, spec_ngram_max).
         tokenizer_path: tokenizer of a llama2.c checkpoint.
         **engine_params: fields of the C ``kvw_engine_params``
             (kv_memory_bytes, page_size, tenant_quota, ...).
@@ -381,6 +429,9 @@ class Llama:
             raise ValueError(f"Llama(): unknown pooling_type {pooling_type!r} (-1 to 4, llama.cpp's values)")
         self._pooling = _POOLING[pooling_type]
         params: Dict[str, Any] = {}
+        draft_model = kwargs.pop("draft_model", None)
+        if draft_model is not None:
+            params.update(_draft_params(draft_model))
         for name, value in kwargs.items():
             if name in _IGNORED:
                 default, why = _IGNORED[name]
