@@ -304,6 +304,54 @@ KV_D void gelumul(typename O::T* out, const float* gu, int n, int hidden) {
 EXT void kv_gelu_mul_f32(float* out, const float* gu, int n, int hidden) { gelumul<F32T>(out, gu, n, hidden); }
 EXT void kv_gelu_mul_f16(u16* out, const float* gu, int n, int hidden) { gelumul<F16T>(out, gu, n, hidden); }
 
+// gpt-oss's clamped SwiGLU (ggml's swiglu_oai, ml.SwiGLUOAIMul):
+// out[r][j] = g*sigmoid(alpha*g)*(u+1), g = min(gate, limit),
+// u = clamp(up, -limit, limit); gu holds gate then up per row.
+template <class O>
+KV_D void swigluoai(typename O::T* out, const float* gu, int n, int hidden, float alpha, float limit) {
+  i64 total = (i64)n * hidden;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    i64 r = i / hidden, j = i % hidden;
+    float g = __builtin_fminf(gu[r * 2 * hidden + j], limit);
+    float u = __builtin_fmaxf(-limit, __builtin_fminf(gu[r * 2 * hidden + hidden + j], limit));
+    float s = g * __nvvm_div_rn_f(1.f, 1.f + kv_exp(-alpha * g));
+    O::store(out, i, s * (u + 1.f));
+  }
+}
+EXT void kv_swiglu_oai_mul_f32(float* out, const float* gu, int n, int hidden, float alpha, float limit) {
+  swigluoai<F32T>(out, gu, n, hidden, alpha, limit);
+}
+EXT void kv_swiglu_oai_mul_f16(u16* out, const float* gu, int n, int hidden, float alpha, float limit) {
+  swigluoai<F16T>(out, gu, n, hidden, alpha, limit);
+}
+
+// ---------------------------------------------------------------- mixture of experts
+// The host routes the tokens (engine/model/gpu/moe.go) and groups the
+// (token, choice) pairs by expert; y holds the experts' outputs, one row
+// per pair in that grouped order. out[t][j] = sum_{i<k} w[t*k+i] *
+// y[slot[t*k+i]][j]: each token's choices summed in selection order, as
+// model.Runner's moeFFN sums them.
+EXT void kv_moe_combine(float* out, const float* y, const int* slot, const float* w, int n, int k, int dim) {
+  i64 total = (i64)n * dim;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    i64 t = i / dim, j = i % dim;
+    float s = 0.f;
+    for (int c = 0; c < k; c++) s += w[t * k + c] * y[(i64)slot[t * k + c] * dim + j];
+    out[i] = s;
+  }
+}
+
+// out[t][j] += sigmoid(g[t]) * y[t][j] (g null: += y[t][j]): the shared
+// expert's output added with its gate (Qwen2-MoE) or without (GLM-4.5).
+EXT void kv_moe_shared_add(float* out, const float* y, const float* g, int n, int dim) {
+  i64 total = (i64)n * dim;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    float s = 1.f;
+    if (g) s = __nvvm_div_rn_f(1.f, 1.f + kv_exp(-g[i / dim]));
+    out[i] += s * y[i];
+  }
+}
+
 // x = cap * tanh(x / cap) (Gemma 2's final logit soft-cap).
 EXT void kv_softcap(float* x, i64 n, float cap) {
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
