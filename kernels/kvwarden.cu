@@ -157,6 +157,9 @@ EXT void kv_write_bf16(u16* a, const float* qkv, const i64* koff, int stride, in
 // pageOff[r]+npages[r]); positions past npages*pageSize are never read. The
 // group = heads/kvHeads query heads sharing the KV head are handled by one
 // block so K and V are read once per group. headDim <= 256, group <= 16.
+// sinks, when not null, holds one logit per query head that joins the
+// softmax's denominator without a value (gpt-oss's attention sinks,
+// ml.SoftmaxSink).
 #define ATT_WARPS 4
 #define ATT_MAXD 8   // head dims per lane: headDim <= 256
 #define ATT_MAXG 16  // query heads per KV head
@@ -165,7 +168,7 @@ template <class K, class O>
 KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* arena, const int* span,
                                  const int* pageOff, const int* npages, const u32* pages, int stride, int heads,
                                  int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale,
-                                 float softcap, int window) {
+                                 float softcap, int window, const float* sinks) {
   extern __shared__ float smem[];
   int r = blockIdx.x, kvh = blockIdx.y;
   int group = heads / kvHeads;
@@ -248,6 +251,11 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
     float M = -__builtin_inff();
     for (int w = 0; w < ATT_WARPS; w++) M = kv_max(M, red[((i64)w * group + g) * w2 + headDim]);
     float L = 0.f, o = 0.f;
+    if (sinks) {
+      float sk = sinks[kvh * group + g];
+      M = kv_max(M, sk);
+      L = kv_exp(sk - M);
+    }
     for (int w = 0; w < ATT_WARPS; w++) {
       const float* src = red + ((i64)w * group + g) * w2;
       float mw = src[headDim];
@@ -264,9 +272,9 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
   EXT void kv_attention_##KN##_##ON(OT::T* out, const float* qkv, const KT::T* arena, const int* span,                 \
                                     const int* pageOff, const int* npages, const u32* pages, int stride, int heads,     \
                                     int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale,      \
-                                    float softcap, int window) {                                                        \
+                                    float softcap, int window, const float* sinks) {                                    \
     attention<KT, OT>(out, qkv, arena, span, pageOff, npages, pages, stride, heads, kvHeads, headDim, pageSize,         \
-                      pageElems, layer, scale, softcap, window);                                                        \
+                      pageElems, layer, scale, softcap, window, sinks);                                                 \
   }
 ATT(f32, F32T, f32, F32T)
 ATT(f32, F32T, f16, F16T)

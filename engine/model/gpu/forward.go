@@ -273,7 +273,7 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		a.Reset()
 		a.Ptr(att).Ptr(qkv).Ptr(r.arena.Ptr()).Ptr(span).Ptr(pageOff).Ptr(npages).Ptr(pages).
 			I32(qkvW).I32(c.Heads).I32(c.KVHeads).I32(c.HeadDim).I32(ps).I64(int64(r.geo.PageElems())).I32(l).F32(scale).
-			F32(blk.AttnSoftcap).I32(window)
+			F32(blk.AttnSoftcap).I32(window).Ptr(L.sinks)
 		if err := q.Launch("kv_attention_"+kvs+"_"+act, cuda.Dim3{X: uint32(n), Y: uint32(c.KVHeads), Z: 1},
 			cuda.Dim3{X: 128, Y: 1, Z: 1}, shmem, &a); err != nil {
 			return err

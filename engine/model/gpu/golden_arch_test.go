@@ -106,12 +106,6 @@ func TestGPUGoldenArch(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			pool := gpuPool(t, d, w.Config, device.F32, 64)
-			if w.Layers[0].Sinks != nil {
-				_, err := New(d, w, pool, Options{Weights: device.F32})
-				require.ErrorIs(t, err, ErrMoE, "the CUDA runner must refuse attention sinks by name")
-				require.ErrorContains(t, err, "attention sinks")
-				return
-			}
 			r, err := New(d, w, pool, Options{Weights: device.F32})
 			require.NoError(t, err)
 			defer r.Close()

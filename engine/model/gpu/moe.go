@@ -14,8 +14,9 @@ import (
 
 // ErrMoE is wrapped by the error New returns for a model whose block the
 // CUDA forward pass does not implement; the message names the missing
-// piece (today: attention sinks, which gpt-oss has). The CUDA runner runs
-// the mixture-of-experts FFN itself (see moeLayer). The CPU runner runs
+// piece (today only an expert gating kind the host routing does not know).
+// The CUDA runner runs the mixture-of-experts FFN itself (see moeLayer),
+// attention sinks and the clamped SwiGLU. The CPU runner runs
 // these models; the engine's device "auto" falls back to it. It matches
 // model.ErrUnsupported (so the C API reports KVW_ERR_UNSUPPORTED) and
 // model.ErrNotImplemented.
@@ -43,15 +44,12 @@ func Supports(w *model.Weights) error {
 	if err := supportsConfig(w.Config); err != nil {
 		return err
 	}
-	for i, l := range w.Layers {
-		if l.Sinks != nil {
-			return fmt.Errorf("%w: layer %d has attention sinks (the CUDA attention kernel has no sink logit)", ErrMoE, i)
-		}
-	}
 	return nil
 }
 
 func supportsConfig(c model.Config) error {
+	// The host routes as the CPU pass does (moeRoute.route); a gating kind
+	// added to arch later must be added there too.
 	if b := c.Block; b.MoE.Experts > 0 && b.MoE.Gating > arch.GatingSoftmaxSelected {
 		return fmt.Errorf("%w: %s expert gating %d", ErrMoE, c.Arch, b.MoE.Gating)
 	}

@@ -40,7 +40,8 @@ type layerW struct {
 	qkv, o, gu, down  uint64 // wdt
 	// Optional parts (0: absent), f32: the Q|K|V bias row (zeros where a
 	// part has none), the output bias, Q/K norm and post-norm weights.
-	qkvBias, oBias, qNorm, kNorm, postAttn, postFFN uint64
+	// sinks: gpt-oss's attention sink logits, one per query head.
+	qkvBias, oBias, qNorm, kNorm, postAttn, postFFN, sinks uint64
 	// moe is the layer's mixture-of-experts FFN (nil: dense, gu and down).
 	moe *moeW
 }
@@ -300,7 +301,7 @@ func (r *Runner) upload(w *model.Weights) error {
 		for _, s := range []struct {
 			dst *uint64
 			vec []float32
-		}{{&d.oBias, L.OBias}, {&d.qNorm, L.QNorm}, {&d.kNorm, L.KNorm}, {&d.postAttn, L.PostAttnNorm}, {&d.postFFN, L.PostFFNNorm}} {
+		}{{&d.oBias, L.OBias}, {&d.qNorm, L.QNorm}, {&d.kNorm, L.KNorm}, {&d.postAttn, L.PostAttnNorm}, {&d.postFFN, L.PostFFNNorm}, {&d.sinks, L.Sinks}} {
 			if s.vec == nil {
 				continue
 			}
