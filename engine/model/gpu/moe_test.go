@@ -6,7 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
+	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
 
 func sigmoid(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
@@ -83,4 +87,52 @@ func TestMoERoute(t *testing.T) {
 		// Grouped rows keep token order within an expert.
 		require.Equal(t, []int32{0, 1, 0, 2, 1, 2}, rt.tok)
 	})
+}
+
+// TestGPUMoEHalf runs the carried mixture-of-experts files with the
+// default f16 weights (activations reach the GEMMs, the router's
+// included, as f16): a prefill of two sequences at once, so tokens of both
+// share expert GEMMs, then a decode step of both. Logits are finite. (On
+// the driver stand-in this checks the launches, the mid-step download of
+// the router logits and the routing upload; on a GPU also the values.)
+func TestGPUMoEHalf(t *testing.T) {
+	d := gpuOrSkip(t)
+	for _, name := range []string{"qwen3moe.Q4_K_M", "gptoss.MXFP4_MOE"} {
+		t.Run(name, func(t *testing.T) {
+			g := testmodels.LoadArchGolden(t, name)
+			w, f, err := model.LoadGGUF(g.Model)
+			require.NoError(t, err)
+			defer f.Close()
+			pool := gpuPool(t, d, w.Config, device.F16, 16)
+			r, err := New(d, w, pool, DefaultOptions())
+			require.NoError(t, err)
+			defer r.Close()
+			var tabs []*kvcache.PageTable
+			b := model.Batch{}
+			for i, c := range g.Cases[:2] {
+				tab := pool.NewTable(kvcache.RequestID(i+1), "moe-half")
+				defer func() { require.NoError(t, tab.Release()) }()
+				require.NoError(t, tab.Reserve(len(c.Prompt)+1))
+				tabs = append(tabs, tab)
+				b.Seqs = append(b.Seqs, model.Seq{Tokens: c.Prompt, Table: tab, Logits: true})
+			}
+			require.NoError(t, r.Forward(&b))
+			b = model.Batch{}
+			for i, tab := range tabs {
+				b.Seqs = append(b.Seqs, model.Seq{Tokens: g.Cases[i].Prompt[:1], Table: tab, Logits: true})
+			}
+			require.NoError(t, r.Forward(&b))
+			for i := range tabs {
+				require.Len(t, b.Logits[i], w.Config.Vocab)
+				finite := true
+				for _, v := range b.Logits[i] {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						finite = false
+						break
+					}
+				}
+				kernelOut(t).True(finite, "non-finite logits, sequence %d", i)
+			}
+		})
+	}
 }
