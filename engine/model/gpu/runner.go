@@ -340,12 +340,27 @@ func (r *Runner) Close() error {
 func (r *Runner) Config() model.Config { return r.cfg }
 
 // WeightBytes is the size of the weights streamed by one step (every
-// matrix once; the output matrix once even when tied).
+// matrix once; the output matrix once even when tied). For a
+// mixture-of-experts layer it counts the router, the shared expert and
+// Used experts: what a decode step of one sequence reads.
 func (r *Runner) WeightBytes() int64 {
 	c := r.cfg
 	q := c.Heads * c.HeadDim
-	per := int64(c.Dim)*int64(q+2*c.KVDim()) + int64(q)*int64(c.Dim) + 3*int64(c.Dim)*int64(c.Hidden)
-	return (per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim)) * int64(r.wdt.Size())
+	attn := int64(c.Dim)*int64(q+2*c.KVDim()) + int64(q)*int64(c.Dim)
+	total := int64(c.Vocab) * int64(c.Dim)
+	for _, L := range r.layers {
+		total += attn
+		if d := L.moe; d != nil {
+			m := c.Block.MoE
+			total += int64(c.Dim) * (int64(m.Experts) + 3*int64(m.Used)*int64(m.Hidden) + 3*int64(d.shHidden))
+			if d.shGate != 0 {
+				total += int64(c.Dim)
+			}
+			continue
+		}
+		total += 3 * int64(c.Dim) * int64(c.Hidden)
+	}
+	return total * int64(r.wdt.Size())
 }
 
 // ensureRope makes the cos/sin tables cover positions [0, n). They are
