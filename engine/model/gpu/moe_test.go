@@ -1,14 +1,20 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
+	"github.com/kvwarden/kvwarden/engine/model/gguf"
+	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/device"
+	"github.com/kvwarden/kvwarden/internal/device/cpu"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
@@ -132,6 +138,159 @@ func TestGPUMoEHalf(t *testing.T) {
 					}
 				}
 				kernelOut(t).True(finite, "non-finite logits, sequence %d", i)
+			}
+		})
+	}
+}
+
+// moeGGUF writes a small random-weight file of an MoE architecture whose
+// shared-expert paths no golden file has: qwen2moe (two MoE layers, a
+// shared expert with its sigmoid gate, Q/K/V biases) and glm4moe (a
+// leading dense layer, sigmoid router with selection bias, normalised and
+// scaled weights, an ungated shared expert, partial rotary).
+func moeGGUF(t *testing.T, name string) string {
+	const dim, heads, kvHeads, hd, vocab, experts, used, hidden, expHidden = 64, 4, 2, 16, 48, 8, 2, 96, 32
+	rng := rand.New(rand.NewPCG(5, 6))
+	b := gguf.NewBuilder()
+	b.Set("general.architecture", name)
+	p := name + "."
+	layers, dense := 2, 0
+	if name == "glm4moe" {
+		layers, dense = 3, 1
+		b.Set(p+"leading_dense_block_count", uint32(dense))
+		b.Set(p+"expert_weights_norm", true)
+		b.Set(p+"expert_weights_scale", float32(1.5))
+		b.Set(p+"expert_gating_func", uint32(2))
+		b.Set(p+"expert_shared_count", uint32(1))
+		b.Set(p+"rope.dimension_count", uint32(hd/2))
+	} else {
+		b.Set(p+"expert_shared_feed_forward_length", uint32(hidden))
+	}
+	for k, v := range map[string]uint32{
+		"block_count": uint32(layers), "context_length": 256, "embedding_length": dim, "feed_forward_length": hidden,
+		"attention.head_count": heads, "attention.head_count_kv": kvHeads, "attention.key_length": hd, "attention.value_length": hd,
+		"expert_count": experts, "expert_used_count": used, "expert_feed_forward_length": expHidden,
+	} {
+		b.Set(p+k, v)
+	}
+	b.Set(p+"attention.layer_norm_rms_epsilon", float32(1e-5))
+	b.Set(p+"rope.freq_base", float32(10000))
+	add := func(name string, scale float64, dims ...uint64) {
+		n := uint64(1)
+		for _, d := range dims {
+			n *= d
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * scale)
+		}
+		b.AddF32(name, dims, v)
+	}
+	ones := func(name string, n uint64) {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = 1 + float32(rng.NormFloat64()*0.1)
+		}
+		b.AddF32(name, []uint64{n}, v)
+	}
+	w := func(cols uint64) float64 { return 1 / math.Sqrt(float64(cols)) }
+	add("token_embd.weight", 1, dim, vocab)
+	ones("output_norm.weight", dim)
+	add("output.weight", w(dim), dim, vocab)
+	ffnNorm := "ffn_norm"
+	if name == "glm4moe" {
+		ffnNorm = "post_attention_norm"
+	}
+	for l := range layers {
+		q := fmt.Sprintf("blk.%d.", l)
+		ones(q+"attn_norm.weight", dim)
+		add(q+"attn_q.weight", w(dim), dim, heads*hd)
+		add(q+"attn_k.weight", w(dim), dim, kvHeads*hd)
+		add(q+"attn_v.weight", w(dim), dim, kvHeads*hd)
+		add(q+"attn_q.bias", 0.5, heads*hd)
+		add(q+"attn_k.bias", 0.5, kvHeads*hd)
+		add(q+"attn_v.bias", 0.5, kvHeads*hd)
+		add(q+"attn_output.weight", w(heads*hd), heads*hd, dim)
+		ones(q+ffnNorm+".weight", dim)
+		if l < dense {
+			add(q+"ffn_gate.weight", w(dim), dim, hidden)
+			add(q+"ffn_up.weight", w(dim), dim, hidden)
+			add(q+"ffn_down.weight", w(hidden), hidden, dim)
+			continue
+		}
+		// A wide router: well-separated expert scores, so that the GPU's
+		// and the CPU's rounding select the same experts.
+		add(q+"ffn_gate_inp.weight", 3*w(dim), dim, experts)
+		add(q+"ffn_gate_exps.weight", w(dim), dim, expHidden, experts)
+		add(q+"ffn_up_exps.weight", w(dim), dim, expHidden, experts)
+		add(q+"ffn_down_exps.weight", w(expHidden), expHidden, dim, experts)
+		sh := uint64(hidden)
+		if name == "glm4moe" {
+			sh = expHidden
+			add(q+"exp_probs_b.bias", 0.3, experts)
+		} else {
+			add(q+"ffn_gate_inp_shexp.weight", w(dim), dim)
+		}
+		add(q+"ffn_gate_shexp.weight", w(dim), dim, sh)
+		add(q+"ffn_up_shexp.weight", w(dim), dim, sh)
+		add(q+"ffn_down_shexp.weight", w(sh), sh, dim)
+	}
+	path := filepath.Join(t.TempDir(), name+".gguf")
+	require.NoError(t, b.WriteFile(path))
+	return path
+}
+
+// TestGPUMoEMatchesCPU runs synthetic qwen2moe and glm4moe files (the
+// shared expert with and without its gate, a leading dense layer, the
+// sigmoid router with selection bias) on the CPU runner and the GPU runner
+// with f32 weights and KV: a batch of a chunked prefill, a short prompt and
+// a single token, over several steps. Bound: 1e-3 relative on the logits,
+// as TestGPUBatchMatchesCPU.
+func TestGPUMoEMatchesCPU(t *testing.T) {
+	d := gpuOrSkip(t)
+	for _, name := range []string{"qwen2moe", "glm4moe"} {
+		t.Run(name, func(t *testing.T) {
+			w, f, err := model.LoadGGUF(moeGGUF(t, name))
+			require.NoError(t, err)
+			defer f.Close()
+			c := w.Config
+			require.NotNil(t, w.Layers[len(w.Layers)-1].MoE.SharedUp)
+			cpuPool, err := kvcache.New(cpu.New(), kvcache.Config{
+				Geometry: kvcache.Geometry{PageSize: 16, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F32}, Pages: 32})
+			require.NoError(t, err)
+			defer cpuPool.Close()
+			cr, err := model.NewRunner(w, cpuPool)
+			require.NoError(t, err)
+			gp := gpuPool(t, d, c, device.F32, 32)
+			gr, err := New(d, w, gp, Options{Weights: device.F32})
+			require.NoError(t, err)
+			defer gr.Close()
+			prompts := [][]int{{1, 5, 9, 2, 40, 41, 7, 8, 30, 31, 12}, {3, 3, 7}, {17}}
+			var ct, gt []*kvcache.PageTable
+			for i := range prompts {
+				ct = append(ct, cpuPool.NewTable(kvcache.RequestID(i+1), "t"))
+				gt = append(gt, gp.NewTable(kvcache.RequestID(i+1), "t"))
+				require.NoError(t, ct[i].Reserve(32))
+				require.NoError(t, gt[i].Reserve(32))
+			}
+			next := append([][]int(nil), prompts...)
+			for step := range 4 {
+				var cb, gb model.Batch
+				for i := range prompts {
+					toks := next[i][:min(len(next[i]), 6)] // chunked prefill
+					cb.Seqs = append(cb.Seqs, model.Seq{Tokens: toks, Table: ct[i], Logits: true})
+					gb.Seqs = append(gb.Seqs, model.Seq{Tokens: toks, Table: gt[i], Logits: true})
+				}
+				require.NoError(t, cr.Forward(&cb))
+				require.NoError(t, gr.Forward(&gb))
+				for i := range prompts {
+					kernelOut(t).Less(relErr(gb.Logits[i], cb.Logits[i]), 1e-3, "step %d seq %d", step, i)
+					if len(next[i]) > 6 {
+						next[i] = next[i][6:]
+					} else {
+						next[i] = []int{sample.Argmax(cb.Logits[i])}
+					}
+				}
 			}
 		})
 	}
