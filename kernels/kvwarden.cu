@@ -157,6 +157,9 @@ EXT void kv_write_bf16(u16* a, const float* qkv, const i64* koff, int stride, in
 // pageOff[r]+npages[r]); positions past npages*pageSize are never read. The
 // group = heads/kvHeads query heads sharing the KV head are handled by one
 // block so K and V are read once per group. headDim <= 256, group <= 16.
+// sinks, when not null, holds one logit per query head that joins the
+// softmax's denominator without a value (gpt-oss's attention sinks,
+// ml.SoftmaxSink).
 #define ATT_WARPS 4
 #define ATT_MAXD 8   // head dims per lane: headDim <= 256
 #define ATT_MAXG 16  // query heads per KV head
@@ -165,7 +168,7 @@ template <class K, class O>
 KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* arena, const int* span,
                                  const int* pageOff, const int* npages, const u32* pages, int stride, int heads,
                                  int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale,
-                                 float softcap, int window) {
+                                 float softcap, int window, const float* sinks) {
   extern __shared__ float smem[];
   int r = blockIdx.x, kvh = blockIdx.y;
   int group = heads / kvHeads;
@@ -248,6 +251,11 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
     float M = -__builtin_inff();
     for (int w = 0; w < ATT_WARPS; w++) M = kv_max(M, red[((i64)w * group + g) * w2 + headDim]);
     float L = 0.f, o = 0.f;
+    if (sinks) {
+      float sk = sinks[kvh * group + g];
+      M = kv_max(M, sk);
+      L = kv_exp(sk - M);
+    }
     for (int w = 0; w < ATT_WARPS; w++) {
       const float* src = red + ((i64)w * group + g) * w2;
       float mw = src[headDim];
@@ -264,9 +272,9 @@ KV_D void attention(typename O::T* out, const float* qkv, const typename K::T* a
   EXT void kv_attention_##KN##_##ON(OT::T* out, const float* qkv, const KT::T* arena, const int* span,                 \
                                     const int* pageOff, const int* npages, const u32* pages, int stride, int heads,     \
                                     int kvHeads, int headDim, int pageSize, i64 pageElems, int layer, float scale,      \
-                                    float softcap, int window) {                                                        \
+                                    float softcap, int window, const float* sinks) {                                    \
     attention<KT, OT>(out, qkv, arena, span, pageOff, npages, pages, stride, heads, kvHeads, headDim, pageSize,         \
-                      pageElems, layer, scale, softcap, window);                                                        \
+                      pageElems, layer, scale, softcap, window, sinks);                                                 \
   }
 ATT(f32, F32T, f32, F32T)
 ATT(f32, F32T, f16, F16T)
@@ -303,6 +311,54 @@ KV_D void gelumul(typename O::T* out, const float* gu, int n, int hidden) {
 }
 EXT void kv_gelu_mul_f32(float* out, const float* gu, int n, int hidden) { gelumul<F32T>(out, gu, n, hidden); }
 EXT void kv_gelu_mul_f16(u16* out, const float* gu, int n, int hidden) { gelumul<F16T>(out, gu, n, hidden); }
+
+// gpt-oss's clamped SwiGLU (ggml's swiglu_oai, ml.SwiGLUOAIMul):
+// out[r][j] = g*sigmoid(alpha*g)*(u+1), g = min(gate, limit),
+// u = clamp(up, -limit, limit); gu holds gate then up per row.
+template <class O>
+KV_D void swigluoai(typename O::T* out, const float* gu, int n, int hidden, float alpha, float limit) {
+  i64 total = (i64)n * hidden;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    i64 r = i / hidden, j = i % hidden;
+    float g = __builtin_fminf(gu[r * 2 * hidden + j], limit);
+    float u = __builtin_fmaxf(-limit, __builtin_fminf(gu[r * 2 * hidden + hidden + j], limit));
+    float s = g * __nvvm_div_rn_f(1.f, 1.f + kv_exp(-alpha * g));
+    O::store(out, i, s * (u + 1.f));
+  }
+}
+EXT void kv_swiglu_oai_mul_f32(float* out, const float* gu, int n, int hidden, float alpha, float limit) {
+  swigluoai<F32T>(out, gu, n, hidden, alpha, limit);
+}
+EXT void kv_swiglu_oai_mul_f16(u16* out, const float* gu, int n, int hidden, float alpha, float limit) {
+  swigluoai<F16T>(out, gu, n, hidden, alpha, limit);
+}
+
+// ---------------------------------------------------------------- mixture of experts
+// The host routes the tokens (engine/model/gpu/moe.go) and groups the
+// (token, choice) pairs by expert; y holds the experts' outputs, one row
+// per pair in that grouped order. out[t][j] = sum_{i<k} w[t*k+i] *
+// y[slot[t*k+i]][j]: each token's choices summed in selection order, as
+// model.Runner's moeFFN sums them.
+EXT void kv_moe_combine(float* out, const float* y, const int* slot, const float* w, int n, int k, int dim) {
+  i64 total = (i64)n * dim;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    i64 t = i / dim, j = i % dim;
+    float s = 0.f;
+    for (int c = 0; c < k; c++) s += w[t * k + c] * y[(i64)slot[t * k + c] * dim + j];
+    out[i] = s;
+  }
+}
+
+// out[t][j] += sigmoid(g[t]) * y[t][j] (g null: += y[t][j]): the shared
+// expert's output added with its gate (Qwen2-MoE) or without (GLM-4.5).
+EXT void kv_moe_shared_add(float* out, const float* y, const float* g, int n, int dim) {
+  i64 total = (i64)n * dim;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    float s = 1.f;
+    if (g) s = __nvvm_div_rn_f(1.f, 1.f + kv_exp(-g[i / dim]));
+    out[i] += s * y[i];
+  }
+}
 
 // x = cap * tanh(x / cap) (Gemma 2's final logit soft-cap).
 EXT void kv_softcap(float* x, i64 n, float cap) {

@@ -40,12 +40,20 @@ golden=$models/../golden
 for f in stories260K_greedy.json; do
   if [ -f "$golden/$f" ]; then cp "$golden/$f" "$bin/shared/golden/"; fi
 done
-# The architecture golden files: all of them are 119 MB, so a subset that
-# covers the kernels: plain Llama, biases (Qwen2), soft-caps, GeGLU and a
-# sliding window (Gemma 2). check.sh runs exactly what is here.
+# The architecture golden files: all of them are 119 MB, and the binaries
+# leave about 30 MB, so a subset that covers the kernels. Quantized files
+# are dequantized on upload and compared with llama.cpp on the dequantized
+# weights (the same math as F32, at a fifth of the size): plain Llama
+# (llama32.Q4_K_M); soft-caps, GeGLU, post-norms and a sliding window
+# (gemma2); LongRoPE and its context switch (phi3-longrope, which
+# TestGPULongRoPEContext needs); the mixture-of-experts FFN: qwen3moe
+# (softmax gating, normalised top-k, Q/K norm) and gpt-oss (router and
+# expert biases, top-k softmax, clamped SwiGLU, attention sinks, Q/K/V/O
+# biases, alternating sliding window, YaRN; MXFP4 experts). qwen2's biases
+# and NeoX RoPE are covered by gpt-oss. check.sh runs exactly what is here.
 mkdir -p "$bin/shared/golden/arch"
 carried=()
-for f in ${KVWARDEN_GPU_GOLDEN_ARCH:-llama32 qwen2 gemma2}; do
+for f in ${KVWARDEN_GPU_GOLDEN_ARCH:-llama32.Q4_K_M gemma2 phi3-longrope qwen3moe.Q4_K_M gptoss.MXFP4_MOE}; do
   if [ -f "$golden/arch/$f.gguf" ] && [ -f "$golden/arch/$f.json" ]; then
     cp "$golden/arch/$f.gguf" "$golden/arch/$f.json" "$bin/shared/golden/arch/"
     carried+=("$f")

@@ -192,6 +192,8 @@ say "## tests"
 # TestGPUStepFailureWaitsForDevice needs the stand-in's fault injection and
 # TestGPUBench* runs below: not skipped here, excluded.
 run cuda-tests 100 "$bin/cuda.test" -test.v -test.count=1 -test.timeout=95s -test.run '^TestGPU'
+# TestGPUGoldenArch runs the golden files build.sh carried (the summary's
+# "golden architectures carried"), the mixture-of-experts ones included.
 run gpu-tests 150 "$bin/gpu.test" -test.v -test.count=1 -test.timeout=145s -test.run '^TestGPU' -test.skip 'TestGPUBench|TestGPUStepFailureWaitsForDevice'
 run engine-gpu 60 "$bin/engine.test" -test.v -test.count=1 -test.timeout=55s -test.run '^TestGPU'
 

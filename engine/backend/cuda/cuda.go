@@ -53,7 +53,8 @@ func (b *Backend) NewArena(bytes int64) (device.Arena, error) { return b.dev.New
 
 // Supports refuses what the CUDA runner cannot run: a block-quantized KV
 // type (its attention kernels read f16, bf16 or f32 KV), and the models
-// gpu.Supports refuses (mixture of experts, encoders, embedding models).
+// gpu.Supports refuses (encoders, embedding models, an expert gating it
+// does not route).
 func (*Backend) Supports(w *model.Weights, kv device.DType) error {
 	if kv.Quantized() {
 		return fmt.Errorf("%w: KVType %q on device cuda (the CUDA attention kernels read f16, bf16 or f32 KV; use KVType f16 or Device cpu)",

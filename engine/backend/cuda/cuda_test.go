@@ -8,6 +8,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gpu"
 	"github.com/kvwarden/kvwarden/internal/device"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
@@ -40,17 +41,25 @@ func TestSupportsKVType(t *testing.T) {
 	}
 }
 
-// TestSupportsMoE: the CUDA runner refuses a mixture-of-experts model
-// (gpu.ErrMoE, which the C API reports as unsupported), so device auto
-// moves it to the CPU; a dense model stays.
+// TestSupportsMoE: the CUDA runner runs the mixture-of-experts files
+// (qwen3moe, Mixtral, gpt-oss with its sinks and clamped SwiGLU), so device
+// auto keeps them on the GPU; a gating kind its host routing does not know
+// is refused by name (gpu.ErrMoE, which the C API reports as unsupported).
 func TestSupportsMoE(t *testing.T) {
-	moe := testmodels.LoadArchGolden(t, "qwen3moe")
-	w, f, err := model.LoadGGUF(moe.Model)
-	require.NoError(t, err)
-	defer f.Close()
 	var b Backend
-	err = b.Supports(w, device.F16)
-	require.ErrorIs(t, err, gpu.ErrMoE)
-	require.ErrorIs(t, err, model.ErrUnsupported, "the C API reports KVW_ERR_UNSUPPORTED")
-	require.ErrorContains(t, err, "qwen3moe has 8 experts")
+	for _, name := range []string{"qwen3moe", "mixtral", "gptoss"} {
+		t.Run(name, func(t *testing.T) {
+			g := testmodels.LoadArchGolden(t, name)
+			w, f, err := model.LoadGGUF(g.Model)
+			require.NoError(t, err)
+			defer f.Close()
+			require.Positive(t, w.Config.Block.MoE.Experts)
+			require.NoError(t, b.Supports(w, device.F16))
+			w.Config.Block.MoE.Gating = arch.GatingSoftmaxSelected + 1
+			err = b.Supports(w, device.F16)
+			require.ErrorIs(t, err, gpu.ErrMoE)
+			require.ErrorIs(t, err, model.ErrUnsupported, "the C API reports KVW_ERR_UNSUPPORTED")
+			require.ErrorContains(t, err, "expert gating")
+		})
+	}
 }

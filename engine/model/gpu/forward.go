@@ -63,6 +63,17 @@ func (r *Runner) forward(b *model.Batch, argmax []int) error {
 			return err
 		}
 	}
+	if mb := r.moeHostBytes(n); mb > 0 && (r.hostMoE == nil || len(r.hostMoE.Bytes()) < mb) {
+		if r.hostMoE != nil {
+			if err := r.hostMoE.Free(); err != nil {
+				return err
+			}
+			r.hostMoE = nil
+		}
+		if r.hostMoE, err = r.dev.HostAlloc(max(2*mb, 4096)); err != nil {
+			return err
+		}
+	}
 	outBytes := nl * 4
 	if argmax == nil {
 		outBytes = nl * r.cfg.Vocab * 4
@@ -203,8 +214,11 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		ropeKernel = "kv_rope_neox"
 	}
 	actKernel := "kv_silu_mul_" + act
-	if blk.Activation == arch.GeGLU {
+	switch blk.Activation {
+	case arch.GeGLU:
 		actKernel = "kv_gelu_mul_" + act
+	case arch.SwiGLUOAI:
+		actKernel = "kv_swiglu_oai_mul_" + act
 	}
 	ps := r.geo.PageSize
 	layerStride := int64(2 * ps * kvDim)
@@ -259,7 +273,7 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		a.Reset()
 		a.Ptr(att).Ptr(qkv).Ptr(r.arena.Ptr()).Ptr(span).Ptr(pageOff).Ptr(npages).Ptr(pages).
 			I32(qkvW).I32(c.Heads).I32(c.KVHeads).I32(c.HeadDim).I32(ps).I64(int64(r.geo.PageElems())).I32(l).F32(scale).
-			F32(blk.AttnSoftcap).I32(window)
+			F32(blk.AttnSoftcap).I32(window).Ptr(L.sinks)
 		if err := q.Launch("kv_attention_"+kvs+"_"+act, cuda.Dim3{X: uint32(n), Y: uint32(c.KVHeads), Z: 1},
 			cuda.Dim3{X: 128, Y: 1, Z: 1}, shmem, &a); err != nil {
 			return err
@@ -279,11 +293,23 @@ func (r *Runner) enqueue(q *cuda.Queue, n, nl int, lay layout, mp func(int) uint
 		if err := row("kv_rmsnorm_"+act, n, normBlock, &a); err != nil {
 			return err
 		}
+		if L.moe != nil {
+			if err := r.moeLayer(q, l, n, lay, x, xh, tmp, gemm); err != nil {
+				return err
+			}
+			if err := residual(tmp, 0, L.postFFN); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := gemm(gu, xh, L.gu, n, 2*c.Hidden, c.Dim, 0); err != nil {
 			return err
 		}
 		a.Reset()
 		a.Ptr(hh).Ptr(gu).I32(n).I32(c.Hidden)
+		if blk.Activation == arch.SwiGLUOAI {
+			a.F32(arch.SwiGLUOAIAlpha).F32(arch.SwiGLUOAILimit)
+		}
 		if err := q.Launch(actKernel, cuda.Grid1D(int64(n)*int64(c.Hidden), 256, 4096), cuda.Dim3{X: 256, Y: 1, Z: 1}, 0, &a); err != nil {
 			return err
 		}

@@ -106,11 +106,6 @@ func TestGPUGoldenArch(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			pool := gpuPool(t, d, w.Config, device.F32, 64)
-			if w.Config.Block.MoE.Experts > 0 {
-				_, err := New(d, w, pool, Options{Weights: device.F32})
-				require.ErrorIs(t, err, ErrMoE, "the CUDA runner must refuse a mixture-of-experts model by name")
-				return
-			}
 			r, err := New(d, w, pool, Options{Weights: device.F32})
 			require.NoError(t, err)
 			defer r.Close()

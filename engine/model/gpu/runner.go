@@ -40,7 +40,10 @@ type layerW struct {
 	qkv, o, gu, down  uint64 // wdt
 	// Optional parts (0: absent), f32: the Q|K|V bias row (zeros where a
 	// part has none), the output bias, Q/K norm and post-norm weights.
-	qkvBias, oBias, qNorm, kNorm, postAttn, postFFN uint64
+	// sinks: gpt-oss's attention sink logits, one per query head.
+	qkvBias, oBias, qNorm, kNorm, postAttn, postFFN, sinks uint64
+	// moe is the layer's mixture-of-experts FFN (nil: dense, gu and down).
+	moe *moeW
 }
 
 // Runner is a forward pass on the GPU. Like model.Runner it is owned by
@@ -71,6 +74,12 @@ type Runner struct {
 	hostMeta *cuda.HostBuffer
 	hostOut  *cuda.HostBuffer
 	logits   []float32
+
+	// Mixture of experts: the pinned buffer of router logits and routing,
+	// the host routing's buffers, the widest shared expert.
+	hostMoE  *cuda.HostBuffer
+	route    moeRoute
+	shHidden int
 }
 
 // KVDtypes the attention and K/V write kernels support.
@@ -249,15 +258,26 @@ func (r *Runner) upload(w *model.Weights) error {
 	r.layers = make([]layerW, len(w.Layers))
 	for i := range w.Layers {
 		L, d := &w.Layers[i], &r.layers[i]
-		for _, s := range []struct {
+		ffn := []struct {
+			dst  *uint64
+			mats []*ml.Matrix
+			vec  []float32
+		}{{&d.gu, []*ml.Matrix{L.Gate, L.Up}, nil}, {&d.down, []*ml.Matrix{L.Down}, nil}}
+		if L.MoE != nil {
+			if d.moe, err = r.uploadExperts(L.MoE); err != nil {
+				return fmt.Errorf("gpu: layer %d experts: %w", i, err)
+			}
+			r.shHidden = max(r.shHidden, d.moe.shHidden)
+			ffn = nil
+		}
+		for _, s := range append([]struct {
 			dst  *uint64
 			mats []*ml.Matrix
 			vec  []float32
 		}{
 			{&d.attnNorm, nil, L.AttnNorm}, {&d.ffnNorm, nil, L.FFNNorm},
 			{&d.qkv, []*ml.Matrix{L.Q, L.K, L.V}, nil}, {&d.o, []*ml.Matrix{L.O}, nil},
-			{&d.gu, []*ml.Matrix{L.Gate, L.Up}, nil}, {&d.down, []*ml.Matrix{L.Down}, nil},
-		} {
+		}, ffn...) {
 			if s.mats != nil {
 				*s.dst, err = r.uploadMats(s.mats...)
 			} else {
@@ -281,7 +301,7 @@ func (r *Runner) upload(w *model.Weights) error {
 		for _, s := range []struct {
 			dst *uint64
 			vec []float32
-		}{{&d.oBias, L.OBias}, {&d.qNorm, L.QNorm}, {&d.kNorm, L.KNorm}, {&d.postAttn, L.PostAttnNorm}, {&d.postFFN, L.PostFFNNorm}} {
+		}{{&d.oBias, L.OBias}, {&d.qNorm, L.QNorm}, {&d.kNorm, L.KNorm}, {&d.postAttn, L.PostAttnNorm}, {&d.postFFN, L.PostFFNNorm}, {&d.sinks, L.Sinks}} {
 			if s.vec == nil {
 				continue
 			}
@@ -302,12 +322,12 @@ func (r *Runner) Close() error {
 		}
 	}
 	r.bufs, r.ropeTabs, r.scratch, r.meta = nil, nil, cuda.Buffer{}, cuda.Buffer{}
-	for _, h := range []*cuda.HostBuffer{r.hostMeta, r.hostOut} {
+	for _, h := range []*cuda.HostBuffer{r.hostMeta, r.hostOut, r.hostMoE} {
 		if h != nil {
 			errs = append(errs, h.Free())
 		}
 	}
-	r.hostMeta, r.hostOut = nil, nil
+	r.hostMeta, r.hostOut, r.hostMoE = nil, nil, nil
 	for _, e := range errs {
 		if e != nil {
 			return e
@@ -320,12 +340,27 @@ func (r *Runner) Close() error {
 func (r *Runner) Config() model.Config { return r.cfg }
 
 // WeightBytes is the size of the weights streamed by one step (every
-// matrix once; the output matrix once even when tied).
+// matrix once; the output matrix once even when tied). For a
+// mixture-of-experts layer it counts the router, the shared expert and
+// Used experts: what a decode step of one sequence reads.
 func (r *Runner) WeightBytes() int64 {
 	c := r.cfg
 	q := c.Heads * c.HeadDim
-	per := int64(c.Dim)*int64(q+2*c.KVDim()) + int64(q)*int64(c.Dim) + 3*int64(c.Dim)*int64(c.Hidden)
-	return (per*int64(c.Layers) + int64(c.Vocab)*int64(c.Dim)) * int64(r.wdt.Size())
+	attn := int64(c.Dim)*int64(q+2*c.KVDim()) + int64(q)*int64(c.Dim)
+	total := int64(c.Vocab) * int64(c.Dim)
+	for _, L := range r.layers {
+		total += attn
+		if d := L.moe; d != nil {
+			m := c.Block.MoE
+			total += int64(c.Dim) * (int64(m.Experts) + 3*int64(m.Used)*int64(m.Hidden) + 3*int64(d.shHidden))
+			if d.shGate != 0 {
+				total += int64(c.Dim)
+			}
+			continue
+		}
+		total += 3 * int64(c.Dim) * int64(c.Hidden)
+	}
+	return total * int64(r.wdt.Size())
 }
 
 // ensureRope makes the cos/sin tables cover positions [0, n). They are
@@ -372,7 +407,12 @@ func (r *Runner) ensureRope(n int) error {
 // scratch layout, in bytes, for n rows.
 type layout struct {
 	x, xh, qkv, att, gu, hh, lx, logits, arg, tmp int64
-	total                                         int64
+	// Mixture of experts (moeLayout): router logits, routing (tok, slot,
+	// wts), gathered inputs, gate|up, activations and outputs per (token,
+	// choice); the shared expert's gate|up, activations, output and gate.
+	mLogits, mTok, mXE, mGU, mH, mY int64
+	sGU, sH, sY, sG                 int64
+	total                           int64
 }
 
 func (r *Runner) layoutFor(n, m int) layout {
@@ -401,6 +441,7 @@ func (r *Runner) layoutFor(n, m int) layout {
 	l.logits = take(int64(m) * int64(c.Vocab) * 4)
 	l.arg = take(int64(m) * 4)
 	l.tmp = take(N * int64(c.Dim) * 4)
+	r.moeLayout(&l, n, take)
 	l.total = off
 	return l
 }

@@ -40,6 +40,8 @@ var kernelNames = []string{
 	"kv_rand_f16", "kv_rand_f32", "kv_spin",
 	// architecture operations (engine/model/arch)
 	"kv_rope_neox", "kv_head_rmsnorm", "kv_bias_add", "kv_gelu_mul_f32", "kv_gelu_mul_f16", "kv_softcap", "kv_scale",
+	// mixture of experts (engine/model/gpu/moe.go)
+	"kv_swiglu_oai_mul_f32", "kv_swiglu_oai_mul_f16", "kv_moe_combine", "kv_moe_shared_add",
 }
 
 // Device is one GPU with its primary context, a compute stream, a copy

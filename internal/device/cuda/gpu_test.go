@@ -577,9 +577,20 @@ func TestGPUPagedAttention(t *testing.T) {
 		a.Reset()
 		a.Ptr(out.b.Ptr).Ptr(qd.b.Ptr).Ptr(ar.b.Ptr).Ptr(sp.b.Ptr).Ptr(po.b.Ptr).Ptr(np.b.Ptr).Ptr(pg.b.Ptr).
 			I32(stride).I32(heads).I32(kvHeads).I32(hd).I32(ps).I64(int64(pageElems)).I32(layer).F32(scale).
-			F32(0).I32(0) // no soft-cap, no sliding window
+			F32(0).I32(0).Ptr(0) // no soft-cap, no sliding window, no sinks
+		launch(t, d, "kv_attention_"+kvn+"_f32", Dim3{uint32(n), kvHeads, 1}, Dim3{128, 1, 1}, 4*(group*hd+4*group*(hd+2)), &a)
+		// The same with attention sinks (gpt-oss): one logit per query
+		// head in the denominator.
+		sinks := randF32(rng, heads, 2)
+		sk := upF32(t, d, sinks)
+		outSink := zeros(t, d, n*qDim)
+		a.Reset()
+		a.Ptr(outSink.b.Ptr).Ptr(qd.b.Ptr).Ptr(ar.b.Ptr).Ptr(sp.b.Ptr).Ptr(po.b.Ptr).Ptr(np.b.Ptr).Ptr(pg.b.Ptr).
+			I32(stride).I32(heads).I32(kvHeads).I32(hd).I32(ps).I64(int64(pageElems)).I32(layer).F32(scale).
+			F32(0).I32(0).Ptr(sk.b.Ptr)
 		launch(t, d, "kv_attention_"+kvn+"_f32", Dim3{uint32(n), kvHeads, 1}, Dim3{128, 1, 1}, 4*(group*hd+4*group*(hd+2)), &a)
 		want := make([]float32, n*qDim)
+		wantSink := make([]float32, n*qDim)
 		for i, rr := range rows {
 			s := seqs[rr.s]
 			for h := range heads {
@@ -590,14 +601,19 @@ func TestGPUPagedAttention(t *testing.T) {
 					o := int(s.pages[p/ps])*pageElems + (layer*2*ps+p%ps)*kvDim + kvh*hd
 					sc[p] = ml.Dot(q, kv[o:o+hd]) * scale
 				}
+				scs := append([]float32(nil), sc...)
 				ml.Softmax(sc)
+				ml.SoftmaxSink(scs, sinks[h])
 				o := want[i*qDim+h*hd : i*qDim+(h+1)*hd]
+				osk := wantSink[i*qDim+h*hd : i*qDim+(h+1)*hd]
 				for p := range sc {
 					vo := int(s.pages[p/ps])*pageElems + ((layer*2+1)*ps+p%ps)*kvDim + kvh*hd
 					ml.Axpy(o, sc[p], kv[vo:vo+hd])
+					ml.Axpy(osk, scs[p], kv[vo:vo+hd])
 				}
 			}
 		}
+		kernelOut(t).Less(relErr(outSink.f32(t, n*qDim), wantSink), 1e-5, "attention with sinks, %s KV", kvn)
 		// Bound 1e-5: the K/V values are identical (the mirror is rounded
 		// like the store), only the summation order and ex2.approx differ.
 		kernelOut(t).Less(relErr(out.f32(t, n*qDim), want), 1e-5, "attention with %s KV", kvn)
