@@ -13,5 +13,6 @@ func mapFile(f *os.File, size int) ([]byte, func([]byte) error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	adviseHuge(data)
 	return data, unix.Munmap, nil
 }

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package mmap
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnsupported is returned by the huge-page helpers where the platform
+// has no transparent huge pages for file mappings.
+var ErrUnsupported = errors.New("mmap: not supported on this platform")
+
+func adviseHuge([]byte) {}
+
+// Recache is implemented on Linux only.
+func Recache(path string) error {
+	return fmt.Errorf("recache %s: %w", path, ErrUnsupported)
+}
+
+// HugeMapped is implemented on Linux only.
+func HugeMapped([]byte) (huge, resident int64, err error) {
+	return 0, 0, fmt.Errorf("huge-page accounting: %w", ErrUnsupported)
+}
