@@ -3,6 +3,7 @@ package ml
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -28,11 +29,41 @@ type decodeSet struct {
 
 var decodeSets = map[string]*decodeSet{}
 
+// benchHuge reports whether KVW_BENCH_HUGE=1 asks for the decode sets'
+// weights on 2 MiB pages (as a weight file whose page cache is in 2 MiB
+// folios is mapped; mmap.Recache) rather than on the Go heap's 4 KiB
+// pages.
+func benchHuge() bool { return os.Getenv("KVW_BENCH_HUGE") == "1" }
+
+// hugeArena is the rest of the current anonymous mapping advised for
+// 2 MiB pages that hugeBytes carves slices from.
+var hugeArena []byte
+
+// hugeBytes returns n bytes (64-byte aligned) from anonymous memory
+// advised for 2 MiB pages; the benchmark sets keep them for the process.
+func hugeBytes(b *testing.B, n int) []byte {
+	n = (n + 63) &^ 63
+	if len(hugeArena) < n {
+		size := max(n, 256<<20)
+		m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Madvise(m, unix.MADV_HUGEPAGE); err != nil {
+			b.Fatal(err)
+		}
+		hugeArena = m
+	}
+	out := hugeArena[:n:n]
+	hugeArena = hugeArena[n:]
+	return out
+}
+
 // tinyLlamaSet builds the set with body matrices of type body and the
 // output (and, as in llama.cpp's _M mixes, V and down) of type out. With
 // layers < 22 it is that many layers and no output matrix.
 func tinyLlamaSet(b *testing.B, body, out Type, layers int) *decodeSet {
-	key := fmt.Sprint(body, out, layers)
+	key := fmt.Sprint(body, out, layers, benchHuge())
 	if s := decodeSets[key]; s != nil {
 		return s
 	}
@@ -46,6 +77,9 @@ func tinyLlamaSet(b *testing.B, body, out Type, layers int) *decodeSet {
 			for i := 0; i < len(data); i += 2 {
 				data[i+1] = data[i+1]&0x83 | 0x20
 			}
+		}
+		if benchHuge() {
+			data = append(hugeBytes(b, len(data))[:0], data...)
 		}
 		m, err := NewMatrix(t, rows, cols, data)
 		if err != nil {

@@ -152,3 +152,31 @@ func BenchmarkKernel8Tune(b *testing.B) {
 	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
 	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
 }
+
+// BenchmarkGuidedTune compares guided self-scheduling of one-row products
+// (guidedChunks) with equal chunks (chunksPerThread per thread) on the 1B
+// decode streams, interleaved round by round.
+//
+//	KVW_THREADS=2 go test -run '^$' -bench GuidedTune -benchtime 12x ./engine/ml/
+func BenchmarkGuidedTune(b *testing.B) {
+	saved := guidedChunks
+	defer func() { guidedChunks = saved }()
+	vs := []tuneVariant{{"equal", func() { guidedChunks = false }}, {"guided", func() { guidedChunks = true }}}
+	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
+	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
+}
+
+// BenchmarkPfDistTune is BenchmarkKernelPrefetchTune over longer in-kernel
+// distances only (run it with KVW_BENCH_HUGE=1 for weights on 2 MiB pages).
+//
+//	KVW_BENCH_HUGE=1 KVW_THREADS=2 go test -run '^$' -bench PfDistTune -benchtime 10x ./engine/ml/
+func BenchmarkPfDistTune(b *testing.B) {
+	saved := kqPfDist
+	defer func() { kqPfDist = saved }()
+	var vs []tuneVariant
+	for _, d := range []int{saved, 48 << 10, 64 << 10, 96 << 10, 128 << 10} {
+		vs = append(vs, tuneVariant{fmt.Sprintf("k%dK", d>>10), func() { kqPfDist = d }})
+	}
+	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
+	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
+}
