@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
 )
 
 // processCPU is the process's CPU time in seconds.
@@ -175,4 +177,14 @@ func BenchmarkDecodeStream(b *testing.B) {
 			})
 		}
 	}
+}
+
+// anonHuge reports how many bytes of the mapping holding b are on 2 MiB
+// pages (AnonHugePages in smaps) and how many are resident.
+func anonHuge(b *testing.B, data []byte) (huge, resident int64) {
+	huge, resident, err := mmap.HugeMapped(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return huge, resident
 }
