@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"unsafe"
@@ -21,6 +22,29 @@ import (
 // filesystems with large folios). It is advice only: errors are ignored.
 func adviseHuge(data []byte) {
 	_ = unix.Madvise(data, unix.MADV_HUGEPAGE)
+}
+
+// copyHuge reads the file into anonymous memory advised for 2 MiB pages
+// and makes it read-only (ModeEnv=copy).
+func copyHuge(f *os.File, size int) ([]byte, func([]byte) error, error) {
+	const huge = 2 << 20
+	full := (size + huge - 1) &^ (huge - 1)
+	mem, err := unix.Mmap(-1, 0, full, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, nil, err
+	}
+	adviseHuge(mem)
+	fail := func(err error) ([]byte, func([]byte) error, error) {
+		_ = unix.Munmap(mem)
+		return nil, nil, err
+	}
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, int64(size)), mem[:size]); err != nil {
+		return fail(fmt.Errorf("read: %w", err))
+	}
+	if err := unix.Mprotect(mem, unix.PROT_READ); err != nil {
+		return fail(fmt.Errorf("mprotect: %w", err))
+	}
+	return mem[:size:size], func([]byte) error { return unix.Munmap(mem) }, nil
 }
 
 // Recache drops the clean, unmapped page cache of the file at path and

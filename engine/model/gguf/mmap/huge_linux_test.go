@@ -36,3 +36,38 @@ func TestRecacheAndHugeMapped(t *testing.T) {
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
 	require.NoError(t, Recache(empty))
 }
+
+func TestMapModes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "w")
+	want := make([]byte, 3<<20+5) // not a whole number of 2 MiB pages
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	for _, tc := range []struct {
+		mode, err string
+	}{
+		{"", ""},
+		{"mmap", ""},
+		{"copy", ""},
+		{"hugetlb", `KVWARDEN_WEIGHTS="hugetlb": want mmap or copy`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Setenv(ModeEnv, tc.mode)
+			r, err := Map(path)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, want, r.Data)
+			require.Equal(t, len(want), cap(r.Data), "the region ends where the file does")
+			huge, resident, err := HugeMapped(r.Data)
+			require.NoError(t, err)
+			require.LessOrEqual(t, huge, resident)
+			t.Logf("%s: %d of %d resident bytes on 2 MiB pages", tc.mode, huge, resident)
+			require.NoError(t, r.Close())
+		})
+	}
+}

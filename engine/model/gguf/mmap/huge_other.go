@@ -5,6 +5,7 @@ package mmap
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // ErrUnsupported is returned by the huge-page helpers where the platform
@@ -21,4 +22,9 @@ func Recache(path string) error {
 // HugeMapped is implemented on Linux only.
 func HugeMapped([]byte) (huge, resident int64, err error) {
 	return 0, 0, fmt.Errorf("huge-page accounting: %w", ErrUnsupported)
+}
+
+// copyHuge is implemented on Linux only.
+func copyHuge(*os.File, int) ([]byte, func([]byte) error, error) {
+	return nil, nil, fmt.Errorf("%s=copy: %w", ModeEnv, ErrUnsupported)
 }
