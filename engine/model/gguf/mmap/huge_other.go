@@ -3,14 +3,9 @@
 package mmap
 
 import (
-	"errors"
 	"fmt"
 	"os"
 )
-
-// ErrUnsupported is returned by the huge-page helpers where the platform
-// has no transparent huge pages for file mappings.
-var ErrUnsupported = errors.New("mmap: not supported on this platform")
 
 func adviseHuge([]byte) {}
 

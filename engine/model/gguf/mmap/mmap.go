@@ -6,6 +6,7 @@
 package mmap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -19,6 +20,11 @@ import (
 // copy costs a read of the file at load and is not shared with other
 // processes mapping the same file; resident memory is about the same.
 const ModeEnv = "KVWARDEN_WEIGHTS"
+
+// ErrUnsupported is returned by the huge-page helpers (Recache,
+// HugeMapped, ModeEnv=copy) where the platform has no transparent huge
+// pages for them (everywhere but Linux).
+var ErrUnsupported = errors.New("mmap: not supported on this platform")
 
 // Region is a read-only view of a whole file. Data must not be written,
 // and must not be used after Close.
