@@ -35,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"sync"
@@ -415,11 +416,8 @@ func recache(files []string) error {
 		if err != nil {
 			return err
 		}
-		touchSink = sink
+		runtime.KeepAlive(sink) // the reads must happen
 		fmt.Printf("%s huge_frac=%.3f resident_mb=%d\n", path, float64(huge)/float64(max(res, 1)), res>>20)
 	}
 	return nil
 }
-
-// touchSink keeps recache's reads from being optimised away.
-var touchSink byte

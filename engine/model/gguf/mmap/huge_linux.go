@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"unsafe"
 
@@ -85,11 +86,9 @@ func Recache(path string) error {
 	for off := 0; off < len(data); off += 4096 {
 		sink ^= data[off]
 	}
-	recacheSink = sink
+	runtime.KeepAlive(sink) // the reads must happen
 	return nil
 }
-
-var recacheSink byte
 
 // HugeMapped reports, for the mapping that holds b (a slice of a Region's
 // Data), how many of its resident bytes are mapped with 2 MiB (PMD)
