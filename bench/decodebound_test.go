@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
@@ -21,7 +22,8 @@ import (
 // bandwidth measured just before in the same process on the same threads:
 // of-bound = tokens/s x weight bytes per token / bandwidth. Also the
 // weight bytes per CPU-second of the process (spinning workers included),
-// which a loaded machine's lost time slices do not lower. The files come
+// which a loaded machine's lost time slices do not lower, and huge-frac,
+// the share of the mapped file on 2 MiB pages. The files come
 // from KVW_BENCH_GGUF (comma-separated); KVW_THREADS sets the threads.
 //
 //	KVW_BENCH_GGUF=/tmp/m/1b-q4km.gguf KVW_THREADS=2 go test ./bench/ -run '^$' -bench DecodeBound -benchtime 32x
@@ -69,6 +71,12 @@ func BenchmarkDecodeBound(b *testing.B) {
 			b.ReportMetric(bw/1e9, "bwGB/s")
 			b.ReportMetric(tps*wb/bw, "of-bound")
 			b.ReportMetric(float64(b.N)*wb/cpu/1e9, "GB/cpu-s")
+			// The share of the mapped file on 2 MiB pages: it moves the
+			// per-CPU-second rate (page walks), and depends on how the file
+			// entered the page cache (`sidebyside recache FILE`).
+			if huge, res, err := mmap.HugeMapped(w.Output.Data); err == nil && res > 0 {
+				b.ReportMetric(float64(huge)/float64(res), "huge-frac")
+			}
 		})
 	}
 }

@@ -6,6 +6,8 @@
 #   bench/sidebyside.sh LLAMA_BUILD_DIR MODEL.gguf [ROUNDS]
 #   bench/sidebyside.sh mkgguf -shape 110m|1b|8b -type q4_k_m|... -o FILE
 #   bench/sidebyside.sh bw [-t THREADS] [-mib 1024] [-r 5]
+#   bench/sidebyside.sh recache FILE...   (page cache in 2 MiB folios, for
+#       both sides' mappings; prints the share then mapped with 2 MiB pages)
 #
 # Each round:
 # - the read bandwidth (bench/sidebyside bw: a 1 GiB buffer streamed with
@@ -43,11 +45,11 @@
 # this repository. CI does not run this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = mkgguf ] || [ "${1:-}" = bw ]; then
+if [ "${1:-}" = mkgguf ] || [ "${1:-}" = bw ] || [ "${1:-}" = recache ]; then
 	exec go run ./bench/sidebyside "$@"
 fi
 if [ $# -lt 2 ]; then
-	echo "usage: $0 LLAMA_BUILD_DIR MODEL.gguf [ROUNDS] | mkgguf ... | bw ..." >&2
+	echo "usage: $0 LLAMA_BUILD_DIR MODEL.gguf [ROUNDS] | mkgguf ... | bw ... | recache FILE..." >&2
 	exit 2
 fi
 llama=$1 model=$2 rounds=${3:-2}

@@ -3,18 +3,8 @@ package ml
 import (
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 )
-
-// cpuSeconds is the process's user and system CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
 
 // BenchmarkMatMulBatch compares MatMulBatch with MatMul on one thread for
 // BERT-base's products over an encoder step of 4096 tokens (32 x 128):
@@ -34,7 +24,7 @@ func BenchmarkMatMulBatch(b *testing.B) {
 			mul  func(dst, x []float32, n int, w *Matrix)
 		}{{"MatMul", MatMul}, {"MatMulBatch", MatMulBatch}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", f.name, s.rows, s.cols), func(b *testing.B) {
-				cpu0 := cpuSeconds()
+				cpu0 := processCPU()
 				for b.Loop() {
 					f.mul(dst, x, n, w)
 				}
@@ -42,7 +32,7 @@ func BenchmarkMatMulBatch(b *testing.B) {
 				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				// Per CPU second: on a shared machine the wall-clock rate
 				// falls with the load, this one much less.
-				b.ReportMetric(flop/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+				b.ReportMetric(flop/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
 			})
 		}
 	}

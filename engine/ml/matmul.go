@@ -53,9 +53,14 @@ func MatMul(dst, x []float32, n int, w *Matrix) {
 	if threads == 1 {
 		chunk = R
 	}
-	parallelFor(R, chunk, threads, func(lo, hi int) {
+	body := func(lo, hi int) {
 		matmulRows(dst, x, n, w, rb, lo, hi)
-	})
+	}
+	if n == 1 && threads > 1 && guidedChunks {
+		parallelForGuided(R, max(16, guidedMinRows(rb, 4)), 4, threads, body)
+		return
+	}
+	parallelFor(R, chunk, threads, body)
 }
 
 // tileRows is how many f32 weight rows of K values fit a tile (a multiple of 4).

@@ -73,6 +73,11 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 		acts[j] = act
 	}
 
+	if n == 1 && guidedChunks {
+		matVecGroupGuided(dsts, x, ws, acts, threads)
+		return
+	}
+
 	// The row chunks of every product, sized as MatMul sizes them, run as
 	// the items of one parallel job.
 	type piece struct{ j, lo, hi int }
@@ -102,6 +107,38 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 				}
 			} else {
 				matmulRows(dsts[p.j], x, n, w, rb, p.lo, p.hi)
+			}
+		}
+	})
+}
+
+// matVecGroupGuided runs the one-row products of a group as one guided
+// job (parallelForGuided) over their rows laid end to end, each product's
+// first row at a multiple of the alignment its kernels split rows at (16:
+// the integer kernels' tiles; 4 for the float ones), so the pieces shrink
+// towards the end of the last product rather than of each.
+func matVecGroupGuided(dsts [][]float32, x []float32, ws []*Matrix, acts [][]byte, threads int) {
+	const align = q8TileRows
+	offs := make([]int, len(ws)+1)
+	minRows := 0
+	for j, w := range ws {
+		offs[j+1] = (offs[j] + w.Rows + align - 1) / align * align
+		rb, _ := w.Type.RowBytes(w.Cols)
+		minRows = max(minRows, guidedMinRows(rb, align))
+	}
+	parallelForGuided(offs[len(ws)], minRows, align, threads, func(lo, hi int) {
+		for j, w := range ws {
+			a, b := max(lo, offs[j])-offs[j], min(hi, offs[j]+w.Rows)-offs[j]
+			if a >= b {
+				continue
+			}
+			rb, _ := w.Type.RowBytes(w.Cols)
+			if act := acts[j]; act != nil {
+				if !matmulIntSIMD(dsts[j], act, 1, w, rb, a, b) {
+					matmulIntGeneric(dsts[j], act, 1, w, rb, a, b)
+				}
+			} else {
+				matmulRows(dsts[j], x, 1, w, rb, a, b)
 			}
 		}
 	})

@@ -17,9 +17,12 @@ import (
 const spinFor = 50 * time.Microsecond
 
 type job struct {
-	fn     func(lo, hi int)
-	total  int
-	chunk  int
+	fn    func(lo, hi int)
+	total int
+	chunk int
+	// align > 0 makes the job guided (runGuided): next and left then
+	// count items, not chunks.
+	align  int
 	next   atomic.Int64 // next chunk to claim
 	left   atomic.Int64 // chunks not yet finished
 	maxHlp int32        // workers allowed to join
@@ -27,6 +30,10 @@ type job struct {
 }
 
 func (j *job) run() {
+	if j.align > 0 {
+		j.runGuided()
+		return
+	}
 	for {
 		c := int(j.next.Add(1) - 1)
 		lo := c * j.chunk
@@ -35,6 +42,37 @@ func (j *job) run() {
 		}
 		j.fn(lo, min(lo+j.chunk, j.total))
 		j.left.Add(-1)
+	}
+}
+
+// guidedChunks makes one-row products split their rows by guided
+// self-scheduling (parallelForGuided) instead of in equal chunks (a
+// variable for BenchmarkGuidedTune).
+var guidedChunks = true
+
+// runGuided claims ranges of about a 1/(2*threads) share of the items
+// left, at least chunk and a multiple of align, so the pieces shrink as
+// the job ends: the first claims are long contiguous runs (the weight
+// stream's prefetch stays ahead within them), and what a thread can be
+// left running alone at the end is a small piece rather than one of
+// equal chunks (an eighth of the product with 2 threads).
+func (j *job) runGuided() {
+	div := int64(2 * (j.maxHlp + 1))
+	a, minc, total := int64(j.align), int64(j.chunk), int64(j.total)
+	for {
+		lo := j.next.Load()
+		rem := total - lo
+		if rem <= 0 {
+			return
+		}
+		size := (rem + div - 1) / div
+		size = max(minc, (size+a-1)/a*a)
+		hi := min(lo+size, total)
+		if !j.next.CompareAndSwap(lo, hi) {
+			continue
+		}
+		j.fn(int(lo), int(hi))
+		j.left.Add(lo - hi)
 	}
 }
 
@@ -113,6 +151,23 @@ func (p *workerPool) worker() {
 	}
 }
 
+// parallelForGuided is parallelFor with guided self-scheduling (see
+// job.runGuided): fn gets ranges of at least minChunk items (but the
+// last) that start at multiples of align.
+func parallelForGuided(total, minChunk, align, threads int, fn func(lo, hi int)) {
+	minChunk = max(align, (minChunk+align-1)/align*align)
+	threads = min(threads, (total+minChunk-1)/minChunk)
+	if threads <= 1 || !pool.busy.TryLock() {
+		fn(0, total)
+		return
+	}
+	defer pool.busy.Unlock()
+	pool.ensure(threads - 1)
+	j := &job{fn: fn, total: total, chunk: minChunk, align: align, maxHlp: int32(threads - 1)}
+	j.left.Store(int64(total))
+	runJob(j)
+}
+
 // parallelFor calls fn over [0,total) in chunks of chunk, on up to threads
 // goroutines (the caller included). It returns when all chunks are done.
 func parallelFor(total, chunk, threads int, fn func(lo, hi int)) {
@@ -126,6 +181,12 @@ func parallelFor(total, chunk, threads int, fn func(lo, hi int)) {
 	pool.ensure(threads - 1)
 	j := &job{fn: fn, total: total, chunk: chunk, maxHlp: int32(threads - 1)}
 	j.left.Store(int64(nchunks))
+	runJob(j)
+}
+
+// runJob hands j to the pool's workers, runs it on the caller too and
+// waits until every piece is done.
+func runJob(j *job) {
 	pool.cur.Store(j)
 	pool.mu.Lock()
 	pool.gen.Add(1)

@@ -119,16 +119,34 @@ func matMulInt(dst, x []float32, n int, w *Matrix, rb, threads int) {
 	} else {
 		quant(0, n)
 	}
+	body := func(lo, hi int) {
+		if !matmulIntSIMD(dst, act, n, w, rb, lo, hi) {
+			matmulIntGeneric(dst, act, n, w, rb, lo, hi)
+		}
+	}
+	if n == 1 && threads > 1 && guidedChunks {
+		parallelForGuided(R, guidedMinRows(rb, q8TileRows), q8TileRows, threads, body)
+		return
+	}
 	chunk := (R + chunksPerThread*threads - 1) / (chunksPerThread * threads)
 	chunk = max(q8TileRows, (chunk+q8TileRows-1)&^(q8TileRows-1))
 	if threads == 1 {
 		chunk = R
 	}
-	parallelFor(R, chunk, threads, func(lo, hi int) {
-		if !matmulIntSIMD(dst, act, n, w, rb, lo, hi) {
-			matmulIntGeneric(dst, act, n, w, rb, lo, hi)
-		}
-	})
+	parallelFor(R, chunk, threads, body)
+}
+
+// guidedMinBytes is the least weight data of a guided piece of a
+// one-row product: each piece starts its stream cold (the kernels
+// prefetch ahead within it), so pieces are no shorter than a few
+// prefetch distances.
+const guidedMinBytes = 32 << 10
+
+// guidedMinRows is the least rows of rb bytes of a guided piece, a
+// multiple of align.
+func guidedMinRows(rb, align int) int {
+	r := (guidedMinBytes + rb - 1) / max(rb, 1)
+	return max(align, (r+align-1)/align*align)
 }
 
 // matmulIntGeneric computes output columns [lo,hi) of every activation

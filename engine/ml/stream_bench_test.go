@@ -3,7 +3,10 @@ package ml
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
+
+	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
 )
 
 // decodeSet is the matrices one decode token of a TinyLlama-1.1B-shaped
@@ -17,11 +20,38 @@ type decodeSet struct {
 
 var decodeSets = map[string]*decodeSet{}
 
+// benchHuge reports whether KVW_BENCH_HUGE=1 asks for the decode sets'
+// weights on 2 MiB pages (as a weight file whose page cache is in 2 MiB
+// folios is mapped; mmap.Recache) rather than on the Go heap's 4 KiB
+// pages.
+func benchHuge() bool { return os.Getenv("KVW_BENCH_HUGE") == "1" }
+
+// hugeArena is the rest of the current anonymous mapping advised for
+// 2 MiB pages that hugeBytes carves slices from.
+var hugeArena []byte
+
+// hugeBytes returns n bytes (64-byte aligned) from anonymous memory
+// advised for 2 MiB pages; the benchmark sets keep them for the process.
+func hugeBytes(b *testing.B, n int) []byte {
+	n = (n + 63) &^ 63
+	if len(hugeArena) < n {
+		size := max(n, 256<<20)
+		m, err := hugeAlloc(size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hugeArena = m
+	}
+	out := hugeArena[:n:n]
+	hugeArena = hugeArena[n:]
+	return out
+}
+
 // tinyLlamaSet builds the set with body matrices of type body and the
 // output (and, as in llama.cpp's _M mixes, V and down) of type out. With
 // layers < 22 it is that many layers and no output matrix.
 func tinyLlamaSet(b *testing.B, body, out Type, layers int) *decodeSet {
-	key := fmt.Sprint(body, out, layers)
+	key := fmt.Sprint(body, out, layers, benchHuge())
 	if s := decodeSets[key]; s != nil {
 		return s
 	}
@@ -35,6 +65,9 @@ func tinyLlamaSet(b *testing.B, body, out Type, layers int) *decodeSet {
 			for i := 0; i < len(data); i += 2 {
 				data[i+1] = data[i+1]&0x83 | 0x20
 			}
+		}
+		if benchHuge() {
+			data = append(hugeBytes(b, len(data))[:0], data...)
 		}
 		m, err := NewMatrix(t, rows, cols, data)
 		if err != nil {
@@ -130,4 +163,14 @@ func BenchmarkDecodeStream(b *testing.B) {
 			})
 		}
 	}
+}
+
+// anonHuge reports how many bytes of the mapping holding b are on 2 MiB
+// pages (AnonHugePages in smaps) and how many are resident.
+func anonHuge(b *testing.B, data []byte) (huge, resident int64) {
+	huge, resident, err := mmap.HugeMapped(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return huge, resident
 }

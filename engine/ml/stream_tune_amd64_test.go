@@ -33,7 +33,7 @@ func BenchmarkPrefetchTune(b *testing.B) {
 			defer func() { kqPrefetchBytes, kqPrefetch = savedBytes, savedFn }()
 			var tv []tuneVariant
 			for _, v := range vs {
-				tv = append(tv, tuneVariant{v.name, func() { kqPrefetchBytes, kqPrefetch = v.bytes, v.fn }})
+				tv = append(tv, tuneVariant{v.name, func() { kqPrefetchBytes, kqPrefetch = v.bytes, v.fn }, nil})
 			}
 			tuneRounds(b, tv, tinyLlamaSet(b, c.body, c.out, 22))
 		})
@@ -50,6 +50,9 @@ type prefetchVariant struct {
 type tuneVariant struct {
 	name string
 	set  func()
+	// s, when not nil, is the decode set this variant streams instead of
+	// tuneRounds' own.
+	s *decodeSet
 }
 
 // tuneRounds runs the decode stream of s once per variant per round,
@@ -61,7 +64,9 @@ func tuneRounds(b *testing.B, vs []tuneVariant, s *decodeSet) {
 	o, g, u := make([]float32, 2048), make([]float32, 5632), make([]float32, 5632)
 	logits := make([]float32, 32000)
 	var cpu float64
+	cur := s
 	step := func() time.Duration {
+		s := cur
 		c0 := processCPU()
 		defer func() { cpu = processCPU() - c0 }()
 		t0 := time.Now()
@@ -85,6 +90,10 @@ func tuneRounds(b *testing.B, vs []tuneVariant, s *decodeSet) {
 		for j := range vs {
 			jj := (i + j) % len(vs)
 			vs[jj].set()
+			cur = s
+			if vs[jj].s != nil {
+				cur = vs[jj].s
+			}
 			times[jj] = step()
 			cpus[jj] = cpu
 			if best[jj] == 0 || times[jj] < best[jj] {
@@ -115,7 +124,7 @@ func BenchmarkChunkTune(b *testing.B) {
 	defer func() { chunksPerThread = saved }()
 	var vs []tuneVariant
 	for _, c := range []int{saved, 1, 2, 8, 16} {
-		vs = append(vs, tuneVariant{fmt.Sprint(c), func() { chunksPerThread = c }})
+		vs = append(vs, tuneVariant{fmt.Sprint(c), func() { chunksPerThread = c }, nil})
 	}
 	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
 }
@@ -135,7 +144,7 @@ func BenchmarkKernelPrefetchTune(b *testing.B) {
 	}{
 		{savedD, savedB}, {0, false}, {16 << 10, false}, {64 << 10, false}, {0, true}, {32 << 10, true},
 	} {
-		vs = append(vs, tuneVariant{fmt.Sprintf("k%dK-call=%v", c.dist>>10, c.call), func() { kqPfDist, kqZCallPrefetch = c.dist, c.call }})
+		vs = append(vs, tuneVariant{fmt.Sprintf("k%dK-call=%v", c.dist>>10, c.call), func() { kqPfDist, kqZCallPrefetch = c.dist, c.call }, nil})
 	}
 	tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22))
 }
@@ -148,7 +157,59 @@ func BenchmarkKernelPrefetchTune(b *testing.B) {
 func BenchmarkKernel8Tune(b *testing.B) {
 	saved := kqQ4K8
 	defer func() { kqQ4K8 = saved }()
-	vs := []tuneVariant{{"rows4", func() { kqQ4K8 = false }}, {"rows8", func() { kqQ4K8 = true }}}
+	vs := []tuneVariant{{"rows4", func() { kqQ4K8 = false }, nil}, {"rows8", func() { kqQ4K8 = true }, nil}}
 	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
 	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
+}
+
+// BenchmarkGuidedTune compares guided self-scheduling of one-row products
+// (guidedChunks) with equal chunks (chunksPerThread per thread) on the 1B
+// decode streams, interleaved round by round.
+//
+//	KVW_THREADS=2 go test -run '^$' -bench GuidedTune -benchtime 12x ./engine/ml/
+func BenchmarkGuidedTune(b *testing.B) {
+	saved := guidedChunks
+	defer func() { guidedChunks = saved }()
+	vs := []tuneVariant{{"equal", func() { guidedChunks = false }, nil}, {"guided", func() { guidedChunks = true }, nil}}
+	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
+	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
+}
+
+// BenchmarkPfDistTune is BenchmarkKernelPrefetchTune over longer in-kernel
+// distances only (run it with KVW_BENCH_HUGE=1 for weights on 2 MiB pages).
+//
+//	KVW_BENCH_HUGE=1 KVW_THREADS=2 go test -run '^$' -bench PfDistTune -benchtime 10x ./engine/ml/
+func BenchmarkPfDistTune(b *testing.B) {
+	saved := kqPfDist
+	defer func() { kqPfDist = saved }()
+	var vs []tuneVariant
+	for _, d := range []int{saved, 48 << 10, 64 << 10, 96 << 10} {
+		vs = append(vs, tuneVariant{fmt.Sprintf("k%dK", d>>10), func() { kqPfDist = d }, nil})
+	}
+	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
+	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
+}
+
+// BenchmarkHugeTune streams the 1B decode set from the Go heap (4 KiB
+// pages) and from memory advised for 2 MiB pages (as a weight file cached
+// in 2 MiB folios is mapped), interleaved round by round; huge-x is the
+// second's speed relative to the first's in the same rounds.
+//
+//	KVW_THREADS=2 go test -run '^$' -bench HugeTune -benchtime 12x ./engine/ml/
+func BenchmarkHugeTune(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		body, out Type
+	}{{"Q4_K_M", Q4_K, Q6_K}, {"Q6_K", Q6_K, Q6_K}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.Setenv("KVW_BENCH_HUGE", "0")
+			small := tinyLlamaSet(b, c.body, c.out, 22)
+			b.Setenv("KVW_BENCH_HUGE", "1")
+			huge := tinyLlamaSet(b, c.body, c.out, 22)
+			if h, res := anonHuge(b, huge.out.Data); h == 0 {
+				b.Skipf("no 2 MiB pages were given (%d of %d bytes)", h, res)
+			}
+			tuneRounds(b, []tuneVariant{{"4k", func() {}, small}, {"huge", func() {}, huge}}, small)
+		})
+	}
 }

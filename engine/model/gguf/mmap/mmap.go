@@ -6,9 +6,25 @@
 package mmap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
+
+// ModeEnv names the environment variable that chooses how Map loads a
+// file on Unix: "mmap" (the default) maps it; "copy" (Linux) reads it into
+// anonymous memory advised for 2 MiB pages and made read-only, so the
+// weights are on 2 MiB pages whatever state the file's page cache is in
+// (decode streams every weight once per token, and with 4 KiB pages it
+// runs 1.2-1.4x slower: bench/RESULTS.md, "Decode step overhead"). The
+// copy costs a read of the file at load and is not shared with other
+// processes mapping the same file; resident memory is about the same.
+const ModeEnv = "KVWARDEN_WEIGHTS"
+
+// ErrUnsupported is returned by the huge-page helpers (Recache,
+// HugeMapped, ModeEnv=copy) where the platform has no transparent huge
+// pages for them (everywhere but Linux).
+var ErrUnsupported = errors.New("mmap: not supported on this platform")
 
 // Region is a read-only view of a whole file. Data must not be written,
 // and must not be used after Close.
