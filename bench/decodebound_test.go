@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -79,13 +78,4 @@ func BenchmarkDecodeBound(b *testing.B) {
 			}
 		})
 	}
-}
-
-// processCPU is the process's CPU time in seconds.
-func processCPU() float64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return float64(ts.Sec) + float64(ts.Nsec)/1e9
 }

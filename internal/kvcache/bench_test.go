@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/zeebo/xxh3"
-	"golang.org/x/sys/unix"
 
 	"github.com/kvwarden/kvwarden/internal/device"
 	"github.com/kvwarden/kvwarden/internal/device/cpu"
@@ -25,22 +24,6 @@ type threadCPU struct{ start time.Duration }
 func startCPU() *threadCPU {
 	runtime.LockOSThread()
 	return &threadCPU{start: threadTime()}
-}
-
-func threadTime() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func processTime() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // stop reports cpu-ns/op and returns the CPU time used.
