@@ -139,8 +139,8 @@ func q32(d dotter, ty string, bb int) {
 	P("loop:")
 	P("\tMOVHU (R0), R4")
 	P("\tFMOVS R4, F3")
-	P("\tFCVTHS F3, F3") // the f16 scale dw
-	P("\tFMOVS (R1), F4") // dx
+	P("\tFCVTHS F3, F3")    // the f16 scale dw
+	P("\tFMOVS (R1), F4")   // dx
 	P("\tFMULS F4, F3, F5") // sc = dw*dx, rounded
 	P("\tADD $2, R0, R5")
 	P("\tADD $8, R1, R6")

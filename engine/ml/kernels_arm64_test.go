@@ -1,0 +1,69 @@
+//go:build arm64 && !purego
+
+package ml
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestARM64Features checks the CPU features the kernels were dispatched on
+// against KVWARDEN_EXPECT_DOTPROD (1 or 0) when it is set: scripts/test.sh
+// runs the kernel tests under qemu with and without FEAT_DotProd and sets
+// it, so a qemu that ignored the CPU model would fail here instead of
+// silently testing one variant twice.
+func TestARM64Features(t *testing.T) {
+	t.Logf("dotprod %v, levels %v", hasDotProd, supportedLevels())
+	want := os.Getenv("KVWARDEN_EXPECT_DOTPROD")
+	if want == "" {
+		t.Skip("KVWARDEN_EXPECT_DOTPROD not set")
+	}
+	require.Equal(t, want == "1", hasDotProd, "FEAT_DotProd detected")
+	lv := supportedLevels()
+	require.Equal(t, levelNEON, lv[1])
+	require.Equal(t, hasDotProd, len(lv) == 3 && lv[2] == levelDotProd)
+}
+
+// TestNEONKernelsRun requires every arm64 integer kernel, at every level
+// the CPU has, to compute the products through MatMul (counted in
+// neonCalls) with the reference bits, for single rows and batches, row
+// counts around 4 and several widths.
+func TestNEONKernelsRun(t *testing.T) {
+	defer SetThreads(0)
+	SetThreads(1)
+	r := rand.New(rand.NewPCG(28, 2))
+	for _, ty := range []Type{Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		for _, s := range []struct{ rows, cols int }{{1, 256}, {5, 512}, {16, 768}, {33, 256}} {
+			w := randMatrix(t, r, ty, s.rows, s.cols)
+			rb, err := ty.RowBytes(s.cols)
+			require.NoError(t, err)
+			tr := ty.traits()
+			as := s.cols / tr.act.blockSize() * tr.act.blockBytes()
+			for _, n := range []int{1, 3, 8} {
+				x := randF32(r, n*s.cols)
+				act := make([]byte, n*as)
+				for i := 0; i < n; i++ {
+					quantizeActGeneric(tr.act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+				}
+				want := make([]float32, n*s.rows)
+				matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
+				for _, lvl := range supportedLevels()[1:] {
+					saved := simdLevel()
+					setSIMDLevel(lvl)
+					before := neonCalls.Load()
+					got := make([]float32, n*s.rows)
+					MatMul(got, x, n, w)
+					ran := neonCalls.Load() - before
+					setSIMDLevel(saved)
+					what := fmt.Sprintf("%v %dx%d n=%d level=%d", ty, s.rows, s.cols, n, lvl)
+					require.Equal(t, int64(n*s.rows), ran, "%s: outputs from the arm64 kernels", what)
+					requireBits(t, want, got, s.rows, what)
+				}
+			}
+		}
+	}
+}
