@@ -2,7 +2,11 @@
 
 package ml
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The arm64 kernel levels: plain NEON (every ARMv8-A core; Go's arm64 port
 // requires it) and NEON with the dot-product instructions (SDOT, FEAT_DotProd:
@@ -77,10 +81,89 @@ func sumSIMD(p []float32) float32 {
 func dequantQ8AVX512(dst *float32, src *byte, nb int) { panic("unreachable") }
 func dequantF16AVX512(dst *float32, src *byte, n int) { panic("unreachable") }
 
-func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool { return false }
+//go:noescape
+func dotF32NEON(a, b *float32, n16 int) float32
 
-func dot(a, b []float32) float32                 { return dotGeneric(a, b) }
-func axpy(dst []float32, a float32, x []float32) { axpyGeneric(dst, a, x) }
+//go:noescape
+func dotF16NEON(a *float32, b *uint16, n16 int) float32
+
+//go:noescape
+func axpyF32NEON(dst *float32, a float32, x *float32, n16 int)
+
+// dot runs the NEON kernel over whole 16-value steps and adds the tail
+// in Go.
+func dot(a, b []float32) float32 {
+	if !useSIMD() {
+		return dotGeneric(a, b)
+	}
+	b = b[:len(a)]
+	n16 := len(a) &^ 15
+	var s float32
+	if n16 > 0 {
+		s = dotF32NEON(&a[0], &b[0], n16)
+	}
+	for i := n16; i < len(a); i++ {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// dotF16 is dot with b in f16: the same arithmetic on b's exact f32
+// values, so an F16 product has the bits of the F32 one over its decoding.
+func dotF16(a []float32, b []uint16) float32 {
+	b = b[:len(a)]
+	n16 := len(a) &^ 15
+	var s float32
+	if n16 > 0 {
+		s = dotF16NEON(&a[0], &b[0], n16)
+	}
+	for i := n16; i < len(a); i++ {
+		s += a[i] * F16ToF32(b[i])
+	}
+	return s
+}
+
+// axpy is fused multiply-adds throughout, in the kernel and in Go's tail
+// alike, so an element's result does not depend on where it falls.
+func axpy(dst []float32, a float32, x []float32) {
+	if !useSIMD() {
+		axpyGeneric(dst, a, x)
+		return
+	}
+	x = x[:len(dst)]
+	n16 := len(dst) &^ 15
+	if n16 > 0 {
+		axpyF32NEON(&dst[0], a, &x[0], n16)
+	}
+	axpyGeneric(dst[n16:], a, x[n16:])
+}
+
+// matmulRowsSIMD computes output columns [lo,hi) of an F32 or F16
+// product, each output one dot (or dotF16) of its activation row and
+// weight row: the same arithmetic at any batch size, position and thread
+// count. Each weight row stays in L1 while every activation row takes it.
+func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
+	if !useSIMD() || (w.Type != F32 && w.Type != F16) {
+		return false
+	}
+	R, K := w.Rows, w.Cols
+	for r := lo; r < hi; r++ {
+		raw := w.Data[r*rb : (r+1)*rb]
+		if w.Type == F32 {
+			row := BytesF32(raw)
+			for i := 0; i < n; i++ {
+				dst[i*R+r] = dot(x[i*K:(i+1)*K], row)
+			}
+			continue
+		}
+		row := unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), K)
+		for i := 0; i < n; i++ {
+			dst[i*R+r] = dotF16(x[i*K:(i+1)*K], row)
+		}
+	}
+	neonCalls.Add(int64(n * (hi - lo)))
+	return true
+}
 
 func quantizeActQ8(dst []byte, x []float32) { quantizeActQ8Generic(dst, x) }
 
@@ -89,9 +172,25 @@ func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
 func siluMul(gate, up []float32) { siluMulGeneric(gate, up) }
 
 func attnScores(dst, q, kv []float32, offs []int, scale float32) {
-	attnScoresGeneric(dst, q, kv, offs, scale)
+	if !useSIMD() {
+		attnScoresGeneric(dst, q, kv, offs, scale)
+		return
+	}
+	d := len(q)
+	for t, o := range offs[:len(dst)] {
+		dst[t] = dot(q, kv[o:o+d]) * scale
+	}
 }
 
-func attnAccum(out, w, kv []float32, offs []int) { attnAccumGeneric(out, w, kv, offs) }
+func attnAccum(out, w, kv []float32, offs []int) {
+	if !useSIMD() {
+		attnAccumGeneric(out, w, kv, offs)
+		return
+	}
+	d := len(out)
+	for t, o := range offs[:len(w)] {
+		axpy(out, w[t], kv[o:o+d])
+	}
+}
 
 func expShift(x []float32, m float32) { expShiftGeneric(x, m) }

@@ -49,6 +49,13 @@ func smull(d, n, m int) uint32  { return 0x0E20C000 | uint32(m)<<16 | uint32(n)<
 func smull2(d, n, m int) uint32 { return 0x4E20C000 | uint32(m)<<16 | uint32(n)<<5 | uint32(d) }
 func sadalp(d, n int) uint32    { return 0x4E606800 | uint32(n)<<5 | uint32(d) }
 func scvtfS(d, n int) uint32    { return 0x5E21D800 | uint32(n)<<5 | uint32(d) }
+func fadd4s(d, n, m int) uint32 { return 0x4E20D400 | uint32(m)<<16 | uint32(n)<<5 | uint32(d) }
+func faddp4s(d, n, m int) uint32 {
+	return 0x6E20D400 | uint32(m)<<16 | uint32(n)<<5 | uint32(d)
+}
+func faddpS(d, n int) uint32 { return 0x7E30D800 | uint32(n)<<5 | uint32(d) }
+func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
+func fcvtl2(d, n int) uint32 { return 0x4E217800 | uint32(n)<<5 | uint32(d) }
 
 // encodings lists every encoder with its mnemonic for one register
 // choice, for the test against an assembler.
@@ -59,6 +66,11 @@ func encodings() map[string]uint32 {
 		"smull2 v7.8h, v8.16b, v9.16b": smull2(7, 8, 9),
 		"sadalp v10.4s, v11.8h":        sadalp(10, 11),
 		"scvtf s12, s13":               scvtfS(12, 13),
+		"fadd v14.4s, v15.4s, v16.4s":  fadd4s(14, 15, 16),
+		"faddp v17.4s, v18.4s, v19.4s": faddp4s(17, 18, 19),
+		"faddp s20, v21.2s":            faddpS(20, 21),
+		"fcvtl v22.4s, v23.4h":         fcvtl(22, 23),
+		"fcvtl2 v24.4s, v25.8h":        fcvtl2(24, 25),
 	}
 }
 
@@ -112,6 +124,74 @@ func generate() {
 		q6k(d)
 		iq4xs(d)
 	}
+	dotF32(false)
+	dotF32(true)
+	axpyF32()
+}
+
+// dotF32 writes func dotF32NEON(a, b *float32, n16 int) float32 (or
+// dotF16NEON with b f16 values, widened exactly): four accumulators of
+// four lanes fed by FMLA, n16 a positive multiple of 16, then the same
+// fixed reduction, so an F16 row gives the bits of its F32 decoding.
+func dotF32(f16 bool) {
+	name, bt := "dotF32NEON", "*float32"
+	if f16 {
+		name, bt = "dotF16NEON", "*uint16"
+	}
+	P("")
+	P("// func %s(a *float32, b %s, n16 int) float32", name, bt)
+	P("TEXT ·%s(SB), NOSPLIT, $0-28", name)
+	P("\tMOVD a+0(FP), R0")
+	P("\tMOVD b+8(FP), R1")
+	P("\tMOVD n16+16(FP), R2")
+	zero(16, 17, 18, 19)
+	P("loop:")
+	P("\tVLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	if f16 {
+		P("\tVLD1.P 32(R1), [V8.H8, V9.H8]")
+		P("\tWORD $0x%08X // FCVTL V4.4S, V8.4H", fcvtl(4, 8))
+		P("\tWORD $0x%08X // FCVTL2 V5.4S, V8.8H", fcvtl2(5, 8))
+		P("\tWORD $0x%08X // FCVTL V6.4S, V9.4H", fcvtl(6, 9))
+		P("\tWORD $0x%08X // FCVTL2 V7.4S, V9.8H", fcvtl2(7, 9))
+	} else {
+		P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	}
+	for i := 0; i < 4; i++ {
+		P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", 4+i, i, 16+i)
+	}
+	P("\tSUBS $16, R2")
+	P("\tBGT loop")
+	P("\tWORD $0x%08X // FADD V16.4S, V16.4S, V17.4S", fadd4s(16, 16, 17))
+	P("\tWORD $0x%08X // FADD V18.4S, V18.4S, V19.4S", fadd4s(18, 18, 19))
+	P("\tWORD $0x%08X // FADD V16.4S, V16.4S, V18.4S", fadd4s(16, 16, 18))
+	P("\tWORD $0x%08X // FADDP V16.4S, V16.4S, V16.4S", faddp4s(16, 16, 16))
+	P("\tWORD $0x%08X // FADDP S16, V16.2S", faddpS(16, 16))
+	P("\tFMOVS F16, ret+24(FP)")
+	P("\tRET")
+}
+
+// axpyF32 writes func axpyF32NEON(dst *float32, a float32, x *float32,
+// n16 int): dst += a*x with FMLA, n16 a positive multiple of 16. The
+// multiply-add is fused as Go's own dst[i] += a*x[i] is on arm64.
+func axpyF32() {
+	P("")
+	P("// func axpyF32NEON(dst *float32, a float32, x *float32, n16 int)")
+	P("TEXT ·axpyF32NEON(SB), NOSPLIT, $0-32")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tFMOVS a+8(FP), F31")
+	P("\tMOVD x+16(FP), R1")
+	P("\tMOVD n16+24(FP), R2")
+	P("\tVDUP V31.S[0], V31.S4")
+	P("loop:")
+	P("\tVLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		P("\tVFMLA V31.S4, V%d.S4, V%d.S4", 4+i, i)
+	}
+	P("\tVST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
+	P("\tSUBS $16, R2")
+	P("\tBGT loop")
+	P("\tRET")
 }
 
 // q32 writes func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32:
