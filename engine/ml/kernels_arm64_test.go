@@ -4,6 +4,7 @@ package ml
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -64,6 +65,67 @@ func TestNEONKernelsRun(t *testing.T) {
 					requireBits(t, want, got, s.rows, what)
 				}
 			}
+		}
+	}
+}
+
+// TestQuantizeActQ8NEON requires the NEON Q8 and Q8_K activation encoders
+// to give the reference bytes on random rows and on blocks of zeros,
+// signed zeros, a NaN, infinities, exact halves, subnormals and values
+// beyond int8 after scaling.
+func TestQuantizeActQ8NEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 3))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	const n = 512
+	for trial := 0; trial < 64; trial++ {
+		x := randF32(r, n)
+		for b := 0; b < n/32; b++ {
+			blk := x[b*32 : (b+1)*32]
+			switch (trial + b) % 9 {
+			case 1:
+				clear(blk)
+			case 2:
+				for i := range blk {
+					blk[i] = float32(math.Copysign(0, float64(1-2*(i&1))))
+				}
+			case 3:
+				blk[r.IntN(32)] = nan
+			case 4:
+				blk[r.IntN(32)] = -inf
+			case 5:
+				for i := range blk {
+					blk[i] = float32(r.IntN(254)-127) + 0.5
+				}
+				blk[r.IntN(32)] = 127
+			case 6:
+				for i := range blk {
+					blk[i] *= 1e-42
+				}
+			case 7:
+				blk[r.IntN(32)], blk[r.IntN(32)] = 9, -9
+			case 8:
+				for i := range blk {
+					blk[i] *= 3e38
+				}
+			}
+		}
+		for _, lvl := range supportedLevels()[1:] {
+			saved := simdLevel()
+			setSIMDLevel(lvl)
+			want := make([]byte, n/32*q8ActBlock)
+			got := make([]byte, len(want))
+			quantizeActQ8Generic(want, x)
+			quantizeActQ8(got, x)
+			wantK := make([]byte, n/256*q8KActBlock)
+			gotK := make([]byte, len(wantK))
+			for i := range gotK {
+				gotK[i] = 0xa5
+			}
+			quantizeActQ8KGeneric(wantK, x)
+			quantizeActQ8K(gotK, x)
+			setSIMDLevel(saved)
+			require.Equal(t, want, got, "Q8 trial %d level %d", trial, lvl)
+			require.Equal(t, wantK, gotK, "Q8_K trial %d level %d", trial, lvl)
 		}
 	}
 }

@@ -3,6 +3,8 @@
 package ml
 
 import (
+	"encoding/binary"
+	"math"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -165,9 +167,61 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 	return true
 }
 
-func quantizeActQ8(dst []byte, x []float32) { quantizeActQ8Generic(dst, x) }
+//go:noescape
+func quantQ8NEON(dst *byte, x *float32, nb int)
 
-func quantizeActQ8K(dst []byte, x []float32) { quantizeActQ8KGeneric(dst, x) }
+//go:noescape
+func maxMinNEON(x *float32, n16 int) (hi, lo float32)
+
+//go:noescape
+func quantQ8KNEON(dst *byte, x *float32, iscale float32)
+
+// quantizeActQ8 encodes one activation row (see quantizeActQ8Generic).
+func quantizeActQ8(dst []byte, x []float32) {
+	if useSIMD() && len(x) >= 32 {
+		quantQ8NEON(&dst[0], &x[0], len(x)/32)
+		return
+	}
+	quantizeActQ8Generic(dst, x)
+}
+
+// quantizeActQ8K encodes one activation row in Q8_K blocks (see
+// quantizeActQ8KGeneric). The block's value of largest magnitude (the
+// first one on a tie of +m and -m, NaNs ignored) comes from the largest
+// and smallest values; only a tie takes a scan.
+func quantizeActQ8K(dst []byte, x []float32) {
+	if !useSIMD() {
+		quantizeActQ8KGeneric(dst, x)
+		return
+	}
+	for b := 0; b < len(x)/256; b++ {
+		xb := x[b*256 : b*256+256]
+		o := dst[b*q8KActBlock : (b+1)*q8KActBlock]
+		hi, lo := maxMinNEON(&xb[0], 256)
+		var mx float32
+		switch {
+		case hi > -lo:
+			mx = hi
+		case -lo > hi:
+			mx = lo
+		default: // a tie, or all NaN
+			mx = hi
+			for _, v := range xb {
+				if v == hi || v == lo {
+					mx = v
+					break
+				}
+			}
+		}
+		if !(mx > 0 || mx < 0) { // zero, or nothing but NaNs
+			clear(o)
+			continue
+		}
+		iscale := -127 / mx
+		quantQ8KNEON(&o[0], &xb[0], iscale)
+		binary.LittleEndian.PutUint32(o[256:], math.Float32bits(1/iscale))
+	}
+}
 
 func siluMul(gate, up []float32) { siluMulGeneric(gate, up) }
 

@@ -54,6 +54,36 @@ func faddp4s(d, n, m int) uint32 {
 	return 0x6E20D400 | uint32(m)<<16 | uint32(n)<<5 | uint32(d)
 }
 func faddpS(d, n int) uint32 { return 0x7E30D800 | uint32(n)<<5 | uint32(d) }
+func r3(op uint32) func(d, n, m int) uint32 {
+	return func(d, n, m int) uint32 { return op | uint32(m)<<16 | uint32(n)<<5 | uint32(d) }
+}
+func r2(op uint32) func(d, n int) uint32 {
+	return func(d, n int) uint32 { return op | uint32(n)<<5 | uint32(d) }
+}
+
+var (
+	fabs4s     = r2(0x4EA0F800)
+	fmax4s     = r3(0x4E20F400)
+	fmaxvS     = r2(0x6E30F800)
+	fmul4s     = r3(0x6E20DC00)
+	fcvtns4s   = r2(0x4E21A800)
+	sqxtn4h    = r2(0x0E614800)
+	sqxtn2_8h  = r2(0x4E614800)
+	sqxtn8b    = r2(0x0E214800)
+	sqxtn2_16b = r2(0x4E214800)
+	saddlp8h   = r2(0x4E202800)
+	saddlvS    = r2(0x4E703800)
+	fmaxnm4s   = r3(0x4E20C400)
+	fminnm4s   = r3(0x4EA0C400)
+	fmaxnmvS   = r2(0x6E30C800)
+	fminnmvS   = r2(0x6EB0C800)
+	smin4s     = r3(0x4EA06C00)
+	xtn4h      = r2(0x0E612800)
+	xtn2_8h    = r2(0x4E612800)
+	xtn8b      = r2(0x0E212800)
+	xtn2_16b   = r2(0x4E212800)
+)
+
 func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
 func fcvtl2(d, n int) uint32 { return 0x4E217800 | uint32(n)<<5 | uint32(d) }
 
@@ -61,16 +91,31 @@ func fcvtl2(d, n int) uint32 { return 0x4E217800 | uint32(n)<<5 | uint32(d) }
 // choice, for the test against an assembler.
 func encodings() map[string]uint32 {
 	return map[string]uint32{
-		"sdot v1.4s, v2.16b, v3.16b":   sdot(1, 2, 3),
-		"smull v4.8h, v5.8b, v6.8b":    smull(4, 5, 6),
-		"smull2 v7.8h, v8.16b, v9.16b": smull2(7, 8, 9),
-		"sadalp v10.4s, v11.8h":        sadalp(10, 11),
-		"scvtf s12, s13":               scvtfS(12, 13),
-		"fadd v14.4s, v15.4s, v16.4s":  fadd4s(14, 15, 16),
-		"faddp v17.4s, v18.4s, v19.4s": faddp4s(17, 18, 19),
-		"faddp s20, v21.2s":            faddpS(20, 21),
-		"fcvtl v22.4s, v23.4h":         fcvtl(22, 23),
-		"fcvtl2 v24.4s, v25.8h":        fcvtl2(24, 25),
+		"sdot v1.4s, v2.16b, v3.16b":    sdot(1, 2, 3),
+		"smull v4.8h, v5.8b, v6.8b":     smull(4, 5, 6),
+		"smull2 v7.8h, v8.16b, v9.16b":  smull2(7, 8, 9),
+		"sadalp v10.4s, v11.8h":         sadalp(10, 11),
+		"scvtf s12, s13":                scvtfS(12, 13),
+		"fadd v14.4s, v15.4s, v16.4s":   fadd4s(14, 15, 16),
+		"faddp v17.4s, v18.4s, v19.4s":  faddp4s(17, 18, 19),
+		"faddp s20, v21.2s":             faddpS(20, 21),
+		"fcvtl v22.4s, v23.4h":          fcvtl(22, 23),
+		"fcvtl2 v24.4s, v25.8h":         fcvtl2(24, 25),
+		"fabs v1.4s, v2.4s":             fabs4s(1, 2),
+		"fmax v3.4s, v4.4s, v5.4s":      fmax4s(3, 4, 5),
+		"fmaxv s6, v7.4s":               fmaxvS(6, 7),
+		"fmul v8.4s, v9.4s, v10.4s":     fmul4s(8, 9, 10),
+		"fcvtns v11.4s, v12.4s":         fcvtns4s(11, 12),
+		"sqxtn v13.4h, v14.4s":          sqxtn4h(13, 14),
+		"sqxtn2 v15.8h, v16.4s":         sqxtn2_8h(15, 16),
+		"sqxtn v17.8b, v18.8h":          sqxtn8b(17, 18),
+		"sqxtn2 v19.16b, v20.8h":        sqxtn2_16b(19, 20),
+		"saddlp v21.8h, v22.16b":        saddlp8h(21, 22),
+		"saddlv s23, v24.8h":            saddlvS(23, 24),
+		"fmaxnm v25.4s, v26.4s, v27.4s": fmaxnm4s(25, 26, 27),
+		"fminnm v28.4s, v29.4s, v30.4s": fminnm4s(28, 29, 30),
+		"fmaxnmv s31, v0.4s":            fmaxnmvS(31, 0),
+		"fminnmv s1, v2.4s":             fminnmvS(1, 2),
 	}
 }
 
@@ -127,6 +172,167 @@ func generate() {
 	dotF32(false)
 	dotF32(true)
 	axpyF32()
+	quantQ8()
+	maxMin()
+	quantQ8K()
+}
+
+// W writes one WORD-encoded instruction with its mnemonic.
+func W(enc uint32, format string, args ...any) {
+	P("\tWORD $0x%08X // %s", enc, fmt.Sprintf(format, args...))
+}
+
+// narrow16 leaves in byte vector o the four int32 vectors v..v+3
+// saturated to int8, through int16 vectors t and t+1.
+func narrow16(o, v, t int) {
+	W(sqxtn4h(t, v), "SQXTN V%d.4H, V%d.4S", t, v)
+	W(sqxtn2_8h(t, v+1), "SQXTN2 V%d.8H, V%d.4S", t, v+1)
+	W(sqxtn4h(t+1, v+2), "SQXTN V%d.4H, V%d.4S", t+1, v+2)
+	W(sqxtn2_8h(t+1, v+3), "SQXTN2 V%d.8H, V%d.4S", t+1, v+3)
+	W(sqxtn8b(o, t), "SQXTN V%d.8B, V%d.8H", o, t)
+	W(sqxtn2_16b(o, t+1), "SQXTN2 V%d.16B, V%d.8H", o, t+1)
+}
+
+// truncate16 is narrow16 keeping the low bytes (Go's byte(int8(q))).
+func truncate16(o, v, t int) {
+	W(xtn4h(t, v), "XTN V%d.4H, V%d.4S", t, v)
+	W(xtn2_8h(t, v+1), "XTN2 V%d.8H, V%d.4S", t, v+1)
+	W(xtn4h(t+1, v+2), "XTN V%d.4H, V%d.4S", t+1, v+2)
+	W(xtn2_8h(t+1, v+3), "XTN2 V%d.8H, V%d.4S", t+1, v+3)
+	W(xtn8b(o, t), "XTN V%d.8B, V%d.8H", o, t)
+	W(xtn2_16b(o, t+1), "XTN2 V%d.16B, V%d.8H", o, t+1)
+}
+
+// scaleRound sets the int32 vectors v..v+3 to the nearest-even integers
+// (saturated) of their f32 values times the vector s, each product
+// rounded to f32 first.
+func scaleRound(v, s int) {
+	for i := v; i < v+4; i++ {
+		W(fmul4s(i, i, s), "FMUL V%d.4S, V%d.4S, V%d.4S", i, i, s)
+	}
+	for i := v; i < v+4; i++ {
+		W(fcvtns4s(i, i), "FCVTNS V%d.4S, V%d.4S", i, i)
+	}
+}
+
+// quantQ8 writes func quantQ8NEON(dst *byte, x *float32, nb int): the
+// Q8 activation blocks of quantizeActQ8Generic (d = max|x|/127 with NaN
+// propagating as Go's max does, q = roundeven(x*(1/d)) clamped to int8,
+// the bias -128*sum(q)). A zero d gives 1/d = +Inf and x*Inf = NaN for
+// the block's zeros, which FCVTNS turns into 0, the generic q.
+func quantQ8() {
+	P("")
+	P("// func quantQ8NEON(dst *byte, x *float32, nb int)")
+	P("TEXT ·quantQ8NEON(SB), NOSPLIT, $0-24")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tMOVD x+8(FP), R1")
+	P("\tMOVD nb+16(FP), R2")
+	P("\tFMOVS $127.0, F30")
+	P("\tFMOVS $1.0, F29")
+	P("\tCBZ R2, done")
+	P("loop:")
+	P("\tVLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 8; i++ {
+		W(fabs4s(16+i, i), "FABS V%d.4S, V%d.4S", 16+i, i)
+	}
+	for _, p := range [][2]int{{16, 17}, {18, 19}, {20, 21}, {22, 23}, {16, 18}, {20, 22}, {16, 20}} {
+		W(fmax4s(p[0], p[0], p[1]), "FMAX V%d.4S, V%d.4S, V%d.4S", p[0], p[0], p[1])
+	}
+	W(fmaxvS(16, 16), "FMAXV S16, V16.4S")
+	P("\tFDIVS F30, F16, F17") // d = amax/127
+	P("\tFDIVS F17, F29, F18") // id = 1/d
+	P("\tVDUP V18.S[0], V18.S4")
+	scaleRound(0, 18)
+	scaleRound(4, 18)
+	narrow16(20, 0, 24)
+	narrow16(21, 4, 24)
+	W(saddlp8h(22, 20), "SADDLP V22.8H, V20.16B")
+	W(saddlp8h(23, 21), "SADDLP V23.8H, V21.16B")
+	P("\tVADD V23.H8, V22.H8, V22.H8")
+	W(saddlvS(22, 22), "SADDLV S22, V22.8H")
+	P("\tFMOVS F22, R5")
+	P("\tNEGW R5, R5")
+	P("\tLSLW $7, R5, R5")
+	P("\tFMOVS F17, (R0)")
+	P("\tMOVW R5, 4(R0)")
+	P("\tADD $8, R0, R6")
+	P("\tVST1 [V20.B16, V21.B16], (R6)")
+	P("\tADD $40, R0")
+	P("\tSUBS $1, R2")
+	P("\tBNE loop")
+	P("done:")
+	P("\tRET")
+}
+
+// maxMin writes func maxMinNEON(x *float32, n16 int) (hi, lo float32):
+// the largest and smallest of x ignoring NaNs (FMAXNM, FMINNM; NaN only
+// when all are), n16 a positive multiple of 16.
+func maxMin() {
+	P("")
+	P("// func maxMinNEON(x *float32, n16 int) (hi, lo float32)")
+	P("TEXT ·maxMinNEON(SB), NOSPLIT, $0-24")
+	P("\tMOVD x+0(FP), R0")
+	P("\tMOVD n16+8(FP), R1")
+	P("\tVLD1.P 64(R0), [V16.S4, V17.S4, V18.S4, V19.S4]")
+	for i := 0; i < 4; i++ {
+		P("\tVORR V%d.B16, V%d.B16, V%d.B16", 16+i, 16+i, 20+i)
+	}
+	P("\tSUBS $16, R1")
+	P("\tBEQ done")
+	P("loop:")
+	P("\tVLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	for i := 0; i < 4; i++ {
+		W(fmaxnm4s(16+i, 16+i, i), "FMAXNM V%d.4S, V%d.4S, V%d.4S", 16+i, 16+i, i)
+		W(fminnm4s(20+i, 20+i, i), "FMINNM V%d.4S, V%d.4S, V%d.4S", 20+i, 20+i, i)
+	}
+	P("\tSUBS $16, R1")
+	P("\tBNE loop")
+	P("done:")
+	for _, p := range [][2]int{{16, 17}, {18, 19}, {16, 18}} {
+		W(fmaxnm4s(p[0], p[0], p[1]), "FMAXNM V%d.4S, V%d.4S, V%d.4S", p[0], p[0], p[1])
+		W(fminnm4s(p[0]+4, p[0]+4, p[1]+4), "FMINNM V%d.4S, V%d.4S, V%d.4S", p[0]+4, p[0]+4, p[1]+4)
+	}
+	W(fmaxnmvS(16, 16), "FMAXNMV S16, V16.4S")
+	W(fminnmvS(20, 20), "FMINNMV S20, V20.4S")
+	P("\tFMOVS F16, hi+16(FP)")
+	P("\tFMOVS F20, lo+20(FP)")
+	P("\tRET")
+}
+
+// quantQ8K writes func quantQ8KNEON(dst *byte, x *float32, iscale
+// float32): one Q8_K block's 256 values as quantizeActQ8KGeneric's
+// byte(int8(min(127, q))) with q = roundeven(iscale*x) saturated to int32
+// (as Go converts on arm64), and its 16 sums of 16 at dst+260. The caller
+// picks iscale and writes d.
+func quantQ8K() {
+	P("")
+	P("// func quantQ8KNEON(dst *byte, x *float32, iscale float32)")
+	P("TEXT ·quantQ8KNEON(SB), NOSPLIT, $0-20")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tMOVD x+8(FP), R1")
+	P("\tFMOVS iscale+16(FP), F31")
+	P("\tVDUP V31.S[0], V31.S4")
+	P("\tADD $260, R0, R2")
+	P("\tMOVW $127, R3")
+	P("\tVDUP R3, V30.S4")
+	for half := 0; half < 2; half++ {
+		for g := 0; g < 8; g++ {
+			P("\tVLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]")
+			scaleRound(0, 31)
+			for i := 0; i < 4; i++ {
+				W(smin4s(i, i, 30), "SMIN V%d.4S, V%d.4S, V30.4S", i, i)
+			}
+			truncate16(6, 0, 4)
+			P("\tVST1.P [V6.B16], 16(R0)")
+			W(saddlp8h(16+g, 6), "SADDLP V%d.8H, V6.16B", 16+g)
+		}
+		for _, p := range [][2]int{{16, 17}, {18, 19}, {20, 21}, {22, 23}, {16, 18}, {20, 22}, {16, 20}} {
+			P("\tVADDP V%d.H8, V%d.H8, V%d.H8", p[1], p[0], p[0])
+		}
+		P("\tVST1.P [V16.H8], 16(R2)")
+	}
+	P("\tRET")
 }
 
 // dotF32 writes func dotF32NEON(a, b *float32, n16 int) float32 (or
