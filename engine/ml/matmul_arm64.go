@@ -223,7 +223,29 @@ func quantizeActQ8K(dst []byte, x []float32) {
 	}
 }
 
-func siluMul(gate, up []float32) { siluMulGeneric(gate, up) }
+//go:noescape
+func siluMulNEON(gate, up *float32, n4 int)
+
+// siluMul runs the NEON kernel (bit-identical to siluMulGeneric) over
+// whole vectors and over a zero-padded copy of the tail.
+func siluMul(gate, up []float32) {
+	if !useSIMD() {
+		siluMulGeneric(gate, up)
+		return
+	}
+	up = up[:len(gate)]
+	n4 := len(gate) &^ 3
+	if n4 > 0 {
+		siluMulNEON(&gate[0], &up[0], n4)
+	}
+	if n4 < len(gate) {
+		var g, u [4]float32
+		m := copy(g[:], gate[n4:])
+		copy(u[:], up[n4:])
+		siluMulNEON(&g[0], &u[0], 4)
+		copy(gate[n4:], g[:m])
+	}
+}
 
 func attnScores(dst, q, kv []float32, offs []int, scale float32) {
 	if !useSIMD() {

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"strings"
 )
@@ -82,6 +83,14 @@ var (
 	xtn2_8h    = r2(0x4E612800)
 	xtn8b      = r2(0x0E212800)
 	xtn2_16b   = r2(0x4E212800)
+	fneg4s     = r2(0x6EA0F800)
+	fcmlt0     = r2(0x4EA0E800)
+	fcvtzs4s   = r2(0x4EA1B800)
+	scvtf4s    = r2(0x4E21D800)
+	sshr4s1    = r2(0x4F3F0400)
+	fcmgt4s    = r3(0x6EA0E400)
+	fcmeq4s    = r3(0x4E20E400)
+	fdiv4s     = r3(0x6E20FC00)
 )
 
 func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
@@ -175,6 +184,103 @@ func generate() {
 	quantQ8()
 	maxMin()
 	quantQ8K()
+	siluMul()
+}
+
+// siluMul writes func siluMulNEON(gate, up *float32, n4 int): gate =
+// gate*(1/(1+expf(-gate)))*up, four lanes at a time, n4 a positive
+// multiple of 4. It follows engine/ml's expf step for step as the Go
+// compiler builds it for arm64, where it fuses every multiply-add of the
+// rounding offset, the Cody-Waite reduction and the polynomial (FMADD,
+// FMSUB): FMLA/FMLS here. The scale 2^k is always applied in two halves
+// (p*2^(k/2))*2^(k-k/2), the first product exact, which equals expf's
+// single p*2^k wherever expf does that.
+func siluMul() {
+	f := func(v float64) uint32 { return math.Float32bits(float32(v)) }
+	consts := []struct {
+		reg  int
+		bits uint32
+		what string
+	}{
+		{16, f(1.44269504088896341), "log2e"},
+		{17, f(0.5), "0.5"},
+		{18, f(-0.5), "-0.5"},
+		{19, f(0.693145751953125), "ln2hi"},
+		{20, f(1.42860682030941723212e-6), "ln2lo"},
+		{21, f(1.0 / 720), "1/720"},
+		{22, f(1.0 / 120), "1/120"},
+		{23, f(1.0 / 24), "1/24"},
+		{24, f(1.0 / 6), "1/6"},
+		{25, f(1), "1"},
+		{26, f(88.72283), "exp overflows above"},
+		{27, f(-87.33654), "exp is 0 below"},
+		{28, 0x7F800000, "+Inf"},
+		{29, 127, "the exponent bias (int32)"},
+	}
+	P("")
+	P("// func siluMulNEON(gate, up *float32, n4 int)")
+	P("TEXT ·siluMulNEON(SB), NOSPLIT, $0-24")
+	P("\tMOVD gate+0(FP), R0")
+	P("\tMOVD up+8(FP), R1")
+	P("\tMOVD n4+16(FP), R2")
+	for _, c := range consts {
+		P("\tMOVW $0x%08X, R3 // %s", c.bits, c.what)
+		P("\tVDUP R3, V%d.S4", c.reg)
+	}
+	zero(30)
+	P("loop:")
+	P("\tVLD1 (R0), [V0.S4]")
+	P("\tVLD1.P 16(R1), [V1.S4]")
+	W(fneg4s(2, 0), "FNEG V2.4S, V0.4S") // x = -g
+	// kf = x*log2e -+ 0.5 by the sign of x*log2e, fused.
+	W(fmul4s(3, 2, 16), "FMUL V3.4S, V2.4S, V16.4S")
+	W(fcmlt0(5, 3), "FCMLT V5.4S, V3.4S, #0.0")
+	P("\tVBSL V17.B16, V18.B16, V5.B16")
+	P("\tVFMLA V16.S4, V2.S4, V5.S4")
+	W(fcvtzs4s(6, 5), "FCVTZS V6.4S, V5.4S") // k
+	W(scvtf4s(7, 6), "SCVTF V7.4S, V6.4S")   // fk
+	// r = x - fk*ln2hi - fk*ln2lo, each step fused.
+	P("\tVORR V2.B16, V2.B16, V8.B16")
+	P("\tVFMLS V19.S4, V7.S4, V8.S4")
+	P("\tVFMLS V20.S4, V7.S4, V8.S4")
+	// p = 1 + r*(1 + r*(0.5 + r*(1/6 + r*(1/24 + r*(1/120 + r/720))))).
+	t, u := 9, 10
+	for _, c := range []int{22, 23, 24, 17, 25, 25} {
+		P("\tVORR V%d.B16, V%d.B16, V%d.B16", c, c, t)
+		if c == 22 {
+			P("\tVFMLA V21.S4, V8.S4, V%d.S4", t)
+		} else {
+			P("\tVFMLA V%d.S4, V8.S4, V%d.S4", u, t)
+		}
+		t, u = u, t
+	}
+	// p is in V(u). Scale by 2^half * 2^(k-half), half = k/2 (truncated).
+	P("\tVUSHR $31, V6.S4, V11.S4")
+	P("\tVADD V11.S4, V6.S4, V11.S4")
+	W(sshr4s1(11, 11), "SSHR V11.4S, V11.4S, #1")
+	P("\tVSUB V11.S4, V6.S4, V12.S4")
+	P("\tVADD V29.S4, V11.S4, V11.S4")
+	P("\tVSHL $23, V11.S4, V11.S4")
+	P("\tVADD V29.S4, V12.S4, V12.S4")
+	P("\tVSHL $23, V12.S4, V12.S4")
+	W(fmul4s(u, 11, u), "FMUL V%d.4S, V11.4S, V%d.4S", u, u)
+	W(fmul4s(u, u, 12), "FMUL V%d.4S, V%d.4S, V12.4S", u, u)
+	// expf's special cases: +Inf above, 0 below, x itself for NaN.
+	W(fcmgt4s(13, 2, 26), "FCMGT V13.4S, V2.4S, V26.4S")
+	P("\tVBIT V13.B16, V28.B16, V%d.B16", u)
+	W(fcmgt4s(13, 27, 2), "FCMGT V13.4S, V27.4S, V2.4S")
+	P("\tVBIT V13.B16, V30.B16, V%d.B16", u)
+	W(fcmeq4s(13, 2, 2), "FCMEQ V13.4S, V2.4S, V2.4S")
+	P("\tVBIF V13.B16, V2.B16, V%d.B16", u)
+	// g * (1/(1+e)) * up
+	W(fadd4s(14, 25, u), "FADD V14.4S, V25.4S, V%d.4S", u)
+	W(fdiv4s(14, 25, 14), "FDIV V14.4S, V25.4S, V14.4S")
+	W(fmul4s(14, 14, 0), "FMUL V14.4S, V14.4S, V0.4S")
+	W(fmul4s(14, 14, 1), "FMUL V14.4S, V14.4S, V1.4S")
+	P("\tVST1.P [V14.S4], 16(R0)")
+	P("\tSUBS $4, R2")
+	P("\tBNE loop")
+	P("\tRET")
 }
 
 // W writes one WORD-encoded instruction with its mnemonic.
