@@ -6,7 +6,7 @@
 // as WORDs with the mnemonic in a comment; the encoders below are checked
 // against llvm-mc in TestNEONEncodings (neongen_test.go).
 //
-// Run it through go generate in engine/ml (see kquant_arm64.go):
+// Run it through go generate in engine/ml (see neongen.go):
 //
 //	go run ./internal/gen/neongen [-o kernels_arm64.s]
 //
@@ -173,6 +173,7 @@ func generate() {
 		q32(d, "Q8_0", 34)
 		q32(d, "Q4_0", 18)
 		q32(d, "IQ4NL", 18)
+		q32(d, "MXFP4", 17)
 		q4k(d, false)
 		q4k(d, true)
 		q6k(d)
@@ -508,8 +509,8 @@ func axpyF32() {
 
 // q32 writes func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32:
 // the reference arithmetic of dot32 (no offset) for one weight row of nb
-// blocks of bb bytes and one Q8 activation row. tbl is the IQ4_NL code
-// book (read by that type only).
+// blocks of bb bytes and one Q8 activation row. tbl is the code book of
+// IQ4_NL or MXFP4 (read by those types only).
 //
 // Registers: R0 w, R1 a, R2 blocks left, V31 the f32 sum, V29 0x0f bytes,
 // V28 8 bytes, V27 the code book.
@@ -524,23 +525,38 @@ func q32(d dotter, ty string, bb int) {
 	zero(31)
 	P("\tVMOVI $15, V29.B16")
 	P("\tVMOVI $8, V28.B16")
-	if ty == "IQ4NL" {
+	if ty == "IQ4NL" || ty == "MXFP4" {
 		P("\tVLD1 (R3), [V27.B16]")
 	}
 	P("\tCBZ R2, done")
 	P("loop:")
-	P("\tMOVHU (R0), R4")
-	P("\tFMOVS R4, F3")
-	P("\tFCVTHS F3, F3")    // the f16 scale dw
+	qs := 2
+	if ty == "MXFP4" {
+		// The E8M0 scale halved (e8m0Half): 2^(e-128) as f32 bits
+		// (e-1)<<23, or the subnormal 0x00200000<<e for e < 2.
+		qs = 1
+		P("\tMOVBU (R0), R4")
+		P("\tSUB $1, R4, R5")
+		P("\tLSL $23, R5, R5")
+		P("\tMOVW $0x00200000, R7")
+		P("\tLSL R4, R7, R7")
+		P("\tCMP $2, R4")
+		P("\tCSEL LO, R7, R5, R5")
+		P("\tFMOVS R5, F3")
+	} else {
+		P("\tMOVHU (R0), R4")
+		P("\tFMOVS R4, F3")
+		P("\tFCVTHS F3, F3") // the f16 scale dw
+	}
 	P("\tFMOVS (R1), F4")   // dx
 	P("\tFMULS F4, F3, F5") // sc = dw*dx, rounded
-	P("\tADD $2, R0, R5")
+	P("\tADD $%d, R0, R5", qs)
 	P("\tADD $8, R1, R6")
 	P("\tVLD1 (R6), [V16.B16, V17.B16]")
 	switch ty {
 	case "Q8_0":
 		P("\tVLD1 (R5), [V0.B16, V1.B16]")
-	case "Q4_0", "IQ4NL":
+	case "Q4_0", "IQ4NL", "MXFP4":
 		// Low nibbles are values 0..15, high nibbles 16..31.
 		P("\tVLD1 (R5), [V2.B16]")
 		P("\tVAND V29.B16, V2.B16, V0.B16")
