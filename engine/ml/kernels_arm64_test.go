@@ -129,3 +129,52 @@ func TestQuantizeActQ8NEON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNEONLevels runs one product per type at each arm64 level (one
+// thread, a 64x2048 matrix, one activation row), and SiLUMul and Dot over
+// 2048 values. Under qemu the times mean nothing; bench/qemu-insn counts
+// the instructions it executes instead.
+func BenchmarkNEONLevels(b *testing.B) {
+	SetThreads(1)
+	defer SetThreads(0)
+	names := []string{levelGeneric: "generic", levelNEON: "neon", levelDotProd: "dotprod"}
+	const rows, cols = 64, 2048
+	r := rand.New(rand.NewPCG(28, 4))
+	level := func(b *testing.B, lvl int) {
+		saved := simdLevel()
+		setSIMDLevel(lvl)
+		b.Cleanup(func() { setSIMDLevel(saved) })
+	}
+	for _, ty := range []Type{F32, F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		x := randF32(r, cols)
+		dst := make([]float32, rows)
+		for _, lvl := range supportedLevels() {
+			b.Run(fmt.Sprintf("%v/%s", ty, names[lvl]), func(b *testing.B) {
+				level(b, lvl)
+				for range b.N {
+					MatMul(dst, x, 1, w)
+				}
+				b.ReportMetric(float64(b.N)*rows*cols/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+		}
+	}
+	g, u := randF32(r, cols), randF32(r, cols)
+	for _, lvl := range supportedLevels() {
+		b.Run("SiLUMul/"+names[lvl], func(b *testing.B) {
+			level(b, lvl)
+			for range b.N {
+				SiLUMul(g, u)
+			}
+		})
+		b.Run("Dot/"+names[lvl], func(b *testing.B) {
+			level(b, lvl)
+			for range b.N {
+				Dot(g, u)
+			}
+		})
+	}
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# count.sh: guest instructions per weight (per multiply-add) of each
+# BenchmarkNEONLevels case (engine/ml, arm64) under qemu-aarch64 -cpu max,
+# as the difference of a 101x and a 1x run (a hundred products), with the
+# insn.c plugin (GOMAXPROCS=1 and GOGC=off: no idle-thread spinning or
+# collections in the count). Needs qemu-user and clang-16. From the repository root:
+#
+#	bash bench/qemu-insn/count.sh [benchmark regexp]
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+clang-16 -O2 -shared -fPIC -o "$tmp/libinsn.so" bench/qemu-insn/insn.c
+GOARCH=arm64 go test -c -o "$tmp/ml.test" ./engine/ml
+insns() {
+  GOMAXPROCS=1 GOGC=off qemu-aarch64 -plugin "$tmp/libinsn.so" -d plugin -cpu max "$tmp/ml.test" \
+    -test.run '^$' -test.bench "^BenchmarkNEONLevels/$1\$" -test.benchtime "$2" 2>&1 | awk '/^insns/ {print $2}'
+}
+cases=$(qemu-aarch64 -cpu max "$tmp/ml.test" -test.list '.*' >/dev/null; \
+  for ty in F32 F16 Q8_0 Q4_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K IQ4_XS; do for l in generic neon dotprod; do echo "$ty/$l"; done; done; \
+  for op in SiLUMul Dot; do for l in generic neon dotprod; do echo "$op/$l"; done; done)
+printf '%-18s %14s %12s\n' case "insns/100 runs" "per value"
+for c in $cases; do
+  [[ $c =~ ${1:-.} ]] || continue
+  a=$(insns "$c" 1x) b=$(insns "$c" 101x)
+  per=2048; [[ $c == SiLUMul/* || $c == Dot/* ]] || per=$((64 * 2048))
+  printf '%-18s %14d %12.2f\n' "$c" $((b - a)) "$(echo "($b - $a) / 100 / $per" | bc -l)"
+done
