@@ -91,6 +91,13 @@ var (
 	fcmgt4s    = r3(0x6EA0E400)
 	fcmeq4s    = r3(0x4E20E400)
 	fdiv4s     = r3(0x6E20FC00)
+	mul4s      = r3(0x4EA09C00)
+	mla4s      = r3(0x4EA09400)
+	saddlp4s   = r2(0x4E602800)
+	sshll8h    = r2(0x0F08A400)
+	sshll2_8h  = r2(0x4F08A400)
+	sshll4s    = r2(0x0F10A400)
+	sshll2_4s  = r2(0x4F10A400)
 )
 
 func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
@@ -606,6 +613,96 @@ func kHeader(d dotter, ty string) {
 	P("loop:")
 }
 
+// The Q4_K, Q5_K and Q6_K kernels do the whole of dotK in assembly:
+//
+// func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32
+//
+// Their value loops are those of the dots kernels; the group dots stay in
+// registers, and each super-block ends in kEpilogue.
+func kFullHeader(d dotter, ty string) {
+	P("")
+	P("// func dot%s%s(w, a *byte, nb int, tbl *int8) float32", ty, d.name)
+	P("TEXT ·dot%s%s(SB), NOSPLIT, $0-36", ty, d.name)
+	P("\tMOVD w+0(FP), R0")
+	P("\tMOVD a+8(FP), R1")
+	P("\tMOVD nb+16(FP), R2")
+	zero(31)
+	P("\tVMOVI $15, V29.B16")
+	P("\tCBZ R2, done")
+	P("loop:")
+}
+
+func kFullFooter(bb int) {
+	P("\tADD $%d, R0", bb)
+	P("\tADD $292, R1")
+	P("\tSUBS $1, R2")
+	P("\tBNE loop")
+	P("done:")
+	P("\tFMOVS F31, ret+32(FP)")
+	P("\tRET")
+}
+
+// kScalesK4 decodes the twelve scale bytes of a Q4_K/Q5_K super-block (at
+// w+4) into the int32 group scales V9 (groups 0-3), V10 (4-7) and mins
+// V12, V13, as getScaleMinK4 does, four groups per 32-bit word.
+func kScalesK4() {
+	P("\tMOVWU 4(R0), R8")
+	P("\tMOVWU 8(R0), R9")
+	P("\tMOVWU 12(R0), R10")
+	P("\tMOVW $0x3f3f3f3f, R11")
+	P("\tMOVW $0x0f0f0f0f, R12")
+	P("\tMOVW $0x03030303, R13")
+	P("\tAND R11, R8, R14")     // scales 0-3: q[j]&63
+	P("\tAND R11, R9, R15")     // mins 0-3: q[j+4]&63
+	P("\tAND R12, R10, R19")    // scales 4-7: q[j+4]&15 ...
+	P("\tLSR $6, R8, R20")      //
+	P("\tAND R13, R20, R20")    //
+	P("\tORR R20<<4, R19, R19") // ... | (q[j-4]>>6)<<4
+	P("\tLSR $4, R10, R21")     // mins 4-7: q[j+4]>>4 ...
+	P("\tAND R12, R21, R21")    //
+	P("\tLSR $6, R9, R22")      //
+	P("\tAND R13, R22, R22")    //
+	P("\tORR R22<<4, R21, R21") // ... | (q[j]>>6)<<4
+	P("\tORR R19<<32, R14, R14")
+	P("\tORR R21<<32, R15, R15")
+	P("\tFMOVD R14, F8")
+	P("\tFMOVD R15, F11")
+	P("\tVUXTL V8.B8, V8.H8")
+	P("\tVUXTL V8.H4, V9.S4")
+	P("\tVUXTL2 V8.H8, V10.S4")
+	P("\tVUXTL V11.B8, V11.H8")
+	P("\tVUXTL V11.H4, V12.S4")
+	P("\tVUXTL2 V11.H8, V13.S4")
+}
+
+// kEpilogue adds one super-block to the sum in F31 as superBlock does:
+// isum (in S0) and msum (in S1) exact, then acc + ((d*dx)*isum -
+// (dmin*dx)*msum), every step rounded. dOff and minOff are the offsets of
+// the f16 d and dmin in the block (minOff < 0: no mins, dmin = msum = 0).
+func kEpilogue(dOff, minOff int) {
+	P("\tVADDV V0.S4, V0")
+	P("\tVADDV V1.S4, V1")
+	W(scvtfS(0, 0), "SCVTF S0, S0")
+	W(scvtfS(1, 1), "SCVTF S1, S1")
+	P("\tMOVHU %d(R0), R8", dOff)
+	P("\tFMOVS R8, F2")
+	P("\tFCVTHS F2, F2")
+	P("\tFMOVS 256(R1), F4") // dx
+	P("\tFMULS F4, F2, F2")  // d*dx
+	P("\tFMULS F0, F2, F2")  // a
+	if minOff >= 0 {
+		P("\tMOVHU %d(R0), R8", minOff)
+		P("\tFMOVS R8, F3")
+		P("\tFCVTHS F3, F3")
+	} else {
+		zero(3)
+	}
+	P("\tFMULS F4, F3, F3")   // dmin*dx
+	P("\tFMULS F1, F3, F3")   // m
+	P("\tFSUBS F3, F2, F2")   // a - m
+	P("\tFADDS F2, F31, F31") // acc + (a - m)
+}
+
 func kFooter(bb int) {
 	P("\tADD $%d, R0", bb)
 	P("\tADD $292, R1")
@@ -624,7 +721,7 @@ func q4k(d dotter, q5 bool) {
 	if q5 {
 		ty, bb, qs = "Q5K", 176, 48
 	}
-	kHeader(d, ty)
+	kFullHeader(d, ty)
 	P("\tMOVD R1, R6")
 	P("\tADD $%d, R0, R5", qs)
 	if q5 {
@@ -665,17 +762,31 @@ func q4k(d dotter, q5 bool) {
 		d.emit(acc+1, 5, 19)
 		if c%2 == 1 {
 			reduce4(20, 21, 22, 23)
-			P("\tVST1.P [V20.S4], 16(R3)")
+			if c == 1 {
+				P("\tVORR V20.B16, V20.B16, V14.B16") // groups 0-3
+			}
 		}
 	}
-	kFooter(bb)
+	// Groups 4-7 are in V20.
+	kScalesK4()
+	W(mul4s(0, 9, 14), "MUL V0.4S, V9.4S, V14.4S")
+	W(mla4s(0, 10, 20), "MLA V0.4S, V10.4S, V20.4S")
+	// msum: the mins times the 32-value sums (pairs of the 16-value ones).
+	P("\tADD $260, R1, R8")
+	P("\tVLD1 (R8), [V2.H8, V3.H8]")
+	W(saddlp4s(2, 2), "SADDLP V2.4S, V2.8H")
+	W(saddlp4s(3, 3), "SADDLP V3.4S, V3.8H")
+	W(mul4s(1, 12, 2), "MUL V1.4S, V12.4S, V2.4S")
+	W(mla4s(1, 13, 3), "MLA V1.4S, V13.4S, V3.4S")
+	kEpilogue(0, 2)
+	kFullFooter(bb)
 }
 
 // q6k: 210-byte blocks, ql at 0, qh at 128; sixteen groups of 16: group g
 // is half n = g/8, quarter k = (g%8)/2, bytes 16*(g%2) (see unpackQ6K);
 // the value is the 6-bit code minus 32.
 func q6k(d dotter) {
-	kHeader(d, "Q6K")
+	kFullHeader(d, "Q6K")
 	P("\tVMOVI $48, V28.B16")
 	P("\tVMOVI $32, V30.B16")
 	P("\tMOVD R1, R6")
@@ -713,11 +824,29 @@ func q6k(d dotter) {
 					d.emit(20+v, v, 16+v)
 				}
 				reduce4(20, 21, 22, 23)
-				P("\tVST1.P [V20.S4], 16(R3)")
+				// Groups 0-3 to V24, 4-7 to V25, 8-11 to V14; 12-15 stay.
+				if save := []int{24, 25, 14, 0}[2*n+k/2]; save != 0 {
+					P("\tVORR V20.B16, V20.B16, V%d.B16", save)
+				}
 			}
 		}
 	}
-	kFooter(210)
+	// The int8 scales at 192, widened to int32.
+	P("\tADD $192, R0, R8")
+	P("\tVLD1 (R8), [V8.B16]")
+	W(sshll8h(9, 8), "SSHLL V9.8H, V8.8B, #0")
+	W(sshll2_8h(10, 8), "SSHLL2 V10.8H, V8.16B, #0")
+	W(sshll4s(11, 9), "SSHLL V11.4S, V9.4H, #0")
+	W(sshll2_4s(12, 9), "SSHLL2 V12.4S, V9.8H, #0")
+	W(sshll4s(13, 10), "SSHLL V13.4S, V10.4H, #0")
+	W(sshll2_4s(8, 10), "SSHLL2 V8.4S, V10.8H, #0")
+	W(mul4s(0, 11, 24), "MUL V0.4S, V11.4S, V24.4S")
+	W(mla4s(0, 12, 25), "MLA V0.4S, V12.4S, V25.4S")
+	W(mla4s(0, 13, 14), "MLA V0.4S, V13.4S, V14.4S")
+	W(mla4s(0, 8, 20), "MLA V0.4S, V8.4S, V20.4S")
+	zero(1)
+	kEpilogue(208, -1)
+	kFullFooter(210)
 }
 
 // iq4xs: 136-byte blocks, nibbles at 8; eight groups of 32, group ib the
