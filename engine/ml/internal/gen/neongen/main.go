@@ -98,6 +98,7 @@ var (
 	sshll2_8h  = r2(0x4F08A400)
 	sshll4s    = r2(0x0F10A400)
 	sshll2_4s  = r2(0x4F10A400)
+	ushl8h     = r3(0x6E604400)
 )
 
 func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
@@ -592,33 +593,14 @@ func q32(d dotter, ty string, bb int) {
 	P("\tRET")
 }
 
-// The K-quant and IQ4_XS kernels leave the float steps to Go: they write
-// the exact int32 dot of every group's raw values (before the group
-// scale) with its activations, nb*groups int32s to out, and Go applies
-// the scales in the reference order (kquant_arm64.go).
-//
-// func dots<ty><variant>(w, a *byte, nb int, out *int32, tbl *int8)
-
-func kHeader(d dotter, ty string) {
-	P("")
-	P("// func dots%s%s(w, a *byte, nb int, out *int32, tbl *int8)", ty, d.name)
-	P("TEXT ·dots%s%s(SB), NOSPLIT, $0-40", ty, d.name)
-	P("\tMOVD w+0(FP), R0")
-	P("\tMOVD a+8(FP), R1")
-	P("\tMOVD nb+16(FP), R2")
-	P("\tMOVD out+24(FP), R3")
-	P("\tMOVD tbl+32(FP), R4")
-	P("\tVMOVI $15, V29.B16")
-	P("\tCBZ R2, done")
-	P("loop:")
-}
-
-// The Q4_K, Q5_K and Q6_K kernels do the whole of dotK in assembly:
+// The super-block kernels (Q4_K, Q5_K, Q6_K, IQ4_XS) do the whole of dotK
+// in assembly:
 //
 // func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32
 //
-// Their value loops are those of the dots kernels; the group dots stay in
-// registers, and each super-block ends in kEpilogue.
+// Each super-block's group dots (the raw values times the activations,
+// before the group scales) stay in registers, and the super-block ends in
+// kEpilogue.
 func kFullHeader(d dotter, ty string) {
 	P("")
 	P("// func dot%s%s(w, a *byte, nb int, tbl *int8) float32", ty, d.name)
@@ -628,6 +610,10 @@ func kFullHeader(d dotter, ty string) {
 	P("\tMOVD nb+16(FP), R2")
 	zero(31)
 	P("\tVMOVI $15, V29.B16")
+	if ty == "IQ4XS" {
+		P("\tMOVD tbl+24(FP), R4")
+		P("\tVLD1 (R4), [V27.B16]")
+	}
 	P("\tCBZ R2, done")
 	P("loop:")
 }
@@ -701,15 +687,6 @@ func kEpilogue(dOff, minOff int) {
 	P("\tFMULS F1, F3, F3")   // m
 	P("\tFSUBS F3, F2, F2")   // a - m
 	P("\tFADDS F2, F31, F31") // acc + (a - m)
-}
-
-func kFooter(bb int) {
-	P("\tADD $%d, R0", bb)
-	P("\tADD $292, R1")
-	P("\tSUBS $1, R2")
-	P("\tBNE loop")
-	P("done:")
-	P("\tRET")
 }
 
 // q4k: Q4_K (144-byte blocks, nibbles at 16) or Q5_K (176 bytes, the fifth
@@ -852,8 +829,7 @@ func q6k(d dotter) {
 // iq4xs: 136-byte blocks, nibbles at 8; eight groups of 32, group ib the
 // IQ4_NL block in bytes 16*ib (low nibbles first), through the code book.
 func iq4xs(d dotter) {
-	kHeader(d, "IQ4XS")
-	P("\tVLD1 (R4), [V27.B16]")
+	kFullHeader(d, "IQ4XS")
 	P("\tMOVD R1, R6")
 	P("\tADD $8, R0, R5")
 	for ib := 0; ib < 8; ib += 2 {
@@ -874,8 +850,38 @@ func iq4xs(d dotter) {
 		d.emit(acc+1, 5, 19)
 		if (ib/2)%2 == 1 {
 			reduce4(20, 21, 22, 23)
-			P("\tVST1.P [V20.S4], 16(R3)")
+			if ib == 2 {
+				P("\tVORR V20.B16, V20.B16, V14.B16") // groups 0-3
+			}
 		}
 	}
-	kFooter(136)
+	// The scales (iq4XSScale): low nibbles of the four bytes at 4, in
+	// order; bits 2ib, 2ib+1 of the u16 at 2 on top; minus 32.
+	P("\tMOVWU 4(R0), R8")
+	P("\tFMOVS R8, F8")
+	P("\tVAND V29.B16, V8.B16, V9.B16")
+	P("\tVUSHR $4, V8.B16, V10.B16")
+	P("\tVZIP1 V10.B8, V9.B8, V11.B8")
+	P("\tMOVHU 2(R0), R9")
+	P("\tVDUP R9, V12.H8")
+	P("\tMOVD $0xFFFAFFFCFFFE0000, R10") // shifts 0, -2, -4, -6
+	P("\tMOVD $0xFFF2FFF4FFF6FFF8, R11") // -8, -10, -12, -14
+	P("\tVMOV R10, V13.D[0]")
+	P("\tVMOV R11, V13.D[1]")
+	W(ushl8h(12, 12, 13), "USHL V12.8H, V12.8H, V13.8H")
+	W(xtn8b(12, 12), "XTN V12.8B, V12.8H")
+	P("\tVMOVI $3, V15.B16")
+	P("\tVAND V15.B16, V12.B16, V12.B16")
+	P("\tVSHL $4, V12.B16, V12.B16")
+	P("\tVORR V12.B16, V11.B16, V11.B16")
+	P("\tVMOVI $32, V15.B16")
+	P("\tVSUB V15.B16, V11.B16, V11.B16")
+	W(sshll8h(11, 11), "SSHLL V11.8H, V11.8B, #0")
+	W(sshll4s(9, 11), "SSHLL V9.4S, V11.4H, #0")
+	W(sshll2_4s(10, 11), "SSHLL2 V10.4S, V11.8H, #0")
+	W(mul4s(0, 9, 14), "MUL V0.4S, V9.4S, V14.4S")
+	W(mla4s(0, 10, 20), "MLA V0.4S, V10.4S, V20.4S")
+	zero(1)
+	kEpilogue(0, -1)
+	kFullFooter(136)
 }
