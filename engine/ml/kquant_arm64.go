@@ -11,7 +11,8 @@ import "sync/atomic"
 //
 // Each kernel computes one output, one weight row against one activation
 // row, with the reference float steps in their order: dot32's for the
-// 32-value types (sc = dw*dx, p = s*sc, acc + p, each rounded), dotK's for
+// 32-value types (sc = dw*dx, p = s*sc, acc + p, each rounded, then the
+// offset term of Q4_1 and Q5_1), dotK's for
 // the super-block types Q4_K, Q5_K, Q6_K and IQ4_XS (exact isum and msum
 // in int32, then superBlock's steps). Batches take each weight row
 // (L1-resident after the first call) against every activation row in
@@ -40,6 +41,24 @@ func dotQ4_0NEON(w, a *byte, nb int, tbl *int8) float32
 
 //go:noescape
 func dotIQ4NLNEON(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ5_0SDOT(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ4_1SDOT(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ5_1SDOT(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ5_0NEON(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ4_1NEON(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ5_1NEON(w, a *byte, nb int, tbl *int8) float32
 
 //go:noescape
 func dotQ4KSDOT(w, a *byte, nb int, tbl *int8) float32
@@ -74,8 +93,10 @@ var neonCalls atomic.Int64
 // rowKernels indexes the kernels by [dotprod][type].
 var rowKernels = [2]map[Type]rowKernel{
 	{Q8_0: dotQ8_0NEON, Q4_0: dotQ4_0NEON, IQ4_NL: dotIQ4NLNEON, MXFP4: dotMXFP4NEON,
+		Q5_0: dotQ5_0NEON, Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON,
 		Q4_K: dotQ4KNEON, Q5_K: dotQ5KNEON, Q6_K: dotQ6KNEON, IQ4_XS: dotIQ4XSNEON},
 	{Q8_0: dotQ8_0SDOT, Q4_0: dotQ4_0SDOT, IQ4_NL: dotIQ4NLSDOT, MXFP4: dotMXFP4SDOT,
+		Q5_0: dotQ5_0SDOT, Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT,
 		Q4_K: dotQ4KSDOT, Q5_K: dotQ5KSDOT, Q6_K: dotQ6KSDOT, IQ4_XS: dotIQ4XSSDOT},
 }
 
@@ -120,8 +141,7 @@ func matmulQ8SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) b
 	return matmulNEON(dst, act, n, w, rb, lo, hi)
 }
 
-// matmulExpandSIMD takes Q4_0 and IQ4_NL (and Q5_0, which has no arm64
-// kernel yet).
+// matmulExpandSIMD takes Q4_0, Q5_0 and IQ4_NL.
 func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	return matmulNEON(dst, act, n, w, rb, lo, hi)
 }
@@ -134,7 +154,7 @@ func matmulMXFP4SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int
 	return matmulNEON(dst, act, n, w, rb, lo, hi)
 }
 
-// matmulOffSIMD takes IQ4_XS (Q4_1 and Q5_1 have no arm64 kernel yet).
+// matmulOffSIMD takes Q4_1, Q5_1 and IQ4_XS.
 func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	return matmulNEON(dst, act, n, w, rb, lo, hi)
 }

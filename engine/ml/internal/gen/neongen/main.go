@@ -178,10 +178,9 @@ func generate() {
 	P("")
 	P("#include \"textflag.h\"")
 	for _, d := range dotters {
-		q32(d, "Q8_0", 34)
-		q32(d, "Q4_0", 18)
-		q32(d, "IQ4NL", 18)
-		q32(d, "MXFP4", 17)
+		for _, t := range q32Types {
+			q32(d, t)
+		}
 		q4k(d, false)
 		q4k(d, true)
 		q6k(d)
@@ -515,14 +514,40 @@ func axpyF32() {
 	P("\tRET")
 }
 
+// q32Type is the layout of a 32-value block: the value bytes at qs (32
+// int8 for Q8_0, else 16 bytes of nibbles, low ones first), the fifth bits
+// as a u32 at qh (or none, -1), the f16 offset m at min (or none), and
+// what the values are: "" as they are, "tbl" through the code book, or
+// minus bias.
+type q32Type struct {
+	ty          string
+	bb, qs      int
+	qh, min     int
+	codes, bias string
+}
+
+var q32Types = []q32Type{
+	{ty: "Q8_0", bb: 34, qs: 2, qh: -1, min: -1},
+	{ty: "Q4_0", bb: 18, qs: 2, qh: -1, min: -1, bias: "8"},
+	{ty: "IQ4NL", bb: 18, qs: 2, qh: -1, min: -1, codes: "tbl"},
+	{ty: "MXFP4", bb: 17, qs: 1, qh: -1, min: -1, codes: "tbl"},
+	{ty: "Q5_0", bb: 22, qs: 6, qh: 2, min: -1, bias: "16"},
+	{ty: "Q4_1", bb: 20, qs: 4, qh: -1, min: 2},
+	{ty: "Q5_1", bb: 24, qs: 8, qh: 4, min: 2},
+}
+
 // q32 writes func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32:
-// the reference arithmetic of dot32 (no offset) for one weight row of nb
-// blocks of bb bytes and one Q8 activation row. tbl is the code book of
+// the reference arithmetic of dot32 for one weight row of nb blocks and
+// one Q8 activation row: per block acc + s*(d*dx), then for types with an
+// offset acc + sum(q)*(m*dx), every step rounded. tbl is the code book of
 // IQ4_NL or MXFP4 (read by those types only).
 //
 // Registers: R0 w, R1 a, R2 blocks left, V31 the f32 sum, V29 0x0f bytes,
-// V28 8 bytes, V27 the code book.
-func q32(d dotter, ty string, bb int) {
+// V28 the bias bytes, V27 the code book; for the fifth bits V22 0x10
+// bytes, V23/V24 the TBL indices of the qh byte of each value, V25 each
+// value's bit in it.
+func q32(d dotter, t q32Type) {
+	ty := t.ty
 	P("")
 	P("// func dot%s%s(w, a *byte, nb int, tbl *int8) float32", ty, d.name)
 	P("TEXT ·dot%s%s(SB), NOSPLIT, $0-36", ty, d.name)
@@ -532,17 +557,29 @@ func q32(d dotter, ty string, bb int) {
 	P("\tMOVD tbl+24(FP), R3")
 	zero(31)
 	P("\tVMOVI $15, V29.B16")
-	P("\tVMOVI $8, V28.B16")
-	if ty == "IQ4NL" || ty == "MXFP4" {
+	if t.bias != "" {
+		P("\tVMOVI $%s, V28.B16", t.bias)
+	}
+	if t.codes == "tbl" {
 		P("\tVLD1 (R3), [V27.B16]")
+	}
+	if t.qh >= 0 {
+		P("\tVMOVI $16, V22.B16")
+		P("\tMOVD $0x8040201008040201, R9")
+		P("\tVDUP R9, V25.D2")
+		zero(24)
+		P("\tMOVD $0x0101010101010101, R9")
+		P("\tVMOV R9, V24.D[1]")
+		P("\tMOVD $0x0202020202020202, R9")
+		P("\tVMOV R9, V23.D[0]")
+		P("\tMOVD $0x0303030303030303, R9")
+		P("\tVMOV R9, V23.D[1]")
 	}
 	P("\tCBZ R2, done")
 	P("loop:")
-	qs := 2
 	if ty == "MXFP4" {
 		// The E8M0 scale halved (e8m0Half): 2^(e-128) as f32 bits
 		// (e-1)<<23, or the subnormal 0x00200000<<e for e < 2.
-		qs = 1
 		P("\tMOVBU (R0), R4")
 		P("\tSUB $1, R4, R5")
 		P("\tLSL $23, R5, R5")
@@ -558,21 +595,34 @@ func q32(d dotter, ty string, bb int) {
 	}
 	P("\tFMOVS (R1), F4")   // dx
 	P("\tFMULS F4, F3, F5") // sc = dw*dx, rounded
-	P("\tADD $%d, R0, R5", qs)
+	P("\tADD $%d, R0, R5", t.qs)
 	P("\tADD $8, R1, R6")
 	P("\tVLD1 (R6), [V16.B16, V17.B16]")
-	switch ty {
-	case "Q8_0":
+	if ty == "Q8_0" {
 		P("\tVLD1 (R5), [V0.B16, V1.B16]")
-	case "Q4_0", "IQ4NL", "MXFP4":
+	} else {
 		// Low nibbles are values 0..15, high nibbles 16..31.
 		P("\tVLD1 (R5), [V2.B16]")
 		P("\tVAND V29.B16, V2.B16, V0.B16")
 		P("\tVUSHR $4, V2.B16, V1.B16")
-		if ty == "Q4_0" {
+		if t.qh >= 0 {
+			// Bit j of qh becomes 16 in value j.
+			P("\tMOVWU %d(R0), R8", t.qh)
+			P("\tVMOV R8, V6.S[0]")
+			P("\tVTBL V24.B16, [V6.B16], V18.B16")
+			P("\tVTBL V23.B16, [V6.B16], V19.B16")
+			P("\tVCMTST V25.B16, V18.B16, V18.B16")
+			P("\tVCMTST V25.B16, V19.B16, V19.B16")
+			P("\tVAND V22.B16, V18.B16, V18.B16")
+			P("\tVAND V22.B16, V19.B16, V19.B16")
+			P("\tVORR V18.B16, V0.B16, V0.B16")
+			P("\tVORR V19.B16, V1.B16, V1.B16")
+		}
+		if t.bias != "" {
 			P("\tVSUB V28.B16, V0.B16, V0.B16")
 			P("\tVSUB V28.B16, V1.B16, V1.B16")
-		} else {
+		}
+		if t.codes == "tbl" {
 			P("\tVTBL V0.B16, [V27.B16], V0.B16")
 			P("\tVTBL V1.B16, [V27.B16], V1.B16")
 		}
@@ -584,7 +634,20 @@ func q32(d dotter, ty string, bb int) {
 	P("\tWORD $0x%08X // SCVTF S2, S2", scvtfS(2, 2))
 	P("\tFMULS F5, F2, F2")   // p = s*sc, rounded
 	P("\tFADDS F2, F31, F31") // acc + p, rounded
-	P("\tADD $%d, R0", bb)
+	if t.min >= 0 {
+		// acc + sum(q)*(m*dx), sum(q) = -bias/128 of the activation block.
+		P("\tMOVHU %d(R0), R8", t.min)
+		P("\tFMOVS R8, F6")
+		P("\tFCVTHS F6, F6")
+		P("\tFMULS F4, F6, F6") // m*dx
+		P("\tMOVW 4(R1), R8")
+		P("\tNEG R8, R8")
+		P("\tASR $7, R8, R8")
+		P("\tSCVTFWS R8, F7")
+		P("\tFMULS F6, F7, F7")
+		P("\tFADDS F7, F31, F31")
+	}
+	P("\tADD $%d, R0", t.bb)
 	P("\tADD $40, R1")
 	P("\tSUBS $1, R2")
 	P("\tBNE loop")
