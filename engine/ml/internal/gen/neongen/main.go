@@ -184,6 +184,7 @@ func generate() {
 		q4k(d, false)
 		q4k(d, true)
 		q6k(d)
+		q2k(d)
 		iq4xs(d)
 	}
 	dotF32(false)
@@ -656,7 +657,7 @@ func q32(d dotter, t q32Type) {
 	P("\tRET")
 }
 
-// The super-block kernels (Q4_K, Q5_K, Q6_K, IQ4_XS) do the whole of dotK
+// The super-block kernels (Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS) do the whole of dotK
 // in assembly:
 //
 // func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32
@@ -887,6 +888,74 @@ func q6k(d dotter) {
 	zero(1)
 	kEpilogue(208, -1)
 	kFullFooter(210)
+}
+
+// q2k: 84-byte blocks, the scale/min nibbles at 0, the 2-bit values at
+// 16, d at 80, dmin at 82; sixteen groups of 16: group g is half g/8,
+// bit pair (g%8)/2 of bytes 16*(g%2) of that half's 32 (see unpackQ2K).
+func q2k(d dotter) {
+	kFullHeader(d, "Q2K")
+	P("\tVMOVI $3, V28.B16")
+	P("\tMOVD R1, R6")
+	P("\tADD $16, R0, R5")
+	for h := 0; h < 2; h++ {
+		P("\tVLD1.P 32(R5), [V8.B16, V9.B16]")
+		for p := 0; p < 2; p++ {
+			P("\tVLD1.P 64(R6), [V16.B16, V17.B16, V18.B16, V19.B16]")
+			for kk := 0; kk < 2; kk++ {
+				k := 2*p + kk
+				for j := 0; j < 2; j++ {
+					v := 2*kk + j
+					if k == 0 {
+						P("\tVAND V28.B16, V%d.B16, V%d.B16", 8+j, v)
+					} else {
+						P("\tVUSHR $%d, V%d.B16, V%d.B16", 2*k, 8+j, v)
+						P("\tVAND V28.B16, V%d.B16, V%d.B16", v, v)
+					}
+				}
+			}
+			zero(20, 21, 22, 23)
+			for v := 0; v < 4; v++ {
+				d.emit(20+v, v, 16+v)
+			}
+			reduce4(20, 21, 22, 23)
+			if save := []int{24, 25, 14, 0}[2*h+p]; save != 0 {
+				P("\tVORR V20.B16, V20.B16, V%d.B16", save)
+			}
+		}
+	}
+	// Scales (low nibbles) and mins (high), widened to int32, four groups
+	// per vector; the mins pair with the sixteen 16-value sums.
+	P("\tVLD1 (R0), [V8.B16]")
+	P("\tVAND V29.B16, V8.B16, V9.B16")
+	P("\tVUSHR $4, V8.B16, V10.B16")
+	widen := func(src int) {
+		P("\tVUXTL V%d.B8, V11.H8", src)
+		P("\tVUXTL2 V%d.B16, V12.H8", src)
+		P("\tVUXTL V11.H4, V13.S4")
+		P("\tVUXTL2 V11.H8, V15.S4")
+		P("\tVUXTL V12.H4, V3.S4")
+		P("\tVUXTL2 V12.H8, V4.S4")
+	}
+	widen(9)
+	W(mul4s(2, 13, 24), "MUL V2.4S, V13.4S, V24.4S")
+	W(mla4s(2, 15, 25), "MLA V2.4S, V15.4S, V25.4S")
+	W(mla4s(2, 3, 14), "MLA V2.4S, V3.4S, V14.4S")
+	W(mla4s(2, 4, 20), "MLA V2.4S, V4.4S, V20.4S")
+	widen(10)
+	P("\tADD $260, R1, R8")
+	P("\tVLD1 (R8), [V5.H8, V6.H8]")
+	W(sshll4s(16, 5), "SSHLL V16.4S, V5.4H, #0")
+	W(sshll2_4s(17, 5), "SSHLL2 V17.4S, V5.8H, #0")
+	W(sshll4s(18, 6), "SSHLL V18.4S, V6.4H, #0")
+	W(sshll2_4s(19, 6), "SSHLL2 V19.4S, V6.8H, #0")
+	W(mul4s(1, 13, 16), "MUL V1.4S, V13.4S, V16.4S")
+	W(mla4s(1, 15, 17), "MLA V1.4S, V15.4S, V17.4S")
+	W(mla4s(1, 3, 18), "MLA V1.4S, V3.4S, V18.4S")
+	W(mla4s(1, 4, 19), "MLA V1.4S, V4.4S, V19.4S")
+	P("\tVORR V2.B16, V2.B16, V0.B16")
+	kEpilogue(80, 82)
+	kFullFooter(84)
 }
 
 // iq4xs: 136-byte blocks, nibbles at 8; eight groups of 32, group ib the
