@@ -37,7 +37,7 @@ func TestNEONKernelsRun(t *testing.T) {
 	defer SetThreads(0)
 	SetThreads(1)
 	r := rand.New(rand.NewPCG(28, 2))
-	for _, ty := range []Type{Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, ty := range []Type{Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		for _, s := range []struct{ rows, cols int }{{1, 256}, {5, 512}, {16, 768}, {33, 256}} {
 			w := randMatrix(t, r, ty, s.rows, s.cols)
 			rb, err := ty.RowBytes(s.cols)
@@ -145,7 +145,7 @@ func BenchmarkNEONLevels(b *testing.B) {
 		setSIMDLevel(lvl)
 		b.Cleanup(func() { setSIMDLevel(saved) })
 	}
-	for _, ty := range []Type{F32, F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, ty := range []Type{F32, F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
 		if err != nil {
 			b.Fatal(err)

@@ -13,7 +13,7 @@ import "sync/atomic"
 // row, with the reference float steps in their order: dot32's for the
 // 32-value types (sc = dw*dx, p = s*sc, acc + p, each rounded, then the
 // offset term of Q4_1 and Q5_1), dotK's for
-// the super-block types Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS (exact isum and msum
+// the super-block types Q2_K-Q6_K and IQ4_XS (exact isum and msum
 // in int32, then superBlock's steps). Batches take each weight row
 // (L1-resident after the first call) against every activation row in
 // turn.
@@ -67,6 +67,12 @@ func dotQ2KSDOT(w, a *byte, nb int, tbl *int8) float32
 func dotQ2KNEON(w, a *byte, nb int, tbl *int8) float32
 
 //go:noescape
+func dotQ3KSDOT(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
+func dotQ3KNEON(w, a *byte, nb int, tbl *int8) float32
+
+//go:noescape
 func dotQ4KSDOT(w, a *byte, nb int, tbl *int8) float32
 
 //go:noescape
@@ -100,10 +106,10 @@ var neonCalls atomic.Int64
 var rowKernels = [2]map[Type]rowKernel{
 	{Q8_0: dotQ8_0NEON, Q4_0: dotQ4_0NEON, IQ4_NL: dotIQ4NLNEON, MXFP4: dotMXFP4NEON,
 		Q5_0: dotQ5_0NEON, Q4_1: dotQ4_1NEON, Q5_1: dotQ5_1NEON,
-		Q2_K: dotQ2KNEON, Q4_K: dotQ4KNEON, Q5_K: dotQ5KNEON, Q6_K: dotQ6KNEON, IQ4_XS: dotIQ4XSNEON},
+		Q2_K: dotQ2KNEON, Q3_K: dotQ3KNEON, Q4_K: dotQ4KNEON, Q5_K: dotQ5KNEON, Q6_K: dotQ6KNEON, IQ4_XS: dotIQ4XSNEON},
 	{Q8_0: dotQ8_0SDOT, Q4_0: dotQ4_0SDOT, IQ4_NL: dotIQ4NLSDOT, MXFP4: dotMXFP4SDOT,
 		Q5_0: dotQ5_0SDOT, Q4_1: dotQ4_1SDOT, Q5_1: dotQ5_1SDOT,
-		Q2_K: dotQ2KSDOT, Q4_K: dotQ4KSDOT, Q5_K: dotQ5KSDOT, Q6_K: dotQ6KSDOT, IQ4_XS: dotIQ4XSSDOT},
+		Q2_K: dotQ2KSDOT, Q3_K: dotQ3KSDOT, Q4_K: dotQ4KSDOT, Q5_K: dotQ5KSDOT, Q6_K: dotQ6KSDOT, IQ4_XS: dotIQ4XSSDOT},
 }
 
 func dotProdIndex() int {

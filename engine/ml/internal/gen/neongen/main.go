@@ -185,6 +185,7 @@ func generate() {
 		q4k(d, true)
 		q6k(d)
 		q2k(d)
+		q3k(d)
 		iq4xs(d)
 	}
 	dotF32(false)
@@ -657,7 +658,7 @@ func q32(d dotter, t q32Type) {
 	P("\tRET")
 }
 
-// The super-block kernels (Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS) do the whole of dotK
+// The super-block kernels (Q2_K-Q6_K, IQ4_XS) do the whole of dotK
 // in assembly:
 //
 // func dot<ty><variant>(w, a *byte, nb int, tbl *int8) float32
@@ -956,6 +957,95 @@ func q2k(d dotter) {
 	P("\tVORR V2.B16, V2.B16, V0.B16")
 	kEpilogue(80, 82)
 	kFullFooter(84)
+}
+
+// q3k: 110-byte blocks, hmask at 0, the low 2-bit values at 32 (laid out
+// as Q2_K's), the 6-bit scales at 96, d at 108; group g's values are
+// minus 4 where bit 4*(g/8)+(g%8)/2 of hmask[16*(g%2)+l] is clear (see
+// unpackQ3K). No mins.
+func q3k(d dotter) {
+	kFullHeader(d, "Q3K")
+	P("\tVMOVI $3, V28.B16")
+	P("\tVMOVI $4, V27.B16")
+	P("\tMOVD R1, R6")
+	P("\tADD $32, R0, R5")
+	P("\tVLD1 (R0), [V10.B16, V11.B16]") // hmask
+	for h := 0; h < 2; h++ {
+		P("\tVLD1.P 32(R5), [V8.B16, V9.B16]")
+		for p := 0; p < 2; p++ {
+			P("\tVLD1.P 64(R6), [V16.B16, V17.B16, V18.B16, V19.B16]")
+			for kk := 0; kk < 2; kk++ {
+				k := 2*p + kk
+				P("\tVMOVI $%d, V12.B16", 1<<(4*h+k))
+				for j := 0; j < 2; j++ {
+					v := 2*kk + j
+					if k == 0 {
+						P("\tVAND V28.B16, V%d.B16, V%d.B16", 8+j, v)
+					} else {
+						P("\tVUSHR $%d, V%d.B16, V%d.B16", 2*k, 8+j, v)
+						P("\tVAND V28.B16, V%d.B16, V%d.B16", v, v)
+					}
+					// + 4 where the hmask bit is set, then - 4.
+					P("\tVCMTST V12.B16, V%d.B16, V13.B16", 10+j)
+					P("\tVAND V27.B16, V13.B16, V13.B16")
+					P("\tVADD V13.B16, V%d.B16, V%d.B16", v, v)
+					P("\tVSUB V27.B16, V%d.B16, V%d.B16", v, v)
+				}
+			}
+			zero(20, 21, 22, 23)
+			for v := 0; v < 4; v++ {
+				d.emit(20+v, v, 16+v)
+			}
+			reduce4(20, 21, 22, 23)
+			if save := []int{24, 25, 14, 0}[2*h+p]; save != 0 {
+				P("\tVORR V20.B16, V20.B16, V%d.B16", save)
+			}
+		}
+	}
+	// The scales as q3KScales: four 32-bit words of 6-bit values, minus 32.
+	P("\tMOVWU 96(R0), R8")   // a0
+	P("\tMOVWU 100(R0), R9")  // a1
+	P("\tMOVWU 104(R0), R10") // tmp
+	P("\tMOVW $0x0f0f0f0f, R11")
+	P("\tMOVW $0x03030303, R12")
+	aux := func(dst, a string, ashift, tshift int) {
+		if ashift > 0 {
+			P("\tLSR $%d, %s, %s", ashift, a, dst)
+			P("\tAND R11, %s, %s", dst, dst)
+		} else {
+			P("\tAND R11, %s, %s", a, dst)
+		}
+		if tshift > 0 {
+			P("\tLSR $%d, R10, R13", tshift)
+			P("\tAND R12, R13, R13")
+		} else {
+			P("\tAND R12, R10, R13")
+		}
+		P("\tORR R13<<4, %s, %s", dst, dst)
+	}
+	aux("R14", "R8", 0, 0)
+	aux("R15", "R9", 0, 2)
+	aux("R19", "R8", 4, 4)
+	aux("R20", "R9", 4, 6)
+	P("\tORR R15<<32, R14, R14")
+	P("\tORR R20<<32, R19, R19")
+	P("\tVMOV R14, V8.D[0]")
+	P("\tVMOV R19, V8.D[1]")
+	P("\tVMOVI $32, V9.B16")
+	P("\tVSUB V9.B16, V8.B16, V8.B16")
+	W(sshll8h(11, 8), "SSHLL V11.8H, V8.8B, #0")
+	W(sshll2_8h(12, 8), "SSHLL2 V12.8H, V8.16B, #0")
+	W(sshll4s(13, 11), "SSHLL V13.4S, V11.4H, #0")
+	W(sshll2_4s(15, 11), "SSHLL2 V15.4S, V11.8H, #0")
+	W(sshll4s(3, 12), "SSHLL V3.4S, V12.4H, #0")
+	W(sshll2_4s(4, 12), "SSHLL2 V4.4S, V12.8H, #0")
+	W(mul4s(0, 13, 24), "MUL V0.4S, V13.4S, V24.4S")
+	W(mla4s(0, 15, 25), "MLA V0.4S, V15.4S, V25.4S")
+	W(mla4s(0, 3, 14), "MLA V0.4S, V3.4S, V14.4S")
+	W(mla4s(0, 4, 20), "MLA V0.4S, V4.4S, V20.4S")
+	zero(1)
+	kEpilogue(108, -1)
+	kFullFooter(110)
 }
 
 // iq4xs: 136-byte blocks, nibbles at 8; eight groups of 32, group ib the
