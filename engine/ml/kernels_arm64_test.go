@@ -178,3 +178,41 @@ func BenchmarkNEONLevels(b *testing.B) {
 		})
 	}
 }
+
+// TestNEONHalfRowsMatchF32 requires F16 and BF16 products to equal, bit
+// for bit, the F32 product over the exactly decoded weights at every
+// level, through the arm64 row kernels (counted), K with and without a
+// tail of fewer than 16 values, batches of one and several rows.
+func TestNEONHalfRowsMatchF32(t *testing.T) {
+	defer SetThreads(0)
+	SetThreads(1)
+	r := rand.New(rand.NewPCG(28, 5))
+	for _, ty := range []Type{F16, BF16} {
+		for _, s := range []struct{ rows, cols int }{{7, 20}, {9, 64}, {5, 2061}} {
+			w := randMatrix(t, r, ty, s.rows, s.cols)
+			dec := make([]float32, s.rows*s.cols)
+			for i := 0; i < s.rows; i++ {
+				Dequantize(dec[i*s.cols:(i+1)*s.cols], w, i)
+			}
+			w32, err := Quantize(F32, s.rows, s.cols, dec)
+			require.NoError(t, err)
+			for _, n := range []int{1, 3} {
+				x := randF32(r, n*s.cols)
+				for _, lvl := range supportedLevels()[1:] {
+					saved := simdLevel()
+					setSIMDLevel(lvl)
+					want := make([]float32, n*s.rows)
+					got := make([]float32, n*s.rows)
+					MatMul(want, x, n, w32)
+					before := neonCalls.Load()
+					MatMul(got, x, n, w)
+					ran := neonCalls.Load() - before
+					setSIMDLevel(saved)
+					what := fmt.Sprintf("%v %dx%d n=%d level=%d", ty, s.rows, s.cols, n, lvl)
+					require.Equal(t, int64(n*s.rows), ran, "%s: outputs from the arm64 kernels", what)
+					requireBits(t, want, got, s.rows, what)
+				}
+			}
+		}
+	}
+}

@@ -188,8 +188,9 @@ func generate() {
 		q3k(d)
 		iq4xs(d)
 	}
-	dotF32(false)
-	dotF32(true)
+	dotF32("F32")
+	dotF32("F16")
+	dotF32("BF16")
 	axpyF32()
 	quantQ8()
 	maxMin()
@@ -452,13 +453,14 @@ func quantQ8K() {
 }
 
 // dotF32 writes func dotF32NEON(a, b *float32, n16 int) float32 (or
-// dotF16NEON with b f16 values, widened exactly): four accumulators of
-// four lanes fed by FMLA, n16 a positive multiple of 16, then the same
-// fixed reduction, so an F16 row gives the bits of its F32 decoding.
-func dotF32(f16 bool) {
-	name, bt := "dotF32NEON", "*float32"
-	if f16 {
-		name, bt = "dotF16NEON", "*uint16"
+// dotF16NEON / dotBF16NEON with b f16 / bf16 values, widened exactly):
+// four accumulators of four lanes fed by FMLA, n16 a positive multiple of
+// 16, then the same fixed reduction, so an F16 or BF16 row gives the bits
+// of its F32 decoding.
+func dotF32(kind string) {
+	name, bt := "dot"+kind+"NEON", "*uint16"
+	if kind == "F32" {
+		bt = "*float32"
 	}
 	P("")
 	P("// func %s(a *float32, b %s, n16 int) float32", name, bt)
@@ -467,15 +469,27 @@ func dotF32(f16 bool) {
 	P("\tMOVD b+8(FP), R1")
 	P("\tMOVD n16+16(FP), R2")
 	zero(16, 17, 18, 19)
+	if kind == "BF16" {
+		zero(10)
+	}
 	P("loop:")
 	P("\tVLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
-	if f16 {
+	switch kind {
+	case "F16":
 		P("\tVLD1.P 32(R1), [V8.H8, V9.H8]")
 		P("\tWORD $0x%08X // FCVTL V4.4S, V8.4H", fcvtl(4, 8))
 		P("\tWORD $0x%08X // FCVTL2 V5.4S, V8.8H", fcvtl2(5, 8))
 		P("\tWORD $0x%08X // FCVTL V6.4S, V9.4H", fcvtl(6, 9))
 		P("\tWORD $0x%08X // FCVTL2 V7.4S, V9.8H", fcvtl2(7, 9))
-	} else {
+	case "BF16":
+		// A bf16 value is the high half of its f32: interleave with the
+		// zeros of V10.
+		P("\tVLD1.P 32(R1), [V8.H8, V9.H8]")
+		P("\tVZIP1 V8.H8, V10.H8, V4.H8")
+		P("\tVZIP2 V8.H8, V10.H8, V5.H8")
+		P("\tVZIP1 V9.H8, V10.H8, V6.H8")
+		P("\tVZIP2 V9.H8, V10.H8, V7.H8")
+	default:
 		P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
 	}
 	for i := 0; i < 4; i++ {
