@@ -17,7 +17,7 @@ insns() {
   GOMAXPROCS=1 GOGC=off qemu-aarch64 -plugin "$tmp/libinsn.so" -d plugin -cpu max "$tmp/ml.test" \
     -test.run '^$' -test.bench "^BenchmarkNEONLevels/$1\$" -test.benchtime "$2" 2>&1 | awk '/^insns/ {print $2}'
 }
-cases=$(for ty in F32 F16 Q8_0 Q4_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K IQ4_XS; do for l in generic neon dotprod; do echo "$ty/$l"; done; done; \
+cases=$(for ty in F32 F16 BF16 Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL MXFP4 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS; do for l in generic neon dotprod; do echo "$ty/$l"; done; done; \
   for op in SiLUMul Dot; do for l in generic neon dotprod; do echo "$op/$l"; done; done)
 printf '%-18s %8s %14s %10s\n' case runs insns "per value"
 for c in $cases; do
