@@ -145,7 +145,7 @@ func BenchmarkNEONLevels(b *testing.B) {
 		setSIMDLevel(lvl)
 		b.Cleanup(func() { setSIMDLevel(saved) })
 	}
-	for _, ty := range []Type{F32, F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
 		if err != nil {
 			b.Fatal(err)
