@@ -122,7 +122,7 @@ func dotProdIndex() int {
 // matmulNEON computes output columns [lo,hi) of an integer product with
 // the arm64 kernel for w.Type, or reports false when there is none.
 func matmulNEON(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
-	if !useSIMD() || hi <= lo {
+	if !useSIMD() || hi <= lo || w.Cols == 0 {
 		return false
 	}
 	if k := rowKernels[dotProdIndex()][w.Type]; k != nil {

@@ -162,7 +162,7 @@ func axpy(dst []float32, a float32, x []float32) {
 // weight row: the same arithmetic at any batch size, position and thread
 // count. Each weight row stays in L1 while every activation row takes it.
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
-	if !useSIMD() || (w.Type != F32 && w.Type != F16 && w.Type != BF16) {
+	if !useSIMD() || w.Cols == 0 || (w.Type != F32 && w.Type != F16 && w.Type != BF16) {
 		return false
 	}
 	R, K := w.Rows, w.Cols
