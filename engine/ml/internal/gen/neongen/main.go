@@ -1,10 +1,12 @@
 // Command neongen writes kernels_arm64.s, the arm64 NEON kernels of
-// engine/ml's integer products. Every kernel comes in two variants that
-// differ only in the int8 dot step: SDOT (the dot-product extension,
-// ARMv8.2 FEAT_DotProd) or SMULL/SMULL2/SADALP (plain ARMv8.0 NEON). The
-// Go assembler has no SDOT, SMULL, SADALP or SCVTF, so those are written
-// as WORDs with the mnemonic in a comment; the encoders below are checked
-// against llvm-mc in TestNEONEncodings (neongen_test.go).
+// engine/ml: the integer products of the quantized types, the F32/F16/BF16
+// row dots, axpy, the Q8 and Q8_K activation quantizers and SiLU·mul.
+// Every integer kernel comes in two variants that differ only in the int8
+// dot step: SDOT (the dot-product extension, ARMv8.2 FEAT_DotProd) or
+// SMULL/SMULL2/SADALP (plain ARMv8.0 NEON). The Go assembler lacks these
+// and many other vector instructions (SCVTF, FCVTL, FMUL, SQXTN, ...), so
+// they are written as WORDs with the mnemonic in a comment; the encoders
+// below are checked against llvm-mc in TestNEONEncodings (main_test.go).
 //
 // Run it through go generate in engine/ml (see neongen.go):
 //
