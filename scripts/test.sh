@@ -43,6 +43,19 @@ esac
 command -v cmake >/dev/null || missing+=(cmake)
 command -v clang-16 >/dev/null || missing+=(clang-16)
 command -v python3 >/dev/null || missing+=(python3)
+# The arm64 NEON kernels run under qemu-user's qemu-aarch64 on other hosts
+# (installed like the rest as root, required in CI, else skipped).
+qemu_arm64=qemu-aarch64
+if [ "$(go env GOHOSTARCH)" = arm64 ]; then
+  qemu_arm64=
+elif ! command -v qemu-aarch64 >/dev/null; then
+  if { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; } || [ -n "${CI:-}" ]; then
+    missing+=(qemu-user)
+  else
+    echo "note: qemu-aarch64 not found (Debian: sudo apt-get install qemu-user); the arm64 kernel tests will skip"
+    qemu_arm64=skip
+  fi
+fi
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing missing prerequisites with apt-get: ${missing[*]}"
@@ -93,13 +106,31 @@ else
 fi
 
 # Supported systems build: Windows and macOS run on the CPU (the CUDA
-# backend reports itself unsupported there), linux/arm64 uses the generic
-# Go kernels.
+# backend reports itself unsupported there); arm64 has NEON kernels.
 step "cross-builds: windows/amd64, darwin/arm64, linux/arm64"
 for target in windows/amd64 darwin/arm64 linux/arm64; do
   echo "  $target"
   GOOS=${target%/*} GOARCH=${target#*/} go build ./...
 done
+
+# The arm64 kernels (engine/ml/*_arm64.*) against the generic Go: under
+# qemu-user with FEAT_DotProd (-cpu max: the SDOT kernels) and without
+# (cortex-a57: the SMULL/SADALP ones); TestARM64Features fails if qemu did
+# not give the CPU model's features. Natively on an arm64 host.
+arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels'
+case "$qemu_arm64" in
+  skip) ;;
+  "")
+    step "arm64 kernels (native)"
+    go test -count=1 -short -run "$arm64_tests" ./engine/ml ;;
+  *)
+    step "arm64 NEON kernels under qemu-aarch64 (with and without dotprod)"
+    for cpu in max:1 cortex-a57:0; do
+      echo "  -cpu ${cpu%:*}"
+      KVWARDEN_EXPECT_DOTPROD=${cpu#*:} GOARCH=arm64 go test -count=1 -short \
+        -exec "qemu-aarch64 -cpu ${cpu%:*}" -run "$arm64_tests" ./engine/ml
+    done ;;
+esac
 
 # ---- Go tests --------------------------------------------------------------
 # Packages with concurrency run under the race detector; the numeric kernels

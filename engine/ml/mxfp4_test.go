@@ -26,7 +26,9 @@ func mxfp4DotRef(row, act []byte) float32 {
 			s1 += int32(int8(q[j])) * int32(kvaluesMXFP4[blk[1+j]&0xf])
 			s2 += int32(int8(q[j+16])) * int32(kvaluesMXFP4[blk[1+j]>>4])
 		}
-		sumf += d * float32(s1+s2)
+		// The explicit conversion keeps arm64 from fusing the multiply
+		// into the add (dotScaled rounds the product first).
+		sumf += float32(d * float32(s1+s2))
 	}
 	return sumf
 }

@@ -1,0 +1,218 @@
+//go:build arm64 && !purego
+
+package ml
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestARM64Features checks the CPU features the kernels were dispatched on
+// against KVWARDEN_EXPECT_DOTPROD (1 or 0) when it is set: scripts/test.sh
+// runs the kernel tests under qemu with and without FEAT_DotProd and sets
+// it, so a qemu that ignored the CPU model would fail here instead of
+// silently testing one variant twice.
+func TestARM64Features(t *testing.T) {
+	t.Logf("dotprod %v, levels %v", hasDotProd, supportedLevels())
+	want := os.Getenv("KVWARDEN_EXPECT_DOTPROD")
+	if want == "" {
+		t.Skip("KVWARDEN_EXPECT_DOTPROD not set")
+	}
+	require.Equal(t, want == "1", hasDotProd, "FEAT_DotProd detected")
+	lv := supportedLevels()
+	require.Equal(t, levelNEON, lv[1])
+	require.Equal(t, hasDotProd, len(lv) == 3 && lv[2] == levelDotProd)
+}
+
+// TestNEONKernelsRun requires every arm64 integer kernel, at every level
+// the CPU has, to compute the products through MatMul (counted in
+// neonCalls) with the reference bits, for single rows and batches, row
+// counts around 4 and several widths.
+func TestNEONKernelsRun(t *testing.T) {
+	defer SetThreads(0)
+	SetThreads(1)
+	r := rand.New(rand.NewPCG(28, 2))
+	for _, ty := range []Type{Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		for _, s := range []struct{ rows, cols int }{{1, 256}, {5, 512}, {16, 768}, {33, 256}} {
+			w := randMatrix(t, r, ty, s.rows, s.cols)
+			rb, err := ty.RowBytes(s.cols)
+			require.NoError(t, err)
+			tr := ty.traits()
+			as := s.cols / tr.act.blockSize() * tr.act.blockBytes()
+			for _, n := range []int{1, 3, 8} {
+				x := randF32(r, n*s.cols)
+				act := make([]byte, n*as)
+				for i := 0; i < n; i++ {
+					quantizeActGeneric(tr.act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+				}
+				want := make([]float32, n*s.rows)
+				matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
+				for _, lvl := range supportedLevels()[1:] {
+					saved := simdLevel()
+					setSIMDLevel(lvl)
+					before := neonCalls.Load()
+					got := make([]float32, n*s.rows)
+					MatMul(got, x, n, w)
+					ran := neonCalls.Load() - before
+					setSIMDLevel(saved)
+					what := fmt.Sprintf("%v %dx%d n=%d level=%d", ty, s.rows, s.cols, n, lvl)
+					require.Equal(t, int64(n*s.rows), ran, "%s: outputs from the arm64 kernels", what)
+					requireBits(t, want, got, s.rows, what)
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeActQ8NEON requires the NEON Q8 and Q8_K activation encoders
+// to give the reference bytes on random rows and on blocks of zeros,
+// signed zeros, a NaN, infinities, exact halves, subnormals and values
+// beyond int8 after scaling.
+func TestQuantizeActQ8NEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 3))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	const n = 512
+	for trial := 0; trial < 64; trial++ {
+		x := randF32(r, n)
+		for b := 0; b < n/32; b++ {
+			blk := x[b*32 : (b+1)*32]
+			switch (trial + b) % 9 {
+			case 1:
+				clear(blk)
+			case 2:
+				for i := range blk {
+					blk[i] = float32(math.Copysign(0, float64(1-2*(i&1))))
+				}
+			case 3:
+				blk[r.IntN(32)] = nan
+			case 4:
+				blk[r.IntN(32)] = -inf
+			case 5:
+				for i := range blk {
+					blk[i] = float32(r.IntN(254)-127) + 0.5
+				}
+				blk[r.IntN(32)] = 127
+			case 6:
+				for i := range blk {
+					blk[i] *= 1e-42
+				}
+			case 7:
+				blk[r.IntN(32)], blk[r.IntN(32)] = 9, -9
+			case 8:
+				for i := range blk {
+					blk[i] *= 3e38
+				}
+			}
+		}
+		for _, lvl := range supportedLevels()[1:] {
+			saved := simdLevel()
+			setSIMDLevel(lvl)
+			want := make([]byte, n/32*q8ActBlock)
+			got := make([]byte, len(want))
+			quantizeActQ8Generic(want, x)
+			quantizeActQ8(got, x)
+			wantK := make([]byte, n/256*q8KActBlock)
+			gotK := make([]byte, len(wantK))
+			for i := range gotK {
+				gotK[i] = 0xa5
+			}
+			quantizeActQ8KGeneric(wantK, x)
+			quantizeActQ8K(gotK, x)
+			setSIMDLevel(saved)
+			require.Equal(t, want, got, "Q8 trial %d level %d", trial, lvl)
+			require.Equal(t, wantK, gotK, "Q8_K trial %d level %d", trial, lvl)
+		}
+	}
+}
+
+// BenchmarkNEONLevels runs one product per type at each arm64 level (one
+// thread, a 64x2048 matrix, one activation row), and SiLUMul and Dot over
+// 2048 values. Under qemu the times mean nothing; bench/qemu-insn counts
+// the instructions it executes instead.
+func BenchmarkNEONLevels(b *testing.B) {
+	SetThreads(1)
+	defer SetThreads(0)
+	names := []string{levelGeneric: "generic", levelNEON: "neon", levelDotProd: "dotprod"}
+	const rows, cols = 64, 2048
+	r := rand.New(rand.NewPCG(28, 4))
+	level := func(b *testing.B, lvl int) {
+		saved := simdLevel()
+		setSIMDLevel(lvl)
+		b.Cleanup(func() { setSIMDLevel(saved) })
+	}
+	for _, ty := range []Type{F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS} {
+		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		x := randF32(r, cols)
+		dst := make([]float32, rows)
+		for _, lvl := range supportedLevels() {
+			b.Run(fmt.Sprintf("%v/%s", ty, names[lvl]), func(b *testing.B) {
+				level(b, lvl)
+				for range b.N {
+					MatMul(dst, x, 1, w)
+				}
+				b.ReportMetric(float64(b.N)*rows*cols/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+		}
+	}
+	g, u := randF32(r, cols), randF32(r, cols)
+	for _, lvl := range supportedLevels() {
+		b.Run("SiLUMul/"+names[lvl], func(b *testing.B) {
+			level(b, lvl)
+			for range b.N {
+				SiLUMul(g, u)
+			}
+		})
+		b.Run("Dot/"+names[lvl], func(b *testing.B) {
+			level(b, lvl)
+			for range b.N {
+				Dot(g, u)
+			}
+		})
+	}
+}
+
+// TestNEONHalfRowsMatchF32 requires F16 and BF16 products to equal, bit
+// for bit, the F32 product over the exactly decoded weights at every
+// level, through the arm64 row kernels (counted), K with and without a
+// tail of fewer than 16 values, batches of one and several rows.
+func TestNEONHalfRowsMatchF32(t *testing.T) {
+	defer SetThreads(0)
+	SetThreads(1)
+	r := rand.New(rand.NewPCG(28, 5))
+	for _, ty := range []Type{F16, BF16} {
+		for _, s := range []struct{ rows, cols int }{{7, 20}, {9, 64}, {5, 2061}} {
+			w := randMatrix(t, r, ty, s.rows, s.cols)
+			dec := make([]float32, s.rows*s.cols)
+			for i := 0; i < s.rows; i++ {
+				Dequantize(dec[i*s.cols:(i+1)*s.cols], w, i)
+			}
+			w32, err := Quantize(F32, s.rows, s.cols, dec)
+			require.NoError(t, err)
+			for _, n := range []int{1, 3} {
+				x := randF32(r, n*s.cols)
+				for _, lvl := range supportedLevels()[1:] {
+					saved := simdLevel()
+					setSIMDLevel(lvl)
+					want := make([]float32, n*s.rows)
+					got := make([]float32, n*s.rows)
+					MatMul(want, x, n, w32)
+					before := neonCalls.Load()
+					MatMul(got, x, n, w)
+					ran := neonCalls.Load() - before
+					setSIMDLevel(saved)
+					what := fmt.Sprintf("%v %dx%d n=%d level=%d", ty, s.rows, s.cols, n, lvl)
+					require.Equal(t, int64(n*s.rows), ran, "%s: outputs from the arm64 kernels", what)
+					requireBits(t, want, got, s.rows, what)
+				}
+			}
+		}
+	}
+}
