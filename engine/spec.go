@@ -2,10 +2,10 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Speculative decoding by n-gram lookup (prompt lookup decoding, as
@@ -150,6 +150,12 @@ type specSeq struct {
 	skip    int // steps left without drafting
 	backoff int // the next skip after a rejected one-token draft
 	buf     []int
+
+	// SpecDraft (specdraft.go): the sequence's draft KV in the draft
+	// model's pool (nil when there is none now) and its share of the
+	// drafting round.
+	dt  *kvcache.PageTable
+	job draftJob
 }
 
 // maxSpecSkip bounds the steps a sequence goes without drafting after
@@ -228,6 +234,7 @@ func equalInts(a, b []int) bool {
 // tokens.
 func (sc *scheduler) addDrafts(budget int) int {
 	used := 0
+	var jobs []*draftJob
 	for _, s := range sc.order {
 		s.draft = s.draft[:0]
 		sp := s.spec
@@ -244,34 +251,40 @@ func (sc *scheduler) addDrafts(budget int) int {
 		if k <= 0 {
 			continue
 		}
-		var d []int
 		if sp.cfg.Type == SpecDraft {
-			var err error
-			if d, err = sc.e.draft.propose(s.tenant, s.tokens, k); err != nil {
-				// The sequence goes on without drafts: its output does not
-				// depend on them. Said loudly, since it means a bug.
-				sc.e.log.Error("engine: the draft model failed; request continues without speculation", "request", s.id, "err", err)
-				sp.skip = math.MaxInt
-				continue
-			}
-		} else {
-			d = ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k)
-		}
-		if len(d) == 0 {
+			// Proposed below, for every such sequence at once.
+			sp.job.s, sp.job.k = s, k
+			jobs = append(jobs, &sp.job)
+			used += k
 			continue
 		}
-		if err := s.table.Reserve(s.fed + 1 + len(d)); err != nil {
-			// Only what is reserved already.
-			d = d[:min(len(d), s.table.Reserved()-s.fed-1)]
+		used += sc.takeDraft(s, ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k))
+	}
+	if len(jobs) > 0 {
+		sc.draftRound(jobs)
+		for _, j := range jobs {
+			used += sc.takeDraft(j.s, j.out) - j.k
 		}
-		if len(d) == 0 {
-			continue
-		}
-		s.draft = append(s.draft, d...)
-		sc.inStep[s] += len(d)
-		used += len(d)
 	}
 	return used
+}
+
+// takeDraft makes d s's draft this step, as far as s's table can hold it,
+// and returns the draft tokens taken.
+func (sc *scheduler) takeDraft(s *seq, d []int) int {
+	if len(d) == 0 {
+		return 0
+	}
+	if err := s.table.Reserve(s.fed + 1 + len(d)); err != nil {
+		// Only what is reserved already.
+		d = d[:min(len(d), s.table.Reserved()-s.fed-1)]
+	}
+	if len(d) == 0 {
+		return 0
+	}
+	s.draft = append(s.draft, d...)
+	sc.inStep[s] += len(d)
+	return len(d)
 }
 
 // stepSeq is s's share of the batch: n tokens from s.fed, the last

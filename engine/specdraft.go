@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -14,27 +15,42 @@ import (
 // and rollback path is the n-gram one (spec.go), so the output is the same
 // as without speculation whatever the draft model says.
 //
-// The draft model keeps no KV between steps. To draft for a sequence it
-// computes the last draftWindow tokens of the sequence's context in a page
-// table of its own pool, made for that sequence and that step (owned by a
-// fresh ID, the sequence's tenant), then decodes the draft one token at a
-// time in it, and releases the table at once: released pages go through
-// the pool's deferred release and are scrubbed under ZeroOnRelease or
-// poisoned under Poison, like the main pool's. No draft KV outlives the
-// step, so preemption, abort and the end of a request need nothing more.
-// RoPE makes attention depend on relative positions only, so computing
-// the window from position 0 gives the draft model the same view as at
-// the window's true positions. The window bounds the draft model's cost
-// per step (a prefill of draftWindow tokens of the small model).
+// Each speculating sequence keeps its draft KV across steps, in a page
+// table of the draft model's own pool (specSeq.dt) owned by an ID of the
+// draft pool's own (never reused) and the sequence's tenant, never shared
+// with any other table: between steps it holds exactly the K/V of the
+// first dt.Written() tokens of the sequence's context, and nothing else.
+// A drafting round feeds only the context tokens it has not seen (those
+// the target accepted since, and its bonus token), then the draft.
+//
+// The draft tokens themselves are never advanced over: model.Seq.Draft
+// writes their K/V past the written count, where the next round cannot
+// see them, and PageTable.Rollback (as for the target's drafts) gives back
+// what they used at the end of the round, scrubbing under ZeroOnRelease
+// and poisoning under Poison. Since a step must advance its table over at
+// least one token (Seq.Draft < len(Tokens)), a round of k drafts keeps the
+// last k context tokens tentative until it needs them: step 1 feeds every
+// unseen context token and advances all but k-1 of them; step j feeds the
+// k-j+1 context tokens not advanced yet and the j-1 drafts so far, and
+// advances one. Each step is k rows, so a round costs the unseen tokens
+// plus k(k-1) rows, in k forward passes batched over every sequence that
+// drafts; that is what a runner API without a "tentative from position"
+// mode allows. A round can draft at most as many tokens as the context
+// has unseen ones, which the adaptive draft length (specSeq.verified)
+// never exceeds after the first round: a accepted tokens leave a+1 unseen.
+//
+// The draft KV is a cache: whenever it is in doubt (a failed step or
+// check, the draft pool full) it is released and recomputed from the
+// context later. It is released when its sequence ends (finish, abort,
+// failure), is preempted (swap or recompute) and at Close.
 type draftModel struct {
 	w      *model.Weights
 	pool   *kvcache.Pool
 	runner *model.Runner
 	ids    kvcache.RequestID // the last table ID; IDs are never reused
+	verify bool              // KVChecksum=step: re-hash sealed draft pages before each round
+	batch  model.Batch
 }
-
-// draftWindow is the most context tokens the draft model sees.
-const draftWindow = 256
 
 // openDraftModel loads the draft model of cfg.Speculative for a main
 // model of vocab tokens.
@@ -44,7 +60,7 @@ func openDraftModel(cfg Config, vocab int) (*draftModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: draft model %s: %w", path, err)
 	}
-	d := &draftModel{w: w}
+	d := &draftModel{w: w, verify: cfg.KVChecksum == ChecksumStep}
 	if err := d.init(cfg, vocab); err != nil {
 		d.close()
 		return nil, err
@@ -52,23 +68,31 @@ func openDraftModel(cfg Config, vocab int) (*draftModel, error) {
 	return d, nil
 }
 
+// draftPageSize is the draft pool's page size.
+const draftPageSize = 16
+
 func (d *draftModel) init(cfg Config, vocab int) error {
 	c := d.w.Config
 	if c.Vocab != vocab {
 		return badField("Speculative", "draft model %s has a vocabulary of %d tokens, the model %d: a draft model must share the model's tokenizer",
 			cfg.Speculative.DraftModel, c.Vocab, vocab)
 	}
-	const ps = 16
-	tokens := draftWindow + MaxDraftTokens + 1
+	const ps = draftPageSize
+	// The draft tables hold no more context than the main pool can (a
+	// preempted sequence gives its draft table up), plus each running
+	// sequence's drafts and partial pages. The main pool shares prefix
+	// pages, the draft pool does not: when it is short anyway, sequences
+	// outside the round give their draft KV up (draftRoom).
+	tokens := min(cfg.KVPages*cfg.PageSize, cfg.MaxSeqs*cfg.MaxContext) + cfg.MaxSeqs*(MaxDraftTokens+2*ps)
 	pool, err := kvcache.New(cpu.New(), kvcache.Config{
-		Geometry: kvcache.Geometry{PageSize: ps, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F32},
-		Pages:    (tokens+ps-1)/ps + 1, ZeroOnRelease: cfg.ZeroOnRelease, Poison: cfg.Poison, Logger: cfg.Logger,
+		Geometry: kvcache.Geometry{PageSize: ps, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F16},
+		Pages:    (tokens + ps - 1) / ps, ZeroOnRelease: cfg.ZeroOnRelease, Poison: cfg.Poison, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: draft model KV pool: %w", err)
 	}
 	d.pool = pool
-	if d.runner, err = model.NewRunnerContext(d.w, pool, tokens); err != nil {
+	if d.runner, err = model.NewRunnerContext(d.w, pool, cfg.MaxContext+MaxDraftTokens); err != nil {
 		return fmt.Errorf("engine: draft model runner: %w", err)
 	}
 	return nil
@@ -84,39 +108,170 @@ func (d *draftModel) close() {
 	_ = d.w.Close()
 }
 
-// propose is the draft model's greedy continuation of ctx, k tokens.
-func (d *draftModel) propose(tenant string, ctx []int, k int) (out []int, err error) {
-	win := ctx[max(0, len(ctx)-draftWindow):]
-	d.ids++
-	t := d.pool.NewTable(d.ids, kvcache.Tenant(tenant))
-	defer func() {
-		if rerr := t.Release(); err == nil && rerr != nil {
-			err = fmt.Errorf("engine: releasing the draft model's table: %w", rerr)
-		}
-	}()
-	if err := t.Reserve(len(win) + k); err != nil {
-		return nil, fmt.Errorf("engine: draft model KV: %w", err)
+// draftJob is one sequence's share of a drafting round.
+type draftJob struct {
+	s    *seq
+	k    int   // drafts to make
+	from int   // the first context token not yet advanced over
+	out  []int // the drafts made
+	buf  []int
+	dead bool // dropped from the round
+}
+
+// dropDraft releases s's draft KV, if any.
+func (sc *scheduler) dropDraft(s *seq) {
+	if s.spec == nil || s.spec.dt == nil {
+		return
 	}
-	toks := win
-	for len(out) < k {
-		b := &model.Batch{Seqs: []model.Seq{{Tokens: toks, Table: t, Logits: true}}}
-		if err := d.runner.Forward(b); err != nil {
-			return nil, fmt.Errorf("engine: draft model step: %w", err)
-		}
-		if len(b.Failed) > 0 && b.Failed[0] != nil {
-			return nil, fmt.Errorf("engine: draft model step: %w", b.Failed[0])
-		}
-		l := b.Logits[0]
-		v := d.w.Config.Vocab
-		l = l[len(l)-v:]
-		best := 0
-		for i, x := range l {
-			if x > l[best] {
-				best = i
+	if err := s.spec.dt.Release(); err != nil {
+		sc.e.met.bookkeepingError()
+		sc.e.log.Error("engine: releasing the draft model's pages", "request", s.id, "err", err)
+	}
+	s.spec.dt = nil
+}
+
+// draftRoom frees draft pool pages for a round: it releases the draft KV
+// of sequences that are not in the round. It reports whether it freed any.
+func (sc *scheduler) draftRoom(in map[*seq]bool) bool {
+	freed := false
+	for _, list := range [2][]*seq{sc.queue, sc.run} {
+		for _, s := range list {
+			if !in[s] && s.spec != nil && s.spec.dt != nil {
+				sc.dropDraft(s)
+				freed = true
 			}
 		}
-		out = append(out, best)
-		toks = out[len(out)-1:]
 	}
-	return out, nil
+	return freed
+}
+
+// draftRound proposes each job's draft: k greedy tokens of the draft model
+// (fewer when its draft KV cannot be had), batched over the jobs, one
+// forward pass per drafted position. A job left without drafts has
+// out empty; its sequence goes on without speculation this step.
+func (sc *scheduler) draftRound(jobs []*draftJob) {
+	d := sc.e.draft
+	in := make(map[*seq]bool, len(jobs))
+	for _, j := range jobs {
+		in[j.s] = true
+	}
+	kmax := 0
+	for _, j := range jobs {
+		s, sp := j.s, j.s.spec
+		j.out, j.dead = j.out[:0], false
+		if sp.dt != nil {
+			var err error
+			if d.verify {
+				err = d.pool.VerifyTable(sp.dt)
+			} else {
+				err = d.pool.ValidateTable(sp.dt)
+			}
+			if err != nil {
+				// The draft KV is a cache: drop it and compute it again.
+				sc.e.log.Warn("engine: the draft model's KV failed its check; recomputing it", "request", s.id, "err", err)
+				sc.dropDraft(s)
+			}
+		}
+		if sp.dt == nil {
+			d.ids++
+			sp.dt = d.pool.NewTable(d.ids, kvcache.Tenant(s.tenant))
+		}
+		j.from = sp.dt.Written()
+		j.k = min(j.k, len(s.tokens)-j.from)
+		err := sp.dt.Reserve(len(s.tokens) + j.k - 1)
+		if errors.Is(err, kvcache.ErrNoPages) && sc.draftRoom(in) {
+			err = sp.dt.Reserve(len(s.tokens) + j.k - 1)
+		}
+		if err != nil {
+			if !errors.Is(err, kvcache.ErrNoPages) {
+				sc.e.log.Error("engine: the draft model's KV", "request", s.id, "err", err)
+			}
+			// Full: this sequence's draft KV goes too, so that the pool
+			// does not stay full of one long context.
+			sc.dropDraft(s)
+			j.dead = true
+			continue
+		}
+		kmax = max(kmax, j.k)
+	}
+	var members []*draftJob
+	b := &d.batch
+	v := d.w.Config.Vocab
+	for step := 1; step <= kmax; step++ {
+		b.Seqs, members = b.Seqs[:0], members[:0]
+		for _, j := range jobs {
+			if j.dead || step > j.k {
+				continue
+			}
+			// Tentative: the last k-step context tokens and the drafts.
+			toks := append(append(j.buf[:0], j.s.tokens[j.from:]...), j.out...)
+			j.buf = toks
+			b.Seqs = append(b.Seqs, model.Seq{Tokens: toks, Table: j.s.spec.dt, Logits: true, Draft: len(toks) - (len(j.s.tokens) - j.from - (j.k - step))})
+			members = append(members, j)
+		}
+		err := sc.draftForward(b)
+		for i, j := range members {
+			if err == nil && i < len(b.Failed) && b.Failed[i] != nil {
+				err = b.Failed[i]
+			}
+			if err != nil {
+				sc.e.log.Error("engine: draft model step; its KV is dropped", "request", j.s.id, "err", err)
+				sc.dropDraft(j.s)
+				j.dead, j.out = true, j.out[:0]
+				continue
+			}
+			j.from = len(j.s.tokens) - (j.k - step)
+			l := b.Logits[i]
+			j.out = append(j.out, argmax(l[len(l)-v:]))
+		}
+	}
+	for _, j := range jobs {
+		if j.dead {
+			continue
+		}
+		dt := j.s.spec.dt
+		if err := dt.Rollback(); err != nil {
+			sc.e.log.Error("engine: rolling back the draft model's drafts; its KV is dropped", "request", j.s.id, "err", err)
+			sc.dropDraft(j.s)
+			continue
+		}
+		if w := dt.Written(); w != len(j.s.tokens) {
+			// The round's arithmetic is wrong: a bug, said loudly; the
+			// drafts are still only a guess, verified by the model.
+			sc.e.met.bookkeepingError()
+			sc.e.log.Error("engine: draft model KV out of step with the context", "request", j.s.id, "written", w, "context", len(j.s.tokens))
+			sc.dropDraft(j.s)
+		}
+	}
+}
+
+// draftForward runs one step of the draft model over b, each table under
+// a step lease.
+func (sc *scheduler) draftForward(b *model.Batch) error {
+	if len(b.Seqs) == 0 {
+		return nil
+	}
+	d := sc.e.draft
+	for _, st := range b.Seqs {
+		drop, err := d.pool.LeaseStep(st.Table)
+		if err != nil {
+			return fmt.Errorf("engine: draft step lease: %w", err)
+		}
+		defer drop()
+	}
+	b.Failed = b.Failed[:0]
+	if err := d.runner.Forward(b); err != nil {
+		return fmt.Errorf("engine: draft model step: %w", err)
+	}
+	return nil
+}
+
+func argmax(l []float32) int {
+	best := 0
+	for i, x := range l {
+		if x > l[best] {
+			best = i
+		}
+	}
+	return best
 }
