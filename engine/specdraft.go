@@ -116,6 +116,10 @@ type draftJob struct {
 	out  []int // the drafts made
 	buf  []int
 	dead bool // dropped from the round
+	// fork: the chain runs in scratch, a table of its own sharing the
+	// draft KV's full pages, released at the end of the round.
+	fork    bool
+	scratch *kvcache.PageTable
 }
 
 // dropDraft releases s's draft KV, if any.
@@ -157,42 +161,9 @@ func (sc *scheduler) draftRound(jobs []*draftJob) {
 	}
 	kmax := 0
 	for _, j := range jobs {
-		s, sp := j.s, j.s.spec
-		j.out, j.dead = j.out[:0], false
-		if sp.dt != nil {
-			var err error
-			if d.verify {
-				err = d.pool.VerifyTable(sp.dt)
-			} else {
-				err = d.pool.ValidateTable(sp.dt)
-			}
-			if err != nil {
-				// The draft KV is a cache: drop it and compute it again.
-				sc.e.log.Warn("engine: the draft model's KV failed its check; recomputing it", "request", s.id, "err", err)
-				sc.dropDraft(s)
-			}
+		if sc.draftStart(j, in) {
+			kmax = max(kmax, j.k)
 		}
-		if sp.dt == nil {
-			d.ids++
-			sp.dt = d.pool.NewTable(d.ids, kvcache.Tenant(s.tenant))
-		}
-		j.from = sp.dt.Written()
-		j.k = min(j.k, len(s.tokens)-j.from)
-		err := sp.dt.Reserve(len(s.tokens) + j.k - 1)
-		if errors.Is(err, kvcache.ErrNoPages) && sc.draftRoom(in) {
-			err = sp.dt.Reserve(len(s.tokens) + j.k - 1)
-		}
-		if err != nil {
-			if !errors.Is(err, kvcache.ErrNoPages) {
-				sc.e.log.Error("engine: the draft model's KV", "request", s.id, "err", err)
-			}
-			// Full: this sequence's draft KV goes too, so that the pool
-			// does not stay full of one long context.
-			sc.dropDraft(s)
-			j.dead = true
-			continue
-		}
-		kmax = max(kmax, j.k)
 	}
 	var members []*draftJob
 	b := &d.batch
@@ -203,10 +174,12 @@ func (sc *scheduler) draftRound(jobs []*draftJob) {
 			if j.dead || step > j.k {
 				continue
 			}
-			// Tentative: the last k-step context tokens and the drafts.
-			toks := append(append(j.buf[:0], j.s.tokens[j.from:]...), j.out...)
-			j.buf = toks
-			b.Seqs = append(b.Seqs, model.Seq{Tokens: toks, Table: j.s.spec.dt, Logits: true, Draft: len(toks) - (len(j.s.tokens) - j.from - (j.k - step))})
+			if step == 2 && j.fork {
+				if sc.draftFork(j, in); j.dead || step > j.k {
+					continue // no room: j keeps the one draft it has
+				}
+			}
+			b.Seqs = append(b.Seqs, j.stepSeq(step))
 			members = append(members, j)
 		}
 		err := sc.draftForward(b)
@@ -216,32 +189,162 @@ func (sc *scheduler) draftRound(jobs []*draftJob) {
 			}
 			if err != nil {
 				sc.e.log.Error("engine: draft model step; its KV is dropped", "request", j.s.id, "err", err)
+				sc.draftEnd(j)
 				sc.dropDraft(j.s)
 				j.dead, j.out = true, j.out[:0]
 				continue
 			}
-			j.from = len(j.s.tokens) - (j.k - step)
+			if !j.fork {
+				j.from = len(j.s.tokens) - (j.k - step)
+			}
 			l := b.Logits[i]
 			j.out = append(j.out, argmax(l[len(l)-v:]))
 		}
 	}
 	for _, j := range jobs {
-		if j.dead {
-			continue
+		if !j.dead {
+			sc.draftEnd(j)
 		}
-		dt := j.s.spec.dt
-		if err := dt.Rollback(); err != nil {
-			sc.e.log.Error("engine: rolling back the draft model's drafts; its KV is dropped", "request", j.s.id, "err", err)
-			sc.dropDraft(j.s)
-			continue
+	}
+}
+
+// draftStart readies j's draft KV for a round: checked, created if need
+// be, with room for the round. It reports whether j drafts.
+func (sc *scheduler) draftStart(j *draftJob, in map[*seq]bool) bool {
+	d := sc.e.draft
+	s, sp := j.s, j.s.spec
+	j.out, j.dead, j.scratch = j.out[:0], false, nil
+	if sp.dt != nil {
+		var err error
+		if d.verify {
+			err = d.pool.VerifyTable(sp.dt)
+		} else {
+			err = d.pool.ValidateTable(sp.dt)
 		}
-		if w := dt.Written(); w != len(j.s.tokens) {
-			// The round's arithmetic is wrong: a bug, said loudly; the
-			// drafts are still only a guess, verified by the model.
-			sc.e.met.bookkeepingError()
-			sc.e.log.Error("engine: draft model KV out of step with the context", "request", j.s.id, "written", w, "context", len(j.s.tokens))
-			sc.dropDraft(j.s)
+		if err != nil {
+			// The draft KV is a cache: drop it and compute it again.
+			sc.e.log.Warn("engine: the draft model's KV failed its check; recomputing it", "request", s.id, "err", err)
+			sc.dropDraft(s)
 		}
+	}
+	if sp.dt == nil {
+		d.ids++
+		sp.dt = d.pool.NewTable(d.ids, kvcache.Tenant(s.tenant))
+	}
+	L := len(s.tokens)
+	j.from = sp.dt.Written()
+	j.k = min(j.k, L-j.from)
+	// The cheaper way to make the draft chain, in rows of the draft
+	// model: keeping the last k-1 context tokens tentative costs k-1 more
+	// rows per step; a scratch table costs the context's partial last page
+	// once, then one row per step.
+	j.fork = L%draftPageSize+j.k < j.k*(j.k-1)
+	need := L + j.k - 1
+	if j.fork {
+		need = L
+	}
+	err := sp.dt.Reserve(need)
+	if errors.Is(err, kvcache.ErrNoPages) && sc.draftRoom(in) {
+		err = sp.dt.Reserve(need)
+	}
+	if err != nil {
+		if !errors.Is(err, kvcache.ErrNoPages) {
+			sc.e.log.Error("engine: the draft model's KV", "request", s.id, "err", err)
+		}
+		// Full: this sequence's draft KV goes too, so that the pool
+		// does not stay full of one long context.
+		sc.dropDraft(s)
+		j.dead = true
+		return false
+	}
+	return true
+}
+
+// draftFork starts j's scratch table for the rest of its draft chain: the
+// full pages of its draft KV, shared read-only (sealed pages of the same
+// tenant, under prefix leases), then room for the partial last page and
+// the drafts. Without room j stops at the one draft it has.
+func (sc *scheduler) draftFork(j *draftJob, in map[*seq]bool) {
+	d := sc.e.draft
+	dt := j.s.spec.dt
+	L := len(j.s.tokens)
+	d.ids++
+	t := d.pool.NewTable(d.ids, kvcache.Tenant(j.s.tenant))
+	j.scratch = t
+	refs := dt.Refs()
+	var err error
+	for i := range L / draftPageSize {
+		if err = t.AppendShared(refs[i]); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = t.Reserve(L + j.k - 1)
+		if errors.Is(err, kvcache.ErrNoPages) && sc.draftRoom(in) {
+			err = t.Reserve(L + j.k - 1)
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, kvcache.ErrNoPages) {
+			sc.e.log.Error("engine: the draft model's scratch table", "request", j.s.id, "err", err)
+		}
+		j.k = len(j.out)
+		sc.releaseScratch(j)
+	}
+}
+
+func (sc *scheduler) releaseScratch(j *draftJob) {
+	if j.scratch == nil {
+		return
+	}
+	if err := j.scratch.Release(); err != nil {
+		sc.e.met.bookkeepingError()
+		sc.e.log.Error("engine: releasing the draft model's scratch table", "request", j.s.id, "err", err)
+	}
+	j.scratch = nil
+}
+
+// stepSeq is j's share of drafting step step (1-based).
+func (j *draftJob) stepSeq(step int) model.Seq {
+	toks := j.s.tokens
+	if step == 1 && j.fork {
+		// Every unseen context token, into the draft KV.
+		return model.Seq{Tokens: toks[j.from:], Table: j.s.spec.dt, Logits: true}
+	}
+	if j.fork {
+		// The chain, in the scratch table: what it has not seen of the
+		// context and the drafts.
+		w := j.scratch.Written()
+		j.buf = append(j.buf[:0], toks[min(w, len(toks)):]...)
+		j.buf = append(j.buf, j.out[max(0, w-len(toks)):]...)
+		return model.Seq{Tokens: j.buf, Table: j.scratch, Logits: true}
+	}
+	// The last k-step context tokens stay tentative with the drafts;
+	// those before them are advanced over.
+	j.buf = append(append(j.buf[:0], toks[j.from:]...), j.out...)
+	adv := len(toks) - j.from - (j.k - step)
+	return model.Seq{Tokens: j.buf, Table: j.s.spec.dt, Logits: true, Draft: len(j.buf) - adv}
+}
+
+// draftEnd ends j's round: the scratch table is released, and the draft
+// KV rolled back to the context (drafts scrubbed, unused pages returned).
+func (sc *scheduler) draftEnd(j *draftJob) {
+	sc.releaseScratch(j)
+	dt := j.s.spec.dt
+	if dt == nil {
+		return
+	}
+	if err := dt.Rollback(); err != nil {
+		sc.e.log.Error("engine: rolling back the draft model's drafts; its KV is dropped", "request", j.s.id, "err", err)
+		sc.dropDraft(j.s)
+		return
+	}
+	if w := dt.Written(); w != len(j.s.tokens) && !j.dead {
+		// The round's arithmetic is wrong: a bug, said loudly; the drafts
+		// are still only a guess, verified by the model.
+		sc.e.met.bookkeepingError()
+		sc.e.log.Error("engine: draft model KV out of step with the context", "request", j.s.id, "written", w, "context", len(j.s.tokens))
+		sc.dropDraft(j.s)
 	}
 }
 
