@@ -83,6 +83,9 @@ type SpecStats struct {
 	Steps    uint64 // sequence steps that verified a draft
 	Drafted  uint64 // draft tokens fed
 	Accepted uint64 // draft tokens accepted
+	// DraftTime is the time the draft model spent proposing drafts
+	// (SpecDraft), all sequences of a round together.
+	DraftTime time.Duration
 }
 
 // resolve validates sp and fills in its defaults; field names the
@@ -261,7 +264,10 @@ func (sc *scheduler) addDrafts(budget int) int {
 		used += sc.takeDraft(s, ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k))
 	}
 	if len(jobs) > 0 {
+		start := time.Now()
 		sc.draftRound(jobs)
+		d := time.Since(start)
+		sc.e.met.update(func(m *metrics) { m.spec.DraftTime += d })
 		for _, j := range jobs {
 			used += sc.takeDraft(j.s, j.out) - j.k
 		}
