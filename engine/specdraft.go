@@ -69,7 +69,7 @@ func openDraftModel(cfg Config, vocab int) (*draftModel, error) {
 }
 
 // draftPageSize is the draft pool's page size.
-const draftPageSize = 16
+const draftPageSize = 4
 
 func (d *draftModel) init(cfg Config, vocab int) error {
 	c := d.w.Config
