@@ -159,6 +159,13 @@ type specSeq struct {
 	// drafting round.
 	dt  *kvcache.PageTable
 	job draftJob
+	// next is the last round's scratch table, kept until the next round:
+	// it holds the K/V of tokens[:nextAt] and then of chain, the drafts
+	// it advanced over. When the model accepted all of chain it becomes
+	// dt, so accepted drafts are not computed again.
+	next   *kvcache.PageTable
+	nextAt int
+	chain  []int
 }
 
 // maxSpecSkip bounds the steps a sequence goes without drafting after

@@ -124,7 +124,11 @@ type draftJob struct {
 
 // dropDraft releases s's draft KV, if any.
 func (sc *scheduler) dropDraft(s *seq) {
-	if s.spec == nil || s.spec.dt == nil {
+	if s.spec == nil {
+		return
+	}
+	sc.dropNext(s)
+	if s.spec.dt == nil {
 		return
 	}
 	if err := s.spec.dt.Release(); err != nil {
@@ -132,6 +136,41 @@ func (sc *scheduler) dropDraft(s *seq) {
 		sc.e.log.Error("engine: releasing the draft model's pages", "request", s.id, "err", err)
 	}
 	s.spec.dt = nil
+}
+
+// dropNext releases s's kept scratch table, if any.
+func (sc *scheduler) dropNext(s *seq) {
+	sp := s.spec
+	if sp.next == nil {
+		return
+	}
+	if err := sp.next.Release(); err != nil {
+		sc.e.met.bookkeepingError()
+		sc.e.log.Error("engine: releasing the draft model's scratch table", "request", s.id, "err", err)
+	}
+	sp.next = nil
+}
+
+// promote makes s's kept scratch table its draft KV when the model
+// accepted every draft the scratch table holds (it then holds a prefix of
+// s's context, further than dt), else releases it.
+func (sc *scheduler) promote(s *seq) {
+	sp := s.spec
+	if sp.next == nil {
+		return
+	}
+	w := sp.next.Written()
+	if sp.dt == nil || w > len(s.tokens) || w <= sp.dt.Written() || !equalInts(s.tokens[sp.nextAt:w], sp.chain) {
+		sc.dropNext(s)
+		return
+	}
+	// The old table's full pages stay readable through the scratch
+	// table's prefix leases until it is released in turn.
+	if err := sp.dt.Release(); err != nil {
+		sc.e.met.bookkeepingError()
+		sc.e.log.Error("engine: releasing the draft model's pages", "request", s.id, "err", err)
+	}
+	sp.dt, sp.next = sp.next, nil
 }
 
 // draftRoom frees draft pool pages for a round: it releases the draft KV
@@ -189,9 +228,9 @@ func (sc *scheduler) draftRound(jobs []*draftJob) {
 			}
 			if err != nil {
 				sc.e.log.Error("engine: draft model step; its KV is dropped", "request", j.s.id, "err", err)
-				sc.draftEnd(j)
-				sc.dropDraft(j.s)
 				j.dead, j.out = true, j.out[:0]
+				sc.releaseScratch(j)
+				sc.dropDraft(j.s)
 				continue
 			}
 			if !j.fork {
@@ -214,6 +253,7 @@ func (sc *scheduler) draftStart(j *draftJob, in map[*seq]bool) bool {
 	d := sc.e.draft
 	s, sp := j.s, j.s.spec
 	j.out, j.dead, j.scratch = j.out[:0], false, nil
+	sc.promote(s)
 	if sp.dt != nil {
 		var err error
 		if d.verify {
@@ -233,12 +273,15 @@ func (sc *scheduler) draftStart(j *draftJob, in map[*seq]bool) bool {
 	}
 	L := len(s.tokens)
 	j.from = sp.dt.Written()
-	j.k = min(j.k, L-j.from)
 	// The cheaper way to make the draft chain, in rows of the draft
 	// model: keeping the last k-1 context tokens tentative costs k-1 more
-	// rows per step; a scratch table costs the context's partial last page
-	// once, then one row per step.
-	j.fork = L%draftPageSize+j.k < j.k*(j.k-1)
+	// rows per step (and needs k unseen context tokens); a scratch table
+	// costs the context's partial last page once, then one row per step,
+	// and spares the next round the drafts the model accepts (promote).
+	j.fork = j.k >= 2 && L%draftPageSize+j.k-1 <= j.k*(j.k-1)
+	if !j.fork {
+		j.k = min(j.k, L-j.from)
+	}
 	need := L + j.k - 1
 	if j.fork {
 		need = L
@@ -326,11 +369,20 @@ func (j *draftJob) stepSeq(step int) model.Seq {
 	return model.Seq{Tokens: j.buf, Table: j.s.spec.dt, Logits: true, Draft: len(j.buf) - adv}
 }
 
-// draftEnd ends j's round: the scratch table is released, and the draft
-// KV rolled back to the context (drafts scrubbed, unused pages returned).
+// draftEnd ends j's round: the draft KV is rolled back to the context
+// (drafts scrubbed, unused pages returned), and the scratch table, rolled
+// back to the drafts it advanced over, is kept for promote.
 func (sc *scheduler) draftEnd(j *draftJob) {
+	sp := j.s.spec
+	if t := j.scratch; t != nil && !j.dead {
+		if err := t.Rollback(); err == nil && t.Written() >= len(j.s.tokens) {
+			sc.dropNext(j.s)
+			sp.next, sp.nextAt, j.scratch = t, len(j.s.tokens), nil
+			sp.chain = append(sp.chain[:0], j.out[:t.Written()-len(j.s.tokens)]...)
+		}
+	}
 	sc.releaseScratch(j)
-	dt := j.s.spec.dt
+	dt := sp.dt
 	if dt == nil {
 		return
 	}
