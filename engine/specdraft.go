@@ -68,6 +68,10 @@ func openDraftModel(cfg Config, vocab int) (*draftModel, error) {
 	return d, nil
 }
 
+// draftPoolPagesForTest, when set, sizes the draft pool (tests of a full
+// draft pool).
+var draftPoolPagesForTest int
+
 // draftPageSize is the draft pool's page size.
 const draftPageSize = 4
 
@@ -84,9 +88,13 @@ func (d *draftModel) init(cfg Config, vocab int) error {
 	// pages, the draft pool does not: when it is short anyway, sequences
 	// outside the round give their draft KV up (draftRoom).
 	tokens := min(cfg.KVPages*cfg.PageSize, cfg.MaxSeqs*cfg.MaxContext) + cfg.MaxSeqs*(MaxDraftTokens+2*ps)
+	pages := (tokens + ps - 1) / ps
+	if draftPoolPagesForTest > 0 {
+		pages = draftPoolPagesForTest
+	}
 	pool, err := kvcache.New(cpu.New(), kvcache.Config{
 		Geometry: kvcache.Geometry{PageSize: ps, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F16},
-		Pages:    (tokens + ps - 1) / ps, ZeroOnRelease: cfg.ZeroOnRelease, Poison: cfg.Poison, Logger: cfg.Logger,
+		Pages:    pages, ZeroOnRelease: cfg.ZeroOnRelease, Poison: cfg.Poison, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: draft model KV pool: %w", err)

@@ -213,3 +213,30 @@ func TestSpecDraftModelAbort(t *testing.T) {
 	waitPoolIdle(t, e)
 	draftPoolClean(t, e)
 }
+
+// TestSpecDraftModelPoolFull: a draft pool far too small for the batch's
+// contexts: sequences give up their draft KV to the ones drafting, or
+// draft nothing, and the output is still that of decoding alone.
+func TestSpecDraftModelPoolFull(t *testing.T) {
+	draftPoolPagesForTest = 40 // 160 tokens: about one context
+	t.Cleanup(func() { draftPoolPagesForTest = 0 })
+	var reqs []Request
+	for i, p := range specPrompts {
+		reqs = append(reqs, Request{Prompt: p + " " + p, MaxTokens: 80, Sampling: sample.Greedy(), Tenant: fmt.Sprint(i % 2)})
+	}
+	want := runAll(t, specEngine(t, nil), reqs)
+	e := specEngine(t, func(c *Config) {
+		c.Speculative = Speculative{Type: SpecDraft, DraftModel: model.BuiltinStories, DraftMax: 6}
+		c.ZeroOnRelease = true
+	})
+	require.Equal(t, 40, e.draft.pool.Stats().Pages)
+	for j, got := range runAll(t, e, reqs) {
+		require.NoError(t, got.Err)
+		require.Equal(t, want[j].Tokens, got.Tokens, "request %d", j)
+	}
+	st := e.Stats()
+	t.Logf("spec stats: %+v", st.Spec)
+	require.NotZero(t, st.Spec.Accepted)
+	require.Zero(t, st.IsolationFailures)
+	draftPoolClean(t, e)
+}
