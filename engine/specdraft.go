@@ -168,7 +168,10 @@ func (sc *scheduler) promote(s *seq) {
 		return
 	}
 	w := sp.next.Written()
-	if sp.dt == nil || w > len(s.tokens) || w <= sp.dt.Written() || !equalInts(s.tokens[sp.nextAt:w], sp.chain) {
+	// A round feeds at least one unseen context token: w must stay short
+	// of the context (it always is when the drafts it holds were accepted:
+	// the model's own next token follows them).
+	if sp.dt == nil || w >= len(s.tokens) || w <= sp.dt.Written() || !equalInts(s.tokens[sp.nextAt:w], sp.chain) {
 		sc.dropNext(s)
 		return
 	}
