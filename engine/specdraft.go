@@ -17,27 +17,33 @@ import (
 //
 // Each speculating sequence keeps its draft KV across steps, in a page
 // table of the draft model's own pool (specSeq.dt) owned by an ID of the
-// draft pool's own (never reused) and the sequence's tenant, never shared
-// with any other table: between steps it holds exactly the K/V of the
-// first dt.Written() tokens of the sequence's context, and nothing else.
-// A drafting round feeds only the context tokens it has not seen (those
-// the target accepted since, and its bonus token), then the draft.
+// draft pool's own (never reused) and the sequence's tenant: between
+// steps it holds exactly the K/V of a prefix of the sequence's context,
+// and nothing else. A drafting round, batched over every sequence that
+// drafts (one forward pass per drafted position), first feeds the context
+// tokens dt has not seen (the accepted drafts it did not compute and the
+// model's next token) and takes the first draft from the last row. dt is
+// never advanced over a draft: a step writes drafts past its written
+// count (model.Seq.Draft), where no later step can read them, and
+// PageTable.Rollback, as for the model's drafts, gives back their pages
+// and scrubs their slots at the end of the round.
 //
-// The draft tokens themselves are never advanced over: model.Seq.Draft
-// writes their K/V past the written count, where the next round cannot
-// see them, and PageTable.Rollback (as for the target's drafts) gives back
-// what they used at the end of the round, scrubbing under ZeroOnRelease
-// and poisoning under Poison. Since a step must advance its table over at
-// least one token (Seq.Draft < len(Tokens)), a round of k drafts keeps the
-// last k context tokens tentative until it needs them: step 1 feeds every
-// unseen context token and advances all but k-1 of them; step j feeds the
-// k-j+1 context tokens not advanced yet and the j-1 drafts so far, and
-// advances one. Each step is k rows, so a round costs the unseen tokens
-// plus k(k-1) rows, in k forward passes batched over every sequence that
-// drafts; that is what a runner API without a "tentative from position"
-// mode allows. A round can draft at most as many tokens as the context
-// has unseen ones, which the adaptive draft length (specSeq.verified)
-// never exceeds after the first round: a accepted tokens leave a+1 unseen.
+// The rest of the chain is made one of two ways, whichever costs fewer
+// rows of the draft model:
+//   - in a scratch table (fork): a second table of the same sequence and
+//     tenant that shares dt's full pages read-only (sealed pages under
+//     prefix leases, checksums verified as at a prefix-cache hit),
+//     recomputes dt's partial last page (under draftPageSize tokens) and
+//     then advances over one draft per step. It is kept until the next
+//     round, and when the model accepted every draft in it, it becomes dt
+//     (promote): accepted drafts are not computed again.
+//   - keeping the last k-1 context tokens tentative in dt with the drafts
+//     (short drafts): a step must advance its table over one token
+//     (Seq.Draft < len(Tokens)), so step 1 advances all unseen context
+//     tokens but k-1, and step j feeds the k-j+1 not advanced yet and the
+//     j-1 drafts so far, advancing one: k rows per step, and at most as
+//     many drafts as unseen tokens (which the adaptive draft length never
+//     exceeds after a partly accepted draft: a accepted leave a+1 unseen).
 //
 // The draft KV is a cache: whenever it is in doubt (a failed step or
 // check, the draft pool full) it is released and recomputed from the
@@ -232,8 +238,9 @@ func (sc *scheduler) draftRound(jobs []*draftJob) {
 			b.Seqs = append(b.Seqs, j.stepSeq(step))
 			members = append(members, j)
 		}
-		err := sc.draftForward(b)
+		stepErr := sc.draftForward(b)
 		for i, j := range members {
+			err := stepErr
 			if err == nil && i < len(b.Failed) && b.Failed[i] != nil {
 				err = b.Failed[i]
 			}
