@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -152,8 +154,68 @@ func BenchmarkSpeculative(b *testing.B) {
 					b.ReportMetric(float64(after.Spec.Accepted-before.Spec.Accepted)/float64(steps), "accepted/draftstep")
 				}
 				b.ReportMetric(float64(after.GeneratedTokens-before.GeneratedTokens)/float64(after.Steps-before.Steps), "tokens/step")
+				if steps > 0 && after.Spec.DraftTime > before.Spec.DraftTime {
+					b.ReportMetric(float64((after.Spec.DraftTime-before.Spec.DraftTime).Microseconds())/1000/float64(steps), "draft_ms/draftstep")
+					b.ReportMetric(offT.Seconds()*1000/float64(offN), "plain_ms/tok")
+				}
 			})
 		}
+	}
+}
+
+// BenchmarkSpecDraftModelGGUF: draft-model speculation between two GGUF
+// files of one vocabulary, KVWARDEN_SPEC_TARGET drafted for by
+// KVWARDEN_SPEC_DRAFT (skipped without them), greedy, speculation off and
+// on alternating within each iteration. Reported: the ratio on/off,
+// accepted draft tokens per verifying step, and the draft model's time per
+// verifying step against the time of a plain decode step. Random-weight
+// models accept almost nothing: that measures what drafting costs when it
+// fails.
+func BenchmarkSpecDraftModelGGUF(b *testing.B) {
+	target, draft := os.Getenv("KVWARDEN_SPEC_TARGET"), os.Getenv("KVWARDEN_SPEC_DRAFT")
+	if target == "" || draft == "" {
+		b.Skip("set KVWARDEN_SPEC_TARGET and KVWARDEN_SPEC_DRAFT to two GGUF files of one vocabulary")
+	}
+	gen := 32
+	if n, err := strconv.Atoi(os.Getenv("KVWARDEN_SPEC_GEN")); err == nil && n > 0 {
+		gen = n
+	}
+	for _, k := range []int{4} {
+		b.Run(fmt.Sprintf("draft=%d", k), func(b *testing.B) {
+			mk := func(sp engine.Speculative) *engine.Engine {
+				e, err := engine.New(engine.Config{ModelPath: target, KVMemory: 256 << 20, MaxContext: 512, MaxSeqs: 2, DisablePrefixCache: true, Speculative: sp})
+				require.NoError(b, err)
+				b.Cleanup(func() { _ = e.Close() })
+				return e
+			}
+			off := mk(engine.Speculative{})
+			on := mk(engine.Speculative{Type: engine.SpecDraft, DraftModel: draft, DraftMax: k})
+			req := engine.Request{Tokens: benchPrompt(5, 64, off.ModelConfig().Vocab), MaxTokens: gen, Sampling: sample.Greedy(), Tenant: "bench"}
+			var offT, onT time.Duration
+			var offN, onN int
+			before := on.Stats()
+			b.ResetTimer()
+			for range b.N {
+				r0, err := off.Generate(context.Background(), req)
+				require.NoError(b, err)
+				r1, err := on.Generate(context.Background(), req)
+				require.NoError(b, err)
+				require.Equal(b, r0.Tokens, r1.Tokens, "speculation changed the output")
+				offT, offN = offT+r0.Timings.Decode, offN+r0.Timings.DecodeTokens
+				onT, onN = onT+r1.Timings.Decode, onN+r1.Timings.DecodeTokens
+			}
+			b.StopTimer()
+			after := on.Stats()
+			offRate, onRate := float64(offN)/offT.Seconds(), float64(onN)/onT.Seconds()
+			b.ReportMetric(offRate, "off_tok/s")
+			b.ReportMetric(onRate, "on_tok/s")
+			b.ReportMetric(onRate/offRate, "ratio")
+			b.ReportMetric(offT.Seconds()*1000/float64(offN), "plain_ms/tok")
+			if steps := after.Spec.Steps - before.Spec.Steps; steps > 0 {
+				b.ReportMetric(float64(after.Spec.Accepted-before.Spec.Accepted)/float64(steps), "accepted/draftstep")
+				b.ReportMetric(float64((after.Spec.DraftTime-before.Spec.DraftTime).Microseconds())/1000/float64(steps), "draft_ms/draftstep")
+			}
+		})
 	}
 }
 

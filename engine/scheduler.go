@@ -316,6 +316,7 @@ func (sc *scheduler) end(s *seq) {
 // release) and its host-tier copy.
 func (sc *scheduler) dropPages(s *seq) {
 	s.dropDiskRead()
+	sc.dropDraft(s) // the draft model's KV (specdraft.go)
 	if s.table != nil {
 		sc.release(s.id, s.table)
 		s.table = nil
@@ -564,6 +565,7 @@ func (sc *scheduler) preempt(v *seq) room {
 			}
 		}
 		if err == nil {
+			sc.dropDraft(v) // recomputed when v drafts again (specdraft.go)
 			v.table, v.swapping = nil, ps
 			e.met.swapOut()
 			sc.enqueue(v)

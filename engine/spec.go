@@ -2,10 +2,10 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
 
 // Speculative decoding by n-gram lookup (prompt lookup decoding, as
@@ -83,6 +83,9 @@ type SpecStats struct {
 	Steps    uint64 // sequence steps that verified a draft
 	Drafted  uint64 // draft tokens fed
 	Accepted uint64 // draft tokens accepted
+	// DraftTime is the time the draft model spent proposing drafts
+	// (SpecDraft), all sequences of a round together.
+	DraftTime time.Duration
 }
 
 // resolve validates sp and fills in its defaults; field names the
@@ -150,6 +153,19 @@ type specSeq struct {
 	skip    int // steps left without drafting
 	backoff int // the next skip after a rejected one-token draft
 	buf     []int
+
+	// SpecDraft (specdraft.go): the sequence's draft KV in the draft
+	// model's pool (nil when there is none now) and its share of the
+	// drafting round.
+	dt  *kvcache.PageTable
+	job draftJob
+	// next is the last round's scratch table, kept until the next round:
+	// it holds the K/V of tokens[:nextAt] and then of chain, the drafts
+	// it advanced over. When the model accepted all of chain it becomes
+	// dt, so accepted drafts are not computed again.
+	next   *kvcache.PageTable
+	nextAt int
+	chain  []int
 }
 
 // maxSpecSkip bounds the steps a sequence goes without drafting after
@@ -228,6 +244,7 @@ func equalInts(a, b []int) bool {
 // tokens.
 func (sc *scheduler) addDrafts(budget int) int {
 	used := 0
+	var jobs []*draftJob
 	for _, s := range sc.order {
 		s.draft = s.draft[:0]
 		sp := s.spec
@@ -244,34 +261,43 @@ func (sc *scheduler) addDrafts(budget int) int {
 		if k <= 0 {
 			continue
 		}
-		var d []int
 		if sp.cfg.Type == SpecDraft {
-			var err error
-			if d, err = sc.e.draft.propose(s.tenant, s.tokens, k); err != nil {
-				// The sequence goes on without drafts: its output does not
-				// depend on them. Said loudly, since it means a bug.
-				sc.e.log.Error("engine: the draft model failed; request continues without speculation", "request", s.id, "err", err)
-				sp.skip = math.MaxInt
-				continue
-			}
-		} else {
-			d = ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k)
-		}
-		if len(d) == 0 {
+			// Proposed below, for every such sequence at once.
+			sp.job.s, sp.job.k = s, k
+			jobs = append(jobs, &sp.job)
+			used += k
 			continue
 		}
-		if err := s.table.Reserve(s.fed + 1 + len(d)); err != nil {
-			// Only what is reserved already.
-			d = d[:min(len(d), s.table.Reserved()-s.fed-1)]
+		used += sc.takeDraft(s, ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k))
+	}
+	if len(jobs) > 0 {
+		start := time.Now()
+		sc.draftRound(jobs)
+		d := time.Since(start)
+		sc.e.met.update(func(m *metrics) { m.spec.DraftTime += d })
+		for _, j := range jobs {
+			used += sc.takeDraft(j.s, j.out) - j.k
 		}
-		if len(d) == 0 {
-			continue
-		}
-		s.draft = append(s.draft, d...)
-		sc.inStep[s] += len(d)
-		used += len(d)
 	}
 	return used
+}
+
+// takeDraft makes d s's draft this step, as far as s's table can hold it,
+// and returns the draft tokens taken.
+func (sc *scheduler) takeDraft(s *seq, d []int) int {
+	if len(d) == 0 {
+		return 0
+	}
+	if err := s.table.Reserve(s.fed + 1 + len(d)); err != nil {
+		// Only what is reserved already.
+		d = d[:min(len(d), s.table.Reserved()-s.fed-1)]
+	}
+	if len(d) == 0 {
+		return 0
+	}
+	s.draft = append(s.draft, d...)
+	sc.inStep[s] += len(d)
+	return len(d)
 }
 
 // stepSeq is s's share of the batch: n tokens from s.fed, the last
