@@ -64,3 +64,52 @@ func TestAttnF16GroupBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { require.Panics(t, tc.f) })
 	}
 }
+
+// TestAttnF16Strided requires scoring and accumulating a span tile by
+// tile into strided rows to give the bits of doing it whole, at every
+// SIMD level: the blocked prefill attention relies on it.
+func TestAttnF16Strided(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, d := range []int{64, 96, 128} {
+		for _, g := range []int{1, 4, 6} {
+			const n = 333
+			kv := make([]uint16, (n+5)*d)
+			F32sToF16s(kv, randF32(r, len(kv)))
+			offs := make([]int, n)
+			for i := range offs {
+				offs[i] = r.IntN(n+5) * d
+			}
+			q, out0 := randF32(r, g*d), randF32(r, g*d)
+			for _, lvl := range supportedLevels() {
+				for _, tile := range []int{1, 7, 64, 128} {
+					name := fmt.Sprintf("d=%d g=%d level=%d tile=%d", d, g, lvl, tile)
+					saved := simdLevel()
+					setSIMDLevel(lvl)
+					want := make([]float32, g*n)
+					AttnScoresF16Group(want, q, g, kv, offs, 0.2)
+					wantO := append([]float32(nil), out0...)
+					AttnAccumF16Group(wantO, want, g, kv, offs)
+
+					const ds = n + 11 // rows wider than the span
+					got := make([]float32, g*ds)
+					gotO := append([]float32(nil), out0...)
+					for t0 := 0; t0 < n; t0 += tile {
+						t1 := min(t0+tile, n)
+						AttnScoresF16Strided(got[t0:], ds, q, g, kv, offs[t0:t1], 0.2)
+					}
+					for t0 := 0; t0 < n; t0 += tile {
+						t1 := min(t0+tile, n)
+						AttnAccumF16Strided(gotO, got[t0:], ds, g, kv, offs[t0:t1])
+					}
+					setSIMDLevel(saved)
+					for h := range g {
+						requireBits(t, want[h*n:(h+1)*n], got[h*ds:h*ds+n], 1, fmt.Sprintf("%s head %d scores", name, h))
+					}
+					requireBits(t, wantO, gotO, g*d, name+" accum")
+				}
+			}
+		}
+	}
+	require.Panics(t, func() { AttnScoresF16Strided(make([]float32, 10), 4, make([]float32, 128), 2, make([]uint16, 64), []int{0, 0, 0, 0, 0}, 1) })
+	require.Panics(t, func() { AttnAccumF16Strided(make([]float32, 128), make([]float32, 7), 4, 2, make([]uint16, 64), []int{0, 0, 0, 0}) })
+}
