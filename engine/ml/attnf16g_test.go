@@ -110,6 +110,10 @@ func TestAttnF16Strided(t *testing.T) {
 			}
 		}
 	}
-	require.Panics(t, func() { AttnScoresF16Strided(make([]float32, 10), 4, make([]float32, 128), 2, make([]uint16, 64), []int{0, 0, 0, 0, 0}, 1) })
-	require.Panics(t, func() { AttnAccumF16Strided(make([]float32, 128), make([]float32, 7), 4, 2, make([]uint16, 64), []int{0, 0, 0, 0}) })
+	require.Panics(t, func() {
+		AttnScoresF16Strided(make([]float32, 10), 4, make([]float32, 128), 2, make([]uint16, 64), []int{0, 0, 0, 0, 0}, 1)
+	})
+	require.Panics(t, func() {
+		AttnAccumF16Strided(make([]float32, 128), make([]float32, 7), 4, 2, make([]uint16, 64), []int{0, 0, 0, 0})
+	})
 }
