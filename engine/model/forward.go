@@ -365,6 +365,9 @@ func (r *Runner) hidden(b *Batch) {
 // (ml.AttnScores, ml.AttnAccum), whose per-position arithmetic does not
 // depend on the span, the batch or the thread split.
 func (r *Runner) attention(layer int, rows []row) {
+	if r.attentionBlocked(layer, rows) {
+		return
+	}
 	c := r.cfg
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	heads := c.Heads
