@@ -115,9 +115,10 @@ func (r *Runner) attentionBlocked(layer int, rows []row) bool {
 				}
 				if sinks != nil {
 					ml.SoftmaxSink(s, sinks[h0+j])
-				} else {
-					ml.Softmax(s)
 				}
+			}
+			if sinks == nil {
+				ml.SoftmaxStrided(sc[(i-u.lo)*stride:], U, group, rw.last+1)
 			}
 			clear(r.att[i*qDim+h0*hd : i*qDim+(h0+group)*hd])
 		}
