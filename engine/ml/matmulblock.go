@@ -12,32 +12,46 @@ package ml
 // and weight row alone (the batch invariance the kernels promise), so
 // each output is the same bits whatever the blocking.
 
-// tokenBlockBytes is the activation bytes (as f32) of one block; 0 turns
-// blocking off (a variable for the benchmarks and tests).
-var tokenBlockBytes = 4 << 20
+// tokenBlockBytes is the activation bytes of one block (f32 rows, or the
+// quantized rows the integer kernels read); 0 turns blocking off (a
+// variable for the benchmarks and tests).
+var tokenBlockBytes = 2 << 20
 
 // minTokenBlock is the fewest rows a block holds: below it the weight
 // tiles' decode and packing, repeated per block, would cost more than the
 // activation traffic saved.
 const minTokenBlock = 128
 
-// tokenBlock returns the activation rows per block of a product with K
-// columns, or n when the product should not be cut.
-func tokenBlock(n, K int) int {
-	if tokenBlockBytes <= 0 || K <= 0 {
+// tokenBlock returns the activation rows per block of a product whose
+// kernels read rowBytes per activation row, or n when the product should
+// not be cut.
+func tokenBlock(n, rowBytes int) int {
+	if tokenBlockBytes <= 0 || rowBytes <= 0 {
 		return n
 	}
-	rows := max(minTokenBlock, tokenBlockBytes/(4*K))
+	rows := max(minTokenBlock, tokenBlockBytes/rowBytes)
 	if n <= rows+rows/2 {
 		return n
 	}
 	return rows
 }
 
-// x0Cols is the columns of a group's shared activation rows (0 for none).
-func x0Cols(ws []*Matrix) int {
-	if len(ws) == 0 {
-		return 0
+// actRowBytes is what the kernels of a product with w read per activation
+// row.
+func actRowBytes(w *Matrix) int {
+	f := w.Type.traits().act
+	if f == actF32 {
+		return 4 * w.Cols
 	}
-	return ws[0].Cols
+	return w.Cols / f.blockSize() * f.blockBytes()
+}
+
+// groupRowBytes is actRowBytes for a MatMulGroup: the most any of its
+// products reads (0 for none).
+func groupRowBytes(ws []*Matrix) int {
+	b := 0
+	for _, w := range ws {
+		b = max(b, actRowBytes(w))
+	}
+	return b
 }

@@ -37,7 +37,7 @@ func TestMatMulTokenBlocking(t *testing.T) {
 				MatMul(whole2, x, n, w2)
 
 				tokenBlockBytes = 1 // blocks of minTokenBlock rows
-				require.Equal(t, minTokenBlock, tokenBlock(n, cols))
+				require.Equal(t, minTokenBlock, tokenBlock(n, actRowBytes(w)))
 				blocked := make([]float32, n*rows)
 				MatMul(blocked, x, n, w)
 				requireBits(t, whole, blocked, n, name+" MatMul blocked vs whole")
@@ -60,20 +60,28 @@ func TestMatMulTokenBlocking(t *testing.T) {
 func TestTokenBlock(t *testing.T) {
 	saved := tokenBlockBytes
 	defer func() { tokenBlockBytes = saved }()
-	tokenBlockBytes = 4 << 20
+	tokenBlockBytes = 2 << 20
 	tests := []struct {
-		n, k, want int
+		name              string
+		n, rowBytes, want int
 	}{
-		{1, 2048, 1},                // decode: never cut
-		{512, 2048, 512},            // 4 MiB of f32 activations: one block
-		{800, 2048, 512},            // cut into 512-row blocks
-		{4096, 8192, minTokenBlock}, // the block's floor
-		{190, 8192, 190},            // within half a block of one: not cut
-		{4096, 768, 1365},           // bert-base width
+		{"decode is never cut", 1, 32768, 1},
+		{"2 MiB of rows: one block", 512, 4096, 512},
+		{"within half a block of one: not cut", 768, 4096, 768},
+		{"cut into 2 MiB blocks", 800, 4096, 512},
+		{"the block's floor", 4096, 32768, minTokenBlock},
+		{"bert-base f32 rows", 4096, 4 * 768, 682},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.want, tokenBlock(tc.n, tc.k), "n=%d K=%d", tc.n, tc.k)
+		require.Equal(t, tc.want, tokenBlock(tc.n, tc.rowBytes), tc.name)
 	}
 	tokenBlockBytes = 0
-	require.Equal(t, 4096, tokenBlock(4096, 8192))
+	require.Equal(t, 4096, tokenBlock(4096, 32768))
+
+	f32, err := Quantize(F32, 1, 768, make([]float32, 768))
+	require.NoError(t, err)
+	require.Equal(t, 4*768, actRowBytes(f32))
+	q8, err := Quantize(Q8_0, 1, 768, make([]float32, 768))
+	require.NoError(t, err)
+	require.Equal(t, 768/32*q8ActBlock, actRowBytes(q8))
 }

@@ -26,7 +26,7 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 		}
 		work += n * w.Rows * w.Cols
 	}
-	if tb := tokenBlock(n, x0Cols(ws)); tb < n {
+	if tb := tokenBlock(n, groupRowBytes(ws)); tb < n {
 		sub := make([][]float32, len(ws))
 		K := ws[0].Cols
 		for i0 := 0; i0 < n; i0 += tb {
