@@ -458,9 +458,10 @@ func (r *Runner) attention(layer int, rows []row) {
 				}
 				if sinks != nil {
 					ml.SoftmaxSink(s, sinks[j])
-				} else {
-					ml.Softmax(s)
 				}
+			}
+			if sinks == nil {
+				ml.SoftmaxStrided(ss, span, hEnd-h, span)
 			}
 			o := out[h*hd : hEnd*hd]
 			clear(o)
