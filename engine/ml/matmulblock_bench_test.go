@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// BenchmarkMatMulTokenBlock measures large products (the 1B shape's FFN
+// BenchmarkMatMulTokenBlock measures large products (Llama-3.2-1B's FFN
 // down projection, 2048x8192) for many activation rows with token blocking
 // off and on, in one process: tokens/s (activation rows per second) and
 // GMAC/s.
