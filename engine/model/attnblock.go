@@ -9,8 +9,8 @@ import (
 
 // Prefill attention by blocks of query rows. Row by row, every query row of
 // a prompt chunk reads its sequence's whole K and V: at a depth of 16k
-// positions that is 2 MiB per KV head at a head dimension of 64, past L2, read again
-// for every row. Here a unit is a block of consecutive rows of one sequence
+// positions and a head dimension of 64 that is 2 MiB per KV head, past L2,
+// read again for every row. Here a unit is a block of consecutive rows of one sequence
 // and one KV head: the span is cut into tiles of attnTile positions, and
 // each tile's keys (then values) are used by all rows of the block, and by
 // the query heads of the KV head together, while in L1. Scores, softmax
