@@ -21,16 +21,20 @@ import (
 // ml.AttnAccumF16Strided).
 
 const (
-	// attnBlockRows is the query rows per unit: their scores (rows x
-	// query heads per KV head x span floats) stay a few MiB at 32k.
+	// attnBlockRows is the most query rows per unit.
 	attnBlockRows = 16
 	// attnTile is the positions per K/V tile: 16 KiB of f16 keys at a
 	// head dimension of 64.
 	attnTile = 128
 )
 
-// attnBlocked turns the blocked path off for tests comparing the two.
-var attnBlocked = true
+var (
+	// attnScoreBytes bounds a unit's scores: fewer rows per unit for
+	// long spans and wide groups (a variable for the tests).
+	attnScoreBytes = 8 << 20
+	// attnBlocked turns the blocked path off for tests comparing the two.
+	attnBlocked = true
+)
 
 // attentionBlocked computes attention as attention does for batches of
 // many rows over an f16 cache without a sliding window, and reports false,
@@ -62,16 +66,17 @@ func (r *Runner) attentionBlocked(layer int, rows []row) bool {
 	type unit struct{ lo, hi, kvHead int }
 	var units []unit
 	maxSpan := 0
+	for _, rw := range rows {
+		maxSpan = max(maxSpan, rw.last+1)
+	}
+	blockRows := min(attnBlockRows, max(1, attnScoreBytes/(4*group*maxSpan)))
 	for hi := len(rows); hi > 0; {
 		lo := hi - 1
-		for lo > 0 && hi-lo < attnBlockRows && rows[lo-1].seq == rows[hi-1].seq {
+		for lo > 0 && hi-lo < blockRows && rows[lo-1].seq == rows[hi-1].seq {
 			lo--
 		}
 		for h := range c.KVHeads {
 			units = append(units, unit{lo, hi, h})
-		}
-		for _, rw := range rows[lo:hi] {
-			maxSpan = max(maxSpan, rw.last+1)
 		}
 		hi = lo
 	}
@@ -134,7 +139,7 @@ func (r *Runner) attentionBlocked(layer int, rows []row) bool {
 		}
 	}
 
-	need := attnBlockRows * group * maxSpan
+	need := blockRows * group * maxSpan
 	threads := min(ml.Threads(), len(units))
 	if threads <= 1 {
 		r.scores = growScores(r.scores, 1, need)

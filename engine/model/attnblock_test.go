@@ -42,10 +42,16 @@ func TestAttentionBlockedBits(t *testing.T) {
 			w, err := Synthetic(c, 7, ml.F32)
 			require.NoError(t, err)
 			var ref [][]float32
-			for _, blocked := range []bool{false, true} {
-				attnBlocked = blocked
+			// Row by row, blocked, and blocked one row per unit (the
+			// scores bound at its floor).
+			for _, scoreBytes := range []int{0, attnScoreBytes, 1} {
+				saved := attnScoreBytes
+				attnBlocked = scoreBytes != 0
+				if scoreBytes != 0 {
+					attnScoreBytes = scoreBytes
+				}
 				got := prefillHidden(t, w, []int{70, 300}, 45)
-				attnBlocked = true
+				attnBlocked, attnScoreBytes = true, saved
 				if ref == nil {
 					ref = got
 					continue
