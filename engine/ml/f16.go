@@ -52,6 +52,11 @@ const attnChunk = 32
 // the f32 kernels.
 func AttnScoresF16(dst, q []float32, kv []uint16, offs []int, scale float32) {
 	checkAttnF16("AttnScoresF16", len(dst), len(q), kv, offs)
+	attnScoresF16(dst, q, kv, offs, scale)
+}
+
+// attnScoresF16 is AttnScoresF16 over offsets already checked.
+func attnScoresF16(dst, q []float32, kv []uint16, offs []int, scale float32) {
 	if len(dst) == 0 {
 		return
 	}
@@ -81,6 +86,11 @@ func AttnScoresF16(dst, q []float32, kv []uint16, offs []int, scale float32) {
 // converted cache.
 func AttnAccumF16(out, w []float32, kv []uint16, offs []int) {
 	checkAttnF16("AttnAccumF16", len(w), len(out), kv, offs)
+	attnAccumF16(out, w, kv, offs)
+}
+
+// attnAccumF16 is AttnAccumF16 over offsets already checked.
+func attnAccumF16(out, w []float32, kv []uint16, offs []int) {
 	d := len(out)
 	if len(w) == 0 || d == 0 {
 		return

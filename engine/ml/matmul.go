@@ -35,6 +35,13 @@ func MatMul(dst, x []float32, n int, w *Matrix) {
 	if n == 0 || R == 0 {
 		return
 	}
+	if tb := tokenBlock(n, actRowBytes(w)); tb < n {
+		for i0 := 0; i0 < n; i0 += tb {
+			i1 := min(i0+tb, n)
+			MatMul(dst[i0*R:i1*R], x[i0*K:i1*K], i1-i0, w)
+		}
+		return
+	}
 	threads := Threads()
 	if n*R*K < minParallelWork {
 		threads = 1

@@ -26,6 +26,18 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 		}
 		work += n * w.Rows * w.Cols
 	}
+	if tb := tokenBlock(n, groupRowBytes(ws)); tb < n {
+		sub := make([][]float32, len(ws))
+		K := ws[0].Cols
+		for i0 := 0; i0 < n; i0 += tb {
+			i1 := min(i0+tb, n)
+			for j, w := range ws {
+				sub[j] = dsts[j][i0*w.Rows : i1*w.Rows]
+			}
+			MatMulGroup(sub, x[i0*K:i1*K], i1-i0, ws)
+		}
+		return
+	}
 	if threads == 1 || work < minParallelWork || len(ws) < 2 || n == 0 {
 		for j, w := range ws {
 			MatMul(dsts[j], x, n, w)

@@ -365,6 +365,9 @@ func (r *Runner) hidden(b *Batch) {
 // (ml.AttnScores, ml.AttnAccum), whose per-position arithmetic does not
 // depend on the span, the batch or the thread split.
 func (r *Runner) attention(layer int, rows []row) {
+	if r.attentionBlocked(layer, rows) {
+		return
+	}
 	c := r.cfg
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	heads := c.Heads
@@ -455,9 +458,10 @@ func (r *Runner) attention(layer int, rows []row) {
 				}
 				if sinks != nil {
 					ml.SoftmaxSink(s, sinks[j])
-				} else {
-					ml.Softmax(s)
 				}
+			}
+			if sinks == nil {
+				ml.SoftmaxStrided(ss, span, hEnd-h, span)
 			}
 			o := out[h*hd : hEnd*hd]
 			clear(o)

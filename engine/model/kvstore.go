@@ -119,6 +119,10 @@ func (s kvStore) scoresGroup(dst, q []float32, g, base int, offs []int, scale fl
 		ml.AttnScoresQ4_0Group(dst, q, g, s.q[base:], offs, scale)
 		return
 	}
+	if s.f16 != nil {
+		ml.AttnScoresF16Group(dst, q, g, s.f16[base:], offs[:len(dst)/g], scale)
+		return
+	}
 	n, d := len(dst)/g, len(q)/g
 	for h := range g {
 		s.scores(dst[h*n:(h+1)*n], q[h*d:(h+1)*d], base, offs, scale)
@@ -134,6 +138,10 @@ func (s kvStore) accumGroup(out, w []float32, g, base int, offs []int) {
 		return
 	case device.Q4_0:
 		ml.AttnAccumQ4_0Group(out, w, g, s.q[base:], offs)
+		return
+	}
+	if s.f16 != nil {
+		ml.AttnAccumF16Group(out, w, g, s.f16[base:], offs)
 		return
 	}
 	n, d := len(w)/g, len(out)/g
