@@ -625,6 +625,12 @@ func (sc *scheduler) swapFailed(v *seq, err error) bool {
 		return true
 	}
 	e.met.swapFail()
+	if errors.Is(err, kvcache.ErrHostTierFull) {
+		// Expected under load (the host tier is sized by HostTierBytes):
+		// counted in SwapFails, and no cause for alarm.
+		e.log.Debug("engine: host tier full, preempted request recomputes", "request", v.id, "err", err)
+		return false
+	}
 	e.log.Warn("engine: swap out failed, falling back to recompute", "request", v.id, "err", err)
 	return false
 }

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,4 +130,89 @@ func TestSwapInWaitWakesNotPolls(t *testing.T) {
 	require.Zero(t, s.BookkeepingErrors)
 	waitPoolIdle(t, e)
 	requireNoLeaks(t, e)
+}
+
+// logRecords is a slog.Handler that keeps the level and message of every
+// record, at every level.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []logRecord
+}
+
+type logRecord struct {
+	level slog.Level
+	msg   string
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecords) WithGroup(string) slog.Handler            { return h }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, logRecord{r.Level, r.Message})
+	return nil
+}
+
+// count is the number of records at level whose message contains sub.
+func (h *logRecords) count(level slog.Level, sub string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if r.level == level && strings.Contains(r.msg, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// Issue 27: a preemption that finds the host tier full recomputes, which
+// is expected under load: counted in SwapFails and logged at Debug. A
+// swap-out that really failed (its copies failed) still warns.
+func TestSwapFailLogLevels(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		hostBytes   int64
+		failCopy    bool
+		debug, warn bool
+	}{
+		// Smaller than one page's copy: every swap-out finds it full.
+		{name: "host tier full", hostBytes: 1, debug: true},
+		{name: "copy fails", hostBytes: 1 << 20, failCopy: true, warn: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &logRecords{}
+			cfg := asyncTierConfig(t)
+			cfg.HostTierBytes = tc.hostBytes
+			cfg.Logger = slog.New(logs)
+			if tc.failCopy {
+				cfg.th().Faults = &Faults{Pool: &kvcache.Faults{FailCopy: func(kvcache.PageRef) error {
+					return errors.New("injected copy failure")
+				}}}
+			}
+			e := newEcho(t, cfg)
+			tr := newTrio()
+			res := tr.run(t, e)
+			for i, rs := range res {
+				require.NoError(t, rs.Err, "request %d", i)
+				require.Equal(t, echoOracle(tr.prompts[i], tr.max[i], 32, false), rs.Tokens, "request %d", i)
+			}
+			s := e.Stats()
+			require.Positive(t, s.SwapFails, "%+v", s)
+			require.Zero(t, s.SwapIns)
+			debug := logs.count(slog.LevelDebug, "host tier full")
+			warn := logs.count(slog.LevelWarn, "swap out failed")
+			if tc.debug {
+				require.EqualValues(t, s.SwapFails, debug, "one debug record per swap-out that found the host tier full")
+			} else {
+				require.Zero(t, debug)
+			}
+			if tc.warn {
+				require.EqualValues(t, s.SwapFails, warn, "one warning per failed swap-out")
+			} else {
+				require.Zero(t, warn, "no warning for a full host tier")
+			}
+		})
+	}
 }
