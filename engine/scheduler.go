@@ -712,7 +712,7 @@ func (sc *scheduler) pollSwaps() bool {
 // it is computed again from its tokens when s is next placed.
 func (sc *scheduler) forget(s *seq) {
 	sc.dropPages(s)
-	sc.e.met.recompute(s.fed)
+	s.redo = max(s.redo, s.fed)
 	s.fed, s.offered, s.prefixTail = 0, 0, nil
 }
 
@@ -1011,6 +1011,14 @@ func (sc *scheduler) forward() {
 		n := sc.inStep[s] - len(s.draft) // drafts are not written yet (spec.go)
 		before := s.fed
 		s.fed += n
+		if before < s.redo {
+			// K/V forget dropped, computed again: the tokens placed after
+			// before from the prefix cache were not.
+			sc.e.met.recompute(min(s.fed, s.redo) - before)
+			if s.fed >= s.redo {
+				s.redo = 0
+			}
+		}
 		if i < len(b.Failed) && b.Failed[i] != nil {
 			// Its own page failed as it sealed (per-sequence outcome): only
 			// s ends. Its logits may have read the bad slots, so it cannot
