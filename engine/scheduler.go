@@ -1012,8 +1012,9 @@ func (sc *scheduler) forward() {
 		before := s.fed
 		s.fed += n
 		if before < s.redo {
-			// K/V forget dropped, computed again: the tokens placed after
-			// before from the prefix cache were not.
+			// Tokens whose K/V forget dropped, computed again. Those the
+			// prefix cache gave back at placement never reach a step, so
+			// they are not counted.
 			sc.e.met.recompute(min(s.fed, s.redo) - before)
 			if s.fed >= s.redo {
 				s.redo = 0
