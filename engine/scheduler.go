@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvwarden/kvwarden/engine/model"
@@ -81,7 +82,17 @@ type scheduler struct {
 	// nothing queued are dropped now and then (pruneServed).
 	served     map[string]uint64
 	placements uint64
+
+	// loops counts the loop's iterations, for tests (read from another
+	// goroutine, hence atomic).
+	loops atomic.Uint64
 }
+
+// idleWaitHook, when set (tests only, before New), runs on the scheduler
+// goroutine each time work is pending but nothing could run, just before
+// the loop blocks: poll is false when it waits for a completion's wake-up
+// and true when it waits for the next tick.
+var idleWaitHook func(poll bool)
 
 func newScheduler(e *Engine) *scheduler {
 	sc := &scheduler{
@@ -98,7 +109,8 @@ func newScheduler(e *Engine) *scheduler {
 // stallLimit is how many idle polls (1 ms apart) the scheduler waits for
 // pages to come back before it declares the oldest request unservable.
 // Pages only stay away that long when the pool lost capacity to quarantine
-// or when allocation keeps failing.
+// or when allocation keeps failing. No poll runs while a host-tier copy or
+// a disk read is in flight: its completion wakes the loop.
 const stallLimit = 3000
 
 func (sc *scheduler) loop() {
@@ -106,6 +118,7 @@ func (sc *scheduler) loop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
+		sc.loops.Add(1)
 		closing := sc.intake()
 		if closing {
 			sc.shutdown()
@@ -123,15 +136,29 @@ func (sc *scheduler) loop() {
 			<-sc.e.wake
 			continue
 		}
-		// Work is pending but nothing could run: pages are on their way back
-		// (deferred release, host-tier copies in flight; a completed copy
-		// wakes the loop) or allocation failed. Poll.
+		// Work is pending but nothing could run. A host-tier copy or a disk
+		// read still running signals wake once its result is visible, so
+		// the loop sleeps until then rather than polling: a signal sent
+		// since the step waits in wake's buffer, and none is lost.
+		if sc.awaitsCompletion() {
+			if idleWaitHook != nil {
+				idleWaitHook(false)
+			}
+			<-sc.e.wake
+			continue
+		}
+		// Otherwise pages are on their way back (deferred release) or
+		// allocation failed: poll, and give up on the oldest request past
+		// stallLimit.
 		if !sc.copiesInFlight() && !sc.restoresInFlight() {
 			sc.stalled++
 		}
 		if sc.stalled > stallLimit {
 			sc.unstick()
 			sc.stalled = 0
+		}
+		if idleWaitHook != nil {
+			idleWaitHook(true)
 		}
 		timer.Reset(time.Millisecond)
 		select {
@@ -598,6 +625,12 @@ func (sc *scheduler) swapFailed(v *seq, err error) bool {
 		return true
 	}
 	e.met.swapFail()
+	if errors.Is(err, kvcache.ErrHostTierFull) {
+		// Expected under load (the host tier is sized by HostTierBytes):
+		// counted in SwapFails, and no cause for alarm.
+		e.log.Debug("engine: host tier full, preempted request recomputes", "request", v.id, "err", err)
+		return false
+	}
 	e.log.Warn("engine: swap out failed, falling back to recompute", "request", v.id, "err", err)
 	return false
 }
@@ -621,6 +654,22 @@ func (sc *scheduler) copiesInFlight() bool {
 func (sc *scheduler) restoresInFlight() bool {
 	for _, s := range sc.queue {
 		if s.restoring != nil || s.diskReading() {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitsCompletion reports whether a host-tier copy (prefix spill,
+// swap-out, swap-in) or a disk tier read is still running. Each one, when
+// it completes, makes its result visible first and then signals the wake
+// channel (Pool.OnCopyDone, diskTier.notify).
+func (sc *scheduler) awaitsCompletion() bool {
+	if sc.prefix.spilling() {
+		return true
+	}
+	for _, s := range sc.queue {
+		if (s.swapping != nil && !s.swapping.Ready()) || (s.restoring != nil && !s.restoring.Ready()) || s.diskReading() {
 			return true
 		}
 	}
@@ -663,7 +712,7 @@ func (sc *scheduler) pollSwaps() bool {
 // it is computed again from its tokens when s is next placed.
 func (sc *scheduler) forget(s *seq) {
 	sc.dropPages(s)
-	sc.e.met.recompute(s.fed)
+	s.redo = max(s.redo, s.fed)
 	s.fed, s.offered, s.prefixTail = 0, 0, nil
 }
 
@@ -962,6 +1011,15 @@ func (sc *scheduler) forward() {
 		n := sc.inStep[s] - len(s.draft) // drafts are not written yet (spec.go)
 		before := s.fed
 		s.fed += n
+		if before < s.redo {
+			// Tokens whose K/V forget dropped, computed again. Those the
+			// prefix cache gave back at placement never reach a step, so
+			// they are not counted.
+			sc.e.met.recompute(min(s.fed, s.redo) - before)
+			if s.fed >= s.redo {
+				s.redo = 0
+			}
+		}
 		if i < len(b.Failed) && b.Failed[i] != nil {
 			// Its own page failed as it sealed (per-sequence outcome): only
 			// s ends. Its logits may have read the bad slots, so it cannot

@@ -76,6 +76,11 @@ type seq struct {
 	cached        int // prompt tokens served from the prefix cache at first admission
 	generated     int
 
+	// redo is how many leading tokens had K/V that forget dropped: those
+	// computed again count as recomputed (RecomputedTokens), those the
+	// prefix cache gives back do not.
+	redo int
+
 	// Prefix cache bookkeeping: hashes[i] is the chain hash of ctx up to
 	// the end of page i; pages below offered were already considered.
 	hashes  []uint64

@@ -157,7 +157,7 @@ type Stats struct {
 	PromptTokens     uint64 // prompt tokens of admitted requests
 	GeneratedTokens  uint64 // tokens sampled
 	CachedTokens     uint64 // prompt tokens served from the prefix cache
-	RecomputedTokens uint64 // tokens prefilled again after a preemption without host tier
+	RecomputedTokens uint64 // tokens computed again after their K/V was dropped (preemption without room in a host tier, corruption); not those the prefix cache gave back
 
 	Steps       uint64
 	Preemptions uint64 // sequences preempted (swap or recompute)
