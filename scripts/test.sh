@@ -118,10 +118,10 @@ done
 # (cortex-a57: the SMULL/SADALP ones); TestARM64Features fails if qemu did
 # not give the CPU model's features. Natively on an arm64 host. Then the
 # kernels composed: stories260K (F32) and the Q8_0 and Q4_K_M llama32
-# goldens through the whole forward pass against llama.cpp's logits (about
-# 10 s per CPU model under qemu; the other types' goldens run natively only).
+# goldens through the whole forward pass against llama.cpp's logits (10-20 s
+# per CPU model under qemu; the other types' goldens run natively only).
 arm64_golden='TestGoldenGGUF$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$'
-arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels'
+arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16'
 case "$qemu_arm64" in
   skip) ;;
   "")

@@ -3096,6 +3096,29 @@ loop:
 	BGT loop
 	RET
 
+// func axpyF16NEON(dst *float32, a float32, x *uint16, n16 int)
+TEXT ·axpyF16NEON(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	FMOVS a+8(FP), F31
+	MOVD x+16(FP), R1
+	MOVD n16+24(FP), R2
+	VDUP V31.S[0], V31.S4
+loop:
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1.P 32(R1), [V8.H8, V9.H8]
+	WORD $0x0E217904 // FCVTL V4.4S, V8.4H
+	WORD $0x4E217905 // FCVTL2 V5.4S, V8.8H
+	WORD $0x0E217926 // FCVTL V6.4S, V9.4H
+	WORD $0x4E217927 // FCVTL2 V7.4S, V9.8H
+	VFMLA V31.S4, V4.S4, V0.S4
+	VFMLA V31.S4, V5.S4, V1.S4
+	VFMLA V31.S4, V6.S4, V2.S4
+	VFMLA V31.S4, V7.S4, V3.S4
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)
+	SUBS $16, R2
+	BGT loop
+	RET
+
 // func quantQ8NEON(dst *byte, x *float32, nb int)
 TEXT ·quantQ8NEON(SB), NOSPLIT, $0-24
 	MOVD dst+0(FP), R0

@@ -216,3 +216,43 @@ func TestNEONHalfRowsMatchF32(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnF16NEON requires the arm64 f16 attention (dotF16 scores,
+// axpyF16NEON accumulation) to run at every NEON level, counted in
+// attnF16Calls, and to give the bits of the f32 kernels at that level on
+// the converted cache, for head widths with and without 16-value tails.
+func TestAttnF16NEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 16))
+	for _, d := range []int{8, 16, 44, 64, 128} {
+		for _, n := range []int{1, 5, 40} {
+			kv16 := make([]uint16, (2*n+1)*d)
+			for i := range kv16 {
+				kv16[i] = F32ToF16(float32(r.NormFloat64()))
+			}
+			kv32 := make([]float32, len(kv16))
+			cvtF16F32Generic(kv32, kv16)
+			offs := make([]int, n)
+			for i := range offs {
+				offs[i] = r.IntN(2*n+1) * d
+			}
+			q, w, acc := randF32(r, d), randF32(r, n), randF32(r, d)
+			for _, lvl := range supportedLevels()[1:] {
+				what := fmt.Sprintf("d=%d n=%d level=%d", d, n, lvl)
+				saved := simdLevel()
+				setSIMDLevel(lvl)
+				want, got := make([]float32, n), make([]float32, n)
+				wantAcc, gotAcc := append([]float32(nil), acc...), append([]float32(nil), acc...)
+				AttnScores(want, q, kv32, offs, 0.125)
+				AttnAccum(wantAcc, w, kv32, offs)
+				before := attnF16Calls.Load()
+				AttnScoresF16(got, q, kv16, offs, 0.125)
+				AttnAccumF16(gotAcc, w, kv16, offs)
+				ran := attnF16Calls.Load() - before
+				setSIMDLevel(saved)
+				require.Equal(t, int64(2*n), ran, "%s: positions through the arm64 f16 kernels", what)
+				requireBits(t, want, got, n, what+" scores")
+				requireBits(t, wantAcc, gotAcc, d, what+" accum")
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Command neongen writes kernels_arm64.s, the arm64 NEON kernels of
 // engine/ml: the integer products of the quantized types, the F32/F16/BF16
-// row dots, axpy, the Q8 and Q8_K activation quantizers and SiLU·mul.
+// row dots, the F32 and F16 axpy (the f16 attention's accumulation), the
+// Q8 and Q8_K activation quantizers and SiLU·mul.
 // Every integer kernel comes in two variants that differ only in the int8
 // dot step: SDOT (the dot-product extension, ARMv8.2 FEAT_DotProd) or
 // SMULL/SMULL2/SADALP (plain ARMv8.0 NEON). The Go assembler lacks these
@@ -193,7 +194,8 @@ func generate() {
 	dotF32("F32")
 	dotF32("F16")
 	dotF32("BF16")
-	axpyF32()
+	axpyF32("F32")
+	axpyF32("F16")
 	quantQ8()
 	maxMin()
 	quantQ8K()
@@ -509,12 +511,18 @@ func dotF32(kind string) {
 }
 
 // axpyF32 writes func axpyF32NEON(dst *float32, a float32, x *float32,
-// n16 int): dst += a*x with FMLA, n16 a positive multiple of 16. The
-// multiply-add is fused as Go's own dst[i] += a*x[i] is on arm64.
-func axpyF32() {
+// n16 int) (or axpyF16NEON with x f16 values, widened exactly): dst +=
+// a*x with FMLA, n16 a positive multiple of 16. The multiply-add is fused
+// as Go's own dst[i] += a*x[i] is on arm64, so an F16 row accumulates the
+// bits of its F32 decoding.
+func axpyF32(kind string) {
+	name, xt := "axpy"+kind+"NEON", "*uint16"
+	if kind == "F32" {
+		xt = "*float32"
+	}
 	P("")
-	P("// func axpyF32NEON(dst *float32, a float32, x *float32, n16 int)")
-	P("TEXT ·axpyF32NEON(SB), NOSPLIT, $0-32")
+	P("// func %s(dst *float32, a float32, x %s, n16 int)", name, xt)
+	P("TEXT ·%s(SB), NOSPLIT, $0-32", name)
 	P("\tMOVD dst+0(FP), R0")
 	P("\tFMOVS a+8(FP), F31")
 	P("\tMOVD x+16(FP), R1")
@@ -522,7 +530,15 @@ func axpyF32() {
 	P("\tVDUP V31.S[0], V31.S4")
 	P("loop:")
 	P("\tVLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
-	P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	if kind == "F16" {
+		P("\tVLD1.P 32(R1), [V8.H8, V9.H8]")
+		P("\tWORD $0x%08X // FCVTL V4.4S, V8.4H", fcvtl(4, 8))
+		P("\tWORD $0x%08X // FCVTL2 V5.4S, V8.8H", fcvtl2(5, 8))
+		P("\tWORD $0x%08X // FCVTL V6.4S, V9.4H", fcvtl(6, 9))
+		P("\tWORD $0x%08X // FCVTL2 V7.4S, V9.8H", fcvtl2(7, 9))
+	} else {
+		P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	}
 	for i := 0; i < 4; i++ {
 		P("\tVFMLA V31.S4, V%d.S4, V%d.S4", 4+i, i)
 	}
