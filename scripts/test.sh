@@ -121,7 +121,7 @@ done
 # goldens through the whole forward pass against llama.cpp's logits (10-20 s
 # per CPU model under qemu; the other types' goldens run natively only).
 arm64_golden='TestGoldenGGUF$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$'
-arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16'
+arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV'
 case "$qemu_arm64" in
   skip) ;;
   "")

@@ -256,3 +256,57 @@ func TestAttnF16NEON(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnQ8NEON requires the arm64 Q8_0 KV attention kernels to run at
+// every NEON level, counted in attnQ8Calls, one head and grouped, and to
+// give the bits of the f32 kernels at that level on the dequantized cache
+// (the tile path's arithmetic).
+func TestAttnQ8NEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 8))
+	for _, d := range []int{32, 64, 128} {
+		for _, n := range []int{1, 5, 40} {
+			const g = 2
+			rb := d / 32 * 34
+			rows := 2*n + 1
+			kv := make([]byte, rows*rb)
+			kv32 := make([]float32, rows*d)
+			for i := range rows {
+				x := randF32(r, d)
+				QuantizeRowQ8_0(kv[i*rb:(i+1)*rb], x)
+				dequantQ8Generic(kv32[i*d:(i+1)*d], kv[i*rb:(i+1)*rb])
+			}
+			offs, offs32 := make([]int, n), make([]int, n)
+			for i := range offs {
+				row := r.IntN(rows)
+				offs[i], offs32[i] = row*rb, row*d
+			}
+			q, w, acc := randF32(r, g*d), randF32(r, g*n), randF32(r, g*d)
+			for _, lvl := range supportedLevels()[1:] {
+				what := fmt.Sprintf("d=%d n=%d level=%d", d, n, lvl)
+				saved := simdLevel()
+				setSIMDLevel(lvl)
+				want, wantAcc := make([]float32, g*n), append([]float32(nil), acc...)
+				for h := range g {
+					AttnScores(want[h*n:(h+1)*n], q[h*d:(h+1)*d], kv32, offs32, 0.125)
+					AttnAccum(wantAcc[h*d:(h+1)*d], w[h*n:(h+1)*n], kv32, offs32)
+				}
+				got, gotAcc := make([]float32, g*n), append([]float32(nil), acc...)
+				before := attnQ8Calls.Load()
+				AttnScoresQ8_0(got[:n], q[:d], kv, offs, 0.125)
+				AttnAccumQ8_0(gotAcc[:d], w[:n], kv, offs)
+				ran := attnQ8Calls.Load() - before
+				gotG, gotAccG := make([]float32, g*n), append([]float32(nil), acc...)
+				AttnScoresQ8_0Group(gotG, q, g, kv, offs, 0.125)
+				AttnAccumQ8_0Group(gotAccG, w, g, kv, offs)
+				ranG := attnQ8Calls.Load() - before - ran
+				setSIMDLevel(saved)
+				require.Equal(t, int64(2*n), ran, "%s: positions through the arm64 Q8_0 kernels", what)
+				require.Equal(t, int64(2*g*n), ranG, "%s: grouped positions through the arm64 Q8_0 kernels", what)
+				requireBits(t, want[:n], got[:n], 1, what+" scores")
+				requireBits(t, wantAcc[:d], gotAcc[:d], 1, what+" accum")
+				requireBits(t, want, gotG, g, what+" grouped scores")
+				requireBits(t, wantAcc, gotAccG, g, what+" grouped accum")
+			}
+		}
+	}
+}

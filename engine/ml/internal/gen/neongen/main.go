@@ -1,7 +1,7 @@
 // Command neongen writes kernels_arm64.s, the arm64 NEON kernels of
 // engine/ml: the integer products of the quantized types, the F32/F16/BF16
 // row dots, the F32 and F16 axpy (the f16 attention's accumulation), the
-// Q8 and Q8_K activation quantizers and SiLU·mul.
+// Q8_0 KV attention, the Q8 and Q8_K activation quantizers and SiLU·mul.
 // Every integer kernel comes in two variants that differ only in the int8
 // dot step: SDOT (the dot-product extension, ARMv8.2 FEAT_DotProd) or
 // SMULL/SMULL2/SADALP (plain ARMv8.0 NEON). The Go assembler lacks these
@@ -104,6 +104,7 @@ var (
 	ushl8h     = r3(0x6E604400)
 )
 
+func fcvtSH(d, n int) uint32 { return 0x1EE24000 | uint32(n)<<5 | uint32(d) }
 func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
 func fcvtl2(d, n int) uint32 { return 0x4E217800 | uint32(n)<<5 | uint32(d) }
 
@@ -120,6 +121,12 @@ func encodings() map[string]uint32 {
 		"faddp v17.4s, v18.4s, v19.4s":  faddp4s(17, 18, 19),
 		"faddp s20, v21.2s":             faddpS(20, 21),
 		"fcvtl v22.4s, v23.4h":          fcvtl(22, 23),
+		"fcvt s3, h4":                   fcvtSH(3, 4),
+		"sshll v5.8h, v6.8b, #0":        sshll8h(5, 6),
+		"sshll2 v7.8h, v8.16b, #0":      sshll2_8h(7, 8),
+		"sshll v9.4s, v10.4h, #0":       sshll4s(9, 10),
+		"sshll2 v11.4s, v12.8h, #0":     sshll2_4s(11, 12),
+		"scvtf v13.4s, v14.4s":          scvtf4s(13, 14),
 		"fcvtl2 v24.4s, v25.8h":         fcvtl2(24, 25),
 		"fabs v1.4s, v2.4s":             fabs4s(1, 2),
 		"fmax v3.4s, v4.4s, v5.4s":      fmax4s(3, 4, 5),
@@ -196,6 +203,7 @@ func generate() {
 	dotF32("BF16")
 	axpyF32("F32")
 	axpyF32("F16")
+	attnQ8()
 	quantQ8()
 	maxMin()
 	quantQ8K()
@@ -544,6 +552,85 @@ func axpyF32(kind string) {
 	}
 	P("\tVST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
 	P("\tSUBS $16, R2")
+	P("\tBGT loop")
+	P("\tRET")
+}
+
+// attnQ8 writes the Q8_0 KV attention kernels, which widen each block
+// of a position's row (f16 scale d, 32 int8 q) in registers to the
+// float32 values q*d (exact products, as dequantQ8Generic's) instead of
+// through a tile:
+//
+//   - func dotQ8KVNEON(q *float32, kv *byte, nb int) float32: the dot of
+//     q with the nb-block row, in dotF32NEON's accumulators and reduction,
+//     so a score has the bits of dot on the dequantized row;
+//   - func axpyQ8KVNEON(dst *float32, a float32, kv *byte, nb int): dst +=
+//     a*row, fused as axpyF32NEON's.
+func attnQ8() {
+	// q8Block leaves the 32 values of the block at R1 in V0-V7, R1 past it.
+	q8Block := func() {
+		P("\tMOVHU.P 2(R1), R3")
+		P("\tFMOVS R3, F10")
+		W(fcvtSH(10, 10), "FCVT S10, H10")
+		P("\tVDUP V10.S[0], V10.S4")
+		P("\tVLD1.P 32(R1), [V8.B16, V9.B16]")
+		W(sshll8h(20, 8), "SSHLL V20.8H, V8.8B, #0")
+		W(sshll2_8h(21, 8), "SSHLL2 V21.8H, V8.16B, #0")
+		W(sshll8h(22, 9), "SSHLL V22.8H, V9.8B, #0")
+		W(sshll2_8h(23, 9), "SSHLL2 V23.8H, V9.16B, #0")
+		for i := 0; i < 4; i++ {
+			W(sshll4s(2*i, 20+i), "SSHLL V%d.4S, V%d.4H, #0", 2*i, 20+i)
+			W(sshll2_4s(2*i+1, 20+i), "SSHLL2 V%d.4S, V%d.8H, #0", 2*i+1, 20+i)
+		}
+		for i := 0; i < 8; i++ {
+			W(scvtf4s(i, i), "SCVTF V%d.4S, V%d.4S", i, i)
+			W(fmul4s(i, i, 10), "FMUL V%d.4S, V%d.4S, V10.4S", i, i)
+		}
+	}
+
+	P("")
+	P("// func dotQ8KVNEON(q *float32, kv *byte, nb int) float32")
+	P("TEXT ·dotQ8KVNEON(SB), NOSPLIT, $0-28")
+	P("\tMOVD q+0(FP), R0")
+	P("\tMOVD kv+8(FP), R1")
+	P("\tMOVD nb+16(FP), R2")
+	zero(16, 17, 18, 19)
+	P("loop:")
+	q8Block()
+	for h := 0; h < 2; h++ {
+		P("\tVLD1.P 64(R0), [V24.S4, V25.S4, V26.S4, V27.S4]")
+		for i := 0; i < 4; i++ {
+			P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", 24+i, 4*h+i, 16+i)
+		}
+	}
+	P("\tSUBS $1, R2")
+	P("\tBGT loop")
+	P("\tWORD $0x%08X // FADD V16.4S, V16.4S, V17.4S", fadd4s(16, 16, 17))
+	P("\tWORD $0x%08X // FADD V18.4S, V18.4S, V19.4S", fadd4s(18, 18, 19))
+	P("\tWORD $0x%08X // FADD V16.4S, V16.4S, V18.4S", fadd4s(16, 16, 18))
+	P("\tWORD $0x%08X // FADDP V16.4S, V16.4S, V16.4S", faddp4s(16, 16, 16))
+	P("\tWORD $0x%08X // FADDP S16, V16.2S", faddpS(16, 16))
+	P("\tFMOVS F16, ret+24(FP)")
+	P("\tRET")
+
+	P("")
+	P("// func axpyQ8KVNEON(dst *float32, a float32, kv *byte, nb int)")
+	P("TEXT ·axpyQ8KVNEON(SB), NOSPLIT, $0-32")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tFMOVS a+8(FP), F31")
+	P("\tMOVD kv+16(FP), R1")
+	P("\tMOVD nb+24(FP), R2")
+	P("\tVDUP V31.S[0], V31.S4")
+	P("loop:")
+	q8Block()
+	for h := 0; h < 2; h++ {
+		P("\tVLD1 (R0), [V24.S4, V25.S4, V26.S4, V27.S4]")
+		for i := 0; i < 4; i++ {
+			P("\tVFMLA V31.S4, V%d.S4, V%d.S4", 4*h+i, 24+i)
+		}
+		P("\tVST1.P [V24.S4, V25.S4, V26.S4, V27.S4], 64(R0)")
+	}
+	P("\tSUBS $1, R2")
 	P("\tBGT loop")
 	P("\tRET")
 }
