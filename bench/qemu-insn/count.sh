@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # count.sh: guest instructions per weight (per multiply-add) of each
-# BenchmarkNEONLevels case (engine/ml, arm64) under qemu-aarch64 -cpu max,
+# BenchmarkNEONLevels case (engine/ml, arm64) under qemu-aarch64 -cpu max
+# (for the attention cases, per multiply-add of scores and sums together),
 # as the difference of a long run (1001 products, 100001 SiLUMul/Dot calls)
 # and a 1x run, with the insn.c plugin (GOMAXPROCS=1 and GOGC=off: no
 # idle-thread spinning or collections in the count). The runtime's own work
@@ -18,7 +19,7 @@ insns() {
     -test.run '^$' -test.bench "^BenchmarkNEONLevels/$1\$" -test.benchtime "$2" 2>&1 | awk '/^insns/ {print $2}'
 }
 cases=$(for ty in F32 F16 BF16 Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 IQ4_NL MXFP4 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS; do for l in generic neon dotprod; do echo "$ty/$l"; done; done; \
-  for op in SiLUMul Dot; do for l in generic neon dotprod; do echo "$op/$l"; done; done)
+  for op in SiLUMul Dot AttnF16 AttnQ8_0; do for l in generic neon dotprod; do echo "$op/$l"; done; done)
 printf '%-18s %8s %14s %10s\n' case runs insns "per value"
 for c in $cases; do
   [[ $c =~ ${1:-.} ]] || continue

@@ -131,9 +131,10 @@ func TestQuantizeActQ8NEON(t *testing.T) {
 }
 
 // BenchmarkNEONLevels runs one product per type at each arm64 level (one
-// thread, a 64x2048 matrix, one activation row), and SiLUMul and Dot over
-// 2048 values. Under qemu the times mean nothing; bench/qemu-insn counts
-// the instructions it executes instead.
+// thread, a 64x2048 matrix, one activation row), SiLUMul and Dot over
+// 2048 values, and one head of f16 and Q8_0 KV attention. Under qemu the
+// times mean nothing; bench/qemu-insn counts the instructions it executes
+// instead.
 func BenchmarkNEONLevels(b *testing.B) {
 	SetThreads(1)
 	defer SetThreads(0)
@@ -174,6 +175,37 @@ func BenchmarkNEONLevels(b *testing.B) {
 			level(b, lvl)
 			for range b.N {
 				Dot(g, u)
+			}
+		})
+	}
+	// One head of attention (scores and the weighted sum) over 512
+	// positions of 128 values, f16 and Q8_0 keys and values: as many
+	// multiply-adds as one of the products above.
+	const pos, hd = 512, 128
+	kv16 := make([]uint16, pos*hd)
+	for i := range kv16 {
+		kv16[i] = F32ToF16(float32(r.NormFloat64()))
+	}
+	kvq := make([]byte, pos*hd/32*34)
+	QuantizeRowQ8_0(kvq, randF32(r, pos*hd))
+	offs16, offsQ := make([]int, pos), make([]int, pos)
+	for i := range pos {
+		offs16[i], offsQ[i] = i*hd, i*hd/32*34
+	}
+	q, out, sc := randF32(r, hd), make([]float32, hd), make([]float32, pos)
+	for _, lvl := range supportedLevels() {
+		b.Run("AttnF16/"+names[lvl], func(b *testing.B) {
+			level(b, lvl)
+			for range b.N {
+				AttnScoresF16(sc, q, kv16, offs16, 0.125)
+				AttnAccumF16(out, sc, kv16, offs16)
+			}
+		})
+		b.Run("AttnQ8_0/"+names[lvl], func(b *testing.B) {
+			level(b, lvl)
+			for range b.N {
+				AttnScoresQ8_0(sc, q, kvq, offsQ, 0.125)
+				AttnAccumQ8_0(out, sc, kvq, offsQ)
 			}
 		})
 	}
