@@ -197,6 +197,7 @@ func generate() {
 		q2k(d)
 		q3k(d)
 		iq4xs(d)
+		q8x4(d)
 	}
 	dotF32("F32")
 	dotF32("F16")
@@ -632,6 +633,63 @@ func attnQ8() {
 	}
 	P("\tSUBS $1, R2")
 	P("\tBGT loop")
+	P("\tRET")
+}
+
+// q8x4 writes func dotQ8_0x4<variant>(w, a *byte, as, nb int, out
+// *float32): the products of one Q8_0 weight row with four Q8 activation
+// rows (as bytes apart), each weight block loaded once for the four. The
+// four rows' steps of dotQ8_0 run in the lanes of one vector (int sum,
+// SCVTF, s*(dw*dx), acc + that, each rounded as there), so out[i] has the
+// bits of dotQ8_0 on row i.
+//
+// Registers: R0 w, R10-R13 the activation rows, R2 blocks left, V31 the
+// four sums, V3 dw in every lane, V20 the four dx.
+func q8x4(d dotter) {
+	name := "dotQ8_0x4" + d.name
+	P("")
+	P("// func %s(w, a *byte, as, nb int, out *float32)", name)
+	P("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	P("\tMOVD w+0(FP), R0")
+	P("\tMOVD a+8(FP), R10")
+	P("\tMOVD as+16(FP), R9")
+	P("\tMOVD nb+24(FP), R2")
+	P("\tADD R9, R10, R11")
+	P("\tADD R9, R11, R12")
+	P("\tADD R9, R12, R13")
+	zero(31)
+	P("\tCBZ R2, done")
+	P("loop:")
+	P("\tMOVHU (R0), R4")
+	P("\tFMOVS R4, F3")
+	P("\tFCVTHS F3, F3")
+	P("\tVDUP V3.S[0], V3.S4")
+	P("\tADD $2, R0, R5")
+	P("\tVLD1 (R5), [V0.B16, V1.B16]")
+	for i := 0; i < 4; i++ {
+		r := 10 + i
+		P("\tFMOVS (R%d), F%d", r, 20+i)
+		P("\tADD $8, R%d, R6", r)
+		P("\tVLD1 (R6), [V16.B16, V17.B16]")
+		zero(8 + i)
+		d.emit(8+i, 0, 16)
+		d.emit(8+i, 1, 17)
+		P("\tADD $40, R%d", r)
+	}
+	reduce4(8, 9, 10, 11)
+	W(scvtf4s(8, 8), "SCVTF V8.4S, V8.4S")
+	for i := 1; i < 4; i++ {
+		P("\tVMOV V%d.S[0], V20.S[%d]", 20+i, i)
+	}
+	W(fmul4s(20, 20, 3), "FMUL V20.4S, V20.4S, V3.4S")
+	W(fmul4s(8, 8, 20), "FMUL V8.4S, V8.4S, V20.4S")
+	W(fadd4s(31, 31, 8), "FADD V31.4S, V31.4S, V8.4S")
+	P("\tADD $34, R0")
+	P("\tSUBS $1, R2")
+	P("\tBNE loop")
+	P("done:")
+	P("\tMOVD out+32(FP), R7")
+	P("\tVST1 [V31.S4], (R7)")
 	P("\tRET")
 }
 
