@@ -131,10 +131,9 @@ func TestQuantizeActQ8NEON(t *testing.T) {
 }
 
 // BenchmarkNEONLevels runs one product per type at each arm64 level (one
-// thread, a 64x2048 matrix, one activation row), SiLUMul and Dot over
-// 2048 values, and one head of f16 and Q8_0 KV attention. Under qemu the
-// times mean nothing; bench/qemu-insn counts the instructions it executes
-// instead.
+// thread, a 64x2048 matrix, one activation row; Q8_0 also four rows),
+// SiLUMul and Dot over 2048 values. Under qemu the times mean nothing;
+// bench/qemu-insn counts the instructions it executes instead.
 func BenchmarkNEONLevels(b *testing.B) {
 	SetThreads(1)
 	defer SetThreads(0)
@@ -151,15 +150,26 @@ func BenchmarkNEONLevels(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		x := randF32(r, cols)
-		dst := make([]float32, rows)
+		x := randF32(r, 4*cols)
+		dst := make([]float32, 4*rows)
 		for _, lvl := range supportedLevels() {
 			b.Run(fmt.Sprintf("%v/%s", ty, names[lvl]), func(b *testing.B) {
 				level(b, lvl)
 				for range b.N {
-					MatMul(dst, x, 1, w)
+					MatMul(dst[:rows], x[:cols], 1, w)
 				}
 				b.ReportMetric(float64(b.N)*rows*cols/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+			if ty != Q8_0 {
+				continue
+			}
+			// Four activation rows: the four-row kernel.
+			b.Run(fmt.Sprintf("%vx4/%s", ty, names[lvl]), func(b *testing.B) {
+				level(b, lvl)
+				for range b.N {
+					MatMul(dst, x, 4, w)
+				}
+				b.ReportMetric(float64(b.N)*4*rows*cols/b.Elapsed().Seconds()/1e9, "GMAC/s")
 			})
 		}
 	}
@@ -178,9 +188,20 @@ func BenchmarkNEONLevels(b *testing.B) {
 			}
 		})
 	}
-	// One head of attention (scores and the weighted sum) over 512
-	// positions of 128 values, f16 and Q8_0 keys and values: as many
-	// multiply-adds as one of the products above.
+}
+
+// BenchmarkNEONAttn runs one head of attention (scores and the weighted
+// sum) over 512 positions of 128 values, f16 and Q8_0 keys and values (as
+// many multiply-adds as one of BenchmarkNEONLevels' products), at each
+// arm64 level.
+func BenchmarkNEONAttn(b *testing.B) {
+	names := []string{levelGeneric: "generic", levelNEON: "neon", levelDotProd: "dotprod"}
+	r := rand.New(rand.NewPCG(28, 6))
+	level := func(b *testing.B, lvl int) {
+		saved := simdLevel()
+		setSIMDLevel(lvl)
+		b.Cleanup(func() { setSIMDLevel(saved) })
+	}
 	const pos, hd = 512, 128
 	kv16 := make([]uint16, pos*hd)
 	for i := range kv16 {
