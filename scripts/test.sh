@@ -122,7 +122,7 @@ done
 # and Q4_K_M llama32 goldens through the whole forward pass against
 # llama.cpp's logits, and a forward pass on an f16 KV pool (about 15 s).
 arm64_golden='TestGoldenGGUF$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$|TestForwardF16KV$'
-arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV|TestNEONx4Rows'
+arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV|TestNEONx4Rows|TestAddNEON'
 case "$qemu_arm64" in
   skip) ;;
   "")

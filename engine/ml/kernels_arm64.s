@@ -3391,6 +3391,23 @@ loop:
 	BGT loop
 	RET
 
+// func addF32NEON(dst, x *float32, n16 int)
+TEXT ·addF32NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n16+16(FP), R2
+loop:
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]
+	WORD $0x4E24D400 // FADD V0.4S, V0.4S, V4.4S
+	WORD $0x4E25D421 // FADD V1.4S, V1.4S, V5.4S
+	WORD $0x4E26D442 // FADD V2.4S, V2.4S, V6.4S
+	WORD $0x4E27D463 // FADD V3.4S, V3.4S, V7.4S
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)
+	SUBS $16, R2
+	BGT loop
+	RET
+
 // func quantQ8NEON(dst *byte, x *float32, nb int)
 TEXT ·quantQ8NEON(SB), NOSPLIT, $0-24
 	MOVD dst+0(FP), R0

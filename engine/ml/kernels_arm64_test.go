@@ -399,3 +399,25 @@ func TestNEONx4Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestAddNEON requires Add to sum whole 16-value steps in the arm64
+// kernel (counted in addCalls) with addGeneric's bits, tails included.
+func TestAddNEON(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 9))
+	for _, n := range []int{1, 15, 16, 17, 40, 1000} {
+		x, y := randF32(r, n), randF32(r, n)
+		want := append([]float32(nil), x...)
+		addGeneric(want, y)
+		for _, lvl := range supportedLevels()[1:] {
+			saved := simdLevel()
+			setSIMDLevel(lvl)
+			got := append([]float32(nil), x...)
+			before := addCalls.Load()
+			Add(got, y)
+			ran := addCalls.Load() - before
+			setSIMDLevel(saved)
+			require.Equal(t, int64(n&^15), ran, "n=%d level=%d: values through the arm64 kernel", n, lvl)
+			requireBits(t, want, got, 1, fmt.Sprintf("n=%d level=%d", n, lvl))
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Command neongen writes kernels_arm64.s, the arm64 NEON kernels of
 // engine/ml: the integer products of the quantized types, the F32/F16/BF16
 // row dots, the F32 and F16 axpy (the f16 attention's accumulation), the
-// Q8_0 KV attention, the Q8 and Q8_K activation quantizers and SiLU·mul.
+// Q8_0 KV attention, Add, the Q8 and Q8_K activation quantizers and
+// SiLU·mul.
 // Every integer kernel comes in two variants that differ only in the int8
 // dot step: SDOT (the dot-product extension, ARMv8.2 FEAT_DotProd) or
 // SMULL/SMULL2/SADALP (plain ARMv8.0 NEON). The Go assembler lacks these
@@ -205,6 +206,7 @@ func generate() {
 	axpyF32("F32")
 	axpyF32("F16")
 	attnQ8()
+	addF32()
 	quantQ8()
 	maxMin()
 	quantQ8K()
@@ -550,6 +552,27 @@ func axpyF32(kind string) {
 	}
 	for i := 0; i < 4; i++ {
 		P("\tVFMLA V31.S4, V%d.S4, V%d.S4", 4+i, i)
+	}
+	P("\tVST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
+	P("\tSUBS $16, R2")
+	P("\tBGT loop")
+	P("\tRET")
+}
+
+// addF32 writes func addF32NEON(dst, x *float32, n16 int): dst += x,
+// n16 a positive multiple of 16 (each sum rounded once, as addGeneric's).
+func addF32() {
+	P("")
+	P("// func addF32NEON(dst, x *float32, n16 int)")
+	P("TEXT ·addF32NEON(SB), NOSPLIT, $0-24")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tMOVD x+8(FP), R1")
+	P("\tMOVD n16+16(FP), R2")
+	P("loop:")
+	P("\tVLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		W(fadd4s(i, i, 4+i), "FADD V%d.4S, V%d.4S, V%d.4S", i, i, 4+i)
 	}
 	P("\tVST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
 	P("\tSUBS $16, R2")
