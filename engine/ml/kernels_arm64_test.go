@@ -365,22 +365,27 @@ func TestAttnQ8NEON(t *testing.T) {
 }
 
 // TestNEONx4Rows requires batches of four or more activation rows of a
-// Q8_0 product to go through the four-row kernel (counted in neonX4Calls)
-// for every whole group of four, at every level, with the reference bits.
+// Q8_0, Q4_0, IQ4_NL or Q5_0 product to go through the four-row kernel
+// (counted in neonX4Calls) for every whole group of four, at every level,
+// with the reference bits.
 func TestNEONx4Rows(t *testing.T) {
 	defer SetThreads(0)
 	SetThreads(1)
 	r := rand.New(rand.NewPCG(28, 4))
-	for _, s := range []struct{ rows, cols int }{{3, 32}, {7, 512}} {
-		w := randMatrix(t, r, Q8_0, s.rows, s.cols)
-		rb, err := Q8_0.RowBytes(s.cols)
+	for _, c := range []struct {
+		ty         Type
+		rows, cols int
+	}{{Q8_0, 3, 32}, {Q8_0, 7, 512}, {Q4_0, 5, 256}, {IQ4_NL, 5, 256}, {Q5_0, 3, 32}, {Q5_0, 5, 512}} {
+		s, ty := c, c.ty
+		w := randMatrix(t, r, ty, s.rows, s.cols)
+		rb, err := ty.RowBytes(s.cols)
 		require.NoError(t, err)
 		as := s.cols / 32 * q8ActBlock
 		for _, n := range []int{4, 5, 8, 11} {
 			x := randF32(r, n*s.cols)
 			act := make([]byte, n*as)
 			for i := 0; i < n; i++ {
-				quantizeActGeneric(Q8_0.traits().act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
+				quantizeActGeneric(ty.traits().act, act[i*as:(i+1)*as], x[i*s.cols:(i+1)*s.cols])
 			}
 			want := make([]float32, n*s.rows)
 			matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
@@ -392,7 +397,7 @@ func TestNEONx4Rows(t *testing.T) {
 				MatMul(got, x, n, w)
 				ran := neonX4Calls.Load() - before
 				setSIMDLevel(saved)
-				what := fmt.Sprintf("%dx%d n=%d level=%d", s.rows, s.cols, n, lvl)
+				what := fmt.Sprintf("%v %dx%d n=%d level=%d", ty, s.rows, s.cols, n, lvl)
 				require.Equal(t, int64(n&^3*s.rows), ran, "%s: outputs from the four-row kernel", what)
 				requireBits(t, want, got, s.rows, what)
 			}

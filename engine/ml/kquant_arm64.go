@@ -99,17 +99,37 @@ func dotIQ4XSNEON(w, a *byte, nb int, tbl *int8) float32
 type rowKernel func(w, a *byte, nb int, tbl *int8) float32
 
 //go:noescape
-func dotQ8_0x4SDOT(w, a *byte, as, nb int, out *float32)
+func dotQ8_0x4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
 
 //go:noescape
-func dotQ8_0x4NEON(w, a *byte, as, nb int, out *float32)
+func dotQ8_0x4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ4_0x4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ4_0x4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotIQ4NLx4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotIQ4NLx4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ5_0x4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ5_0x4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+type x4Kernel func(w, a *byte, as, nb int, tbl *int8, out *float32)
 
 // x4Kernels are the four-activation-row kernels by [dotprod][type]: one
 // weight block decoded once for four rows, each output with the bits of
 // the row kernel's.
-var x4Kernels = [2]map[Type]func(w, a *byte, as, nb int, out *float32){
-	{Q8_0: dotQ8_0x4NEON},
-	{Q8_0: dotQ8_0x4SDOT},
+var x4Kernels = [2]map[Type]x4Kernel{
+	{Q8_0: dotQ8_0x4NEON, Q4_0: dotQ4_0x4NEON, IQ4_NL: dotIQ4NLx4NEON, Q5_0: dotQ5_0x4NEON},
+	{Q8_0: dotQ8_0x4SDOT, Q4_0: dotQ4_0x4SDOT, IQ4_NL: dotIQ4NLx4SDOT, Q5_0: dotQ5_0x4SDOT},
 }
 
 // neonX4Calls counts the outputs the four-row kernels computed.
@@ -166,7 +186,7 @@ func matmulRowNEON(k rowKernel, dst []float32, act []byte, n int, w *Matrix, rb,
 	for r := lo; r < hi; r++ {
 		row := &w.Data[r*rb]
 		for i := 0; i < n4; i += 4 {
-			k4(row, &act[i*as], as, nb, &out[0])
+			k4(row, &act[i*as], as, nb, tbl, &out[0])
 			for j, v := range out {
 				dst[(i+j)*R+r] = v
 			}

@@ -198,7 +198,11 @@ func generate() {
 		q2k(d)
 		q3k(d)
 		iq4xs(d)
-		q8x4(d)
+		for _, t := range q32Types {
+			if t.min < 0 && t.ty != "MXFP4" {
+				q32x4(d, t)
+			}
+		}
 	}
 	dotF32("F32")
 	dotF32("F16")
@@ -659,39 +663,42 @@ func attnQ8() {
 	P("\tRET")
 }
 
-// q8x4 writes func dotQ8_0x4<variant>(w, a *byte, as, nb int, out
-// *float32): the products of one Q8_0 weight row with four Q8 activation
-// rows (as bytes apart), each weight block loaded once for the four. The
-// four rows' steps of dotQ8_0 run in the lanes of one vector (int sum,
-// SCVTF, s*(dw*dx), acc + that, each rounded as there), so out[i] has the
-// bits of dotQ8_0 on row i.
+// q32x4 writes func dot<ty>x4<variant>(w, a *byte, as, nb int, tbl *int8,
+// out *float32) for a type without offset or E8M0 scale: the products of
+// one weight row with four Q8 activation rows (as bytes apart), each
+// weight block loaded and decoded once for the four. The four rows' steps
+// of q32's kernel run in the lanes of one vector (int sum, SCVTF,
+// s*(dw*dx), acc + that, each rounded as there), so out[i] has the bits of
+// the one-row kernel on row i.
 //
 // Registers: R0 w, R10-R13 the activation rows, R2 blocks left, V31 the
-// four sums, V3 dw in every lane, V20 the four dx.
-func q8x4(d dotter) {
-	name := "dotQ8_0x4" + d.name
+// four sums, V3 dw in every lane, V12 the four dx, V8-V11 the int sums.
+func q32x4(d dotter, t q32Type) {
+	name := "dot" + t.ty + "x4" + d.name
 	P("")
-	P("// func %s(w, a *byte, as, nb int, out *float32)", name)
-	P("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	P("// func %s(w, a *byte, as, nb int, tbl *int8, out *float32)", name)
+	P("TEXT ·%s(SB), NOSPLIT, $0-48", name)
 	P("\tMOVD w+0(FP), R0")
 	P("\tMOVD a+8(FP), R10")
 	P("\tMOVD as+16(FP), R9")
 	P("\tMOVD nb+24(FP), R2")
+	P("\tMOVD tbl+32(FP), R3")
 	P("\tADD R9, R10, R11")
 	P("\tADD R9, R11, R12")
 	P("\tADD R9, R12, R13")
 	zero(31)
+	q32Setup(t)
 	P("\tCBZ R2, done")
 	P("loop:")
 	P("\tMOVHU (R0), R4")
 	P("\tFMOVS R4, F3")
 	P("\tFCVTHS F3, F3")
 	P("\tVDUP V3.S[0], V3.S4")
-	P("\tADD $2, R0, R5")
-	P("\tVLD1 (R5), [V0.B16, V1.B16]")
+	P("\tADD $%d, R0, R5", t.qs)
+	q32Decode(t)
 	for i := 0; i < 4; i++ {
 		r := 10 + i
-		P("\tFMOVS (R%d), F%d", r, 20+i)
+		P("\tFMOVS (R%d), F%d", r, 12+i)
 		P("\tADD $8, R%d, R6", r)
 		P("\tVLD1 (R6), [V16.B16, V17.B16]")
 		zero(8 + i)
@@ -702,18 +709,77 @@ func q8x4(d dotter) {
 	reduce4(8, 9, 10, 11)
 	W(scvtf4s(8, 8), "SCVTF V8.4S, V8.4S")
 	for i := 1; i < 4; i++ {
-		P("\tVMOV V%d.S[0], V20.S[%d]", 20+i, i)
+		P("\tVMOV V%d.S[0], V12.S[%d]", 12+i, i)
 	}
-	W(fmul4s(20, 20, 3), "FMUL V20.4S, V20.4S, V3.4S")
-	W(fmul4s(8, 8, 20), "FMUL V8.4S, V8.4S, V20.4S")
+	W(fmul4s(12, 12, 3), "FMUL V12.4S, V12.4S, V3.4S")
+	W(fmul4s(8, 8, 12), "FMUL V8.4S, V8.4S, V12.4S")
 	W(fadd4s(31, 31, 8), "FADD V31.4S, V31.4S, V8.4S")
-	P("\tADD $34, R0")
+	P("\tADD $%d, R0", t.bb)
 	P("\tSUBS $1, R2")
 	P("\tBNE loop")
 	P("done:")
-	P("\tMOVD out+32(FP), R7")
+	P("\tMOVD out+40(FP), R7")
 	P("\tVST1 [V31.S4], (R7)")
 	P("\tRET")
+}
+
+// q32Setup loads the constants of q32Decode: V29 0x0f bytes, V28 the
+// bias bytes, V27 the code book (from R3), and for the fifth bits V22-V25
+// (R9 is clobbered).
+func q32Setup(t q32Type) {
+	P("\tVMOVI $15, V29.B16")
+	if t.bias != "" {
+		P("\tVMOVI $%s, V28.B16", t.bias)
+	}
+	if t.codes == "tbl" {
+		P("\tVLD1 (R3), [V27.B16]")
+	}
+	if t.qh >= 0 {
+		P("\tVMOVI $16, V22.B16")
+		P("\tMOVD $0x8040201008040201, R9")
+		P("\tVDUP R9, V25.D2")
+		zero(24)
+		P("\tMOVD $0x0101010101010101, R9")
+		P("\tVMOV R9, V24.D[1]")
+		P("\tMOVD $0x0202020202020202, R9")
+		P("\tVMOV R9, V23.D[0]")
+		P("\tMOVD $0x0303030303030303, R9")
+		P("\tVMOV R9, V23.D[1]")
+	}
+}
+
+// q32Decode leaves the 32 int8 values of the weight block (values at R5,
+// fifth bits at qh(R0)) in V0 and V1 (V2, V6, V18, V19 and R8 scratch).
+func q32Decode(t q32Type) {
+	if t.ty == "Q8_0" {
+		P("\tVLD1 (R5), [V0.B16, V1.B16]")
+	} else {
+		// Low nibbles are values 0..15, high nibbles 16..31.
+		P("\tVLD1 (R5), [V2.B16]")
+		P("\tVAND V29.B16, V2.B16, V0.B16")
+		P("\tVUSHR $4, V2.B16, V1.B16")
+		if t.qh >= 0 {
+			// Bit j of qh becomes 16 in value j.
+			P("\tMOVWU %d(R0), R8", t.qh)
+			P("\tVMOV R8, V6.S[0]")
+			P("\tVTBL V24.B16, [V6.B16], V18.B16")
+			P("\tVTBL V23.B16, [V6.B16], V19.B16")
+			P("\tVCMTST V25.B16, V18.B16, V18.B16")
+			P("\tVCMTST V25.B16, V19.B16, V19.B16")
+			P("\tVAND V22.B16, V18.B16, V18.B16")
+			P("\tVAND V22.B16, V19.B16, V19.B16")
+			P("\tVORR V18.B16, V0.B16, V0.B16")
+			P("\tVORR V19.B16, V1.B16, V1.B16")
+		}
+		if t.bias != "" {
+			P("\tVSUB V28.B16, V0.B16, V0.B16")
+			P("\tVSUB V28.B16, V1.B16, V1.B16")
+		}
+		if t.codes == "tbl" {
+			P("\tVTBL V0.B16, [V27.B16], V0.B16")
+			P("\tVTBL V1.B16, [V27.B16], V1.B16")
+		}
+	}
 }
 
 // q32Type is the layout of a 32-value block: the value bytes at qs (32
@@ -758,25 +824,7 @@ func q32(d dotter, t q32Type) {
 	P("\tMOVD nb+16(FP), R2")
 	P("\tMOVD tbl+24(FP), R3")
 	zero(31)
-	P("\tVMOVI $15, V29.B16")
-	if t.bias != "" {
-		P("\tVMOVI $%s, V28.B16", t.bias)
-	}
-	if t.codes == "tbl" {
-		P("\tVLD1 (R3), [V27.B16]")
-	}
-	if t.qh >= 0 {
-		P("\tVMOVI $16, V22.B16")
-		P("\tMOVD $0x8040201008040201, R9")
-		P("\tVDUP R9, V25.D2")
-		zero(24)
-		P("\tMOVD $0x0101010101010101, R9")
-		P("\tVMOV R9, V24.D[1]")
-		P("\tMOVD $0x0202020202020202, R9")
-		P("\tVMOV R9, V23.D[0]")
-		P("\tMOVD $0x0303030303030303, R9")
-		P("\tVMOV R9, V23.D[1]")
-	}
+	q32Setup(t)
 	P("\tCBZ R2, done")
 	P("loop:")
 	if ty == "MXFP4" {
@@ -800,35 +848,7 @@ func q32(d dotter, t q32Type) {
 	P("\tADD $%d, R0, R5", t.qs)
 	P("\tADD $8, R1, R6")
 	P("\tVLD1 (R6), [V16.B16, V17.B16]")
-	if ty == "Q8_0" {
-		P("\tVLD1 (R5), [V0.B16, V1.B16]")
-	} else {
-		// Low nibbles are values 0..15, high nibbles 16..31.
-		P("\tVLD1 (R5), [V2.B16]")
-		P("\tVAND V29.B16, V2.B16, V0.B16")
-		P("\tVUSHR $4, V2.B16, V1.B16")
-		if t.qh >= 0 {
-			// Bit j of qh becomes 16 in value j.
-			P("\tMOVWU %d(R0), R8", t.qh)
-			P("\tVMOV R8, V6.S[0]")
-			P("\tVTBL V24.B16, [V6.B16], V18.B16")
-			P("\tVTBL V23.B16, [V6.B16], V19.B16")
-			P("\tVCMTST V25.B16, V18.B16, V18.B16")
-			P("\tVCMTST V25.B16, V19.B16, V19.B16")
-			P("\tVAND V22.B16, V18.B16, V18.B16")
-			P("\tVAND V22.B16, V19.B16, V19.B16")
-			P("\tVORR V18.B16, V0.B16, V0.B16")
-			P("\tVORR V19.B16, V1.B16, V1.B16")
-		}
-		if t.bias != "" {
-			P("\tVSUB V28.B16, V0.B16, V0.B16")
-			P("\tVSUB V28.B16, V1.B16, V1.B16")
-		}
-		if t.codes == "tbl" {
-			P("\tVTBL V0.B16, [V27.B16], V0.B16")
-			P("\tVTBL V1.B16, [V27.B16], V1.B16")
-		}
-	}
+	q32Decode(t)
 	zero(2)
 	d.emit(2, 0, 16)
 	d.emit(2, 1, 17)
