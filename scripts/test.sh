@@ -116,20 +116,28 @@ done
 # The arm64 kernels (engine/ml/*_arm64.*) against the generic Go: under
 # qemu-user with FEAT_DotProd (-cpu max: the SDOT kernels) and without
 # (cortex-a57: the SMULL/SADALP ones); TestARM64Features fails if qemu did
-# not give the CPU model's features. Natively on an arm64 host.
-arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels'
+# not give the CPU model's features. Natively on an arm64 host. Then the
+# kernels composed, under -cpu max only (the cortex-a57 kernels give the
+# same bits, checked above): stories260K (F32) and the Q8_0
+# and Q4_K_M llama32 goldens through the whole forward pass against
+# llama.cpp's logits, and a forward pass on an f16 KV pool (about 15 s).
+arm64_golden='TestGoldenGGUF$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$|TestForwardF16KV$'
+arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV|TestNEONx4Rows|TestAddNEON'
 case "$qemu_arm64" in
   skip) ;;
   "")
     step "arm64 kernels (native)"
-    go test -count=1 -short -run "$arm64_tests" ./engine/ml ;;
+    go test -count=1 -short -run "$arm64_tests" ./engine/ml
+    go test -count=1 -short -run "$arm64_golden" ./engine/model ;;
   *)
     step "arm64 NEON kernels under qemu-aarch64 (with and without dotprod)"
     for cpu in max:1 cortex-a57:0; do
       echo "  -cpu ${cpu%:*}"
       KVWARDEN_EXPECT_DOTPROD=${cpu#*:} GOARCH=arm64 go test -count=1 -short \
         -exec "qemu-aarch64 -cpu ${cpu%:*}" -run "$arm64_tests" ./engine/ml
-    done ;;
+    done
+    echo "  forward pass, -cpu max"
+    GOARCH=arm64 go test -count=1 -short -exec "qemu-aarch64 -cpu max" -run "$arm64_golden" ./engine/model ;;
 esac
 
 # ---- Go tests --------------------------------------------------------------

@@ -98,6 +98,43 @@ func dotIQ4XSNEON(w, a *byte, nb int, tbl *int8) float32
 
 type rowKernel func(w, a *byte, nb int, tbl *int8) float32
 
+//go:noescape
+func dotQ8_0x4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ8_0x4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ4_0x4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ4_0x4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotIQ4NLx4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotIQ4NLx4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ5_0x4SDOT(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+//go:noescape
+func dotQ5_0x4NEON(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+type x4Kernel func(w, a *byte, as, nb int, tbl *int8, out *float32)
+
+// x4Kernels are the four-activation-row kernels by [dotprod][type]: one
+// weight block decoded once for four rows, each output with the bits of
+// the row kernel's.
+var x4Kernels = [2]map[Type]x4Kernel{
+	{Q8_0: dotQ8_0x4NEON, Q4_0: dotQ4_0x4NEON, IQ4_NL: dotIQ4NLx4NEON, Q5_0: dotQ5_0x4NEON},
+	{Q8_0: dotQ8_0x4SDOT, Q4_0: dotQ4_0x4SDOT, IQ4_NL: dotIQ4NLx4SDOT, Q5_0: dotQ5_0x4SDOT},
+}
+
+// neonX4Calls counts the outputs the four-row kernels computed.
+var neonX4Calls atomic.Int64
+
 // neonCalls counts the products the arm64 kernels computed, so tests can
 // require that a level really ran them.
 var neonCalls atomic.Int64
@@ -140,12 +177,25 @@ func matmulRowNEON(k rowKernel, dst []float32, act []byte, n int, w *Matrix, rb,
 	if w.Type == MXFP4 {
 		tbl = &kvaluesMXFP4[0]
 	}
+	n4 := 0
+	k4 := x4Kernels[dotProdIndex()][w.Type]
+	if k4 != nil {
+		n4 = n &^ 3
+	}
+	var out [4]float32
 	for r := lo; r < hi; r++ {
 		row := &w.Data[r*rb]
-		for i := 0; i < n; i++ {
+		for i := 0; i < n4; i += 4 {
+			k4(row, &act[i*as], as, nb, tbl, &out[0])
+			for j, v := range out {
+				dst[(i+j)*R+r] = v
+			}
+		}
+		for i := n4; i < n; i++ {
 			dst[i*R+r] = k(row, &act[i*as], nb, tbl)
 		}
 	}
+	neonX4Calls.Add(int64(n4 * (hi - lo)))
 	neonCalls.Add(int64(n * (hi - lo)))
 }
 

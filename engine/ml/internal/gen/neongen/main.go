@@ -1,6 +1,8 @@
 // Command neongen writes kernels_arm64.s, the arm64 NEON kernels of
 // engine/ml: the integer products of the quantized types, the F32/F16/BF16
-// row dots, axpy, the Q8 and Q8_K activation quantizers and SiLU·mul.
+// row dots, the F32 and F16 axpy (the f16 attention's accumulation), the
+// Q8_0 KV attention, Add, the Q8 and Q8_K activation quantizers and
+// SiLU·mul.
 // Every integer kernel comes in two variants that differ only in the int8
 // dot step: SDOT (the dot-product extension, ARMv8.2 FEAT_DotProd) or
 // SMULL/SMULL2/SADALP (plain ARMv8.0 NEON). The Go assembler lacks these
@@ -103,6 +105,7 @@ var (
 	ushl8h     = r3(0x6E604400)
 )
 
+func fcvtSH(d, n int) uint32 { return 0x1EE24000 | uint32(n)<<5 | uint32(d) }
 func fcvtl(d, n int) uint32  { return 0x0E217800 | uint32(n)<<5 | uint32(d) }
 func fcvtl2(d, n int) uint32 { return 0x4E217800 | uint32(n)<<5 | uint32(d) }
 
@@ -119,6 +122,12 @@ func encodings() map[string]uint32 {
 		"faddp v17.4s, v18.4s, v19.4s":  faddp4s(17, 18, 19),
 		"faddp s20, v21.2s":             faddpS(20, 21),
 		"fcvtl v22.4s, v23.4h":          fcvtl(22, 23),
+		"fcvt s3, h4":                   fcvtSH(3, 4),
+		"sshll v5.8h, v6.8b, #0":        sshll8h(5, 6),
+		"sshll2 v7.8h, v8.16b, #0":      sshll2_8h(7, 8),
+		"sshll v9.4s, v10.4h, #0":       sshll4s(9, 10),
+		"sshll2 v11.4s, v12.8h, #0":     sshll2_4s(11, 12),
+		"scvtf v13.4s, v14.4s":          scvtf4s(13, 14),
 		"fcvtl2 v24.4s, v25.8h":         fcvtl2(24, 25),
 		"fabs v1.4s, v2.4s":             fabs4s(1, 2),
 		"fmax v3.4s, v4.4s, v5.4s":      fmax4s(3, 4, 5),
@@ -189,11 +198,19 @@ func generate() {
 		q2k(d)
 		q3k(d)
 		iq4xs(d)
+		for _, t := range q32Types {
+			if t.min < 0 && t.ty != "MXFP4" {
+				q32x4(d, t)
+			}
+		}
 	}
 	dotF32("F32")
 	dotF32("F16")
 	dotF32("BF16")
-	axpyF32()
+	axpyF32("F32")
+	axpyF32("F16")
+	attnQ8()
+	addF32()
 	quantQ8()
 	maxMin()
 	quantQ8K()
@@ -509,12 +526,18 @@ func dotF32(kind string) {
 }
 
 // axpyF32 writes func axpyF32NEON(dst *float32, a float32, x *float32,
-// n16 int): dst += a*x with FMLA, n16 a positive multiple of 16. The
-// multiply-add is fused as Go's own dst[i] += a*x[i] is on arm64.
-func axpyF32() {
+// n16 int) (or axpyF16NEON with x f16 values, widened exactly): dst +=
+// a*x with FMLA, n16 a positive multiple of 16. The multiply-add is fused
+// as Go's own dst[i] += a*x[i] is on arm64, so an F16 row accumulates the
+// bits of its F32 decoding.
+func axpyF32(kind string) {
+	name, xt := "axpy"+kind+"NEON", "*uint16"
+	if kind == "F32" {
+		xt = "*float32"
+	}
 	P("")
-	P("// func axpyF32NEON(dst *float32, a float32, x *float32, n16 int)")
-	P("TEXT ·axpyF32NEON(SB), NOSPLIT, $0-32")
+	P("// func %s(dst *float32, a float32, x %s, n16 int)", name, xt)
+	P("TEXT ·%s(SB), NOSPLIT, $0-32", name)
 	P("\tMOVD dst+0(FP), R0")
 	P("\tFMOVS a+8(FP), F31")
 	P("\tMOVD x+16(FP), R1")
@@ -522,7 +545,15 @@ func axpyF32() {
 	P("\tVDUP V31.S[0], V31.S4")
 	P("loop:")
 	P("\tVLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
-	P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	if kind == "F16" {
+		P("\tVLD1.P 32(R1), [V8.H8, V9.H8]")
+		P("\tWORD $0x%08X // FCVTL V4.4S, V8.4H", fcvtl(4, 8))
+		P("\tWORD $0x%08X // FCVTL2 V5.4S, V8.8H", fcvtl2(5, 8))
+		P("\tWORD $0x%08X // FCVTL V6.4S, V9.4H", fcvtl(6, 9))
+		P("\tWORD $0x%08X // FCVTL2 V7.4S, V9.8H", fcvtl2(7, 9))
+	} else {
+		P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	}
 	for i := 0; i < 4; i++ {
 		P("\tVFMLA V31.S4, V%d.S4, V%d.S4", 4+i, i)
 	}
@@ -530,6 +561,225 @@ func axpyF32() {
 	P("\tSUBS $16, R2")
 	P("\tBGT loop")
 	P("\tRET")
+}
+
+// addF32 writes func addF32NEON(dst, x *float32, n16 int): dst += x,
+// n16 a positive multiple of 16 (each sum rounded once, as addGeneric's).
+func addF32() {
+	P("")
+	P("// func addF32NEON(dst, x *float32, n16 int)")
+	P("TEXT ·addF32NEON(SB), NOSPLIT, $0-24")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tMOVD x+8(FP), R1")
+	P("\tMOVD n16+16(FP), R2")
+	P("loop:")
+	P("\tVLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		W(fadd4s(i, i, 4+i), "FADD V%d.4S, V%d.4S, V%d.4S", i, i, 4+i)
+	}
+	P("\tVST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
+	P("\tSUBS $16, R2")
+	P("\tBGT loop")
+	P("\tRET")
+}
+
+// attnQ8 writes the Q8_0 KV attention kernels, which widen each block
+// of a position's row (f16 scale d, 32 int8 q) in registers to the
+// float32 values q*d (exact products, as dequantQ8Generic's) instead of
+// through a tile:
+//
+//   - func dotQ8KVNEON(q *float32, kv *byte, nb int) float32: the dot of
+//     q with the nb-block row, in dotF32NEON's accumulators and reduction,
+//     so a score has the bits of dot on the dequantized row;
+//   - func axpyQ8KVNEON(dst *float32, a float32, kv *byte, nb int): dst +=
+//     a*row, fused as axpyF32NEON's.
+func attnQ8() {
+	// q8Block leaves the 32 values of the block at R1 in V0-V7, R1 past it.
+	q8Block := func() {
+		P("\tMOVHU.P 2(R1), R3")
+		P("\tFMOVS R3, F10")
+		W(fcvtSH(10, 10), "FCVT S10, H10")
+		P("\tVDUP V10.S[0], V10.S4")
+		P("\tVLD1.P 32(R1), [V8.B16, V9.B16]")
+		W(sshll8h(20, 8), "SSHLL V20.8H, V8.8B, #0")
+		W(sshll2_8h(21, 8), "SSHLL2 V21.8H, V8.16B, #0")
+		W(sshll8h(22, 9), "SSHLL V22.8H, V9.8B, #0")
+		W(sshll2_8h(23, 9), "SSHLL2 V23.8H, V9.16B, #0")
+		for i := 0; i < 4; i++ {
+			W(sshll4s(2*i, 20+i), "SSHLL V%d.4S, V%d.4H, #0", 2*i, 20+i)
+			W(sshll2_4s(2*i+1, 20+i), "SSHLL2 V%d.4S, V%d.8H, #0", 2*i+1, 20+i)
+		}
+		for i := 0; i < 8; i++ {
+			W(scvtf4s(i, i), "SCVTF V%d.4S, V%d.4S", i, i)
+			W(fmul4s(i, i, 10), "FMUL V%d.4S, V%d.4S, V10.4S", i, i)
+		}
+	}
+
+	P("")
+	P("// func dotQ8KVNEON(q *float32, kv *byte, nb int) float32")
+	P("TEXT ·dotQ8KVNEON(SB), NOSPLIT, $0-28")
+	P("\tMOVD q+0(FP), R0")
+	P("\tMOVD kv+8(FP), R1")
+	P("\tMOVD nb+16(FP), R2")
+	zero(16, 17, 18, 19)
+	P("loop:")
+	q8Block()
+	for h := 0; h < 2; h++ {
+		P("\tVLD1.P 64(R0), [V24.S4, V25.S4, V26.S4, V27.S4]")
+		for i := 0; i < 4; i++ {
+			P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", 24+i, 4*h+i, 16+i)
+		}
+	}
+	P("\tSUBS $1, R2")
+	P("\tBGT loop")
+	P("\tWORD $0x%08X // FADD V16.4S, V16.4S, V17.4S", fadd4s(16, 16, 17))
+	P("\tWORD $0x%08X // FADD V18.4S, V18.4S, V19.4S", fadd4s(18, 18, 19))
+	P("\tWORD $0x%08X // FADD V16.4S, V16.4S, V18.4S", fadd4s(16, 16, 18))
+	P("\tWORD $0x%08X // FADDP V16.4S, V16.4S, V16.4S", faddp4s(16, 16, 16))
+	P("\tWORD $0x%08X // FADDP S16, V16.2S", faddpS(16, 16))
+	P("\tFMOVS F16, ret+24(FP)")
+	P("\tRET")
+
+	P("")
+	P("// func axpyQ8KVNEON(dst *float32, a float32, kv *byte, nb int)")
+	P("TEXT ·axpyQ8KVNEON(SB), NOSPLIT, $0-32")
+	P("\tMOVD dst+0(FP), R0")
+	P("\tFMOVS a+8(FP), F31")
+	P("\tMOVD kv+16(FP), R1")
+	P("\tMOVD nb+24(FP), R2")
+	P("\tVDUP V31.S[0], V31.S4")
+	P("loop:")
+	q8Block()
+	for h := 0; h < 2; h++ {
+		P("\tVLD1 (R0), [V24.S4, V25.S4, V26.S4, V27.S4]")
+		for i := 0; i < 4; i++ {
+			P("\tVFMLA V31.S4, V%d.S4, V%d.S4", 4*h+i, 24+i)
+		}
+		P("\tVST1.P [V24.S4, V25.S4, V26.S4, V27.S4], 64(R0)")
+	}
+	P("\tSUBS $1, R2")
+	P("\tBGT loop")
+	P("\tRET")
+}
+
+// q32x4 writes func dot<ty>x4<variant>(w, a *byte, as, nb int, tbl *int8,
+// out *float32) for a type without offset or E8M0 scale: the products of
+// one weight row with four Q8 activation rows (as bytes apart), each
+// weight block loaded and decoded once for the four. The four rows' steps
+// of q32's kernel run in the lanes of one vector (int sum, SCVTF,
+// s*(dw*dx), acc + that, each rounded as there), so out[i] has the bits of
+// the one-row kernel on row i.
+//
+// Registers: R0 w, R10-R13 the activation rows, R2 blocks left, V31 the
+// four sums, V3 dw in every lane, V12 the four dx, V8-V11 the int sums.
+func q32x4(d dotter, t q32Type) {
+	name := "dot" + t.ty + "x4" + d.name
+	P("")
+	P("// func %s(w, a *byte, as, nb int, tbl *int8, out *float32)", name)
+	P("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	P("\tMOVD w+0(FP), R0")
+	P("\tMOVD a+8(FP), R10")
+	P("\tMOVD as+16(FP), R9")
+	P("\tMOVD nb+24(FP), R2")
+	P("\tMOVD tbl+32(FP), R3")
+	P("\tADD R9, R10, R11")
+	P("\tADD R9, R11, R12")
+	P("\tADD R9, R12, R13")
+	zero(31)
+	q32Setup(t)
+	P("\tCBZ R2, done")
+	P("loop:")
+	P("\tMOVHU (R0), R4")
+	P("\tFMOVS R4, F3")
+	P("\tFCVTHS F3, F3")
+	P("\tVDUP V3.S[0], V3.S4")
+	P("\tADD $%d, R0, R5", t.qs)
+	q32Decode(t)
+	for i := 0; i < 4; i++ {
+		r := 10 + i
+		P("\tFMOVS (R%d), F%d", r, 12+i)
+		P("\tADD $8, R%d, R6", r)
+		P("\tVLD1 (R6), [V16.B16, V17.B16]")
+		zero(8 + i)
+		d.emit(8+i, 0, 16)
+		d.emit(8+i, 1, 17)
+		P("\tADD $40, R%d", r)
+	}
+	reduce4(8, 9, 10, 11)
+	W(scvtf4s(8, 8), "SCVTF V8.4S, V8.4S")
+	for i := 1; i < 4; i++ {
+		P("\tVMOV V%d.S[0], V12.S[%d]", 12+i, i)
+	}
+	W(fmul4s(12, 12, 3), "FMUL V12.4S, V12.4S, V3.4S")
+	W(fmul4s(8, 8, 12), "FMUL V8.4S, V8.4S, V12.4S")
+	W(fadd4s(31, 31, 8), "FADD V31.4S, V31.4S, V8.4S")
+	P("\tADD $%d, R0", t.bb)
+	P("\tSUBS $1, R2")
+	P("\tBNE loop")
+	P("done:")
+	P("\tMOVD out+40(FP), R7")
+	P("\tVST1 [V31.S4], (R7)")
+	P("\tRET")
+}
+
+// q32Setup loads the constants of q32Decode: V29 0x0f bytes, V28 the
+// bias bytes, V27 the code book (from R3), and for the fifth bits V22-V25
+// (R9 is clobbered).
+func q32Setup(t q32Type) {
+	P("\tVMOVI $15, V29.B16")
+	if t.bias != "" {
+		P("\tVMOVI $%s, V28.B16", t.bias)
+	}
+	if t.codes == "tbl" {
+		P("\tVLD1 (R3), [V27.B16]")
+	}
+	if t.qh >= 0 {
+		P("\tVMOVI $16, V22.B16")
+		P("\tMOVD $0x8040201008040201, R9")
+		P("\tVDUP R9, V25.D2")
+		zero(24)
+		P("\tMOVD $0x0101010101010101, R9")
+		P("\tVMOV R9, V24.D[1]")
+		P("\tMOVD $0x0202020202020202, R9")
+		P("\tVMOV R9, V23.D[0]")
+		P("\tMOVD $0x0303030303030303, R9")
+		P("\tVMOV R9, V23.D[1]")
+	}
+}
+
+// q32Decode leaves the 32 int8 values of the weight block (values at R5,
+// fifth bits at qh(R0)) in V0 and V1 (V2, V6, V18, V19 and R8 scratch).
+func q32Decode(t q32Type) {
+	if t.ty == "Q8_0" {
+		P("\tVLD1 (R5), [V0.B16, V1.B16]")
+	} else {
+		// Low nibbles are values 0..15, high nibbles 16..31.
+		P("\tVLD1 (R5), [V2.B16]")
+		P("\tVAND V29.B16, V2.B16, V0.B16")
+		P("\tVUSHR $4, V2.B16, V1.B16")
+		if t.qh >= 0 {
+			// Bit j of qh becomes 16 in value j.
+			P("\tMOVWU %d(R0), R8", t.qh)
+			P("\tVMOV R8, V6.S[0]")
+			P("\tVTBL V24.B16, [V6.B16], V18.B16")
+			P("\tVTBL V23.B16, [V6.B16], V19.B16")
+			P("\tVCMTST V25.B16, V18.B16, V18.B16")
+			P("\tVCMTST V25.B16, V19.B16, V19.B16")
+			P("\tVAND V22.B16, V18.B16, V18.B16")
+			P("\tVAND V22.B16, V19.B16, V19.B16")
+			P("\tVORR V18.B16, V0.B16, V0.B16")
+			P("\tVORR V19.B16, V1.B16, V1.B16")
+		}
+		if t.bias != "" {
+			P("\tVSUB V28.B16, V0.B16, V0.B16")
+			P("\tVSUB V28.B16, V1.B16, V1.B16")
+		}
+		if t.codes == "tbl" {
+			P("\tVTBL V0.B16, [V27.B16], V0.B16")
+			P("\tVTBL V1.B16, [V27.B16], V1.B16")
+		}
+	}
 }
 
 // q32Type is the layout of a 32-value block: the value bytes at qs (32
@@ -574,25 +824,7 @@ func q32(d dotter, t q32Type) {
 	P("\tMOVD nb+16(FP), R2")
 	P("\tMOVD tbl+24(FP), R3")
 	zero(31)
-	P("\tVMOVI $15, V29.B16")
-	if t.bias != "" {
-		P("\tVMOVI $%s, V28.B16", t.bias)
-	}
-	if t.codes == "tbl" {
-		P("\tVLD1 (R3), [V27.B16]")
-	}
-	if t.qh >= 0 {
-		P("\tVMOVI $16, V22.B16")
-		P("\tMOVD $0x8040201008040201, R9")
-		P("\tVDUP R9, V25.D2")
-		zero(24)
-		P("\tMOVD $0x0101010101010101, R9")
-		P("\tVMOV R9, V24.D[1]")
-		P("\tMOVD $0x0202020202020202, R9")
-		P("\tVMOV R9, V23.D[0]")
-		P("\tMOVD $0x0303030303030303, R9")
-		P("\tVMOV R9, V23.D[1]")
-	}
+	q32Setup(t)
 	P("\tCBZ R2, done")
 	P("loop:")
 	if ty == "MXFP4" {
@@ -616,35 +848,7 @@ func q32(d dotter, t q32Type) {
 	P("\tADD $%d, R0, R5", t.qs)
 	P("\tADD $8, R1, R6")
 	P("\tVLD1 (R6), [V16.B16, V17.B16]")
-	if ty == "Q8_0" {
-		P("\tVLD1 (R5), [V0.B16, V1.B16]")
-	} else {
-		// Low nibbles are values 0..15, high nibbles 16..31.
-		P("\tVLD1 (R5), [V2.B16]")
-		P("\tVAND V29.B16, V2.B16, V0.B16")
-		P("\tVUSHR $4, V2.B16, V1.B16")
-		if t.qh >= 0 {
-			// Bit j of qh becomes 16 in value j.
-			P("\tMOVWU %d(R0), R8", t.qh)
-			P("\tVMOV R8, V6.S[0]")
-			P("\tVTBL V24.B16, [V6.B16], V18.B16")
-			P("\tVTBL V23.B16, [V6.B16], V19.B16")
-			P("\tVCMTST V25.B16, V18.B16, V18.B16")
-			P("\tVCMTST V25.B16, V19.B16, V19.B16")
-			P("\tVAND V22.B16, V18.B16, V18.B16")
-			P("\tVAND V22.B16, V19.B16, V19.B16")
-			P("\tVORR V18.B16, V0.B16, V0.B16")
-			P("\tVORR V19.B16, V1.B16, V1.B16")
-		}
-		if t.bias != "" {
-			P("\tVSUB V28.B16, V0.B16, V0.B16")
-			P("\tVSUB V28.B16, V1.B16, V1.B16")
-		}
-		if t.codes == "tbl" {
-			P("\tVTBL V0.B16, [V27.B16], V0.B16")
-			P("\tVTBL V1.B16, [V27.B16], V1.B16")
-		}
-	}
+	q32Decode(t)
 	zero(2)
 	d.emit(2, 0, 16)
 	d.emit(2, 1, 17)
