@@ -19,7 +19,7 @@ static int32_t first_log_level = -1;
 static void on_log(int32_t level, const char* msg, void* ud) {
     if (ud != &log_token || msg == NULL) abort();
     pthread_mutex_lock(&log_mu);
-    if (first_log_level < 0) {
+    if (first_log_level < 0 && level == KVW_LOG_INFO) {
         first_log_level = level;
         snprintf(first_log, sizeof first_log, "%s", msg);
     }
