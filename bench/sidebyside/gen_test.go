@@ -95,3 +95,31 @@ func TestMkggufMoE(t *testing.T) {
 	}
 	require.ErrorContains(t, mkgguf([]string{"-shape", "test-moe", "-layers", "-1", "-o", path}), "negative")
 }
+
+// mkgguf writes the Phi-4-mini layout (phi3 with fused QKV and gate/up,
+// partial rotary, LongRoPE factors of RopeDim/2 values, tied output) that
+// kvwarden loads as such.
+func TestMkggufPhi3(t *testing.T) {
+	shapes["test-phi3"] = model.Config{
+		Arch: "phi3", Dim: 256, Hidden: 512, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64,
+		Vocab: 320, MaxContext: 16384, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 48, BOS: 1, EOS: 2,
+	}
+	t.Cleanup(func() { delete(shapes, "test-phi3") })
+	path := filepath.Join(t.TempDir(), "phi3.gguf")
+	require.NoError(t, mkgguf([]string{"-shape", "test-phi3", "-layers", "2", "-type", "q4_k_m", "-o", path}))
+	w, _, err := model.Open(path, "")
+	require.NoError(t, err)
+	defer w.Close()
+	c := w.Config
+	require.Equal(t, "phi3", c.Arch)
+	require.Equal(t, 2, c.Layers)
+	require.Equal(t, 48, c.RopeDim)
+	require.Equal(t, 2, c.KVHeads)
+	require.Len(t, w.RopeLong, 24)
+	require.Len(t, w.RopeShort, 24)
+	require.NotEqual(t, w.RopeLong, w.RopeShort)
+	require.Same(t, w.Embed, w.Output, "tied output")
+	require.Equal(t, ml.Q6_K, w.Embed.Type)
+	require.Equal(t, 2*64, w.Layers[0].K.Rows)
+	require.Equal(t, ml.Q5_K, w.Layers[0].Q.Type, "attn_qkv in Q4_K_M's mix")
+}

@@ -1,11 +1,12 @@
 // Command sidebyside is kvwarden's half of bench/sidebyside.sh, the
 // side-by-side benchmark against llama.cpp (issue 11).
 //
-//	sidebyside mkgguf -shape 110m|1b|8b|30b-a3b -type f32|q4_k_m|... [-layers N] -o FILE
-//	    writes a synthetic model (random weights, untied output, a
-//	    placeholder SentencePiece vocabulary) of the stories110M,
-//	    TinyLlama-1.1B, Llama-3-8B or Qwen3-30B-A3B (mixture of experts)
-//	    shape as a GGUF file that llama.cpp loads; -layers cuts the depth. Quantized types are written directly, as random blocks in
+//	sidebyside mkgguf -shape 110m|1b|8b|30b-a3b|phi4-mini -type f32|q4_k_m|... [-layers N] -o FILE
+//	    writes a synthetic model (random weights, a placeholder
+//	    SentencePiece vocabulary) of the stories110M, TinyLlama-1.1B,
+//	    Llama-3-8B, Qwen3-30B-A3B (mixture of experts) or Phi-4-mini (phi3,
+//	    partial rotary, LongRoPE, tied output) shape as a GGUF file that
+//	    llama.cpp loads; -layers cuts the depth. Quantized types are written directly, as random blocks in
 //	    llama-quantize's mix of types for that file type, so no F32 or F16
 //	    intermediate (17 GB at 8B) is needed.
 //	sidebyside run -model FILE -b 32 -npp 128 -ntg 128
@@ -139,6 +140,7 @@ func mkgguf(args []string) error {
 	}
 	vec := func(name string) { b.AddF32(name, []uint64{uint64(cfg.Dim)}, ones) }
 	setMoEKeys(b, an, cfg)
+	setPhi3Keys(b, an, cfg)
 	// Norms go in the builder; the matrices are generated one at a time
 	// while the file is written (an 8B file does not fit in memory twice).
 	var ts []gguf.StreamTensor
@@ -158,9 +160,14 @@ func mkgguf(args []string) error {
 	mat := func(name string, t ml.Type, rows, cols int) { tensor(name, t, 1, rows, cols) }
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	embd := ft.base
+	if tiedOutput(cfg) {
+		embd = ft.output
+	}
 	mat("token_embd.weight", embd, cfg.Vocab, cfg.Dim)
 	vec("output_norm.weight")
-	mat("output.weight", ft.output, cfg.Vocab, cfg.Dim)
+	if !tiedOutput(cfg) {
+		mat("output.weight", ft.output, cfg.Vocab, cfg.Dim)
+	}
 	for i := range cfg.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		more := ft.base
@@ -168,6 +175,11 @@ func mkgguf(args []string) error {
 			more = ft.more
 		}
 		vec(p + "attn_norm.weight")
+		if cfg.Arch == "phi3" {
+			vec(p + "ffn_norm.weight")
+			phi3Layer(p, cfg, ft, more, mat)
+			continue
+		}
 		mat(p+"attn_q.weight", ft.base, qDim, cfg.Dim)
 		mat(p+"attn_k.weight", ft.base, kvDim, cfg.Dim)
 		mat(p+"attn_v.weight", more, kvDim, cfg.Dim)
