@@ -6,9 +6,10 @@
 //	    SentencePiece vocabulary) of the stories110M, TinyLlama-1.1B,
 //	    Llama-3-8B, Qwen3-30B-A3B (mixture of experts) or Phi-4-mini (phi3,
 //	    partial rotary, LongRoPE, tied output) shape as a GGUF file that
-//	    llama.cpp loads; -layers cuts the depth. Quantized types are written directly, as random blocks in
-//	    llama-quantize's mix of types for that file type, so no F32 or F16
-//	    intermediate (17 GB at 8B) is needed.
+//	    llama.cpp loads; -layers cuts the depth. Quantized types are
+//	    written directly, as random blocks in llama-quantize's mix of types
+//	    for that file type, so no F32 or F16 intermediate (17 GB at 8B) is
+//	    needed.
 //	sidebyside run -model FILE -b 32 -npp 128 -ntg 128
 //	    submits B requests of npp random prompt tokens, each generating ntg
 //	    tokens greedily, through kvwarden's public Go API, and prints one

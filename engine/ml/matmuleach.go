@@ -3,8 +3,8 @@ package ml
 import "fmt"
 
 // eachPiecesPerThread is how many pieces per thread MatMulEach cuts the
-// rows of all its products into at least (a variable for experiments).
-var eachPiecesPerThread = 8
+// rows of all its products into at least.
+const eachPiecesPerThread = 8
 
 // minParallelQuant is the fewest activation values MatMulEach quantizes
 // on the worker pool rather than alone.
