@@ -4,7 +4,7 @@
 # so that a noisy machine affects both alike.
 #
 #   bench/sidebyside.sh LLAMA_BUILD_DIR MODEL.gguf [ROUNDS]
-#   bench/sidebyside.sh mkgguf -shape 110m|1b|8b -type q4_k_m|... -o FILE
+#   bench/sidebyside.sh mkgguf -shape 110m|1b|8b|30b-a3b -type q4_k_m|... [-layers N] -o FILE
 #   bench/sidebyside.sh bw [-t THREADS] [-mib 1024] [-r 5]
 #   bench/sidebyside.sh recache FILE...   (page cache in 2 MiB folios, for
 #       both sides' mappings; prints the share then mapped with 2 MiB pages)
@@ -29,7 +29,8 @@
 # THREADS_KVW (each side's own, default THREADS: llama.cpp's spinning
 # thread pool collapses when the machine is oversubscribed, kvwarden's
 # does not, and a fair table names the counts), NTG_BATCH (tokens per
-# sequence at B=32, default 128), BATCH=0 (one sequence only), LOAD=N
+# sequence at B=32, default 128), BATCH=0 (one sequence only), NPL=B (the
+# batch of sequences instead of 32, e.g. 8 for an MoE model), LOAD=N
 # (N busy-looping background processes for the whole run: both sides
 # measured under the same fixed oversubscription; the table says so),
 # DEPTH=N (KV depth, llama-bench's -d N: both sides prefill and decode
@@ -40,6 +41,7 @@
 # F16 intermediate, in llama-quantize's mix of types):
 #
 #   bench/sidebyside.sh mkgguf -shape 1b -type q4_k_m -o /tmp/m/1b-q4km.gguf
+#   bench/sidebyside.sh mkgguf -shape 30b-a3b -layers 8 -type q4_k_m -o /tmp/m/30b-a3b-L8-q4km.gguf
 #
 # Build llama.cpp from its public source in a scratch directory, never in
 # this repository. CI does not run this script.
@@ -63,6 +65,7 @@ ldepth=() kdepth=()
 if [ "$depth" != 0 ]; then
 	ldepth=(-d "$depth") kdepth=(-depth "$depth") batch=0
 fi
+npl=${NPL:-32}
 bin=$llama/bin
 [ -x "$bin/llama-bench" ] || { echo "$0: no $bin/llama-bench" >&2; exit 1; }
 [ -f "$model" ] || { echo "$0: no model $model" >&2; exit 1; }
@@ -109,13 +112,13 @@ print(pp, tg)')
 	line="round $r: bw=${bw}GB/s llama.cpp pp1=$pp tg1=$tg; kvwarden pp1=$kpp1 tg1=$ktg1"
 	if [ "$batch" != 0 ]; then
 		# llama.cpp: batched-bench at 32 sequences (columns: PP TG B N_KV T_PP S_PP T_TG S_TG T S).
-		out=$("$bin/llama-batched-bench" -m "$model" -t "$tl" -c $((32 * (128 + ntgb) + 256)) -b 4096 -ub 512 -npp 128 -ntg "$ntgb" -npl 32 2>/dev/null)
-		read -r bpp32 btg32 < <(echo "$out" | awk -F'|' '$4 ~ /^ *32 *$/ { print $7, $9 }' | tail -1)
+		out=$("$bin/llama-batched-bench" -m "$model" -t "$tl" -c $((npl * (128 + ntgb) + 256)) -b 4096 -ub 512 -npp 128 -ntg "$ntgb" -npl "$npl" 2>/dev/null)
+		read -r bpp32 btg32 < <(echo "$out" | awk -F'|' -v b="$npl" '$4 + 0 == b { print $7, $9 }' | tail -1)
 		add l_pp32 "$bpp32"; add l_tg32 "$btg32"
-		kout=$("$kvw" run -model "$model" -t "$tk" -b 32 -npp 128 -ntg "$ntgb")
+		kout=$("$kvw" run -model "$model" -t "$tk" -b "$npl" -npp 128 -ntg "$ntgb")
 		kpp=$(echo "$kout" | field pp_tps) ktg=$(echo "$kout" | field tg_tps)
 		add k_pp32 "$kpp"; add k_tg32 "$ktg"
-		line="$line; llama.cpp pp32=$bpp32 tg32=$btg32; kvwarden pp32=$kpp tg32=$ktg"
+		line="$line; llama.cpp pp$npl=$bpp32 tg$npl=$btg32; kvwarden pp$npl=$kpp tg$npl=$ktg"
 	fi
 	echo "$line" >&2
 done
@@ -139,8 +142,8 @@ echo "|---|---:|---:|---:|"
 row "decode B=1, KV depth $depth..$((depth + 128))" l_tg1 k_tg1
 row "prefill 1x128 at KV depth $depth" l_pp1 k_pp1
 if [ "$batch" != 0 ]; then
-	row "decode B=32, depth 128..$((128 + ntgb)) (kvwarden: tokens after the timer only)" l_tg32 k_tg32
-	row "prefill 32x128" l_pp32 k_pp32
+	row "decode B=$npl, depth 128..$((128 + ntgb)) (kvwarden: tokens after the timer only)" l_tg32 k_tg32
+	row "prefill ${npl}x128" l_pp32 k_pp32
 fi
 echo
 awk -v w="$wbytes" -v bw="$bwm" -v l="$(med "${vals[l_tg1]}")" -v k="$(med "${vals[k_tg1]}")" 'BEGIN {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
 
 // The random tensors mkgguf writes decode to finite weights of about the
@@ -56,4 +59,67 @@ func TestMoreBits(t *testing.T) {
 		}
 	}
 	require.Equal(t, []int{0, 1, 4, 7, 10, 13, 16, 19, 20, 21}, got)
+}
+
+// mkgguf writes a mixture-of-experts shape that kvwarden loads as that
+// architecture, with -layers cutting the depth and the expert tensors 3-D
+// in llama-quantize's mix (down experts in Q6_K in the more-bits layers).
+func TestMkggufMoE(t *testing.T) {
+	shapes["test-moe"] = model.Config{
+		Arch: "qwen3moe", Dim: 256, Hidden: 512, Layers: 8, Heads: 4, KVHeads: 2, HeadDim: 64,
+		Vocab: 320, MaxContext: 256, NormEps: 1e-6, RopeTheta: 1e6, RopeDim: 64, BOS: 1, EOS: 2,
+		Block: arch.Block{RopeStyle: arch.RopeNeoX, QKNorm: true,
+			MoE: arch.MoE{Experts: 8, Used: 2, Hidden: 256, NormTopK: true}},
+	}
+	t.Cleanup(func() { delete(shapes, "test-moe") })
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	require.NoError(t, mkgguf([]string{"-shape", "test-moe", "-layers", "3", "-type", "q4_k_m", "-o", path}))
+	w, _, err := model.Open(path, "")
+	require.NoError(t, err)
+	defer w.Close()
+	c := w.Config
+	require.Equal(t, "qwen3moe", c.Arch)
+	require.Equal(t, 3, c.Layers)
+	require.Equal(t, arch.MoE{Experts: 8, Used: 2, Hidden: 256, NormTopK: true}, c.Block.MoE)
+	require.True(t, c.Block.QKNorm)
+	for i, l := range w.Layers {
+		require.NotNil(t, l.MoE, "layer %d", i)
+		require.Len(t, l.MoE.Down, 8)
+		require.Equal(t, ml.F32, l.MoE.Router.Type)
+		require.Equal(t, ml.Q4_K, l.MoE.Gate[0].Type)
+		down := ml.Q4_K
+		if moreBits(i, 3) {
+			down = ml.Q6_K
+		}
+		require.Equal(t, down, l.MoE.Down[7].Type, "layer %d", i)
+	}
+	require.ErrorContains(t, mkgguf([]string{"-shape", "test-moe", "-layers", "-1", "-o", path}), "negative")
+}
+
+// mkgguf writes the Phi-4-mini layout (phi3 with fused QKV and gate/up,
+// partial rotary, LongRoPE factors of RopeDim/2 values, tied output) that
+// kvwarden loads as such.
+func TestMkggufPhi3(t *testing.T) {
+	shapes["test-phi3"] = model.Config{
+		Arch: "phi3", Dim: 256, Hidden: 512, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64,
+		Vocab: 320, MaxContext: 16384, NormEps: 1e-5, RopeTheta: 10000, RopeDim: 48, BOS: 1, EOS: 2,
+	}
+	t.Cleanup(func() { delete(shapes, "test-phi3") })
+	path := filepath.Join(t.TempDir(), "phi3.gguf")
+	require.NoError(t, mkgguf([]string{"-shape", "test-phi3", "-layers", "2", "-type", "q4_k_m", "-o", path}))
+	w, _, err := model.Open(path, "")
+	require.NoError(t, err)
+	defer w.Close()
+	c := w.Config
+	require.Equal(t, "phi3", c.Arch)
+	require.Equal(t, 2, c.Layers)
+	require.Equal(t, 48, c.RopeDim)
+	require.Equal(t, 2, c.KVHeads)
+	require.Len(t, w.RopeLong, 24)
+	require.Len(t, w.RopeShort, 24)
+	require.NotEqual(t, w.RopeLong, w.RopeShort)
+	require.Same(t, w.Embed, w.Output, "tied output")
+	require.Equal(t, ml.Q6_K, w.Embed.Type)
+	require.Equal(t, 2*64, w.Layers[0].K.Rows)
+	require.Equal(t, ml.Q5_K, w.Layers[0].Q.Type, "attn_qkv in Q4_K_M's mix")
 }

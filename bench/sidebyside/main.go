@@ -1,13 +1,15 @@
 // Command sidebyside is kvwarden's half of bench/sidebyside.sh, the
 // side-by-side benchmark against llama.cpp (issue 11).
 //
-//	sidebyside mkgguf -shape 110m|1b|8b -type f32|q4_k_m|... -o FILE
-//	    writes a synthetic model (random weights, untied output, a
-//	    placeholder SentencePiece vocabulary) of the stories110M,
-//	    TinyLlama-1.1B or Llama-3-8B shape as a GGUF file that llama.cpp
-//	    loads. Quantized types are written directly, as random blocks in
-//	    llama-quantize's mix of types for that file type, so no F32 or F16
-//	    intermediate (17 GB at 8B) is needed.
+//	sidebyside mkgguf -shape 110m|1b|8b|30b-a3b|phi4-mini -type f32|q4_k_m|... [-layers N] -o FILE
+//	    writes a synthetic model (random weights, a placeholder
+//	    SentencePiece vocabulary) of the stories110M, TinyLlama-1.1B,
+//	    Llama-3-8B, Qwen3-30B-A3B (mixture of experts) or Phi-4-mini (phi3,
+//	    partial rotary, LongRoPE, tied output) shape as a GGUF file that
+//	    llama.cpp loads; -layers cuts the depth. Quantized types are
+//	    written directly, as random blocks in llama-quantize's mix of types
+//	    for that file type, so no F32 or F16 intermediate (17 GB at 8B) is
+//	    needed.
 //	sidebyside run -model FILE -b 32 -npp 128 -ntg 128
 //	    submits B requests of npp random prompt tokens, each generating ntg
 //	    tokens greedily, through kvwarden's public Go API, and prints one
@@ -78,6 +80,7 @@ func mkgguf(args []string) error {
 	seed := fs.Uint64("seed", 110, "weight seed")
 	shape := fs.String("shape", "110m", "model shape: "+shapeNames())
 	typ := fs.String("type", "f32", "file type: "+fileTypeNames())
+	layers := fs.Int("layers", 0, "number of layers (0: the shape's own; fewer cut a large model to fit memory)")
 	_ = fs.Parse(args)
 	if *out == "" {
 		return errors.New("mkgguf: -o is required")
@@ -90,20 +93,30 @@ func mkgguf(args []string) error {
 	if !ok {
 		return fmt.Errorf("mkgguf: unknown type %q (want %s)", *typ, fileTypeNames())
 	}
+	if *layers < 0 {
+		return fmt.Errorf("mkgguf: -layers %d is negative", *layers)
+	}
+	if *layers > 0 {
+		cfg.Layers = *layers
+	}
+	an := "llama"
+	if cfg.Arch != "" {
+		an = cfg.Arch
+	}
 	b := gguf.NewBuilder()
-	b.Set("general.architecture", "llama")
+	b.Set("general.architecture", an)
 	b.Set("general.name", fmt.Sprintf("kvwarden synthetic %s shape (random weights)", *shape))
 	b.Set("general.file_type", ft.ftype)
-	b.Set("llama.context_length", uint32(cfg.MaxContext))
-	b.Set("llama.embedding_length", uint32(cfg.Dim))
-	b.Set("llama.feed_forward_length", uint32(cfg.Hidden))
-	b.Set("llama.block_count", uint32(cfg.Layers))
-	b.Set("llama.attention.head_count", uint32(cfg.Heads))
-	b.Set("llama.attention.head_count_kv", uint32(cfg.KVHeads))
-	b.Set("llama.attention.layer_norm_rms_epsilon", cfg.NormEps)
-	b.Set("llama.rope.freq_base", cfg.RopeTheta)
-	b.Set("llama.rope.dimension_count", uint32(cfg.RopeDim))
-	b.Set("llama.vocab_size", uint32(cfg.Vocab))
+	b.Set(an+".context_length", uint32(cfg.MaxContext))
+	b.Set(an+".embedding_length", uint32(cfg.Dim))
+	b.Set(an+".feed_forward_length", uint32(cfg.Hidden))
+	b.Set(an+".block_count", uint32(cfg.Layers))
+	b.Set(an+".attention.head_count", uint32(cfg.Heads))
+	b.Set(an+".attention.head_count_kv", uint32(cfg.KVHeads))
+	b.Set(an+".attention.layer_norm_rms_epsilon", cfg.NormEps)
+	b.Set(an+".rope.freq_base", cfg.RopeTheta)
+	b.Set(an+".rope.dimension_count", uint32(cfg.RopeDim))
+	b.Set(an+".vocab_size", uint32(cfg.Vocab))
 	// A placeholder SentencePiece vocabulary: <unk>, <s>, </s>, the 256
 	// byte tokens, then distinct filler pieces. The benchmark feeds token
 	// IDs, so only its size and special IDs matter.
@@ -137,21 +150,35 @@ func mkgguf(args []string) error {
 		ones[i] = 1
 	}
 	vec := func(name string) { b.AddF32(name, []uint64{uint64(cfg.Dim)}, ones) }
+	setMoEKeys(b, an, cfg)
+	setPhi3Keys(b, an, cfg)
 	// Norms go in the builder; the matrices are generated one at a time
 	// while the file is written (an 8B file does not fit in memory twice).
 	var ts []gguf.StreamTensor
-	mat := func(name string, t ml.Type, rows, cols int) {
+	// tensor adds a random tensor of n matrices rows x cols (n > 1: a 3-D
+	// tensor of experts).
+	tensor := func(name string, t ml.Type, n, rows, cols int) {
 		id := *seed*1000003 + uint64(len(ts))
+		dims := []uint64{uint64(cols), uint64(rows)}
+		if n > 1 {
+			dims = append(dims, uint64(n))
+		}
 		ts = append(ts, gguf.StreamTensor{
-			Name: name, Type: t, Dims: []uint64{uint64(cols), uint64(rows)},
-			Fill: func(dst []byte) error { return randomTensor(dst, t, rows, cols, id) },
+			Name: name, Type: t, Dims: dims,
+			Fill: func(dst []byte) error { return randomTensor(dst, t, n*rows, cols, id) },
 		})
 	}
+	mat := func(name string, t ml.Type, rows, cols int) { tensor(name, t, 1, rows, cols) }
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	embd := ft.base
+	if tiedOutput(cfg) {
+		embd = ft.output
+	}
 	mat("token_embd.weight", embd, cfg.Vocab, cfg.Dim)
 	vec("output_norm.weight")
-	mat("output.weight", ft.output, cfg.Vocab, cfg.Dim)
+	if !tiedOutput(cfg) {
+		mat("output.weight", ft.output, cfg.Vocab, cfg.Dim)
+	}
 	for i := range cfg.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		more := ft.base
@@ -159,11 +186,20 @@ func mkgguf(args []string) error {
 			more = ft.more
 		}
 		vec(p + "attn_norm.weight")
+		if cfg.Arch == "phi3" {
+			vec(p + "ffn_norm.weight")
+			phi3Layer(p, cfg, ft, more, mat)
+			continue
+		}
 		mat(p+"attn_q.weight", ft.base, qDim, cfg.Dim)
 		mat(p+"attn_k.weight", ft.base, kvDim, cfg.Dim)
 		mat(p+"attn_v.weight", more, kvDim, cfg.Dim)
 		mat(p+"attn_output.weight", ft.base, cfg.Dim, qDim)
 		vec(p + "ffn_norm.weight")
+		if cfg.Block.MoE.Experts > 0 {
+			moeLayer(b, p, cfg, ft.base, more, tensor)
+			continue
+		}
 		mat(p+"ffn_gate.weight", ft.base, cfg.Hidden, cfg.Dim)
 		mat(p+"ffn_up.weight", ft.base, cfg.Hidden, cfg.Dim)
 		mat(p+"ffn_down.weight", more, cfg.Dim, cfg.Hidden)
@@ -264,7 +300,8 @@ func run(args []string) error {
 }
 
 // weightBytes is what one decode token reads of the weights: every layer
-// matrix and the output matrix (of the embedding, one row).
+// matrix and the output matrix (of the embedding, one row); of a
+// mixture-of-experts layer the router and the routed experts.
 func weightBytes(w *model.Weights) int64 {
 	n := int64(0)
 	if w.Output != nil {
@@ -276,6 +313,7 @@ func weightBytes(w *model.Weights) int64 {
 				n += int64(len(m.Data))
 			}
 		}
+		n += routedBytes(w.Config, l.MoE)
 	}
 	return n
 }

@@ -186,6 +186,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"generate", "--top-k", "-2", "x"}, "top-k"},
 		{[]string{"generate", "-n", "0", "x"}, "max-tokens"},
 		{[]string{"generate", "--model", "/nonexistent/model.gguf", "x"}, "model"},
+		{[]string{"generate", "-m", "/nonexistent/model.gguf", "x"}, "model.gguf"},
 		{[]string{"generate", "--tokenizer", "tok.bin", "x"}, "tokenizer"},
 		{[]string{"generate", "--bogus", "x"}, "bogus"},
 		{[]string{"generate", "a", "b"}, "prompt"},

@@ -2,6 +2,14 @@ package ml
 
 import "fmt"
 
+// eachPiecesPerThread is how many pieces per thread MatMulEach cuts the
+// rows of all its products into at least.
+const eachPiecesPerThread = 8
+
+// minParallelQuant is the fewest activation values MatMulEach quantizes
+// on the worker pool rather than alone.
+const minParallelQuant = 1 << 16
+
 // MatMulEach computes dsts[j] = xs[j]·ws[j]ᵀ for every j, each product
 // with its own ns[j] activation rows: the products of a mixture-of-experts
 // layer, where each expert multiplies the rows of the tokens routed to it.
@@ -45,6 +53,7 @@ func MatMulEach(dsts, xs [][]float32, ns []int, ws []*Matrix) {
 	}
 	done := map[actKey][]byte{}
 	var qjobs []qjob
+	qwork := 0
 	for j, w := range ws {
 		f := w.Type.traits().act
 		if f == actF32 || w.Rows == 0 || ns[j] == 0 {
@@ -60,6 +69,7 @@ func MatMulEach(dsts, xs [][]float32, ns []int, ws []*Matrix) {
 		defer byteScratch.Put(p)
 		acts[j] = *p
 		done[k] = acts[j]
+		qwork += ns[j] * w.Cols
 		for lo := 0; lo < ns[j]; lo += 8 {
 			qjobs = append(qjobs, qjob{j, lo, min(lo+8, ns[j])})
 		}
@@ -75,21 +85,33 @@ func MatMulEach(dsts, xs [][]float32, ns []int, ws []*Matrix) {
 			}
 		}
 	}
-	if len(qjobs) > 1 {
+	// A decode step's few rows are quantized faster than the hand-off.
+	if len(qjobs) > 1 && qwork >= minParallelQuant {
 		parallelFor(len(qjobs), 1, threads, quant)
 	} else {
 		quant(0, len(qjobs))
 	}
 
-	// Row chunks sized as MatMul sizes them for a product of this shape.
+	// Row chunks sized as MatMul sizes them for a product of this shape,
+	// but no smaller than the whole job's share of a piece: with many
+	// small products (a decode step's 8 experts of 768 rows) there are
+	// pieces enough to balance the threads, and longer pieces stream each
+	// matrix in fewer, longer runs.
 	type piece struct{ j, lo, hi int }
 	var pieces []piece
+	sumRows := 0
+	for j, w := range ws {
+		if ns[j] > 0 {
+			sumRows += w.Rows
+		}
+	}
+	share := (sumRows + eachPiecesPerThread*threads - 1) / (eachPiecesPerThread * threads)
 	for j, w := range ws {
 		R, n := w.Rows, ns[j]
 		if n == 0 {
 			continue
 		}
-		chunk := (R + 4*threads - 1) / (4 * threads)
+		chunk := max((R+4*threads-1)/(4*threads), min(R, share))
 		if acts[j] != nil {
 			chunk = max(q8TileRows, (chunk+q8TileRows-1)&^(q8TileRows-1))
 		} else {

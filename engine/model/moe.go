@@ -373,6 +373,11 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 	for _, ex := range s.active {
 		lo, hi := s.start[ex], s.start[ex+1]
 		xin := s.xe[lo*dim : hi*dim]
+		if n == 1 {
+			// One token: every expert multiplies x itself, whose
+			// activations MatMulEach then quantizes once for all.
+			xin = x[:dim]
+		}
 		s.dsts = append(s.dsts, s.ge[lo*H:hi*H], s.ue[lo*H:hi*H])
 		s.xs = append(s.xs, xin, xin)
 		s.ns = append(s.ns, hi-lo, hi-lo)
@@ -391,7 +396,7 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 			ml.SiLUMul(g, u)
 		}
 	}
-	ml.Parallel(len(s.active), 1, func(lo, hi int) {
+	actRows := func(lo, hi int) {
 		for _, ex := range s.active[lo:hi] {
 			a, b := s.start[ex], s.start[ex+1]
 			for row := a; row < b; row++ {
@@ -405,7 +410,12 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 				act(g, u)
 			}
 		}
-	})
+	}
+	if total*H >= 1<<14 {
+		ml.Parallel(len(s.active), 1, actRows)
+	} else {
+		actRows(0, len(s.active)) // a decode step's: less than a hand-off
+	}
 
 	s.dsts, s.xs, s.ns, s.mats = s.dsts[:0], s.xs[:0], s.ns[:0], s.mats[:0]
 	for _, ex := range s.active {

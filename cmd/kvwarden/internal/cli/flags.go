@@ -78,6 +78,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.Model, "model", c.DefaultModel, "model `file`: a .gguf or a llama2.c .bin checkpoint, a Hugging Face reference (owner/repo:Q4_K_M, owner/repo:file.gguf, hf://owner/repo/file.gguf; pulled into the cache if absent), or "+
 		model.BuiltinStories+" (a 260K-parameter story model compiled in) or "+model.BuiltinSynthetic+" (random weights, for tests)")
+	fs.StringVar(&c.Model, "m", c.DefaultModel, "shorthand for --model (llama.cpp's -m)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto or a registered backend ("+strings.Join(backend.Names(), ", ")+")")
 	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
