@@ -7,21 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
 )
-
-// processCPU is the CPU time of this process (all threads) in seconds.
-func processCPU() float64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		panic(err)
-	}
-	return float64(ts.Sec) + float64(ts.Nsec)/1e9
-}
 
 // randQ4K is a rows x cols Q4_K matrix of random blocks (small scales, so
 // the values stay finite): quantizing 10^8 random floats would take far
