@@ -33,7 +33,7 @@ func TestKQuantFewRowsMatchGeneric(t *testing.T) {
 				}
 				want := make([]float32, n*s.rows)
 				matmulIntGeneric(want, act, n, w, rb, 0, s.rows)
-				for _, path := range []int{fewAuto, fewOld, fewChunked, fewRow4} {
+				for _, path := range []int{fewAuto, fewOld, fewChunked, fewRow4, fewFused} {
 					kqFewPath = path
 					for _, threads := range []int{1, 2} {
 						SetThreads(threads)
@@ -84,7 +84,7 @@ func BenchmarkKQuantFewRows(b *testing.B) {
 					name string
 					path int
 				}
-				variants := []variant{{"new", fewAuto}, {"old", fewOld}, {"chunked", fewChunked}}
+				variants := []variant{{"new", fewAuto}, {"old", fewOld}, {"chunked", fewChunked}, {"fused", fewFused}}
 				if n >= 4 {
 					variants = append(variants, variant{"row4", fewRow4})
 				}

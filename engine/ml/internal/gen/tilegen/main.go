@@ -68,6 +68,7 @@ var kinds = map[string]struct {
 	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
 	"floatmm":   {"floatmm_amd64.s", genFloatMM},
 	"iq4xsdot":  {"iq4xs_amd64.s", genIQ4XSDot},
+	"kqfew":     {"kqfew_amd64.s", genKQFew},
 }
 
 func main() {

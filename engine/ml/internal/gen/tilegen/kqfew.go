@@ -1,0 +1,202 @@
+package main
+
+import "fmt"
+
+// genKQFew writes kqfew_amd64.s: Q4_K products of four weight rows and a
+// few (1 to 4) activation rows with AVX-512 VNNI, each weight block
+// decoded once for all the activation rows (a speculative verify step, a
+// small decode batch, the tokens of one MoE expert).
+func genKQFew() {
+	T(kqFewIntro)
+	T(kqZMacros)
+	T(kqFewMacros)
+	for n := 1; n <= 4; n++ {
+		kqFewQ4K(n)
+		if n < 4 {
+			P("")
+		}
+	}
+}
+
+// kqFewAct is activation row j's address at byte offset off: SI + j*as
+// (R9 = as, R11 = 3*as).
+func kqFewAct(j int, off string) string {
+	return off + "(SI)" + kqActRow[j]
+}
+
+// kqFewQ4K writes kqQ4KFew{n}VNNIZ. Weight row k's integer sums for
+// activation row j collect in Z(4j+k) (folded to its low 256 bits per
+// block, as the one-row kernel folds its Z8+k), so HSUM4x8 of Y(4j)..
+// Y(4j+3) gives activation row j the one-row kernel's four int32 sums;
+// the float tail is then the one-row kernel's, row by row, into X(20+j).
+func kqFewQ4K(n int) {
+	name := fmt.Sprintf("kqQ4KFew%dVNNIZ", n)
+	P("// func %s(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)", name)
+	P("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	P("\tMOVQ w+0(FP), DI")
+	P("\tMOVQ ws+8(FP), R8")
+	P("\tPF_DIST(q4kF%dpf)", n)
+	P("\tMOVQ a+16(FP), SI")
+	P("\tMOVQ as+24(FP), R9")
+	P("\tLEAQ (R9)(R9*2), R11")
+	P("\tLEAQ (R8)(R8*2), R10")
+	P("\tMOVQ nb+32(FP), CX")
+	P("\tVPBROADCASTB kqMask0F<>(SB), Z24")
+	for j := range n {
+		P("\tVXORPS X%d, X%d, X%d", 20+j, 20+j, 20+j)
+	}
+	P("")
+	label := fmt.Sprintf("q4kF%dLoop", n)
+	P("%s:", label)
+	P("\tK4_SCALES4")
+	for k := range 4 {
+		P("\tWROW%d", k)
+		P("\tPREFETCHT1 (BX)(R12*1)")
+		P("\tPREFETCHT1 64(BX)(R12*1)")
+		P("\tPREFETCHT1 128(BX)(R12*1)")
+		P("\tK4_ROWSC(%d)", k)
+		for j := range n {
+			z := 4*j + k
+			P("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		}
+		for h := range 2 {
+			P("\tQ4K_NIB(%d, kqScIdx%d<>(SB), kqScIdx%d<>(SB))", 16+64*h, 2*h, 2*h+1)
+			for j := range n {
+				P("\tQ4K_ACT(%s, %s, Z%d)", kqFewAct(j, fmt.Sprint(128*h)), kqFewAct(j, fmt.Sprint(128*h+64)), 4*j+k)
+			}
+		}
+		for j := range n {
+			z := 4*j + k
+			P("\tVEXTRACTI64X4 $1, Z%d, Y16", z)
+			P("\tVPADDD Y16, Y%d, Y%d", z, z)
+		}
+	}
+	P("")
+	P("\tK4_DMINS")
+	for j := range n {
+		P("\tK4_ROWMINS(%s, %s)", kqFewAct(j, "ACT_SUMS16"), kqFewAct(j, "(ACT_SUMS16+16)"))
+		P("\tHSUM4x8(Y%d, Y%d, Y%d, Y%d, X%d, X%d)", 4*j, 4*j+1, 4*j+2, 4*j+3, 4*j, 4*j+1)
+		P("\tK4_FLOAT(%s, X%d, X%d)", kqFewAct(j, "ACT_SCALE"), 4*j, 20+j)
+	}
+	P("")
+	P("\tADDQ $144, DI")
+	P("\tADDQ $ACT_BLOCK, SI")
+	P("\tDECQ CX")
+	P("\tJNZ  %s", label)
+	P("")
+	P("\tMOVQ out+40(FP), DX")
+	P("\tMOVQ os+48(FP), BX")
+	P("\tSHLQ $2, BX")
+	for j := range n {
+		P("\tVMOVUPS X%d, (DX)", 20+j)
+		if j < n-1 {
+			P("\tADDQ BX, DX")
+		}
+	}
+	P("\tVZEROUPPER")
+	P("\tRET")
+}
+
+const kqFewIntro = `//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Q4_K products of a few activation rows (see kqfew_amd64.go): each
+// kernel computes four weight rows (w + k*ws) against n activation rows
+// (a + j*as) over nb super-blocks, decoding each weight block (its
+// nibbles, its scales spread over the values) once for all n rows. Output
+// (j, k) goes to out[j*os + k]. Per activation row the integer sums are
+// kqQ4KDot4VNNIZ's and the float arithmetic is its, in its order, so every
+// output has the one-row kernel's bits whatever n.
+//
+// The activation rows are in the layout of quantizeActQ8K with each
+// block's 256 values permuted (kqFewPermuteQ4K) into the order of the
+// weight vectors, 64 bytes each: values 0..31 and 64..95 (the low nibbles
+// of the first 64 weight bytes), 32..63 and 96..127 (their high nibbles),
+// then the same for values 128..255, so each multiply takes its
+// activation operand straight from memory.
+
+// Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
+// int8 values, the f32 scale, 16 int16 sums of 16 values.
+#define ACT_BLOCK 292
+#define ACT_SCALE 256
+#define ACT_SUMS16 260
+
+DATA kqMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL kqMask0F<>(SB), RODATA|NOPTR, $8
+
+// BX = weight row k's block.
+#define WROW0 MOVQ DI, BX
+#define WROW1 LEAQ (DI)(R8*1), BX
+#define WROW2 LEAQ (DI)(R8*2), BX
+#define WROW3 LEAQ (DI)(R10*1), BX
+
+// Horizontal sums of four 8-lane int32 vectors into the lanes of x0.
+#define HSUM4x8(y0, y1, y2, y3, x0, x1) \
+	VPHADDD      y1, y0, y0 \
+	VPHADDD      y3, y2, y2 \
+	VPHADDD      y2, y0, y0 \
+	VEXTRACTI128 $1, y0, x1 \
+	VPADDD       x1, x0, x0
+`
+
+const kqFewMacros = `// One 64-byte half of weight row BX's nibbles at off: the low nibbles
+// into Z27, the high into Z28, their sub-block scales (row scales Z26,
+// spread by the kqScIdx vectors ilo, ihi) into Z29, Z30.
+#define Q4K_NIB(off, ilo, ihi) \
+	VMOVDQU64    off(BX), Z27 \
+	VPSRLW       $4, Z27, Z28 \
+	VPANDD       Z24, Z27, Z27 \
+	VPANDD       Z24, Z28, Z28 \
+	VPSHUFB      ilo, Z26, Z29 \
+	VPSHUFB      ihi, Z26, Z30
+
+// One activation row's products with the half of Q4K_NIB: Q4K_HALFZ's
+// arithmetic, the activation vectors alo, ahi from memory. Uses Z16, Z17.
+#define Q4K_ACT(alo, ahi, acc) \
+	VPMADDUBSW   alo, Z27, Z16 \
+	VPDPWSSD     Z29, Z16, acc \
+	VPMADDUBSW   ahi, Z28, Z17 \
+	VPDPWSSD     Z30, Z17, acc
+
+// The parts of K4_MINS4 and of the one-row kernel's tail shared by every
+// activation row: the mins as words into Z27, Z28 (K4_MINS4's), the
+// lane gather into Z26, the four rows' d and dmin as f32 into X29, X30.
+#define K4_DMINS \
+	VPSHUFB       kqK4MinLo<>(SB), Z31, Z27 \
+	VPSHUFB       kqK4MinHi<>(SB), Z31, Z28 \
+	VMOVDQU32     kqK4Perm<>(SB), Z26 \
+	VPERMD        Z25, Z26, Z25 \
+	VCVTPH2PS     X25, Y25 \
+	VEXTRACTF32X4 $1, Y25, X31 \
+	VSHUFPS       $0x88, X31, X25, X29 \
+	VSHUFPS       $0xDD, X31, X25, X30
+
+// K4_MINS4's sums for one activation row (its sums of 16 at s0, s1):
+// each row's sum of min x sums into X17. Uses Z16.
+#define K4_ROWMINS(s0, s1) \
+	VBROADCASTI32X4 s0, Z16 \
+	VPMADDWD        Z16, Z27, Z17 \
+	VBROADCASTI32X4 s1, Z16 \
+	VPDPWSSD        Z16, Z28, Z17 \
+	VPSHUFD         $0x4e, Z17, Z16 \
+	VPADDD          Z16, Z17, Z17 \
+	VPSHUFD         $0xb1, Z17, Z16 \
+	VPADDD          Z16, Z17, Z17 \
+	VPERMD          Z17, Z26, Z17
+
+// The one-row kernel's float tail for one activation row (its scale at
+// sc): sums x (d x scale) - mins x (dmin x scale), added to res. Uses
+// X17..X19.
+#define K4_FLOAT(sc, sums, res) \
+	VBROADCASTSS  sc, X18 \
+	VMULPS        X18, X29, X19 \
+	VMULPS        X18, X30, X18 \
+	VCVTDQ2PS     sums, sums \
+	VMULPS        X19, sums, sums \
+	VCVTDQ2PS     X17, X17 \
+	VMULPS        X18, X17, X17 \
+	VSUBPS        X17, sums, sums \
+	VADDPS        sums, res, res
+
+`

@@ -1,0 +1,97 @@
+//go:build amd64 && !purego
+
+package ml
+
+// Q4_K products of four weight rows (w + k*ws) and n = 1..4 activation
+// rows (a + j*as, in kqFewPermuteQ4K's layout) over nb super-blocks,
+// output (j, k) into out[j*os+k], each weight block decoded once for the
+// n rows (kqfew_amd64.s). Every output has kqQ4KDot4VNNIZ's bits.
+//
+//go:noescape
+func kqQ4KFew1VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+//go:noescape
+func kqQ4KFew2VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+//go:noescape
+func kqQ4KFew3VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+//go:noescape
+func kqQ4KFew4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+type kqFewKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+// kqQ4KFew holds the kernel for each count of activation rows (index 1..4).
+var kqQ4KFew = [5]kqFewKernel{nil, kqQ4KFew1VNNIZ, kqQ4KFew2VNNIZ, kqQ4KFew3VNNIZ, kqQ4KFew4VNNIZ}
+
+// kqFewPermuteQ4K copies Q8_K activation blocks from src to dst with
+// each block's 256 values in the order of the Q4_K few-row kernels'
+// weight vectors: of each 128 values, 0..31, 64..95, 32..63, 96..127
+// (the low nibbles of a 64-byte half of the weights meet the first two
+// chunks, its high nibbles the other two). Scale and sums stay in place.
+func kqFewPermuteQ4K(dst, src []byte) {
+	for b := 0; b+q8KActBlock <= len(src); b += q8KActBlock {
+		s, d := src[b:b+q8KActBlock], dst[b:b+q8KActBlock]
+		for h := 0; h < 256; h += 128 {
+			copy(d[h:h+32], s[h:h+32])
+			copy(d[h+32:h+64], s[h+64:h+96])
+			copy(d[h+64:h+96], s[h+32:h+64])
+			copy(d[h+96:h+128], s[h+96:h+128])
+		}
+		copy(d[256:], s[256:])
+	}
+}
+
+// fewGroups splits n activation rows into the fewest passes of at most
+// four rows, as even as possible (5 = 3+2, 7 = 4+3).
+func fewGroups(n int) []int {
+	g := (n + 3) / 4
+	sizes := make([]int, g)
+	for i := range sizes {
+		sizes[i] = n / g
+		if i < n%g {
+			sizes[i]++
+		}
+	}
+	return sizes
+}
+
+// matmulKFew computes output columns [lo,hi) of n activation rows with
+// the few-row kernels kerns: one pass of the weight rows per group of at
+// most four activation rows, chunk by chunk (kqFewRowsChunk) so that
+// passes after the first read the weights from cache. The weight matrix
+// has at least four rows; a leftover of fewer than four goes through the
+// window of the last four, into a scratch output.
+func matmulKFew(kerns *[5]kqFewKernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, nb := w.Rows, w.Cols/256
+	as := nb * q8KActBlock
+	pp := getBytes(n * as)
+	defer byteScratch.Put(pp)
+	pa := *pp
+	kqFewPermuteQ4K(pa, act[:n*as])
+	groups := fewGroups(n)
+	ch := hi - lo
+	if len(groups) > 1 {
+		ch = max(8, kqFewRowsChunk/rb&^7)
+	}
+	var out [16]float32
+	for c0 := lo; c0 < hi; c0 += ch {
+		c1 := min(hi, c0+ch)
+		i := 0
+		for _, m := range groups {
+			kern := kerns[m]
+			r := c0
+			for ; r+4 <= c1; r += 4 {
+				kern(&w.Data[r*rb], rb, &pa[i*as], as, nb, &dst[i*R+r], R)
+			}
+			if r < c1 {
+				base := max(0, c1-4)
+				kern(&w.Data[base*rb], rb, &pa[i*as], as, nb, &out[0], 4)
+				for j := range m {
+					copy(dst[(i+j)*R+r:(i+j)*R+c1], out[j*4+r-base:j*4+c1-base])
+				}
+			}
+			i += m
+		}
+	}
+}
