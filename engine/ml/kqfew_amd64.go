@@ -19,24 +19,50 @@ func kqQ4KFew3VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os i
 //go:noescape
 func kqQ4KFew4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
 
+// The Q6_K kernels, each output kqQ6KDot4VNNIZ's bits.
+//
+//go:noescape
+func kqQ6KFew1VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+//go:noescape
+func kqQ6KFew2VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+//go:noescape
+func kqQ6KFew3VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
+//go:noescape
+func kqQ6KFew4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+
 type kqFewKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
 
-// kqQ4KFew holds the kernel for each count of activation rows (index 1..4).
-var kqQ4KFew = [5]kqFewKernel{nil, kqQ4KFew1VNNIZ, kqQ4KFew2VNNIZ, kqQ4KFew3VNNIZ, kqQ4KFew4VNNIZ}
+// kqFew is a type's few-row kernels (index: activation rows, 1..4) and
+// the order of the 32-value chunks of each activation block they read.
+type kqFew struct {
+	kern  [5]kqFewKernel
+	order [8]int
+}
 
-// kqFewPermuteQ4K copies Q8_K activation blocks from src to dst with
-// each block's 256 values in the order of the Q4_K few-row kernels'
-// weight vectors: of each 128 values, 0..31, 64..95, 32..63, 96..127
-// (the low nibbles of a 64-byte half of the weights meet the first two
-// chunks, its high nibbles the other two). Scale and sums stay in place.
-func kqFewPermuteQ4K(dst, src []byte) {
+// Q4_K: of each 128 values, 0..31, 64..95, 32..63, 96..127 (the low
+// nibbles of a 64-byte half of the weights meet the first two chunks,
+// its high nibbles the other two). Q6_K: vector v is chunks v and v+4.
+var (
+	kqQ4KFew = kqFew{
+		[5]kqFewKernel{nil, kqQ4KFew1VNNIZ, kqQ4KFew2VNNIZ, kqQ4KFew3VNNIZ, kqQ4KFew4VNNIZ},
+		[8]int{0, 2, 1, 3, 4, 6, 5, 7},
+	}
+	kqQ6KFew = kqFew{
+		[5]kqFewKernel{nil, kqQ6KFew1VNNIZ, kqQ6KFew2VNNIZ, kqQ6KFew3VNNIZ, kqQ6KFew4VNNIZ},
+		[8]int{0, 4, 1, 5, 2, 6, 3, 7},
+	}
+)
+
+// kqFewPermute copies Q8_K activation blocks from src to dst with each
+// block's 32-value chunks in the given order; scale and sums stay in place.
+func kqFewPermute(dst, src []byte, order *[8]int) {
 	for b := 0; b+q8KActBlock <= len(src); b += q8KActBlock {
 		s, d := src[b:b+q8KActBlock], dst[b:b+q8KActBlock]
-		for h := 0; h < 256; h += 128 {
-			copy(d[h:h+32], s[h:h+32])
-			copy(d[h+32:h+64], s[h+64:h+96])
-			copy(d[h+64:h+96], s[h+32:h+64])
-			copy(d[h+96:h+128], s[h+96:h+128])
+		for i, c := range order {
+			copy(d[32*i:32*i+32], s[32*c:32*c+32])
 		}
 		copy(d[256:], s[256:])
 	}
@@ -57,18 +83,18 @@ func fewGroups(n int) []int {
 }
 
 // matmulKFew computes output columns [lo,hi) of n activation rows with
-// the few-row kernels kerns: one pass of the weight rows per group of at
+// the few-row kernels of few: one pass of the weight rows per group of at
 // most four activation rows, chunk by chunk (kqFewRowsChunk) so that
 // passes after the first read the weights from cache. The weight matrix
 // has at least four rows; a leftover of fewer than four goes through the
 // window of the last four, into a scratch output.
-func matmulKFew(kerns *[5]kqFewKernel, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+func matmulKFew(few *kqFew, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, nb := w.Rows, w.Cols/256
 	as := nb * q8KActBlock
 	pp := getBytes(n * as)
 	defer byteScratch.Put(pp)
 	pa := *pp
-	kqFewPermuteQ4K(pa, act[:n*as])
+	kqFewPermute(pa, act[:n*as], &few.order)
 	groups := fewGroups(n)
 	ch := hi - lo
 	if len(groups) > 1 {
@@ -79,7 +105,7 @@ func matmulKFew(kerns *[5]kqFewKernel, dst []float32, act []byte, n int, w *Matr
 		c1 := min(hi, c0+ch)
 		i := 0
 		for _, m := range groups {
-			kern := kerns[m]
+			kern := few.kern[m]
 			r := c0
 			for ; r+4 <= c1; r += 4 {
 				kern(&w.Data[r*rb], rb, &pa[i*as], as, nb, &dst[i*R+r], R)

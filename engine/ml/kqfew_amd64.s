@@ -4,7 +4,7 @@
 
 #include "textflag.h"
 
-// Q4_K products of a few activation rows (see kqfew_amd64.go): each
+// Q4_K and Q6_K products of a few activation rows (see kqfew_amd64.go): each
 // kernel computes four weight rows (w + k*ws) against n activation rows
 // (a + j*as) over nb super-blocks, decoding each weight block (its
 // nibbles, its scales spread over the values) once for all n rows. Output
@@ -13,11 +13,12 @@
 // output has the one-row kernel's bits whatever n.
 //
 // The activation rows are in the layout of quantizeActQ8K with each
-// block's 256 values permuted (kqFewPermuteQ4K) into the order of the
-// weight vectors, 64 bytes each: values 0..31 and 64..95 (the low nibbles
-// of the first 64 weight bytes), 32..63 and 96..127 (their high nibbles),
-// then the same for values 128..255, so each multiply takes its
-// activation operand straight from memory.
+// block's 256 values permuted (kqFewPermute) into the order of the
+// weight vectors, 64 bytes each, so each multiply takes its activation
+// operand straight from memory. Q4_K: values 0..31 and 64..95 (the low
+// nibbles of the first 64 weight bytes), 32..63 and 96..127 (their high
+// nibbles), then the same for values 128..255. Q6_K: vector v holds
+// values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
 
 // Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
 // int8 values, the f32 scale, 16 int16 sums of 16 values.
@@ -27,6 +28,9 @@
 
 DATA kqMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL kqMask0F<>(SB), RODATA|NOPTR, $8
+
+DATA kqMask30<>+0(SB)/8, $0x3030303030303030
+GLOBL kqMask30<>(SB), RODATA|NOPTR, $8
 
 // BX = weight row k's block.
 #define WROW0 MOVQ DI, BX
@@ -701,5 +705,635 @@ q4kF4Loop:
 	VMOVUPS X22, (DX)
 	ADDQ BX, DX
 	VMOVUPS X23, (DX)
+	VZEROUPPER
+	RET
+
+
+// VPSHUFB indices for Q6_K's 16-value sub-block scales: vector k of a
+// super-block holds sub-blocks 2k, 2k+1, 8+2k, 9+2k in its 128-bit lanes;
+// lanes 0, 1 of the source hold the scales 0..7 as words, lanes 2, 3 the
+// scales 8..15, so lanes 0 and 2 take word 2k, lanes 1 and 3 word 2k+1.
+#define SC6_IDX(name, w0, w1) \
+	DATA name<>+0(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(w0*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(w1*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(w1*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SC6_IDX(kqSc6Idx0, 0x0100, 0x0302)
+SC6_IDX(kqSc6Idx1, 0x0504, 0x0706)
+SC6_IDX(kqSc6Idx2, 0x0908, 0x0b0a)
+SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
+
+// One Q6_K value vector: the 4-bit part lo (masked here) or'ed with the
+// two high bits already at bits 4..5 in hi, times activation vector act,
+// times the sub-block scales (spread by idx) into acc. Uses Z31.
+#define Q6K_VECZ(lo, hi, act, idx, acc) \
+	VPTERNLOGD   $0xf8, Z24, lo, hi \
+	VPMADDUBSW   act, hi, hi \
+	VPSHUFB      idx, Z26, Z31 \
+	VPDPWSSD     Z31, hi, acc
+
+// The integer sum of one Q6_K pair in the 8 int32 lanes of acc (as the
+// 256-bit kernels leave it). Vector 0 pairs ql[0:32] with ql[64:96] (the
+// same value positions of the two 128-value halves, whose qh bytes are
+// qh[0:32] and qh[32:64]: one 64-byte load), vector 1 ql[32:64] with
+// ql[96:128]; their high nibbles make vectors 2 and 3.
+#define Q6K_PAIRZ(zacc, acc) \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
+	PREFETCHT1    192(BX)(R12*1) \
+	VPMOVSXBW     192(BX), Y5 \
+	VPMADDWD      ACT_SUMS16(AX), Y5, Y6 \
+	VPSLLD        $5, Y6, Y6 \
+	VPXORD        zacc, zacc, zacc \
+	VSHUFI64X2    $0x50, Z5, Z5, Z26 \
+	VMOVDQU64     (BX), Y27 \
+	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
+	VMOVDQU64     32(BX), Y28 \
+	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
+	VMOVDQU64     128(BX), Z29 \
+	VPSLLW        $4, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z27, Z30, Z20, Z16, zacc) \
+	VPSLLW        $2, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z28, Z30, Z21, Z17, zacc) \
+	VPSRLW        $4, Z27, Z27 \
+	VPANDD        Z25, Z29, Z30 \
+	Q6K_VECZ(Z27, Z30, Z22, Z18, zacc) \
+	VPSRLW        $4, Z28, Z28 \
+	VPSRLW        $2, Z29, Z30 \
+	VPANDD        Z25, Z30, Z30 \
+	Q6K_VECZ(Z28, Z30, Z23, Z19, zacc) \
+	VEXTRACTI64X4 $1, zacc, Y2 \
+	VPADDD        Y2, acc, acc \
+	VPSUBD        Y6, acc, acc
+
+// Weight row BX's Q6_K block decoded for the activation rows: the value
+// vectors into Z20..Z23 (Q6K_PAIRZ's, in its order), the sub-block scales
+// spread over them into Z16..Z19, -32 x the scales as words into Y27.
+// Uses Z26, Z28, Z29.
+#define Q6K_ROW \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
+	PREFETCHT1    192(BX)(R12*1) \
+	VMOVDQU64     (BX), Y27 \
+	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
+	VMOVDQU64     32(BX), Y28 \
+	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
+	VMOVDQU64     128(BX), Z29 \
+	VPSLLW        $4, Z29, Z20 \
+	VPANDD        Z25, Z20, Z20 \
+	VPTERNLOGD    $0xf8, Z24, Z27, Z20 \
+	VPSLLW        $2, Z29, Z21 \
+	VPANDD        Z25, Z21, Z21 \
+	VPTERNLOGD    $0xf8, Z24, Z28, Z21 \
+	VPSRLW        $4, Z27, Z27 \
+	VPANDD        Z25, Z29, Z22 \
+	VPTERNLOGD    $0xf8, Z24, Z27, Z22 \
+	VPSRLW        $4, Z28, Z28 \
+	VPSRLW        $2, Z29, Z23 \
+	VPANDD        Z25, Z23, Z23 \
+	VPTERNLOGD    $0xf8, Z24, Z28, Z23 \
+	VPMOVSXBW     192(BX), Y26 \
+	VSHUFI64X2    $0x50, Z26, Z26, Z28 \
+	VPSHUFB       kqSc6Idx0<>(SB), Z28, Z16 \
+	VPSHUFB       kqSc6Idx1<>(SB), Z28, Z17 \
+	VPSHUFB       kqSc6Idx2<>(SB), Z28, Z18 \
+	VPSHUFB       kqSc6Idx3<>(SB), Z28, Z19 \
+	VPSLLW        $5, Y26, Y29 \
+	VPXORD        Y27, Y27, Y27 \
+	VPSUBW        Y29, Y27, Y27
+
+// One activation row's product with value vector val (scales sc):
+// Q6K_VECZ's multiply-adds, the activation vector from memory. Uses Z31.
+#define Q6K_ACT(a, val, sc, acc) \
+	VPMADDUBSW    a, val, Z31 \
+	VPDPWSSD      sc, Z31, acc
+
+// The four rows' d as f32 into X28 (the one-row kernel's gather).
+#define Q6K_D \
+	VPXORD        X28, X28, X28 \
+	VPINSRW       $0, 208(DI), X28, X28 \
+	LEAQ          (DI)(R8*1), BX \
+	VPINSRW       $1, 208(BX), X28, X28 \
+	LEAQ          (DI)(R8*2), BX \
+	VPINSRW       $2, 208(BX), X28, X28 \
+	LEAQ          (DI)(R10*1), BX \
+	VPINSRW       $3, 208(BX), X28, X28 \
+	VCVTPH2PS     X28, X28
+
+// The one-row kernel's float tail for one activation row (its scale at
+// sc): sums x (d x scale) added to the result at res. Uses X29.
+#define Q6K_FLOAT(sc, sums, res) \
+	VBROADCASTSS  sc, X29 \
+	VMULPS        X29, X28, X29 \
+	VCVTDQ2PS     sums, sums \
+	VMULPS        X29, sums, sums \
+	VADDPS        res, sums, sums \
+	VMOVUPS       sums, res
+
+// func kqQ6KFew1VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+TEXT ·kqQ6KFew1VNNIZ(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	PF_DIST(q6kF1pf)
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R8)(R8*2), R10
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DX
+	MOVQ os+48(FP), R13
+	SHLQ $2, R13
+	LEAQ (R13)(R13*2), AX
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VXORPS X0, X0, X0
+	VMOVUPS X0, (DX)
+
+q6kF1Loop:
+	WROW0
+	Q6K_ROW
+	VPXORD Z0, Z0, Z0
+	Q6K_ACT(0(SI), Z20, Z16, Z0)
+	Q6K_ACT(64(SI), Z21, Z17, Z0)
+	Q6K_ACT(128(SI), Z22, Z18, Z0)
+	Q6K_ACT(192(SI), Z23, Z19, Z0)
+	VEXTRACTI64X4 $1, Z0, Y31
+	VPADDD Y31, Y0, Y0
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y0
+	WROW1
+	Q6K_ROW
+	VPXORD Z1, Z1, Z1
+	Q6K_ACT(0(SI), Z20, Z16, Z1)
+	Q6K_ACT(64(SI), Z21, Z17, Z1)
+	Q6K_ACT(128(SI), Z22, Z18, Z1)
+	Q6K_ACT(192(SI), Z23, Z19, Z1)
+	VEXTRACTI64X4 $1, Z1, Y31
+	VPADDD Y31, Y1, Y1
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y1
+	WROW2
+	Q6K_ROW
+	VPXORD Z2, Z2, Z2
+	Q6K_ACT(0(SI), Z20, Z16, Z2)
+	Q6K_ACT(64(SI), Z21, Z17, Z2)
+	Q6K_ACT(128(SI), Z22, Z18, Z2)
+	Q6K_ACT(192(SI), Z23, Z19, Z2)
+	VEXTRACTI64X4 $1, Z2, Y31
+	VPADDD Y31, Y2, Y2
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y2
+	WROW3
+	Q6K_ROW
+	VPXORD Z3, Z3, Z3
+	Q6K_ACT(0(SI), Z20, Z16, Z3)
+	Q6K_ACT(64(SI), Z21, Z17, Z3)
+	Q6K_ACT(128(SI), Z22, Z18, Z3)
+	Q6K_ACT(192(SI), Z23, Z19, Z3)
+	VEXTRACTI64X4 $1, Z3, Y31
+	VPADDD Y31, Y3, Y3
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y3
+
+	Q6K_D
+	HSUM4x8(Y0, Y1, Y2, Y3, X0, X1)
+	Q6K_FLOAT(ACT_SCALE(SI), X0, (DX))
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ CX
+	JNZ  q6kF1Loop
+	VZEROUPPER
+	RET
+
+// func kqQ6KFew2VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+TEXT ·kqQ6KFew2VNNIZ(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	PF_DIST(q6kF2pf)
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R8)(R8*2), R10
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DX
+	MOVQ os+48(FP), R13
+	SHLQ $2, R13
+	LEAQ (R13)(R13*2), AX
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VXORPS X0, X0, X0
+	VMOVUPS X0, (DX)
+	VMOVUPS X0, (DX)(R13*1)
+
+q6kF2Loop:
+	WROW0
+	Q6K_ROW
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	Q6K_ACT(0(SI), Z20, Z16, Z0)
+	Q6K_ACT(64(SI), Z21, Z17, Z0)
+	Q6K_ACT(128(SI), Z22, Z18, Z0)
+	Q6K_ACT(192(SI), Z23, Z19, Z0)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z4)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z4)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z4)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z4)
+	VEXTRACTI64X4 $1, Z0, Y31
+	VPADDD Y31, Y0, Y0
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y0
+	VEXTRACTI64X4 $1, Z4, Y31
+	VPADDD Y31, Y4, Y4
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y4
+	WROW1
+	Q6K_ROW
+	VPXORD Z1, Z1, Z1
+	VPXORD Z5, Z5, Z5
+	Q6K_ACT(0(SI), Z20, Z16, Z1)
+	Q6K_ACT(64(SI), Z21, Z17, Z1)
+	Q6K_ACT(128(SI), Z22, Z18, Z1)
+	Q6K_ACT(192(SI), Z23, Z19, Z1)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z5)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z5)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z5)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z5)
+	VEXTRACTI64X4 $1, Z1, Y31
+	VPADDD Y31, Y1, Y1
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y1
+	VEXTRACTI64X4 $1, Z5, Y31
+	VPADDD Y31, Y5, Y5
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y5
+	WROW2
+	Q6K_ROW
+	VPXORD Z2, Z2, Z2
+	VPXORD Z6, Z6, Z6
+	Q6K_ACT(0(SI), Z20, Z16, Z2)
+	Q6K_ACT(64(SI), Z21, Z17, Z2)
+	Q6K_ACT(128(SI), Z22, Z18, Z2)
+	Q6K_ACT(192(SI), Z23, Z19, Z2)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z6)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z6)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z6)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z6)
+	VEXTRACTI64X4 $1, Z2, Y31
+	VPADDD Y31, Y2, Y2
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y2
+	VEXTRACTI64X4 $1, Z6, Y31
+	VPADDD Y31, Y6, Y6
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y6
+	WROW3
+	Q6K_ROW
+	VPXORD Z3, Z3, Z3
+	VPXORD Z7, Z7, Z7
+	Q6K_ACT(0(SI), Z20, Z16, Z3)
+	Q6K_ACT(64(SI), Z21, Z17, Z3)
+	Q6K_ACT(128(SI), Z22, Z18, Z3)
+	Q6K_ACT(192(SI), Z23, Z19, Z3)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z7)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z7)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z7)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z7)
+	VEXTRACTI64X4 $1, Z3, Y31
+	VPADDD Y31, Y3, Y3
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y3
+	VEXTRACTI64X4 $1, Z7, Y31
+	VPADDD Y31, Y7, Y7
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y7
+
+	Q6K_D
+	HSUM4x8(Y0, Y1, Y2, Y3, X0, X1)
+	Q6K_FLOAT(ACT_SCALE(SI), X0, (DX))
+	HSUM4x8(Y4, Y5, Y6, Y7, X4, X5)
+	Q6K_FLOAT(ACT_SCALE(SI)(R9*1), X4, (DX)(R13*1))
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ CX
+	JNZ  q6kF2Loop
+	VZEROUPPER
+	RET
+
+// func kqQ6KFew3VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+TEXT ·kqQ6KFew3VNNIZ(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	PF_DIST(q6kF3pf)
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R8)(R8*2), R10
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DX
+	MOVQ os+48(FP), R13
+	SHLQ $2, R13
+	LEAQ (R13)(R13*2), AX
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VXORPS X0, X0, X0
+	VMOVUPS X0, (DX)
+	VMOVUPS X0, (DX)(R13*1)
+	VMOVUPS X0, (DX)(R13*2)
+
+q6kF3Loop:
+	WROW0
+	Q6K_ROW
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	VPXORD Z8, Z8, Z8
+	Q6K_ACT(0(SI), Z20, Z16, Z0)
+	Q6K_ACT(64(SI), Z21, Z17, Z0)
+	Q6K_ACT(128(SI), Z22, Z18, Z0)
+	Q6K_ACT(192(SI), Z23, Z19, Z0)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z4)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z4)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z4)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z4)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z8)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z8)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z8)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z8)
+	VEXTRACTI64X4 $1, Z0, Y31
+	VPADDD Y31, Y0, Y0
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y0
+	VEXTRACTI64X4 $1, Z4, Y31
+	VPADDD Y31, Y4, Y4
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y4
+	VEXTRACTI64X4 $1, Z8, Y31
+	VPADDD Y31, Y8, Y8
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y8
+	WROW1
+	Q6K_ROW
+	VPXORD Z1, Z1, Z1
+	VPXORD Z5, Z5, Z5
+	VPXORD Z9, Z9, Z9
+	Q6K_ACT(0(SI), Z20, Z16, Z1)
+	Q6K_ACT(64(SI), Z21, Z17, Z1)
+	Q6K_ACT(128(SI), Z22, Z18, Z1)
+	Q6K_ACT(192(SI), Z23, Z19, Z1)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z5)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z5)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z5)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z5)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z9)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z9)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z9)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z9)
+	VEXTRACTI64X4 $1, Z1, Y31
+	VPADDD Y31, Y1, Y1
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y1
+	VEXTRACTI64X4 $1, Z5, Y31
+	VPADDD Y31, Y5, Y5
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y5
+	VEXTRACTI64X4 $1, Z9, Y31
+	VPADDD Y31, Y9, Y9
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y9
+	WROW2
+	Q6K_ROW
+	VPXORD Z2, Z2, Z2
+	VPXORD Z6, Z6, Z6
+	VPXORD Z10, Z10, Z10
+	Q6K_ACT(0(SI), Z20, Z16, Z2)
+	Q6K_ACT(64(SI), Z21, Z17, Z2)
+	Q6K_ACT(128(SI), Z22, Z18, Z2)
+	Q6K_ACT(192(SI), Z23, Z19, Z2)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z6)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z6)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z6)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z6)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z10)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z10)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z10)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z10)
+	VEXTRACTI64X4 $1, Z2, Y31
+	VPADDD Y31, Y2, Y2
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y2
+	VEXTRACTI64X4 $1, Z6, Y31
+	VPADDD Y31, Y6, Y6
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y6
+	VEXTRACTI64X4 $1, Z10, Y31
+	VPADDD Y31, Y10, Y10
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y10
+	WROW3
+	Q6K_ROW
+	VPXORD Z3, Z3, Z3
+	VPXORD Z7, Z7, Z7
+	VPXORD Z11, Z11, Z11
+	Q6K_ACT(0(SI), Z20, Z16, Z3)
+	Q6K_ACT(64(SI), Z21, Z17, Z3)
+	Q6K_ACT(128(SI), Z22, Z18, Z3)
+	Q6K_ACT(192(SI), Z23, Z19, Z3)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z7)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z7)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z7)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z7)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z11)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z11)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z11)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z11)
+	VEXTRACTI64X4 $1, Z3, Y31
+	VPADDD Y31, Y3, Y3
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y3
+	VEXTRACTI64X4 $1, Z7, Y31
+	VPADDD Y31, Y7, Y7
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y7
+	VEXTRACTI64X4 $1, Z11, Y31
+	VPADDD Y31, Y11, Y11
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y11
+
+	Q6K_D
+	HSUM4x8(Y0, Y1, Y2, Y3, X0, X1)
+	Q6K_FLOAT(ACT_SCALE(SI), X0, (DX))
+	HSUM4x8(Y4, Y5, Y6, Y7, X4, X5)
+	Q6K_FLOAT(ACT_SCALE(SI)(R9*1), X4, (DX)(R13*1))
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+	Q6K_FLOAT(ACT_SCALE(SI)(R9*2), X8, (DX)(R13*2))
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ CX
+	JNZ  q6kF3Loop
+	VZEROUPPER
+	RET
+
+// func kqQ6KFew4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
+TEXT ·kqQ6KFew4VNNIZ(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), DI
+	MOVQ ws+8(FP), R8
+	PF_DIST(q6kF4pf)
+	MOVQ a+16(FP), SI
+	MOVQ as+24(FP), R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R8)(R8*2), R10
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DX
+	MOVQ os+48(FP), R13
+	SHLQ $2, R13
+	LEAQ (R13)(R13*2), AX
+	VPBROADCASTB kqMask0F<>(SB), Z24
+	VPBROADCASTB kqMask30<>(SB), Z25
+	VXORPS X0, X0, X0
+	VMOVUPS X0, (DX)
+	VMOVUPS X0, (DX)(R13*1)
+	VMOVUPS X0, (DX)(R13*2)
+	VMOVUPS X0, (DX)(AX*1)
+
+q6kF4Loop:
+	WROW0
+	Q6K_ROW
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	VPXORD Z8, Z8, Z8
+	VPXORD Z12, Z12, Z12
+	Q6K_ACT(0(SI), Z20, Z16, Z0)
+	Q6K_ACT(64(SI), Z21, Z17, Z0)
+	Q6K_ACT(128(SI), Z22, Z18, Z0)
+	Q6K_ACT(192(SI), Z23, Z19, Z0)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z4)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z4)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z4)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z4)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z8)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z8)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z8)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z8)
+	Q6K_ACT(0(SI)(R11*1), Z20, Z16, Z12)
+	Q6K_ACT(64(SI)(R11*1), Z21, Z17, Z12)
+	Q6K_ACT(128(SI)(R11*1), Z22, Z18, Z12)
+	Q6K_ACT(192(SI)(R11*1), Z23, Z19, Z12)
+	VEXTRACTI64X4 $1, Z0, Y31
+	VPADDD Y31, Y0, Y0
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y0
+	VEXTRACTI64X4 $1, Z4, Y31
+	VPADDD Y31, Y4, Y4
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y4
+	VEXTRACTI64X4 $1, Z8, Y31
+	VPADDD Y31, Y8, Y8
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y8
+	VEXTRACTI64X4 $1, Z12, Y31
+	VPADDD Y31, Y12, Y12
+	VPDPWSSD ACT_SUMS16(SI)(R11*1), Y27, Y12
+	WROW1
+	Q6K_ROW
+	VPXORD Z1, Z1, Z1
+	VPXORD Z5, Z5, Z5
+	VPXORD Z9, Z9, Z9
+	VPXORD Z13, Z13, Z13
+	Q6K_ACT(0(SI), Z20, Z16, Z1)
+	Q6K_ACT(64(SI), Z21, Z17, Z1)
+	Q6K_ACT(128(SI), Z22, Z18, Z1)
+	Q6K_ACT(192(SI), Z23, Z19, Z1)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z5)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z5)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z5)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z5)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z9)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z9)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z9)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z9)
+	Q6K_ACT(0(SI)(R11*1), Z20, Z16, Z13)
+	Q6K_ACT(64(SI)(R11*1), Z21, Z17, Z13)
+	Q6K_ACT(128(SI)(R11*1), Z22, Z18, Z13)
+	Q6K_ACT(192(SI)(R11*1), Z23, Z19, Z13)
+	VEXTRACTI64X4 $1, Z1, Y31
+	VPADDD Y31, Y1, Y1
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y1
+	VEXTRACTI64X4 $1, Z5, Y31
+	VPADDD Y31, Y5, Y5
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y5
+	VEXTRACTI64X4 $1, Z9, Y31
+	VPADDD Y31, Y9, Y9
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y9
+	VEXTRACTI64X4 $1, Z13, Y31
+	VPADDD Y31, Y13, Y13
+	VPDPWSSD ACT_SUMS16(SI)(R11*1), Y27, Y13
+	WROW2
+	Q6K_ROW
+	VPXORD Z2, Z2, Z2
+	VPXORD Z6, Z6, Z6
+	VPXORD Z10, Z10, Z10
+	VPXORD Z14, Z14, Z14
+	Q6K_ACT(0(SI), Z20, Z16, Z2)
+	Q6K_ACT(64(SI), Z21, Z17, Z2)
+	Q6K_ACT(128(SI), Z22, Z18, Z2)
+	Q6K_ACT(192(SI), Z23, Z19, Z2)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z6)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z6)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z6)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z6)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z10)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z10)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z10)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z10)
+	Q6K_ACT(0(SI)(R11*1), Z20, Z16, Z14)
+	Q6K_ACT(64(SI)(R11*1), Z21, Z17, Z14)
+	Q6K_ACT(128(SI)(R11*1), Z22, Z18, Z14)
+	Q6K_ACT(192(SI)(R11*1), Z23, Z19, Z14)
+	VEXTRACTI64X4 $1, Z2, Y31
+	VPADDD Y31, Y2, Y2
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y2
+	VEXTRACTI64X4 $1, Z6, Y31
+	VPADDD Y31, Y6, Y6
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y6
+	VEXTRACTI64X4 $1, Z10, Y31
+	VPADDD Y31, Y10, Y10
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y10
+	VEXTRACTI64X4 $1, Z14, Y31
+	VPADDD Y31, Y14, Y14
+	VPDPWSSD ACT_SUMS16(SI)(R11*1), Y27, Y14
+	WROW3
+	Q6K_ROW
+	VPXORD Z3, Z3, Z3
+	VPXORD Z7, Z7, Z7
+	VPXORD Z11, Z11, Z11
+	VPXORD Z15, Z15, Z15
+	Q6K_ACT(0(SI), Z20, Z16, Z3)
+	Q6K_ACT(64(SI), Z21, Z17, Z3)
+	Q6K_ACT(128(SI), Z22, Z18, Z3)
+	Q6K_ACT(192(SI), Z23, Z19, Z3)
+	Q6K_ACT(0(SI)(R9*1), Z20, Z16, Z7)
+	Q6K_ACT(64(SI)(R9*1), Z21, Z17, Z7)
+	Q6K_ACT(128(SI)(R9*1), Z22, Z18, Z7)
+	Q6K_ACT(192(SI)(R9*1), Z23, Z19, Z7)
+	Q6K_ACT(0(SI)(R9*2), Z20, Z16, Z11)
+	Q6K_ACT(64(SI)(R9*2), Z21, Z17, Z11)
+	Q6K_ACT(128(SI)(R9*2), Z22, Z18, Z11)
+	Q6K_ACT(192(SI)(R9*2), Z23, Z19, Z11)
+	Q6K_ACT(0(SI)(R11*1), Z20, Z16, Z15)
+	Q6K_ACT(64(SI)(R11*1), Z21, Z17, Z15)
+	Q6K_ACT(128(SI)(R11*1), Z22, Z18, Z15)
+	Q6K_ACT(192(SI)(R11*1), Z23, Z19, Z15)
+	VEXTRACTI64X4 $1, Z3, Y31
+	VPADDD Y31, Y3, Y3
+	VPDPWSSD ACT_SUMS16(SI), Y27, Y3
+	VEXTRACTI64X4 $1, Z7, Y31
+	VPADDD Y31, Y7, Y7
+	VPDPWSSD ACT_SUMS16(SI)(R9*1), Y27, Y7
+	VEXTRACTI64X4 $1, Z11, Y31
+	VPADDD Y31, Y11, Y11
+	VPDPWSSD ACT_SUMS16(SI)(R9*2), Y27, Y11
+	VEXTRACTI64X4 $1, Z15, Y31
+	VPADDD Y31, Y15, Y15
+	VPDPWSSD ACT_SUMS16(SI)(R11*1), Y27, Y15
+
+	Q6K_D
+	HSUM4x8(Y0, Y1, Y2, Y3, X0, X1)
+	Q6K_FLOAT(ACT_SCALE(SI), X0, (DX))
+	HSUM4x8(Y4, Y5, Y6, Y7, X4, X5)
+	Q6K_FLOAT(ACT_SCALE(SI)(R9*1), X4, (DX)(R13*1))
+	HSUM4x8(Y8, Y9, Y10, Y11, X8, X9)
+	Q6K_FLOAT(ACT_SCALE(SI)(R9*2), X8, (DX)(R13*2))
+	HSUM4x8(Y12, Y13, Y14, Y15, X12, X13)
+	Q6K_FLOAT(ACT_SCALE(SI)(R11*1), X12, (DX)(AX*1))
+
+	ADDQ $210, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ CX
+	JNZ  q6kF4Loop
 	VZEROUPPER
 	RET

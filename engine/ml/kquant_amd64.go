@@ -188,9 +188,14 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		}
 		matvecK(kern, pf, nb, d, a, w, rb, l, l1)
 	}
-	var fused *[5]kqFewKernel
-	if useQ8VNNI() && w.Type == Q4_K && w.Rows >= 4 {
-		fused = &kqQ4KFew
+	var fused *kqFew
+	if useQ8VNNI() && w.Rows >= 4 {
+		switch w.Type {
+		case Q4_K:
+			fused = &kqQ4KFew
+		case Q6_K:
+			fused = &kqQ6KFew
+		}
 	}
 	switch fewPath(n, kern8 != nil, fused != nil) {
 	case fewFused:

@@ -12,6 +12,12 @@ func genKQFew() {
 	T(kqFewMacros)
 	for n := 1; n <= 4; n++ {
 		kqFewQ4K(n)
+		P("")
+	}
+	T(kqZ6Macros)
+	T(kqFewQ6Macros)
+	for n := 1; n <= 4; n++ {
+		kqFewQ6K(n)
 		if n < 4 {
 			P("")
 		}
@@ -101,7 +107,7 @@ const kqFewIntro = `//go:build amd64 && !purego
 
 #include "textflag.h"
 
-// Q4_K products of a few activation rows (see kqfew_amd64.go): each
+// Q4_K and Q6_K products of a few activation rows (see kqfew_amd64.go): each
 // kernel computes four weight rows (w + k*ws) against n activation rows
 // (a + j*as) over nb super-blocks, decoding each weight block (its
 // nibbles, its scales spread over the values) once for all n rows. Output
@@ -110,11 +116,12 @@ const kqFewIntro = `//go:build amd64 && !purego
 // output has the one-row kernel's bits whatever n.
 //
 // The activation rows are in the layout of quantizeActQ8K with each
-// block's 256 values permuted (kqFewPermuteQ4K) into the order of the
-// weight vectors, 64 bytes each: values 0..31 and 64..95 (the low nibbles
-// of the first 64 weight bytes), 32..63 and 96..127 (their high nibbles),
-// then the same for values 128..255, so each multiply takes its
-// activation operand straight from memory.
+// block's 256 values permuted (kqFewPermute) into the order of the
+// weight vectors, 64 bytes each, so each multiply takes its activation
+// operand straight from memory. Q4_K: values 0..31 and 64..95 (the low
+// nibbles of the first 64 weight bytes), 32..63 and 96..127 (their high
+// nibbles), then the same for values 128..255. Q6_K: vector v holds
+// values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
 
 // Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
 // int8 values, the f32 scale, 16 int16 sums of 16 values.
@@ -124,6 +131,9 @@ const kqFewIntro = `//go:build amd64 && !purego
 
 DATA kqMask0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL kqMask0F<>(SB), RODATA|NOPTR, $8
+
+DATA kqMask30<>+0(SB)/8, $0x3030303030303030
+GLOBL kqMask30<>(SB), RODATA|NOPTR, $8
 
 // BX = weight row k's block.
 #define WROW0 MOVQ DI, BX
@@ -198,5 +208,142 @@ const kqFewMacros = `// One 64-byte half of weight row BX's nibbles at off: the 
 	VMULPS        X18, X17, X17 \
 	VSUBPS        X17, sums, sums \
 	VADDPS        sums, res, res
+
+`
+
+// kqFewQ6K writes kqQ6KFew{n}VNNIZ: Q6K_PAIRZ's arithmetic with the four
+// value vectors (Z20..Z23) and their spread scales (Z16..Z19) built once
+// per weight row for the n activation rows. The -32 offset's term (the
+// scales times the sums of 16, times 32) is subtracted with one
+// VPDPWSSD of the negated, shifted scales: integer arithmetic, so the
+// sums are Q6K_PAIRZ's. Float results stay in out (os = its row stride)
+// between blocks.
+func kqFewQ6K(n int) {
+	name := fmt.Sprintf("kqQ6KFew%dVNNIZ", n)
+	P("// func %s(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)", name)
+	P("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	P("\tMOVQ w+0(FP), DI")
+	P("\tMOVQ ws+8(FP), R8")
+	P("\tPF_DIST(q6kF%dpf)", n)
+	P("\tMOVQ a+16(FP), SI")
+	P("\tMOVQ as+24(FP), R9")
+	P("\tLEAQ (R9)(R9*2), R11")
+	P("\tLEAQ (R8)(R8*2), R10")
+	P("\tMOVQ nb+32(FP), CX")
+	P("\tMOVQ out+40(FP), DX")
+	P("\tMOVQ os+48(FP), R13")
+	P("\tSHLQ $2, R13")
+	P("\tLEAQ (R13)(R13*2), AX")
+	P("\tVPBROADCASTB kqMask0F<>(SB), Z24")
+	P("\tVPBROADCASTB kqMask30<>(SB), Z25")
+	P("\tVXORPS X0, X0, X0")
+	for j := range n {
+		P("\tVMOVUPS X0, %s", kqFewOut[j])
+	}
+	P("")
+	label := fmt.Sprintf("q6kF%dLoop", n)
+	P("%s:", label)
+	for k := range 4 {
+		P("\tWROW%d", k)
+		P("\tQ6K_ROW")
+		for j := range n {
+			z := 4*j + k
+			P("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		}
+		for j := range n {
+			z := 4*j + k
+			for v := range 4 {
+				P("\tQ6K_ACT(%s, Z%d, Z%d, Z%d)", kqFewAct(j, fmt.Sprint(64*v)), 20+v, 16+v, z)
+			}
+		}
+		for j := range n {
+			z := 4*j + k
+			P("\tVEXTRACTI64X4 $1, Z%d, Y31", z)
+			P("\tVPADDD Y31, Y%d, Y%d", z, z)
+			P("\tVPDPWSSD %s, Y27, Y%d", kqFewAct(j, "ACT_SUMS16"), z)
+		}
+	}
+	P("")
+	P("\tQ6K_D")
+	for j := range n {
+		P("\tHSUM4x8(Y%d, Y%d, Y%d, Y%d, X%d, X%d)", 4*j, 4*j+1, 4*j+2, 4*j+3, 4*j, 4*j+1)
+		P("\tQ6K_FLOAT(%s, X%d, %s)", kqFewAct(j, "ACT_SCALE"), 4*j, kqFewOut[j])
+	}
+	P("")
+	P("\tADDQ $210, DI")
+	P("\tADDQ $ACT_BLOCK, SI")
+	P("\tDECQ CX")
+	P("\tJNZ  %s", label)
+	P("\tVZEROUPPER")
+	P("\tRET")
+}
+
+// kqFewOut is output row j's address (DX = out, R13 = 4*os, AX = 12*os).
+var kqFewOut = [4]string{"(DX)", "(DX)(R13*1)", "(DX)(R13*2)", "(DX)(AX*1)"}
+
+const kqFewQ6Macros = `// Weight row BX's Q6_K block decoded for the activation rows: the value
+// vectors into Z20..Z23 (Q6K_PAIRZ's, in its order), the sub-block scales
+// spread over them into Z16..Z19, -32 x the scales as words into Y27.
+// Uses Z26, Z28, Z29.
+#define Q6K_ROW \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
+	PREFETCHT1    192(BX)(R12*1) \
+	VMOVDQU64     (BX), Y27 \
+	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
+	VMOVDQU64     32(BX), Y28 \
+	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
+	VMOVDQU64     128(BX), Z29 \
+	VPSLLW        $4, Z29, Z20 \
+	VPANDD        Z25, Z20, Z20 \
+	VPTERNLOGD    $0xf8, Z24, Z27, Z20 \
+	VPSLLW        $2, Z29, Z21 \
+	VPANDD        Z25, Z21, Z21 \
+	VPTERNLOGD    $0xf8, Z24, Z28, Z21 \
+	VPSRLW        $4, Z27, Z27 \
+	VPANDD        Z25, Z29, Z22 \
+	VPTERNLOGD    $0xf8, Z24, Z27, Z22 \
+	VPSRLW        $4, Z28, Z28 \
+	VPSRLW        $2, Z29, Z23 \
+	VPANDD        Z25, Z23, Z23 \
+	VPTERNLOGD    $0xf8, Z24, Z28, Z23 \
+	VPMOVSXBW     192(BX), Y26 \
+	VSHUFI64X2    $0x50, Z26, Z26, Z28 \
+	VPSHUFB       kqSc6Idx0<>(SB), Z28, Z16 \
+	VPSHUFB       kqSc6Idx1<>(SB), Z28, Z17 \
+	VPSHUFB       kqSc6Idx2<>(SB), Z28, Z18 \
+	VPSHUFB       kqSc6Idx3<>(SB), Z28, Z19 \
+	VPSLLW        $5, Y26, Y29 \
+	VPXORD        Y27, Y27, Y27 \
+	VPSUBW        Y29, Y27, Y27
+
+// One activation row's product with value vector val (scales sc):
+// Q6K_VECZ's multiply-adds, the activation vector from memory. Uses Z31.
+#define Q6K_ACT(a, val, sc, acc) \
+	VPMADDUBSW    a, val, Z31 \
+	VPDPWSSD      sc, Z31, acc
+
+// The four rows' d as f32 into X28 (the one-row kernel's gather).
+#define Q6K_D \
+	VPXORD        X28, X28, X28 \
+	VPINSRW       $0, 208(DI), X28, X28 \
+	LEAQ          (DI)(R8*1), BX \
+	VPINSRW       $1, 208(BX), X28, X28 \
+	LEAQ          (DI)(R8*2), BX \
+	VPINSRW       $2, 208(BX), X28, X28 \
+	LEAQ          (DI)(R10*1), BX \
+	VPINSRW       $3, 208(BX), X28, X28 \
+	VCVTPH2PS     X28, X28
+
+// The one-row kernel's float tail for one activation row (its scale at
+// sc): sums x (d x scale) added to the result at res. Uses X29.
+#define Q6K_FLOAT(sc, sums, res) \
+	VBROADCASTSS  sc, X29 \
+	VMULPS        X29, X28, X29 \
+	VCVTDQ2PS     sums, sums \
+	VMULPS        X29, sums, sums \
+	VADDPS        res, sums, sums \
+	VMOVUPS       sums, res
 
 `
