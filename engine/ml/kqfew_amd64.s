@@ -169,24 +169,47 @@ GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
 	SHLQ  $2, R12 \
 label:
 
+// VPSHUFB indices spreading a row's scales (Z26) over the words of a
+// VPACKSSDW of the low- and high-nibble dword sums of one 64-byte half:
+// in each 128-bit lane words 0..3 come from the low nibbles, 4..7 from
+// the high; lanes 0, 1 hold sub-blocks a, a+1, lanes 2, 3 sub-blocks
+// a+2, a+3.
+#define SCALE_PK(name, a) \
+	DATA name<>+0(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SCALE_PK(kqScPk0, 0)
+SCALE_PK(kqScPk1, 4)
+
 // One 64-byte half of weight row BX's nibbles at off: the low nibbles
-// into Z27, the high into Z28, their sub-block scales (row scales Z26,
-// spread by the kqScIdx vectors ilo, ihi) into Z29, Z30.
-#define Q4K_NIB(off, ilo, ihi) \
+// into Z27, the high into Z28, the scales of their sub-blocks (row
+// scales Z26, spread by idx) into Z29.
+#define Q4K_NIB(off, idx) \
 	VMOVDQU64    off(BX), Z27 \
 	VPSRLW       $4, Z27, Z28 \
 	VPANDD       Z24, Z27, Z27 \
 	VPANDD       Z24, Z28, Z28 \
-	VPSHUFB      ilo, Z26, Z29 \
-	VPSHUFB      ihi, Z26, Z30
+	VPSHUFB      idx, Z26, Z29
 
-// One activation row's products with the half of Q4K_NIB: Q4K_HALFZ's
-// arithmetic, the activation vectors alo, ahi from memory. Uses Z16, Z17.
+// One activation row's products with the half of Q4K_NIB: VPDPBUSD sums
+// of four products (at most 4 x 15 x 128 in magnitude, so they pack to
+// words exactly) for the low and the high nibbles, packed to words and
+// multiplied by their sub-blocks' scales into acc. The integer sum is
+// Q4K_HALFZ's. Uses Z16, Z17.
 #define Q4K_ACT(alo, ahi, acc) \
-	VPMADDUBSW   alo, Z27, Z16 \
-	VPDPWSSD     Z29, Z16, acc \
-	VPMADDUBSW   ahi, Z28, Z17 \
-	VPDPWSSD     Z30, Z17, acc
+	VPXORD       Z16, Z16, Z16 \
+	VPXORD       Z17, Z17, Z17 \
+	VPDPBUSD     alo, Z27, Z16 \
+	VPDPBUSD     ahi, Z28, Z17 \
+	VPACKSSDW    Z17, Z16, Z16 \
+	VPDPWSSD     Z29, Z16, acc
 
 // The parts of K4_MINS4 and of the one-row kernel's tail shared by every
 // activation row: the mins as words into Z27, Z28 (K4_MINS4's), the
@@ -249,9 +272,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(0)
 	VPXORD Z0, Z0, Z0
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	VEXTRACTI64X4 $1, Z0, Y16
 	VPADDD Y16, Y0, Y0
@@ -261,9 +284,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(1)
 	VPXORD Z1, Z1, Z1
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	VEXTRACTI64X4 $1, Z1, Y16
 	VPADDD Y16, Y1, Y1
@@ -273,9 +296,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(2)
 	VPXORD Z2, Z2, Z2
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	VEXTRACTI64X4 $1, Z2, Y16
 	VPADDD Y16, Y2, Y2
@@ -285,9 +308,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(3)
 	VPXORD Z3, Z3, Z3
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	VEXTRACTI64X4 $1, Z3, Y16
 	VPADDD Y16, Y3, Y3
@@ -332,10 +355,10 @@ q4kF2Loop:
 	K4_ROWSC(0)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z4, Z4, Z4
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z4)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z4)
 	VEXTRACTI64X4 $1, Z0, Y16
@@ -349,10 +372,10 @@ q4kF2Loop:
 	K4_ROWSC(1)
 	VPXORD Z1, Z1, Z1
 	VPXORD Z5, Z5, Z5
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z5)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z5)
 	VEXTRACTI64X4 $1, Z1, Y16
@@ -366,10 +389,10 @@ q4kF2Loop:
 	K4_ROWSC(2)
 	VPXORD Z2, Z2, Z2
 	VPXORD Z6, Z6, Z6
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z6)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z6)
 	VEXTRACTI64X4 $1, Z2, Y16
@@ -383,10 +406,10 @@ q4kF2Loop:
 	K4_ROWSC(3)
 	VPXORD Z3, Z3, Z3
 	VPXORD Z7, Z7, Z7
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z7)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z7)
 	VEXTRACTI64X4 $1, Z3, Y16
@@ -441,11 +464,11 @@ q4kF3Loop:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z4, Z4, Z4
 	VPXORD Z8, Z8, Z8
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z4)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z8)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z4)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z8)
@@ -463,11 +486,11 @@ q4kF3Loop:
 	VPXORD Z1, Z1, Z1
 	VPXORD Z5, Z5, Z5
 	VPXORD Z9, Z9, Z9
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z5)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z9)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z5)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z9)
@@ -485,11 +508,11 @@ q4kF3Loop:
 	VPXORD Z2, Z2, Z2
 	VPXORD Z6, Z6, Z6
 	VPXORD Z10, Z10, Z10
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z6)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z10)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z6)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z10)
@@ -507,11 +530,11 @@ q4kF3Loop:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z7, Z7, Z7
 	VPXORD Z11, Z11, Z11
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z7)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z11)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z7)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z11)
@@ -576,12 +599,12 @@ q4kF4Loop:
 	VPXORD Z4, Z4, Z4
 	VPXORD Z8, Z8, Z8
 	VPXORD Z12, Z12, Z12
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z4)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z8)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z12)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z4)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z8)
@@ -603,12 +626,12 @@ q4kF4Loop:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z9, Z9, Z9
 	VPXORD Z13, Z13, Z13
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z5)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z9)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z13)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z5)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z9)
@@ -630,12 +653,12 @@ q4kF4Loop:
 	VPXORD Z6, Z6, Z6
 	VPXORD Z10, Z10, Z10
 	VPXORD Z14, Z14, Z14
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z6)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z10)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z14)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z6)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z10)
@@ -657,12 +680,12 @@ q4kF4Loop:
 	VPXORD Z7, Z7, Z7
 	VPXORD Z11, Z11, Z11
 	VPXORD Z15, Z15, Z15
-	Q4K_NIB(16, kqScIdx0<>(SB), kqScIdx1<>(SB))
+	Q4K_NIB(16, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z7)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z11)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z15)
-	Q4K_NIB(80, kqScIdx2<>(SB), kqScIdx3<>(SB))
+	Q4K_NIB(80, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z7)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z11)

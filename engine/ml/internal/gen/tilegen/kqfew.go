@@ -66,7 +66,7 @@ func kqFewQ4K(n int) {
 			P("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 		}
 		for h := range 2 {
-			P("\tQ4K_NIB(%d, kqScIdx%d<>(SB), kqScIdx%d<>(SB))", 16+64*h, 2*h, 2*h+1)
+			P("\tQ4K_NIB(%d, kqScPk%d<>(SB))", 16+64*h, h)
 			for j := range n {
 				P("\tQ4K_ACT(%s, %s, Z%d)", kqFewAct(j, fmt.Sprint(128*h)), kqFewAct(j, fmt.Sprint(128*h+64)), 4*j+k)
 			}
@@ -150,24 +150,47 @@ GLOBL kqMask30<>(SB), RODATA|NOPTR, $8
 	VPADDD       x1, x0, x0
 `
 
-const kqFewMacros = `// One 64-byte half of weight row BX's nibbles at off: the low nibbles
-// into Z27, the high into Z28, their sub-block scales (row scales Z26,
-// spread by the kqScIdx vectors ilo, ihi) into Z29, Z30.
-#define Q4K_NIB(off, ilo, ihi) \
+const kqFewMacros = `// VPSHUFB indices spreading a row's scales (Z26) over the words of a
+// VPACKSSDW of the low- and high-nibble dword sums of one 64-byte half:
+// in each 128-bit lane words 0..3 come from the low nibbles, 4..7 from
+// the high; lanes 0, 1 hold sub-blocks a, a+1, lanes 2, 3 sub-blocks
+// a+2, a+3.
+#define SCALE_PK(name, a) \
+	DATA name<>+0(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SCALE_PK(kqScPk0, 0)
+SCALE_PK(kqScPk1, 4)
+
+// One 64-byte half of weight row BX's nibbles at off: the low nibbles
+// into Z27, the high into Z28, the scales of their sub-blocks (row
+// scales Z26, spread by idx) into Z29.
+#define Q4K_NIB(off, idx) \
 	VMOVDQU64    off(BX), Z27 \
 	VPSRLW       $4, Z27, Z28 \
 	VPANDD       Z24, Z27, Z27 \
 	VPANDD       Z24, Z28, Z28 \
-	VPSHUFB      ilo, Z26, Z29 \
-	VPSHUFB      ihi, Z26, Z30
+	VPSHUFB      idx, Z26, Z29
 
-// One activation row's products with the half of Q4K_NIB: Q4K_HALFZ's
-// arithmetic, the activation vectors alo, ahi from memory. Uses Z16, Z17.
+// One activation row's products with the half of Q4K_NIB: VPDPBUSD sums
+// of four products (at most 4 x 15 x 128 in magnitude, so they pack to
+// words exactly) for the low and the high nibbles, packed to words and
+// multiplied by their sub-blocks' scales into acc. The integer sum is
+// Q4K_HALFZ's. Uses Z16, Z17.
 #define Q4K_ACT(alo, ahi, acc) \
-	VPMADDUBSW   alo, Z27, Z16 \
-	VPDPWSSD     Z29, Z16, acc \
-	VPMADDUBSW   ahi, Z28, Z17 \
-	VPDPWSSD     Z30, Z17, acc
+	VPXORD       Z16, Z16, Z16 \
+	VPXORD       Z17, Z17, Z17 \
+	VPDPBUSD     alo, Z27, Z16 \
+	VPDPBUSD     ahi, Z28, Z17 \
+	VPACKSSDW    Z17, Z16, Z16 \
+	VPDPWSSD     Z29, Z16, acc
 
 // The parts of K4_MINS4 and of the one-row kernel's tail shared by every
 // activation row: the mins as words into Z27, Z28 (K4_MINS4's), the
