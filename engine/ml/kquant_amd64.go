@@ -90,6 +90,8 @@ func fewPath(n int, eight, fused bool) int {
 	if p == fewAuto {
 		switch {
 		case fused && n > 1 && n < 8:
+			// Q4_K, Q6_K with VNNI: 2 rows 1.3-1.5 one-row steps, 3:
+			// 1.6-1.9, 4: 2.0-2.4, 5: 2.7-3.3 (see bench/RESULTS.md).
 			p = fewFused
 		case n > 1 && n < 4, n > 4 && n < 8 && eight:
 			// 2 rows: 1.6-1.8 one-row steps against 2.0 for two passes; 3:

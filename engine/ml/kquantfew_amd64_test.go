@@ -6,11 +6,51 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
+
+// TestFewGroups: the passes of matmulKFew cover the n activation rows in
+// the fewest groups the four-row kernels allow, sizes differing by at
+// most one, larger first.
+func TestFewGroups(t *testing.T) {
+	cases := []struct {
+		n    int
+		want []int
+	}{
+		{1, []int{1}}, {2, []int{2}}, {4, []int{4}}, {5, []int{3, 2}},
+		{6, []int{3, 3}}, {7, []int{4, 3}}, {8, []int{4, 4}}, {9, []int{3, 3, 3}},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, fewGroups(c.n), "n=%d", c.n)
+	}
+}
+
+// TestKQFewPermute: the few-row kernels' activation layout moves each
+// block's 32-value chunks to the kernels' order and keeps the scale and
+// the sums of 16 where they were.
+func TestKQFewPermute(t *testing.T) {
+	src := make([]byte, 2*q8KActBlock)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	for _, few := range []*kqFew{&kqQ4KFew, &kqQ6KFew} {
+		dst := make([]byte, len(src))
+		kqFewPermute(dst, src, &few.order)
+		for b := 0; b < len(src); b += q8KActBlock {
+			for i, c := range few.order {
+				require.Equal(t, src[b+32*c:b+32*c+32], dst[b+32*i:b+32*i+32], "block %d chunk %d", b/q8KActBlock, i)
+			}
+			require.Equal(t, src[b+256:b+q8KActBlock], dst[b+256:b+q8KActBlock])
+		}
+	}
+}
 
 // TestKQuantFewRowsMatchGeneric: a product of 2 to 9 activation rows (a
 // speculative verify step), computed chunk by chunk through the one-row
-// kernels or rowTimes4, gives the reference dot's bits for every type of
+// kernels, rowTimes4 or the few-row kernels (matmulKFew, Q4_K and Q6_K
+// with VNNI; forced on the other types it falls back to the choice),
+// gives the reference dot's bits for every type of
 // matmulKSIMD on every path of fewPath, over shapes of several chunks
 // whose row count is not a multiple of 8, with one and two threads and at
 // every SIMD level.
@@ -56,9 +96,9 @@ func TestKQuantFewRowsMatchGeneric(t *testing.T) {
 // rows in one-row products (cost_vs_1) on matrices larger than the L3
 // cache (32768x2048: 38 MB in Q4_K, 55 MB in Q6_K), on each path of
 // fewPath: "new" (the choice), "old" (a pass per row below 4 rows, tiles
-// from 4), "chunked" and "row4" (from 4 rows). A speculative verify step
-// of k drafts is n = k+1; cost_vs_1 near 1 would be one decode step's
-// price. Each product is timed right after a one-row product and the
+// from 4), "chunked", "fused" (matmulKFew) and "row4" (from 4 rows). A
+// speculative verify step of k drafts is n = k+1; cost_vs_1 near 1 would
+// be one decode step's price. Each product is timed right after a one-row product and the
 // medians of the per-iteration ratios are reported; times are the CPU
 // time of the one computing thread (locked), not wall time: on a shared,
 // oversubscribed machine wall time mostly measures the other processes,
@@ -76,7 +116,7 @@ func BenchmarkKQuantFewRows(b *testing.B) {
 		}
 		x := randF32(r, 8*cols)
 		dst := make([]float32, 8*rows)
-		for _, n := range []int{2, 3, 4, 5, 6, 8} {
+		for _, n := range []int{2, 3, 4, 5, 6, 7, 8} {
 			b.Run(fmt.Sprintf("%v/n=%d", ty, n), func(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
