@@ -52,7 +52,8 @@ func TestKQFewPermute(t *testing.T) {
 // speculative verify step), computed chunk by chunk through the one-row
 // kernels, rowTimes4 or the few-row kernels (matmulKFew, Q4_K and Q6_K
 // with VNNI; forced on the other types it falls back to the choice),
-// gives the reference dot's bits for every type of
+// gives the reference dot's bits (so do Q8_0's tiles, 3, 6 and 7 rows
+// padded to 4 or 8: q8PadRows) for every type of
 // matmulKSIMD on every path of fewPath, over shapes of several chunks
 // whose row count is not a multiple of 8, with one and two threads and at
 // every SIMD level.
@@ -61,7 +62,7 @@ func TestKQuantFewRowsMatchGeneric(t *testing.T) {
 	defer func() { kqFewPath = fewAuto }()
 	r := rand.New(rand.NewPCG(51, 52))
 	shapes := []struct{ rows, cols int }{{3, 256}, {13, 512}, {203, 2048}, {130, 4096}}
-	for _, ty := range []Type{Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
+	for _, ty := range []Type{Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_0} {
 		tr := ty.traits()
 		for _, s := range shapes {
 			w := randMatrix(t, r, ty, s.rows, s.cols)
@@ -96,7 +97,7 @@ func TestKQuantFewRowsMatchGeneric(t *testing.T) {
 
 // BenchmarkKQuantFewRows: the cost of a product of n = 2..8 activation
 // rows in one-row products (cost_vs_1) on matrices larger than the L3
-// cache (32768x2048: 38 MB in Q4_K, 55 MB in Q6_K), on each path of
+// cache (32768x2048: 38 MB in Q4_K, 55 MB in Q6_K, 71 MB in Q8_0), on each path of
 // fewPath: "new" (the choice), "old" (a pass per row below 4 rows, tiles
 // from 4), "chunked", "fused" (matmulKFew) and "row4" (from 4 rows). A
 // speculative verify step of k drafts is n = k+1; cost_vs_1 near 1 would
@@ -110,7 +111,8 @@ func BenchmarkKQuantFewRows(b *testing.B) {
 	defer SetThreads(0)
 	const rows, cols = 32768, 2048
 	defer func() { kqFewPath = fewAuto }()
-	for _, ty := range []Type{Q4_K, Q6_K} {
+	defer func() { q8FewPad = true }()
+	for _, ty := range []Type{Q4_K, Q6_K, Q8_0} {
 		r := rand.New(rand.NewPCG(uint64(ty), 7))
 		w, err := NewMatrix(ty, rows, cols, randBlocks(r, ty, rows*cols/ty.BlockSize()))
 		if err != nil {
@@ -127,12 +129,16 @@ func BenchmarkKQuantFewRows(b *testing.B) {
 					path int
 				}
 				variants := []variant{{"new", fewAuto}, {"old", fewOld}, {"chunked", fewChunked}, {"fused", fewFused}}
-				if n >= 4 {
+				if ty == Q8_0 {
+					// Its tiles, with (new) and without (old) q8PadRows.
+					variants = variants[:2]
+				} else if n >= 4 {
 					variants = append(variants, variant{"row4", fewRow4})
 				}
 				ratios := make([][]float64, len(variants))
 				timeIt := func(path, n int) float64 {
 					kqFewPath = path
+					q8FewPad = path != fewOld
 					start := threadCPU()
 					MatMul(dst[:n*rows], x[:n*cols], n, w)
 					return threadCPU() - start
