@@ -52,7 +52,7 @@ func TestKQFewPermute(t *testing.T) {
 // speculative verify step), computed chunk by chunk through the one-row
 // kernels, rowTimes4 or the few-row kernels (matmulKFew, Q4_K and Q6_K
 // with VNNI; forced on the other types it falls back to the choice),
-// gives the reference dot's bits (so do Q8_0's tiles, 3, 6 and 7 rows
+// gives the reference dot's bits (so do Q8_0's tiles, 3 and 7 rows
 // padded to 4 or 8: q8PadRows) for every type of
 // matmulKSIMD on every path of fewPath, over shapes of several chunks
 // whose row count is not a multiple of 8, with one and two threads and at

@@ -410,8 +410,8 @@ func matmulQ8VNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	tp := getBytes(nb * q8PackBlock)
 	defer byteScratch.Put(tp)
 	tile := *tp
-	// 3, 6 and 7 rows run as 4 or 8 (the last row repeated) into a
-	// scratch output: cheaper than the one-row kernel per leftover row.
+	// 3 and 7 rows run as 4 or 8 (the last row repeated) into a scratch
+	// output: cheaper than the one-row kernel per leftover row.
 	pn := q8PadRows(n)
 	var out [8 * q8TileRows]float32
 	if pn != n {

@@ -5,12 +5,13 @@ package ml
 // q8FewPad turns q8PadRows on (a variable for BenchmarkKQuantFewRows).
 var q8FewPad = true
 
-// q8PadRows is the activation row count matmulQ8VNNI runs n rows as. The
-// tile kernels for 4 and 8 rows cost less than one for 4 plus one-row
-// sweeps for the rest at 3, 6 and 7 rows (BenchmarkKQuantFewRows, Q8_0:
-// 3 rows cost about 2.2 one-row products and 4 rows 1.8; 6 or 7 rows 2.1
-// to 2.4 and 8 rows 2.1), so those run padded; each row's arithmetic is
-// the same in every kernel, so its outputs keep their bits.
+// q8PadRows is the activation row count matmulQ8VNNI runs n rows as: 3
+// rows as 4 and 7 as 8 (the last row repeated), where the 4- or 8-row
+// tile kernel costs less than one for 4 rows plus one-row sweeps for the
+// rest (BenchmarkKQuantFewRows, Q8_0, two runs: 3 rows 1.84-2.15 one-row
+// products against 2.04-2.42, 7 rows 2.26-2.59 against 2.54-3.02; 6 rows
+// padded to 8 measured the same as 4+1+1, so it stays). Each row's
+// arithmetic is the same in every kernel, so its outputs keep their bits.
 func q8PadRows(n int) int {
 	if !q8FewPad {
 		return n
@@ -18,7 +19,7 @@ func q8PadRows(n int) int {
 	switch n {
 	case 3:
 		return 4
-	case 6, 7:
+	case 7:
 		return 8
 	}
 	return n
