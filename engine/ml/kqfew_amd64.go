@@ -3,7 +3,7 @@
 package ml
 
 // Q4_K products of four weight rows (w + k*ws) and n = 1..4 activation
-// rows (a + j*as, in kqFewPermuteQ4K's layout) over nb super-blocks,
+// rows (a + j*as) over nb super-blocks,
 // output (j, k) into out[j*os+k], each weight block decoded once for the
 // n rows (kqfew_amd64.s). Every output has kqQ4KDot4VNNIZ's bits.
 //
@@ -36,23 +36,23 @@ func kqQ6KFew4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32, os i
 type kqFewKernel func(w *byte, ws int, a *byte, as int, nb int, out *float32, os int)
 
 // kqFew is a type's few-row kernels (index: activation rows, 1..4) and
-// the order of the 32-value chunks of each activation block they read.
+// the order of the 32-value chunks of each activation block they read
+// (nil: the activations as quantizeActQ8K writes them).
 type kqFew struct {
 	kern  [5]kqFewKernel
-	order [8]int
+	order *[8]int
 }
 
-// Q4_K: of each 128 values, 0..31, 64..95, 32..63, 96..127 (the low
-// nibbles of a 64-byte half of the weights meet the first two chunks,
-// its high nibbles the other two). Q6_K: vector v is chunks v and v+4.
+// Q4_K reads the activations as they are (each 32-byte chunk of nibbles
+// is 64 consecutive values); Q6_K's value vector v is chunks v and v+4.
 var (
 	kqQ4KFew = kqFew{
 		[5]kqFewKernel{nil, kqQ4KFew1VNNIZ, kqQ4KFew2VNNIZ, kqQ4KFew3VNNIZ, kqQ4KFew4VNNIZ},
-		[8]int{0, 2, 1, 3, 4, 6, 5, 7},
+		nil,
 	}
 	kqQ6KFew = kqFew{
 		[5]kqFewKernel{nil, kqQ6KFew1VNNIZ, kqQ6KFew2VNNIZ, kqQ6KFew3VNNIZ, kqQ6KFew4VNNIZ},
-		[8]int{0, 4, 1, 5, 2, 6, 3, 7},
+		&[8]int{0, 4, 1, 5, 2, 6, 3, 7},
 	}
 )
 
@@ -91,10 +91,13 @@ func fewGroups(n int) []int {
 func matmulKFew(few *kqFew, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, nb := w.Rows, w.Cols/256
 	as := nb * q8KActBlock
-	pp := getBytes(n * as)
-	defer byteScratch.Put(pp)
-	pa := *pp
-	kqFewPermute(pa, act[:n*as], &few.order)
+	pa := act
+	if few.order != nil {
+		pp := getBytes(n * as)
+		defer byteScratch.Put(pp)
+		pa = *pp
+		kqFewPermute(pa, act[:n*as], few.order)
+	}
 	groups := fewGroups(n)
 	ch := hi - lo
 	if len(groups) > 1 {

@@ -12,13 +12,13 @@
 // kqQ4KDot4VNNIZ's and the float arithmetic is its, in its order, so every
 // output has the one-row kernel's bits whatever n.
 //
-// The activation rows are in the layout of quantizeActQ8K with each
-// block's 256 values permuted (kqFewPermute) into the order of the
-// weight vectors, 64 bytes each, so each multiply takes its activation
-// operand straight from memory. Q4_K: values 0..31 and 64..95 (the low
-// nibbles of the first 64 weight bytes), 32..63 and 96..127 (their high
-// nibbles), then the same for values 128..255. Q6_K: vector v holds
-// values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
+// Each multiply takes its activation operand, 64 values, straight from
+// memory. Q4_K reads the activation rows as quantizeActQ8K writes them:
+// its weight vectors are 32-byte chunks of nibbles broadcast to both
+// halves, the low nibbles kept in one and the high in the other, so a
+// vector is 64 consecutive values. Q6_K reads them with each block's 256
+// values permuted (kqFewPermute) into its value vectors' order: vector v
+// holds values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
 
 // Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
 // int8 values, the f32 scale, 16 int16 sums of 16 values.
@@ -170,31 +170,46 @@ GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
 label:
 
 // VPSHUFB indices spreading a row's scales (Z26) over the words of a
-// VPACKSSDW of the low- and high-nibble dword sums of one 64-byte half:
-// in each 128-bit lane words 0..3 come from the low nibbles, 4..7 from
-// the high; lanes 0, 1 hold sub-blocks a, a+1, lanes 2, 3 sub-blocks
-// a+2, a+3.
+// VPACKSSDW of the dword sums of two 32-byte chunks of nibbles (Q4K_NIB):
+// in each 128-bit lane words 0..3 come from the first chunk, 4..7 from
+// the second; lanes 0, 1 hold the low nibbles (sub-blocks a, a+2), lanes
+// 2, 3 the high (a+1, a+3).
 #define SCALE_PK(name, a) \
 	DATA name<>+0(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
-	DATA name<>+8(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
 	DATA name<>+16(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
-	DATA name<>+24(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
-	DATA name<>+32(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
 	DATA name<>+40(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
-	DATA name<>+48(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
 	DATA name<>+56(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
 	GLOBL name<>(SB), RODATA|NOPTR, $64
 
 SCALE_PK(kqScPk0, 0)
 SCALE_PK(kqScPk1, 4)
 
-// One 64-byte half of weight row BX's nibbles at off: the low nibbles
-// into Z27, the high into Z28, the scales of their sub-blocks (row
-// scales Z26, spread by idx) into Z29.
-#define Q4K_NIB(off, idx) \
-	VMOVDQU64    off(BX), Z27 \
-	VPSRLW       $4, Z27, Z28 \
+// VPSRLVW counts: 0 for the low 256 bits, 4 for the high.
+DATA kqNibShift<>+0(SB)/8, $0
+DATA kqNibShift<>+8(SB)/8, $0
+DATA kqNibShift<>+16(SB)/8, $0
+DATA kqNibShift<>+24(SB)/8, $0
+DATA kqNibShift<>+32(SB)/8, $0x0004000400040004
+DATA kqNibShift<>+40(SB)/8, $0x0004000400040004
+DATA kqNibShift<>+48(SB)/8, $0x0004000400040004
+DATA kqNibShift<>+56(SB)/8, $0x0004000400040004
+GLOBL kqNibShift<>(SB), RODATA|NOPTR, $64
+
+// Two 32-byte chunks of weight row BX's nibbles at off0, off1, each
+// as 64 values in the activation's own order (a chunk's low nibbles are
+// 32 consecutive values, its high nibbles the next 32): the first into
+// Z27, the second into Z28; their sub-blocks' scales (row scales Z26,
+// spread by idx) into Z29.
+#define Q4K_NIB(off0, off1, idx) \
+	VBROADCASTI64X4 off0(BX), Z27 \
+	VPSRLVW      kqNibShift<>(SB), Z27, Z27 \
 	VPANDD       Z24, Z27, Z27 \
+	VBROADCASTI64X4 off1(BX), Z28 \
+	VPSRLVW      kqNibShift<>(SB), Z28, Z28 \
 	VPANDD       Z24, Z28, Z28 \
 	VPSHUFB      idx, Z26, Z29
 
@@ -272,9 +287,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(0)
 	VPXORD Z0, Z0, Z0
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	VEXTRACTI64X4 $1, Z0, Y16
 	VPADDD Y16, Y0, Y0
@@ -284,9 +299,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(1)
 	VPXORD Z1, Z1, Z1
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	VEXTRACTI64X4 $1, Z1, Y16
 	VPADDD Y16, Y1, Y1
@@ -296,9 +311,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(2)
 	VPXORD Z2, Z2, Z2
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	VEXTRACTI64X4 $1, Z2, Y16
 	VPADDD Y16, Y2, Y2
@@ -308,9 +323,9 @@ q4kF1Loop:
 	PREFETCHT1 128(BX)(R12*1)
 	K4_ROWSC(3)
 	VPXORD Z3, Z3, Z3
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	VEXTRACTI64X4 $1, Z3, Y16
 	VPADDD Y16, Y3, Y3
@@ -355,10 +370,10 @@ q4kF2Loop:
 	K4_ROWSC(0)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z4, Z4, Z4
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z4)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z4)
 	VEXTRACTI64X4 $1, Z0, Y16
@@ -372,10 +387,10 @@ q4kF2Loop:
 	K4_ROWSC(1)
 	VPXORD Z1, Z1, Z1
 	VPXORD Z5, Z5, Z5
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z5)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z5)
 	VEXTRACTI64X4 $1, Z1, Y16
@@ -389,10 +404,10 @@ q4kF2Loop:
 	K4_ROWSC(2)
 	VPXORD Z2, Z2, Z2
 	VPXORD Z6, Z6, Z6
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z6)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z6)
 	VEXTRACTI64X4 $1, Z2, Y16
@@ -406,10 +421,10 @@ q4kF2Loop:
 	K4_ROWSC(3)
 	VPXORD Z3, Z3, Z3
 	VPXORD Z7, Z7, Z7
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z7)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z7)
 	VEXTRACTI64X4 $1, Z3, Y16
@@ -464,11 +479,11 @@ q4kF3Loop:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z4, Z4, Z4
 	VPXORD Z8, Z8, Z8
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z4)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z8)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z4)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z8)
@@ -486,11 +501,11 @@ q4kF3Loop:
 	VPXORD Z1, Z1, Z1
 	VPXORD Z5, Z5, Z5
 	VPXORD Z9, Z9, Z9
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z5)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z9)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z5)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z9)
@@ -508,11 +523,11 @@ q4kF3Loop:
 	VPXORD Z2, Z2, Z2
 	VPXORD Z6, Z6, Z6
 	VPXORD Z10, Z10, Z10
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z6)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z10)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z6)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z10)
@@ -530,11 +545,11 @@ q4kF3Loop:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z7, Z7, Z7
 	VPXORD Z11, Z11, Z11
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z7)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z11)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z7)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z11)
@@ -599,12 +614,12 @@ q4kF4Loop:
 	VPXORD Z4, Z4, Z4
 	VPXORD Z8, Z8, Z8
 	VPXORD Z12, Z12, Z12
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z0)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z4)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z8)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z12)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z0)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z4)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z8)
@@ -626,12 +641,12 @@ q4kF4Loop:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z9, Z9, Z9
 	VPXORD Z13, Z13, Z13
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z1)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z5)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z9)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z13)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z1)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z5)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z9)
@@ -653,12 +668,12 @@ q4kF4Loop:
 	VPXORD Z6, Z6, Z6
 	VPXORD Z10, Z10, Z10
 	VPXORD Z14, Z14, Z14
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z2)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z6)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z10)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z14)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z2)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z6)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z10)
@@ -680,12 +695,12 @@ q4kF4Loop:
 	VPXORD Z7, Z7, Z7
 	VPXORD Z11, Z11, Z11
 	VPXORD Z15, Z15, Z15
-	Q4K_NIB(16, kqScPk0<>(SB))
+	Q4K_NIB(16, 48, kqScPk0<>(SB))
 	Q4K_ACT(0(SI), 64(SI), Z3)
 	Q4K_ACT(0(SI)(R9*1), 64(SI)(R9*1), Z7)
 	Q4K_ACT(0(SI)(R9*2), 64(SI)(R9*2), Z11)
 	Q4K_ACT(0(SI)(R11*1), 64(SI)(R11*1), Z15)
-	Q4K_NIB(80, kqScPk1<>(SB))
+	Q4K_NIB(80, 112, kqScPk1<>(SB))
 	Q4K_ACT(128(SI), 192(SI), Z3)
 	Q4K_ACT(128(SI)(R9*1), 192(SI)(R9*1), Z7)
 	Q4K_ACT(128(SI)(R9*2), 192(SI)(R9*2), Z11)

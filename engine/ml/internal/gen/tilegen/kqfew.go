@@ -2,8 +2,8 @@ package main
 
 import "fmt"
 
-// genKQFew writes kqfew_amd64.s: Q4_K products of four weight rows and a
-// few (1 to 4) activation rows with AVX-512 VNNI, each weight block
+// genKQFew writes kqfew_amd64.s: Q4_K and Q6_K products of four weight
+// rows and a few (1 to 4) activation rows with AVX-512 VNNI, each weight block
 // decoded once for all the activation rows (a speculative verify step, a
 // small decode batch, the tokens of one MoE expert).
 func genKQFew() {
@@ -66,7 +66,7 @@ func kqFewQ4K(n int) {
 			P("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 		}
 		for h := range 2 {
-			P("\tQ4K_NIB(%d, kqScPk%d<>(SB))", 16+64*h, h)
+			P("\tQ4K_NIB(%d, %d, kqScPk%d<>(SB))", 16+64*h, 16+64*h+32, h)
 			for j := range n {
 				P("\tQ4K_ACT(%s, %s, Z%d)", kqFewAct(j, fmt.Sprint(128*h)), kqFewAct(j, fmt.Sprint(128*h+64)), 4*j+k)
 			}
@@ -115,13 +115,13 @@ const kqFewIntro = `//go:build amd64 && !purego
 // kqQ4KDot4VNNIZ's and the float arithmetic is its, in its order, so every
 // output has the one-row kernel's bits whatever n.
 //
-// The activation rows are in the layout of quantizeActQ8K with each
-// block's 256 values permuted (kqFewPermute) into the order of the
-// weight vectors, 64 bytes each, so each multiply takes its activation
-// operand straight from memory. Q4_K: values 0..31 and 64..95 (the low
-// nibbles of the first 64 weight bytes), 32..63 and 96..127 (their high
-// nibbles), then the same for values 128..255. Q6_K: vector v holds
-// values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
+// Each multiply takes its activation operand, 64 values, straight from
+// memory. Q4_K reads the activation rows as quantizeActQ8K writes them:
+// its weight vectors are 32-byte chunks of nibbles broadcast to both
+// halves, the low nibbles kept in one and the high in the other, so a
+// vector is 64 consecutive values. Q6_K reads them with each block's 256
+// values permuted (kqFewPermute) into its value vectors' order: vector v
+// holds values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
 
 // Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
 // int8 values, the f32 scale, 16 int16 sums of 16 values.
@@ -151,31 +151,46 @@ GLOBL kqMask30<>(SB), RODATA|NOPTR, $8
 `
 
 const kqFewMacros = `// VPSHUFB indices spreading a row's scales (Z26) over the words of a
-// VPACKSSDW of the low- and high-nibble dword sums of one 64-byte half:
-// in each 128-bit lane words 0..3 come from the low nibbles, 4..7 from
-// the high; lanes 0, 1 hold sub-blocks a, a+1, lanes 2, 3 sub-blocks
-// a+2, a+3.
+// VPACKSSDW of the dword sums of two 32-byte chunks of nibbles (Q4K_NIB):
+// in each 128-bit lane words 0..3 come from the first chunk, 4..7 from
+// the second; lanes 0, 1 hold the low nibbles (sub-blocks a, a+2), lanes
+// 2, 3 the high (a+1, a+3).
 #define SCALE_PK(name, a) \
 	DATA name<>+0(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
-	DATA name<>+8(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
 	DATA name<>+16(SB)/8, $(0x8000800080008000+a*0x0001000100010001) \
-	DATA name<>+24(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
-	DATA name<>+32(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
 	DATA name<>+40(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
-	DATA name<>+48(SB)/8, $(0x8000800080008000+(a+2)*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(0x8000800080008000+(a+1)*0x0001000100010001) \
 	DATA name<>+56(SB)/8, $(0x8000800080008000+(a+3)*0x0001000100010001) \
 	GLOBL name<>(SB), RODATA|NOPTR, $64
 
 SCALE_PK(kqScPk0, 0)
 SCALE_PK(kqScPk1, 4)
 
-// One 64-byte half of weight row BX's nibbles at off: the low nibbles
-// into Z27, the high into Z28, the scales of their sub-blocks (row
-// scales Z26, spread by idx) into Z29.
-#define Q4K_NIB(off, idx) \
-	VMOVDQU64    off(BX), Z27 \
-	VPSRLW       $4, Z27, Z28 \
+// VPSRLVW counts: 0 for the low 256 bits, 4 for the high.
+DATA kqNibShift<>+0(SB)/8, $0
+DATA kqNibShift<>+8(SB)/8, $0
+DATA kqNibShift<>+16(SB)/8, $0
+DATA kqNibShift<>+24(SB)/8, $0
+DATA kqNibShift<>+32(SB)/8, $0x0004000400040004
+DATA kqNibShift<>+40(SB)/8, $0x0004000400040004
+DATA kqNibShift<>+48(SB)/8, $0x0004000400040004
+DATA kqNibShift<>+56(SB)/8, $0x0004000400040004
+GLOBL kqNibShift<>(SB), RODATA|NOPTR, $64
+
+// Two 32-byte chunks of weight row BX's nibbles at off0, off1, each
+// as 64 values in the activation's own order (a chunk's low nibbles are
+// 32 consecutive values, its high nibbles the next 32): the first into
+// Z27, the second into Z28; their sub-blocks' scales (row scales Z26,
+// spread by idx) into Z29.
+#define Q4K_NIB(off0, off1, idx) \
+	VBROADCASTI64X4 off0(BX), Z27 \
+	VPSRLVW      kqNibShift<>(SB), Z27, Z27 \
 	VPANDD       Z24, Z27, Z27 \
+	VBROADCASTI64X4 off1(BX), Z28 \
+	VPSRLVW      kqNibShift<>(SB), Z28, Z28 \
 	VPANDD       Z24, Z28, Z28 \
 	VPSHUFB      idx, Z26, Z29
 
