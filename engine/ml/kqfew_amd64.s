@@ -16,9 +16,8 @@
 // memory. Q4_K reads the activation rows as quantizeActQ8K writes them:
 // its weight vectors are 32-byte chunks of nibbles broadcast to both
 // halves, the low nibbles kept in one and the high in the other, so a
-// vector is 64 consecutive values. Q6_K reads them with each block's 256
-// values permuted (kqFewPermute) into its value vectors' order: vector v
-// holds values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
+// vector is 64 consecutive values; Q6_K builds its value vectors the same
+// way, from 64 ql bytes and 32 qh bytes broadcast to both halves.
 
 // Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
 // int8 values, the f32 scale, 16 int16 sums of 16 values.
@@ -746,106 +745,76 @@ q4kF4Loop:
 	VZEROUPPER
 	RET
 
-
-// VPSHUFB indices for Q6_K's 16-value sub-block scales: vector k of a
-// super-block holds sub-blocks 2k, 2k+1, 8+2k, 9+2k in its 128-bit lanes;
-// lanes 0, 1 of the source hold the scales 0..7 as words, lanes 2, 3 the
-// scales 8..15, so lanes 0 and 2 take word 2k, lanes 1 and 3 word 2k+1.
-#define SC6_IDX(name, w0, w1) \
-	DATA name<>+0(SB)/8, $(w0*0x0001000100010001) \
-	DATA name<>+8(SB)/8, $(w0*0x0001000100010001) \
-	DATA name<>+16(SB)/8, $(w1*0x0001000100010001) \
-	DATA name<>+24(SB)/8, $(w1*0x0001000100010001) \
-	DATA name<>+32(SB)/8, $(w0*0x0001000100010001) \
-	DATA name<>+40(SB)/8, $(w0*0x0001000100010001) \
-	DATA name<>+48(SB)/8, $(w1*0x0001000100010001) \
-	DATA name<>+56(SB)/8, $(w1*0x0001000100010001) \
+// VPSHUFB indices spreading four of a Q6_K row's 16-value sub-block
+// scales (words, one 128-bit lane of them broadcast) over a value vector
+// of 64 consecutive values: lane l takes word w+l.
+#define SC6_PK(name, w) \
+	DATA name<>+0(SB)/8, $((0x0100+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $((0x0100+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $((0x0302+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $((0x0302+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $((0x0504+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $((0x0504+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $((0x0706+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $((0x0706+(2*w)*0x0101)*0x0001000100010001) \
 	GLOBL name<>(SB), RODATA|NOPTR, $64
 
-SC6_IDX(kqSc6Idx0, 0x0100, 0x0302)
-SC6_IDX(kqSc6Idx1, 0x0504, 0x0706)
-SC6_IDX(kqSc6Idx2, 0x0908, 0x0b0a)
-SC6_IDX(kqSc6Idx3, 0x0d0c, 0x0f0e)
+SC6_PK(kqSc6Pk0, 0)
+SC6_PK(kqSc6Pk1, 4)
 
-// One Q6_K value vector: the 4-bit part lo (masked here) or'ed with the
-// two high bits already at bits 4..5 in hi, times activation vector act,
-// times the sub-block scales (spread by idx) into acc. Uses Z31.
-#define Q6K_VECZ(lo, hi, act, idx, acc) \
-	VPTERNLOGD   $0xf8, Z24, lo, hi \
-	VPMADDUBSW   act, hi, hi \
-	VPSHUFB      idx, Z26, Z31 \
-	VPDPWSSD     Z31, hi, acc
+// VPSLLVW / VPSRLVW counts moving a qh byte's bit pair of the low and
+// the high 256 bits of a value vector to bits 4..5: left 4 and 2 (bits
+// 0..1, 2..3), right 0 and 2 (bits 4..5, 6..7).
+#define SHIFT2(name, lo, hi) \
+	DATA name<>+0(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(hi*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(hi*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(hi*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(hi*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
 
-// The integer sum of one Q6_K pair in the 8 int32 lanes of acc (as the
-// 256-bit kernels leave it). Vector 0 pairs ql[0:32] with ql[64:96] (the
-// same value positions of the two 128-value halves, whose qh bytes are
-// qh[0:32] and qh[32:64]: one 64-byte load), vector 1 ql[32:64] with
-// ql[96:128]; their high nibbles make vectors 2 and 3.
-#define Q6K_PAIRZ(zacc, acc) \
-	PREFETCHT1    (BX)(R12*1) \
-	PREFETCHT1    64(BX)(R12*1) \
-	PREFETCHT1    128(BX)(R12*1) \
-	PREFETCHT1    192(BX)(R12*1) \
-	VPMOVSXBW     192(BX), Y5 \
-	VPMADDWD      ACT_SUMS16(AX), Y5, Y6 \
-	VPSLLD        $5, Y6, Y6 \
-	VPXORD        zacc, zacc, zacc \
-	VSHUFI64X2    $0x50, Z5, Z5, Z26 \
-	VMOVDQU64     (BX), Y27 \
-	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
-	VMOVDQU64     32(BX), Y28 \
-	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
-	VMOVDQU64     128(BX), Z29 \
-	VPSLLW        $4, Z29, Z30 \
-	VPANDD        Z25, Z30, Z30 \
-	Q6K_VECZ(Z27, Z30, Z20, Z16, zacc) \
-	VPSLLW        $2, Z29, Z30 \
-	VPANDD        Z25, Z30, Z30 \
-	Q6K_VECZ(Z28, Z30, Z21, Z17, zacc) \
-	VPSRLW        $4, Z27, Z27 \
-	VPANDD        Z25, Z29, Z30 \
-	Q6K_VECZ(Z27, Z30, Z22, Z18, zacc) \
-	VPSRLW        $4, Z28, Z28 \
-	VPSRLW        $2, Z29, Z30 \
-	VPANDD        Z25, Z30, Z30 \
-	Q6K_VECZ(Z28, Z30, Z23, Z19, zacc) \
-	VEXTRACTI64X4 $1, zacc, Y2 \
-	VPADDD        Y2, acc, acc \
-	VPSUBD        Y6, acc, acc
+SHIFT2(kqQ6Shl, 4, 2)
+SHIFT2(kqQ6Shr, 0, 2)
 
-// Weight row BX's Q6_K block decoded for the activation rows: the value
-// vectors into Z20..Z23 (Q6K_PAIRZ's, in its order), the sub-block scales
-// spread over them into Z16..Z19, -32 x the scales as words into Y27.
-// Uses Z26, Z28, Z29.
+// Weight row BX's Q6_K block decoded for the activation rows: value
+// vector v (64 consecutive values, 64v..64v+63, the activation's own
+// order) into Z(20+v): the low or high nibbles of 64 ql bytes or'ed with
+// the bit pairs of 32 qh bytes broadcast to both halves; the sub-block
+// scales spread over them into Z16..Z19; -32 x the scales as words into
+// Y27. Uses Z26, Z28..Z30.
 #define Q6K_ROW \
 	PREFETCHT1    (BX)(R12*1) \
 	PREFETCHT1    64(BX)(R12*1) \
 	PREFETCHT1    128(BX)(R12*1) \
 	PREFETCHT1    192(BX)(R12*1) \
-	VMOVDQU64     (BX), Y27 \
-	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
-	VMOVDQU64     32(BX), Y28 \
-	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
-	VMOVDQU64     128(BX), Z29 \
-	VPSLLW        $4, Z29, Z20 \
+	VMOVDQU64     (BX), Z27 \
+	VMOVDQU64     64(BX), Z28 \
+	VBROADCASTI64X4 128(BX), Z29 \
+	VBROADCASTI64X4 160(BX), Z30 \
+	VPSLLVW       kqQ6Shl<>(SB), Z29, Z20 \
 	VPANDD        Z25, Z20, Z20 \
 	VPTERNLOGD    $0xf8, Z24, Z27, Z20 \
-	VPSLLW        $2, Z29, Z21 \
+	VPSRLVW       kqQ6Shr<>(SB), Z29, Z21 \
 	VPANDD        Z25, Z21, Z21 \
-	VPTERNLOGD    $0xf8, Z24, Z28, Z21 \
 	VPSRLW        $4, Z27, Z27 \
-	VPANDD        Z25, Z29, Z22 \
-	VPTERNLOGD    $0xf8, Z24, Z27, Z22 \
-	VPSRLW        $4, Z28, Z28 \
-	VPSRLW        $2, Z29, Z23 \
+	VPTERNLOGD    $0xf8, Z24, Z27, Z21 \
+	VPSLLVW       kqQ6Shl<>(SB), Z30, Z22 \
+	VPANDD        Z25, Z22, Z22 \
+	VPTERNLOGD    $0xf8, Z24, Z28, Z22 \
+	VPSRLVW       kqQ6Shr<>(SB), Z30, Z23 \
 	VPANDD        Z25, Z23, Z23 \
+	VPSRLW        $4, Z28, Z28 \
 	VPTERNLOGD    $0xf8, Z24, Z28, Z23 \
 	VPMOVSXBW     192(BX), Y26 \
-	VSHUFI64X2    $0x50, Z26, Z26, Z28 \
-	VPSHUFB       kqSc6Idx0<>(SB), Z28, Z16 \
-	VPSHUFB       kqSc6Idx1<>(SB), Z28, Z17 \
-	VPSHUFB       kqSc6Idx2<>(SB), Z28, Z18 \
-	VPSHUFB       kqSc6Idx3<>(SB), Z28, Z19 \
+	VSHUFI64X2    $0x00, Z26, Z26, Z28 \
+	VSHUFI64X2    $0x55, Z26, Z26, Z29 \
+	VPSHUFB       kqSc6Pk0<>(SB), Z28, Z16 \
+	VPSHUFB       kqSc6Pk1<>(SB), Z28, Z17 \
+	VPSHUFB       kqSc6Pk0<>(SB), Z29, Z18 \
+	VPSHUFB       kqSc6Pk1<>(SB), Z29, Z19 \
 	VPSLLW        $5, Y26, Y29 \
 	VPXORD        Y27, Y27, Y27 \
 	VPSUBW        Y29, Y27, Y27

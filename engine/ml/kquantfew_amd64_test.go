@@ -28,26 +28,6 @@ func TestFewGroups(t *testing.T) {
 	}
 }
 
-// TestKQFewPermute: the Q6_K few-row kernels' activation layout moves
-// each block's 32-value chunks to the kernels' order and keeps the scale and
-// the sums of 16 where they were.
-func TestKQFewPermute(t *testing.T) {
-	src := make([]byte, 2*q8KActBlock)
-	for i := range src {
-		src[i] = byte(i * 7)
-	}
-	for _, few := range []*kqFew{&kqQ6KFew} {
-		dst := make([]byte, len(src))
-		kqFewPermute(dst, src, few.order)
-		for b := 0; b < len(src); b += q8KActBlock {
-			for i, c := range few.order {
-				require.Equal(t, src[b+32*c:b+32*c+32], dst[b+32*i:b+32*i+32], "block %d chunk %d", b/q8KActBlock, i)
-			}
-			require.Equal(t, src[b+256:b+q8KActBlock], dst[b+256:b+q8KActBlock])
-		}
-	}
-}
-
 // TestKQuantFewRowsMatchGeneric: a product of 2 to 9 activation rows (a
 // speculative verify step), computed chunk by chunk through the one-row
 // kernels, rowTimes4 or the few-row kernels (matmulKFew, Q4_K and Q6_K

@@ -3,9 +3,9 @@ package main
 import "fmt"
 
 // genKQFew writes kqfew_amd64.s: Q4_K and Q6_K products of four weight
-// rows and a few (1 to 4) activation rows with AVX-512 VNNI, each weight block
-// decoded once for all the activation rows (a speculative verify step, a
-// small decode batch, the tokens of one MoE expert).
+// rows and a few (1 to 4) activation rows with AVX-512 VNNI, each weight
+// block decoded once for all the activation rows (a speculative verify
+// step, a small decode batch, the tokens of one MoE expert).
 func genKQFew() {
 	T(kqFewIntro)
 	T(kqZMacros)
@@ -14,7 +14,6 @@ func genKQFew() {
 		kqFewQ4K(n)
 		P("")
 	}
-	T(kqZ6Macros)
 	T(kqFewQ6Macros)
 	for n := 1; n <= 4; n++ {
 		kqFewQ6K(n)
@@ -119,9 +118,8 @@ const kqFewIntro = `//go:build amd64 && !purego
 // memory. Q4_K reads the activation rows as quantizeActQ8K writes them:
 // its weight vectors are 32-byte chunks of nibbles broadcast to both
 // halves, the low nibbles kept in one and the high in the other, so a
-// vector is 64 consecutive values. Q6_K reads them with each block's 256
-// values permuted (kqFewPermute) into its value vectors' order: vector v
-// holds values 32v..32v+31 and 128+32v..128+32v+31 (Q6K_PAIRZ's order).
+// vector is 64 consecutive values; Q6_K builds its value vectors the same
+// way, from 64 ql bytes and 32 qh bytes broadcast to both halves.
 
 // Activation block layout (q8KActBlock bytes, see quantizeActQ8K): 256
 // int8 values, the f32 scale, 16 int16 sums of 16 values.
@@ -249,7 +247,7 @@ GLOBL kqNibShift<>(SB), RODATA|NOPTR, $64
 
 `
 
-// kqFewQ6K writes kqQ6KFew{n}VNNIZ: Q6K_PAIRZ's arithmetic with the four
+// kqFewQ6K writes kqQ6KFew{n}VNNIZ: Q6K_PAIRZ's integer sums, from four
 // value vectors (Z20..Z23) and their spread scales (Z16..Z19) built once
 // per weight row for the n activation rows. The -32 offset's term (the
 // scales times the sums of 16, times 32) is subtracted with one
@@ -319,39 +317,76 @@ func kqFewQ6K(n int) {
 // kqFewOut is output row j's address (DX = out, R13 = 4*os, AX = 12*os).
 var kqFewOut = [4]string{"(DX)", "(DX)(R13*1)", "(DX)(R13*2)", "(DX)(AX*1)"}
 
-const kqFewQ6Macros = `// Weight row BX's Q6_K block decoded for the activation rows: the value
-// vectors into Z20..Z23 (Q6K_PAIRZ's, in its order), the sub-block scales
-// spread over them into Z16..Z19, -32 x the scales as words into Y27.
-// Uses Z26, Z28, Z29.
+const kqFewQ6Macros = `// VPSHUFB indices spreading four of a Q6_K row's 16-value sub-block
+// scales (words, one 128-bit lane of them broadcast) over a value vector
+// of 64 consecutive values: lane l takes word w+l.
+#define SC6_PK(name, w) \
+	DATA name<>+0(SB)/8, $((0x0100+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $((0x0100+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $((0x0302+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $((0x0302+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $((0x0504+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $((0x0504+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $((0x0706+(2*w)*0x0101)*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $((0x0706+(2*w)*0x0101)*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SC6_PK(kqSc6Pk0, 0)
+SC6_PK(kqSc6Pk1, 4)
+
+// VPSLLVW / VPSRLVW counts moving a qh byte's bit pair of the low and
+// the high 256 bits of a value vector to bits 4..5: left 4 and 2 (bits
+// 0..1, 2..3), right 0 and 2 (bits 4..5, 6..7).
+#define SHIFT2(name, lo, hi) \
+	DATA name<>+0(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+8(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+16(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+24(SB)/8, $(lo*0x0001000100010001) \
+	DATA name<>+32(SB)/8, $(hi*0x0001000100010001) \
+	DATA name<>+40(SB)/8, $(hi*0x0001000100010001) \
+	DATA name<>+48(SB)/8, $(hi*0x0001000100010001) \
+	DATA name<>+56(SB)/8, $(hi*0x0001000100010001) \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
+
+SHIFT2(kqQ6Shl, 4, 2)
+SHIFT2(kqQ6Shr, 0, 2)
+
+// Weight row BX's Q6_K block decoded for the activation rows: value
+// vector v (64 consecutive values, 64v..64v+63, the activation's own
+// order) into Z(20+v): the low or high nibbles of 64 ql bytes or'ed with
+// the bit pairs of 32 qh bytes broadcast to both halves; the sub-block
+// scales spread over them into Z16..Z19; -32 x the scales as words into
+// Y27. Uses Z26, Z28..Z30.
 #define Q6K_ROW \
 	PREFETCHT1    (BX)(R12*1) \
 	PREFETCHT1    64(BX)(R12*1) \
 	PREFETCHT1    128(BX)(R12*1) \
 	PREFETCHT1    192(BX)(R12*1) \
-	VMOVDQU64     (BX), Y27 \
-	VINSERTI64X4  $1, 64(BX), Z27, Z27 \
-	VMOVDQU64     32(BX), Y28 \
-	VINSERTI64X4  $1, 96(BX), Z28, Z28 \
-	VMOVDQU64     128(BX), Z29 \
-	VPSLLW        $4, Z29, Z20 \
+	VMOVDQU64     (BX), Z27 \
+	VMOVDQU64     64(BX), Z28 \
+	VBROADCASTI64X4 128(BX), Z29 \
+	VBROADCASTI64X4 160(BX), Z30 \
+	VPSLLVW       kqQ6Shl<>(SB), Z29, Z20 \
 	VPANDD        Z25, Z20, Z20 \
 	VPTERNLOGD    $0xf8, Z24, Z27, Z20 \
-	VPSLLW        $2, Z29, Z21 \
+	VPSRLVW       kqQ6Shr<>(SB), Z29, Z21 \
 	VPANDD        Z25, Z21, Z21 \
-	VPTERNLOGD    $0xf8, Z24, Z28, Z21 \
 	VPSRLW        $4, Z27, Z27 \
-	VPANDD        Z25, Z29, Z22 \
-	VPTERNLOGD    $0xf8, Z24, Z27, Z22 \
-	VPSRLW        $4, Z28, Z28 \
-	VPSRLW        $2, Z29, Z23 \
+	VPTERNLOGD    $0xf8, Z24, Z27, Z21 \
+	VPSLLVW       kqQ6Shl<>(SB), Z30, Z22 \
+	VPANDD        Z25, Z22, Z22 \
+	VPTERNLOGD    $0xf8, Z24, Z28, Z22 \
+	VPSRLVW       kqQ6Shr<>(SB), Z30, Z23 \
 	VPANDD        Z25, Z23, Z23 \
+	VPSRLW        $4, Z28, Z28 \
 	VPTERNLOGD    $0xf8, Z24, Z28, Z23 \
 	VPMOVSXBW     192(BX), Y26 \
-	VSHUFI64X2    $0x50, Z26, Z26, Z28 \
-	VPSHUFB       kqSc6Idx0<>(SB), Z28, Z16 \
-	VPSHUFB       kqSc6Idx1<>(SB), Z28, Z17 \
-	VPSHUFB       kqSc6Idx2<>(SB), Z28, Z18 \
-	VPSHUFB       kqSc6Idx3<>(SB), Z28, Z19 \
+	VSHUFI64X2    $0x00, Z26, Z26, Z28 \
+	VSHUFI64X2    $0x55, Z26, Z26, Z29 \
+	VPSHUFB       kqSc6Pk0<>(SB), Z28, Z16 \
+	VPSHUFB       kqSc6Pk1<>(SB), Z28, Z17 \
+	VPSHUFB       kqSc6Pk0<>(SB), Z29, Z18 \
+	VPSHUFB       kqSc6Pk1<>(SB), Z29, Z19 \
 	VPSLLW        $5, Y26, Y29 \
 	VPXORD        Y27, Y27, Y27 \
 	VPSUBW        Y29, Y27, Y27
