@@ -46,18 +46,20 @@ var (
 	kqQ6KFew = kqFew{[5]kqFewKernel{nil, kqQ6KFew1VNNIZ, kqQ6KFew2VNNIZ, kqQ6KFew3VNNIZ, kqQ6KFew4VNNIZ}}
 )
 
-// fewGroups splits n activation rows into the fewest passes of at most
-// four rows, as even as possible (5 = 3+2, 7 = 4+3).
-func fewGroups(n int) []int {
+// fewGroups appends to buf the split of n activation rows into the
+// fewest passes of at most four rows, as even as possible (5 = 3+2,
+// 7 = 4+3); a buf on the caller's stack keeps the product free of
+// allocations.
+func fewGroups(n int, buf []int) []int {
 	g := (n + 3) / 4
-	sizes := make([]int, g)
-	for i := range sizes {
-		sizes[i] = n / g
+	for i := range g {
+		m := n / g
 		if i < n%g {
-			sizes[i]++
+			m++
 		}
+		buf = append(buf, m)
 	}
-	return sizes
+	return buf
 }
 
 // matmulKFew computes output columns [lo,hi) of n activation rows with
@@ -69,12 +71,12 @@ func fewGroups(n int) []int {
 func matmulKFew(few *kqFew, dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, nb := w.Rows, w.Cols/256
 	as := nb * q8KActBlock
-	groups := fewGroups(n)
+	var gb [2]int
+	groups := fewGroups(n, gb[:0])
 	ch := hi - lo
 	if len(groups) > 1 {
 		ch = max(8, kqFewRowsChunk/rb&^7)
 	}
-	var out [16]float32
 	for c0 := lo; c0 < hi; c0 += ch {
 		c1 := min(hi, c0+ch)
 		i := 0
@@ -85,6 +87,9 @@ func matmulKFew(few *kqFew, dst []float32, act []byte, n int, w *Matrix, rb, lo,
 				kern(&w.Data[r*rb], rb, &act[i*as], as, nb, &dst[i*R+r], R)
 			}
 			if r < c1 {
+				// Declared here: passed to a func value it escapes, so
+				// only a leftover pays for it.
+				var out [16]float32
 				base := max(0, c1-4)
 				kern(&w.Data[base*rb], rb, &act[i*as], as, nb, &out[0], 4)
 				for j := range m {

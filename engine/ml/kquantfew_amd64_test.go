@@ -24,7 +24,7 @@ func TestFewGroups(t *testing.T) {
 		{6, []int{3, 3}}, {7, []int{4, 3}}, {8, []int{4, 4}}, {9, []int{3, 3, 3}},
 	}
 	for _, c := range cases {
-		require.Equal(t, c.want, fewGroups(c.n), "n=%d", c.n)
+		require.Equal(t, c.want, fewGroups(c.n, nil), "n=%d", c.n)
 	}
 }
 

@@ -438,11 +438,12 @@ func matmulQ8VNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 		packQ8Tile(&tile[0], &src[0], rb, nb, pfd)
 		mask := uint16(1)<<rows - 1
 		if pn != n {
-			gemm := gemmQ8x4
+			// Direct calls: through a func value out would escape.
 			if pn == 8 {
-				gemm = gemmQ8x8
+				gemmQ8x8(&act[0], as, &tile[0], nb, &out[0], q8TileRows, mask)
+			} else {
+				gemmQ8x4(&act[0], as, &tile[0], nb, &out[0], q8TileRows, mask)
 			}
-			gemm(&act[0], as, &tile[0], nb, &out[0], q8TileRows, mask)
 			for a := range n {
 				copy(dst[a*R+t0:a*R+t0+rows], out[a*q8TileRows:a*q8TileRows+rows])
 			}
