@@ -19,3 +19,4 @@ package ml
 //go:generate go run ./internal/gen/tilegen -kind mxfp4 -o mxfp4_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind floatmm -o floatmm_amd64.s
 //go:generate go run ./internal/gen/tilegen -kind iq4xsdot -o iq4xs_amd64.s
+//go:generate go run ./internal/gen/tilegen -kind kqfew -o kqfew_amd64.s

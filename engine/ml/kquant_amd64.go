@@ -68,6 +68,7 @@ const (
 	fewOld            // one full pass per row below 4 rows, tiles from 4
 	fewChunked        // one-row kernels over 64 KiB chunks of weight rows
 	fewRow4           // rowTimes4: a weight row against 4 activation rows
+	fewFused          // matmulKFew: each weight block decoded once for up to 4 rows
 )
 
 // kqFewPath forces a path, for BenchmarkKQuantFewRows.
@@ -79,11 +80,19 @@ const kqFewRowsChunk = 64 << 10
 
 // fewPath is the path of a product of n activation rows; eight says the
 // type has eight-row VNNI kernels (Q4_K, Q6_K), the types measured: the
-// others keep their paths from 4 rows.
-func fewPath(n int, eight bool) int {
+// others keep their paths from 4 rows. fused says it has few-row kernels
+// (matmulKFew); forcing fewFused on a type without them means the choice.
+func fewPath(n int, eight, fused bool) int {
 	p := kqFewPath
+	if p == fewFused && !fused {
+		p = fewAuto
+	}
 	if p == fewAuto {
 		switch {
+		case fused && n > 1 && n < 8:
+			// Q4_K, Q6_K with VNNI: 2 rows 1.3-1.5 one-row steps, 3:
+			// 1.6-1.9, 4: 2.0-2.4, 5: 2.7-3.3 (see bench/RESULTS.md).
+			p = fewFused
 		case n > 1 && n < 4, n > 4 && n < 8 && eight:
 			// 2 rows: 1.6-1.8 one-row steps against 2.0 for two passes; 3:
 			// 2.2-2.4 against 3.0; 5: 3.7-4.2 against 4.3-5.0 for tiles.
@@ -95,7 +104,7 @@ func fewPath(n int, eight bool) int {
 			p = fewOld
 		}
 	}
-	if n == 1 || (n >= 4 && !eight) || (p == fewRow4 && n < 4) {
+	if n == 1 || (n >= 4 && !eight) || (p == fewRow4 && n < 4) || (p == fewFused && n >= 8) {
 		return fewOld
 	}
 	return p
@@ -181,7 +190,19 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		}
 		matvecK(kern, pf, nb, d, a, w, rb, l, l1)
 	}
-	switch fewPath(n, kern8 != nil) {
+	var fused *kqFew
+	if useQ8VNNI() && w.Rows >= 4 {
+		switch w.Type {
+		case Q4_K:
+			fused = &kqQ4KFew
+		case Q6_K:
+			fused = &kqQ6KFew
+		}
+	}
+	switch fewPath(n, kern8 != nil, fused != nil) {
+	case fewFused:
+		matmulKFew(fused, dst, act, n, w, rb, lo, hi)
+		return true
 	case fewChunked:
 		// Each chunk of weight rows is read from memory once, by the
 		// first activation row, and from cache by the others.

@@ -410,6 +410,15 @@ func matmulQ8VNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	tp := getBytes(nb * q8PackBlock)
 	defer byteScratch.Put(tp)
 	tile := *tp
+	// 3 and 7 rows run as 4 or 8 (the last row repeated) into a scratch
+	// output: cheaper than the one-row kernel per leftover row.
+	pn := q8PadRows(n)
+	var out [8 * q8TileRows]float32
+	if pn != n {
+		pp := getBytes(pn * as)
+		defer byteScratch.Put(pp)
+		act = padActRows(*pp, act, n, pn, as)
+	}
 	for t0 := lo; t0 < hi; t0 += q8TileRows {
 		rows := min(q8TileRows, hi-t0)
 		src := w.Data[t0*rb:]
@@ -428,6 +437,18 @@ func matmulQ8VNNI(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 		}
 		packQ8Tile(&tile[0], &src[0], rb, nb, pfd)
 		mask := uint16(1)<<rows - 1
+		if pn != n {
+			// Direct calls: through a func value out would escape.
+			if pn == 8 {
+				gemmQ8x8(&act[0], as, &tile[0], nb, &out[0], q8TileRows, mask)
+			} else {
+				gemmQ8x4(&act[0], as, &tile[0], nb, &out[0], q8TileRows, mask)
+			}
+			for a := range n {
+				copy(dst[a*R+t0:a*R+t0+rows], out[a*q8TileRows:a*q8TileRows+rows])
+			}
+			continue
+		}
 		a := 0
 		for ; a+8 <= n; a += 8 {
 			gemmQ8x8(&act[a*as], as, &tile[0], nb, &dst[a*R+t0], R, mask)

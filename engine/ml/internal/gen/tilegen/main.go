@@ -2,8 +2,9 @@
 // kernels (q8.go), the batched tile products over expanded 16-row tiles
 // (Q4_K/Q5_K, Q6_K), the tile expanders, the Q8_K activation quantizer,
 // the IQ4_XS and Q4_1/Q5_1 tile products, the K-quant, IQ4_XS, Q4_0,
-// Q4_1/Q5_1, IQ4_NL, Q5_0 and MXFP4 matvecs, the f32/f16 float products
-// and the grouped-query attention kernels (attnqg.go). Kernels of one
+// Q4_1/Q5_1, IQ4_NL, Q5_0 and MXFP4 matvecs, the f32/f16 float products,
+// the grouped-query attention kernels (attnqg.go) and the Q4_K/Q6_K
+// products of a few activation rows (kqfew.go). Kernels of one
 // shape share one function parameterised by block layout (kquant.go's
 // Dot4 loop, expand.go's 16-row gemv with the pieces of gemv16.go,
 // floatmm.go's f32/f16 loops). Their bodies are unrolled per activation
@@ -68,6 +69,7 @@ var kinds = map[string]struct {
 	"mxfp4":     {"mxfp4_amd64.s", genMXFP4},
 	"floatmm":   {"floatmm_amd64.s", genFloatMM},
 	"iq4xsdot":  {"iq4xs_amd64.s", genIQ4XSDot},
+	"kqfew":     {"kqfew_amd64.s", genKQFew},
 }
 
 func main() {
