@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/kvwarden/kvwarden/cmd/kvwarden/internal/cli"
+	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/ml"
-	"github.com/kvwarden/kvwarden/internal/device/cuda"
 	"github.com/kvwarden/kvwarden/internal/version"
 )
 
@@ -23,11 +23,14 @@ type versionJSON struct {
 	CPUFeatures []string `json:"cpu_features"`
 	CPUKernels  string   `json:"cpu_kernels"`
 	CPUCores    int      `json:"cpu_cores"`
-	CUDA        string   `json:"cuda"`
+	// CUDA repeats Devices["cuda"] for clients of the older output.
+	CUDA    string            `json:"cuda"`
+	Devices map[string]string `json:"devices"`
 }
 
 // runVersion prints the version, the commit it was built from, the Go
-// version, the CPU features the kernels use and whether CUDA is usable.
+// version, the CPU features the kernels use and whether each registered
+// device backend (CUDA) is usable.
 func runVersion(_ context.Context, args []string, e *env) error {
 	fs := newFlagSet("version")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -40,13 +43,30 @@ func runVersion(_ context.Context, args []string, e *env) error {
 	}
 	v := version.Get()
 	feats, kernels := version.CPUFeatures()
-	cudaStatus, cudaShort := "available, driver "+cuda.DriverPath(), ""
-	if err := cuda.Available(); err != nil {
-		cudaStatus = "unavailable: " + cli.OneLine(err)
-		// The text lists every library path searched: --json has it all.
-		if short, _, cut := strings.Cut(cudaStatus, "; searched"); cut {
-			cudaShort = short + " (version --json lists the paths searched)"
+	// Every registered device backend with a probe (the CPU has its own
+	// line): the registry, not this command, knows which devices exist.
+	devices := map[string]string{}
+	var lines []string
+	for _, name := range backend.Names() {
+		d, err := backend.Lookup(name)
+		if err != nil || d.Probe == nil {
+			continue
 		}
+		status, short := "available", ""
+		if err := d.Probe(); err == nil && d.Describe != nil {
+			status += ", " + d.Describe()
+		} else if err != nil {
+			status = "unavailable: " + cli.OneLine(err)
+			// The text may list every library path searched: --json has it all.
+			if s, _, cut := strings.Cut(status, "; searched"); cut {
+				short = s + " (version --json lists the paths searched)"
+			}
+		}
+		if short == "" {
+			short = status
+		}
+		devices[name] = status
+		lines = append(lines, fmt.Sprintf("%-7s %s\n", name+":", short))
 	}
 	if *asJSON {
 		if feats == nil {
@@ -55,16 +75,13 @@ func runVersion(_ context.Context, args []string, e *env) error {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(versionJSON{Version: v.Version, Commit: v.Commit, CommitTime: v.Time, Modified: v.Modified,
-			Go: v.GoVersion, Platform: v.Platform, CPUFeatures: feats, CPUKernels: kernels, CPUCores: ml.PhysicalCores(), CUDA: cudaStatus})
+			Go: v.GoVersion, Platform: v.Platform, CPUFeatures: feats, CPUKernels: kernels, CPUCores: ml.PhysicalCores(), CUDA: devices["cuda"], Devices: devices})
 	}
 	commit := v.ShortCommit()
 	if v.Time != "" {
 		commit += " (" + v.Time + ")"
 	}
-	if cudaShort == "" {
-		cudaShort = cudaStatus
-	}
-	fmt.Fprintf(e.stdout, "kvwarden %s\ncommit: %s\ngo:     %s %s\ncpu:    %s, %d physical cores\ncuda:   %s\n",
-		v.Version, commit, v.GoVersion, v.Platform, version.CPUSummary(), ml.PhysicalCores(), cudaShort)
+	fmt.Fprintf(e.stdout, "kvwarden %s\ncommit: %s\ngo:     %s %s\ncpu:    %s, %d physical cores\n%s",
+		v.Version, commit, v.GoVersion, v.Platform, version.CPUSummary(), ml.PhysicalCores(), strings.Join(lines, ""))
 	return nil
 }

@@ -74,6 +74,9 @@ type Driver struct {
 	// (nil) or why not, without opening it; device auto then skips it
 	// quietly (the reason is logged at debug level).
 	Probe func() error
+	// Describe, when set, names what Probe found (the driver library, the
+	// device) for diagnostics such as `kvwarden version`.
+	Describe func() string
 	// Auto lets device auto pick this backend; a driver that only runs
 	// when named (a test backend, an experimental device) leaves it false.
 	Auto bool

@@ -23,6 +23,7 @@ func init() {
 	backend.Register(Name, backend.Driver{
 		Open:     open,
 		Probe:    cuda.Available,
+		Describe: func() string { return "driver " + cuda.DriverPath() },
 		Auto:     true,
 		Priority: 100,
 	})
