@@ -265,61 +265,70 @@ func routeTokens(s *moeScratch, e *Experts, m arch.MoE, x []float32, n, dim int)
 	s.wts = ml.Grow(s.wts, n*k)
 	s.idx = growInts(s.idx, n*k)
 	s.order = growInts(s.order, E)
-	order := s.order
 	for t := range n {
-		lg := s.logits[t*E : (t+1)*E]
-		if e.RouterBias != nil {
-			ml.Add(lg, e.RouterBias)
+		RouteToken(m, s.logits[t*E:(t+1)*E], e.RouterBias, e.SelectBias, s.sel[:E], s.order, s.idx[t*k:(t+1)*k], s.wts[t*k:(t+1)*k])
+	}
+}
+
+// RouteToken selects one token's experts from its router logits lg
+// (Experts values, modified in place): router bias, softmax or sigmoid,
+// the top len(idx) by score (plus selectBias when present; ties go to the
+// lower expert), softmax over the selected (GatingSoftmaxSelected),
+// normalisation (NormTopK, with llama.cpp's clamp) and the weight scale.
+// It writes the chosen experts to idx and their weights to w (Used
+// entries each); sel and order are scratch of Experts entries. The CPU
+// and CUDA forward passes both route through it, so they choose alike.
+func RouteToken(m arch.MoE, lg, routerBias, selectBias, sel []float32, order, idx []int, w []float32) {
+	if routerBias != nil {
+		ml.Add(lg, routerBias)
+	}
+	// probs: the values whose top k are selected and weighted.
+	switch m.Gating {
+	case arch.GatingSoftmax:
+		ml.Softmax(lg)
+	case arch.GatingSigmoid:
+		for i, v := range lg {
+			lg[i] = 1 / (1 + float32(math.Exp(float64(-v))))
 		}
-		// probs: the values whose top k are selected and weighted.
-		switch m.Gating {
-		case arch.GatingSoftmax:
-			ml.Softmax(lg)
-		case arch.GatingSigmoid:
-			for i, v := range lg {
-				lg[i] = 1 / (1 + float32(math.Exp(float64(-v))))
-			}
+	}
+	score := lg
+	if selectBias != nil {
+		score = sel
+		copy(score, lg)
+		ml.Add(score, selectBias)
+	}
+	for i := range order {
+		order[i] = i
+	}
+	// Stable: ties go to the lower expert index.
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case score[a] > score[b]:
+			return -1
+		case score[a] < score[b]:
+			return 1
 		}
-		score := lg
-		if e.SelectBias != nil {
-			score = s.sel[:E]
-			copy(score, lg)
-			ml.Add(score, e.SelectBias)
+		return 0
+	})
+	for j := range idx {
+		idx[j] = order[j]
+		w[j] = lg[order[j]]
+	}
+	if m.Gating == arch.GatingSoftmaxSelected {
+		ml.Softmax(w)
+	}
+	if m.NormTopK {
+		var sum float32
+		for _, v := range w {
+			sum += v
 		}
-		for i := range order {
-			order[i] = i
+		sum = max(sum, 6.103515625e-5) // llama.cpp's clamp: f16's smallest normal
+		for j := range w {
+			w[j] /= sum
 		}
-		// Stable: ties go to the lower expert index.
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case score[a] > score[b]:
-				return -1
-			case score[a] < score[b]:
-				return 1
-			}
-			return 0
-		})
-		w := s.wts[t*k : (t+1)*k]
-		for j := range k {
-			s.idx[t*k+j] = order[j]
-			w[j] = lg[order[j]]
-		}
-		if m.Gating == arch.GatingSoftmaxSelected {
-			ml.Softmax(w)
-		}
-		if m.NormTopK {
-			var sum float32
-			for _, v := range w {
-				sum += v
-			}
-			sum = max(sum, 6.103515625e-5) // llama.cpp's clamp: f16's smallest normal
-			for j := range w {
-				w[j] /= sum
-			}
-		}
-		if m.WeightScale != 0 && m.WeightScale != 1 {
-			ml.Scale(w, m.WeightScale)
-		}
+	}
+	if m.WeightScale != 0 && m.WeightScale != 1 {
+		ml.Scale(w, m.WeightScale)
 	}
 }
 

@@ -2,8 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"math"
-	"slices"
 	"unsafe"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -150,18 +148,15 @@ type moeRoute struct {
 	// Per expert: first grouped row (Experts+1 entries).
 	start []int
 	// Scratch.
-	order []int
-	sel   []float32
-	count []int
+	order  []int
+	chosen []int
+	sel    []float32
+	count  []int
 }
 
 // route computes the routing of n tokens from their router logits (n x
-// Experts, modified in place) exactly as the CPU pass's routeTokens does:
-// router bias, softmax or sigmoid, top Used by score (plus the selection
-// bias when present; ties to the lower expert), softmax over the selected
-// (GatingSoftmaxSelected), normalisation (NormTopK, with llama.cpp's
-// clamp) and the weight scale; then groups the (token, choice) pairs by
-// expert.
+// Experts, modified in place) with the CPU pass's model.RouteToken, then
+// groups the (token, choice) pairs by expert.
 func (rt *moeRoute) route(m arch.MoE, logits []float32, n int, routerBias, selectBias []float32) {
 	E, k := m.Experts, m.Used
 	rt.idx = grow(rt.idx, n*k)
@@ -172,58 +167,11 @@ func (rt *moeRoute) route(m arch.MoE, logits []float32, n int, routerBias, selec
 	rt.count = grow(rt.count, E)
 	rt.order = grow(rt.order, E)
 	rt.sel = grow(rt.sel, E)
-	order := rt.order
+	rt.chosen = grow(rt.chosen, k)
 	for t := range n {
-		lg := logits[t*E : (t+1)*E]
-		if routerBias != nil {
-			ml.Add(lg, routerBias)
-		}
-		switch m.Gating {
-		case arch.GatingSoftmax:
-			ml.Softmax(lg)
-		case arch.GatingSigmoid:
-			for i, v := range lg {
-				lg[i] = 1 / (1 + float32(math.Exp(float64(-v))))
-			}
-		}
-		score := lg
-		if selectBias != nil {
-			score = rt.sel
-			copy(score, lg)
-			ml.Add(score, selectBias)
-		}
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case score[a] > score[b]:
-				return -1
-			case score[a] < score[b]:
-				return 1
-			}
-			return 0
-		})
-		w := rt.wts[t*k : (t+1)*k]
-		for j := range k {
-			rt.idx[t*k+j] = int32(order[j])
-			w[j] = lg[order[j]]
-		}
-		if m.Gating == arch.GatingSoftmaxSelected {
-			ml.Softmax(w)
-		}
-		if m.NormTopK {
-			var sum float32
-			for _, v := range w {
-				sum += v
-			}
-			sum = max(sum, 6.103515625e-5)
-			for j := range w {
-				w[j] /= sum
-			}
-		}
-		if m.WeightScale != 0 && m.WeightScale != 1 {
-			ml.Scale(w, m.WeightScale)
+		model.RouteToken(m, logits[t*E:(t+1)*E], routerBias, selectBias, rt.sel, rt.order, rt.chosen, rt.wts[t*k:(t+1)*k])
+		for j, ex := range rt.chosen {
+			rt.idx[t*k+j] = int32(ex)
 		}
 	}
 	clear(rt.count)
