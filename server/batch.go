@@ -74,6 +74,21 @@ func parsePrompts(raw json.RawMessage) ([]promptIn, *apiError) {
 	return out, nil
 }
 
+// refuseOverQuota answers 429 and reports true when a batch of n prompts
+// is larger than the tenant quota. A batch runs all its prompts at once,
+// so such a batch can never be admitted whole: it is refused up front
+// rather than depending on whether its first prompts end before its last
+// are submitted.
+func (s *Server) refuseOverQuota(w http.ResponseWriter, ep, tenant string, n int) bool {
+	q := s.eng.Config().TenantQuota
+	if q <= 0 || n <= q {
+		return false
+	}
+	err := fmt.Errorf("%w: a batch of %d prompts needs %d requests in flight for tenant %q, quota is %d", engine.ErrQuotaExceeded, n, n, tenant, q)
+	s.reject(w, ep, engineError(err, "prompt"))
+	return true
+}
+
 // batchEvent is an event of prompt i's stream.
 type batchEvent struct {
 	i  int
@@ -97,6 +112,9 @@ func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, start tim
 		req := first
 		req.Prompt, req.Tokens = pr.text, pr.ids
 		reqs = append(reqs, req)
+	}
+	if s.refuseOverQuota(w, ep, tenant, len(reqs)) {
+		return
 	}
 	streams := make([]*engine.Stream, 0, len(reqs))
 	for i, req := range reqs {

@@ -181,6 +181,9 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, start t
 		prompts[g+1] = req
 		prompts[g+1].Prompt, prompts[g+1].Tokens = pr.text, pr.ids
 	}
+	if s.refuseOverQuota(w, ep, tenant, len(prompts)) {
+		return
+	}
 	promptParam := func(g int) string {
 		switch {
 		case sh.chat:
