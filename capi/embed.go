@@ -49,22 +49,32 @@ func embedStatus(err error, fn string) C.int32_t {
 	return e.set()
 }
 
+// embedArgs checks what kvw_embed and kvw_embed_tokens share: the
+// engine handle, the size-query buffer pair and the input strings.
+func embedArgs(hv C.uintptr_t, inputs **C.char, n C.size_t, out *C.float, capacity C.size_t, outN *C.size_t, fn string) (*engineHandle, []string, C.int32_t) {
+	h, st := lookup(hv, fn)
+	if st != stOK {
+		return nil, nil, st
+	}
+	if outN == nil {
+		return nil, nil, fail(stInvalid, "%s: out_n is NULL", fn)
+	}
+	if out == nil && capacity != 0 {
+		return nil, nil, fail(stInvalid, "%s: out is NULL but capacity is %d", fn, uint64(capacity))
+	}
+	texts, st := cStrings(inputs, n, fn, "inputs")
+	if st != stOK {
+		return nil, nil, st
+	}
+	return h, texts, stOK
+}
+
 //export kvwgo_embed
 func kvwgo_embed(hv C.uintptr_t, inputs **C.char, n C.size_t, p *C.kvw_embed_params, out *C.float, capacity C.size_t,
 	outN *C.size_t, outDim *C.int32_t) (st C.int32_t) {
 	const fn = "kvw_embed"
 	defer guard(&st, fn)
-	h, st := lookup(hv, fn)
-	if st != stOK {
-		return st
-	}
-	if outN == nil {
-		return fail(stInvalid, "%s: out_n is NULL", fn)
-	}
-	if out == nil && capacity != 0 {
-		return fail(stInvalid, "%s: out is NULL but capacity is %d", fn, uint64(capacity))
-	}
-	texts, st := cStrings(inputs, n, fn, "inputs")
+	h, texts, st := embedArgs(hv, inputs, n, out, capacity, outN, fn)
 	if st != stOK {
 		return st
 	}
@@ -112,17 +122,7 @@ func kvwgo_embed_tokens(hv C.uintptr_t, inputs **C.char, n C.size_t, p *C.kvw_em
 	outN *C.size_t, outDim *C.int32_t, counts *C.size_t) (st C.int32_t) {
 	const fn = "kvw_embed_tokens"
 	defer guard(&st, fn)
-	h, st := lookup(hv, fn)
-	if st != stOK {
-		return st
-	}
-	if outN == nil {
-		return fail(stInvalid, "%s: out_n is NULL", fn)
-	}
-	if out == nil && capacity != 0 {
-		return fail(stInvalid, "%s: out is NULL but capacity is %d", fn, uint64(capacity))
-	}
-	texts, st := cStrings(inputs, n, fn, "inputs")
+	h, texts, st := embedArgs(hv, inputs, n, out, capacity, outN, fn)
 	if st != stOK {
 		return st
 	}
