@@ -58,6 +58,9 @@ func (r *Runner) attentionBlocked(layer int, rows []row) bool {
 	kvDim := r.geo.RowUnits()
 	kLayer := layer * 2 * ps * kvDim
 	vDelta := ps * kvDim // V follows K in the same page
+	if c.Block.MLA.KVRank > 0 {
+		vDelta = 0 // latent attention: the values are the K rows
+	}
 	kv := r.kv.f16
 
 	// Units: blocks of consecutive rows of one sequence, by KV head; the

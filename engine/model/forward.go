@@ -35,6 +35,7 @@ type Runner struct {
 	dsts                         [][]float32  // MatMulGroup outputs
 	mats                         []*ml.Matrix // MatMulGroup weights
 	moe                          moeScratch
+	mla                          mlaScratch
 }
 
 // rowChunk is the batch rows per work item of the row-wise steps.
@@ -212,39 +213,43 @@ func (r *Runner) Forward(b *Batch) error {
 	for l := range c.Layers {
 		L := &r.w.Layers[l]
 		norm(r.xb, r.x, L.AttnNorm, dim)
-		xb := r.xb[:n*dim]
-		// One hand-off to the worker pool for the three products.
-		r.dsts = append(r.dsts[:0], r.q[:n*qDim], r.k[:n*kvDim], r.v[:n*kvDim])
-		r.mats = append(r.mats[:0], L.Q, L.K, L.V)
-		ml.MatMulGroup(r.dsts, xb, n, r.mats)
-		bias(r.q[:n*qDim], L.QBias)
-		bias(r.k[:n*kvDim], L.KBias)
-		bias(r.v[:n*kvDim], L.VBias)
-		if blk.QKNorm {
-			// Per head: the same weights for every head.
-			hd := c.HeadDim
-			for h := range n * c.Heads {
-				ml.RMSNorm(r.q[h*hd:(h+1)*hd], r.q[h*hd:(h+1)*hd], L.QNorm, c.NormEps)
+		if L.MLA != nil {
+			r.latentAttention(l, r.xb, rows, locs, r.tabs[r.ropeOf[l]][:n*ropeDim])
+		} else {
+			xb := r.xb[:n*dim]
+			// One hand-off to the worker pool for the three products.
+			r.dsts = append(r.dsts[:0], r.q[:n*qDim], r.k[:n*kvDim], r.v[:n*kvDim])
+			r.mats = append(r.mats[:0], L.Q, L.K, L.V)
+			ml.MatMulGroup(r.dsts, xb, n, r.mats)
+			bias(r.q[:n*qDim], L.QBias)
+			bias(r.k[:n*kvDim], L.KBias)
+			bias(r.v[:n*kvDim], L.VBias)
+			if blk.QKNorm {
+				// Per head: the same weights for every head.
+				hd := c.HeadDim
+				for h := range n * c.Heads {
+					ml.RMSNorm(r.q[h*hd:(h+1)*hd], r.q[h*hd:(h+1)*hd], L.QNorm, c.NormEps)
+				}
+				for h := range n * c.KVHeads {
+					ml.RMSNorm(r.k[h*hd:(h+1)*hd], r.k[h*hd:(h+1)*hd], L.KNorm, c.NormEps)
+				}
 			}
-			for h := range n * c.KVHeads {
-				ml.RMSNorm(r.k[h*hd:(h+1)*hd], r.k[h*hd:(h+1)*hd], L.KNorm, c.NormEps)
-			}
+			tab := r.tabs[r.ropeOf[l]]
+			byRows(func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					cs := tab[i*ropeDim : (i+1)*ropeDim]
+					rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
+					rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
+					ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
+					vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
+					r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
+					r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
+				}
+			})
+			r.attention(l, rows)
+			ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
+			bias(r.xb[:n*dim], L.OBias)
 		}
-		tab := r.tabs[r.ropeOf[l]]
-		byRows(func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				cs := tab[i*ropeDim : (i+1)*ropeDim]
-				rope(r.q[i*qDim:(i+1)*qDim], c.HeadDim, cs)
-				rope(r.k[i*kvDim:(i+1)*kvDim], c.HeadDim, cs)
-				ko := r.geo.KOffset(locs[i].page, l, locs[i].slot)
-				vo := r.geo.VOffset(locs[i].page, l, locs[i].slot)
-				r.kv.put(ko, r.k[i*kvDim:(i+1)*kvDim])
-				r.kv.put(vo, r.v[i*kvDim:(i+1)*kvDim])
-			}
-		})
-		r.attention(l, rows)
-		ml.MatMul(r.xb[:n*dim], r.att[:n*qDim], n, L.O)
-		bias(r.xb[:n*dim], L.OBias)
 		if blk.PostNorms {
 			norm(r.xb, r.xb, L.PostAttnNorm, dim)
 		}
@@ -419,8 +424,12 @@ func (r *Runner) attention(layer int, rows []row) {
 
 	// A row's K and V of one layer and position: one offset per position,
 	// shared by all heads (each head adds its own kvHead*hd by slicing kv).
-	// V sits ps*kvDim after K in the same page.
+	// V sits ps*kvDim after K in the same page; latent attention's values
+	// are its keys' first values, read from the K rows.
 	vDelta := vLayer - kLayer
+	if c.Block.MLA.KVRank > 0 {
+		vDelta = 0
+	}
 	work := func(u unit, sc []float32, offs []int) {
 		rw := rows[u.row]
 		first, end := 0, rw.last

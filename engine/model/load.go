@@ -153,7 +153,13 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 	for i := range w.Layers {
 		l := &w.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		if a.FusedQKV {
+		oCols := qDim
+		if cfg.Block.MLA.KVRank > 0 {
+			if err := g.latentAttn(l, p, cfg); err != nil {
+				return nil, err
+			}
+			oCols = cfg.Heads * cfg.Block.MLA.VDim
+		} else if a.FusedQKV {
 			qkv, err := g.matrix(p+"attn_qkv", qDim+2*kvDim, cfg.Dim)
 			if err != nil {
 				return nil, err
@@ -171,7 +177,7 @@ func FromGGUF(f *gguf.File) (*Weights, error) {
 				}
 			}
 		}
-		if l.O, err = g.matrix(p+"attn_output", cfg.Dim, qDim); err != nil {
+		if l.O, err = g.matrix(p+"attn_output", cfg.Dim, oCols); err != nil {
 			return nil, err
 		}
 		if cfg.Block.MoELayer(i) {
@@ -428,9 +434,6 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if vdim != c.HeadDim {
-		return c, fmt.Errorf("%w: gguf %s.attention.value_length %d differs from key_length %d", ErrUnsupported, g.arch, vdim, c.HeadDim)
-	}
 
 	eps, err := g.float("attention.layer_norm_rms_epsilon", 0, true)
 	if err != nil {
@@ -453,6 +456,13 @@ func (g *ggufLoader) config(a arch.Arch) (Config, error) {
 		return c, fmt.Errorf("model: %s metadata: %w", g.arch, err)
 	}
 	g.normOffset = c.Block.NormOffset
+	// Latent attention's values are the latent (its first kv_lora_rank
+	// key values); everywhere else V is as wide as K.
+	if mla := c.Block.MLA; mla.KVRank > 0 && vdim != mla.KVRank {
+		return c, fmt.Errorf("model: gguf %s.attention.value_length %d differs from kv_lora_rank %d", g.arch, vdim, mla.KVRank)
+	} else if mla.KVRank == 0 && vdim != c.HeadDim {
+		return c, fmt.Errorf("%w: gguf %s.attention.value_length %d differs from key_length %d", ErrUnsupported, g.arch, vdim, c.HeadDim)
+	}
 	if err := g.pooling(&c); err != nil {
 		return c, err
 	}

@@ -273,7 +273,7 @@ func routeTokens(s *moeScratch, e *Experts, m arch.MoE, x []float32, n, dim int)
 // RouteToken selects one token's experts from its router logits lg
 // (Experts values, modified in place): router bias, softmax or sigmoid,
 // the top len(idx) by score (plus selectBias when present; ties go to the
-// lower expert), softmax over the selected (GatingSoftmaxSelected),
+// lower expert; only within the best groups when m.Groups > 1), softmax over the selected (GatingSoftmaxSelected),
 // normalisation (NormTopK, with llama.cpp's clamp) and the weight scale.
 // It writes the chosen experts to idx and their weights to w (Used
 // entries each); sel and order are scratch of Experts entries. The CPU
@@ -292,10 +292,15 @@ func RouteToken(m arch.MoE, lg, routerBias, selectBias, sel []float32, order, id
 		}
 	}
 	score := lg
-	if selectBias != nil {
+	if selectBias != nil || m.Groups > 1 {
 		score = sel
 		copy(score, lg)
-		ml.Add(score, selectBias)
+		if selectBias != nil {
+			ml.Add(score, selectBias)
+		}
+	}
+	if m.Groups > 1 {
+		limitGroups(score, m.Groups, m.GroupsUsed)
 	}
 	for i := range order {
 		order[i] = i
@@ -470,6 +475,51 @@ func (r *Runner) moeFFN(e *Experts, x []float32, n int, out []float32) {
 	}
 }
 
+// limitGroups keeps the experts of the used best of groups equal groups
+// of score (consecutive experts), as llama.cpp's build_moe_ffn does for
+// DeepSeek-V3: a group scores the sum of its two largest values, the
+// best groups win (ties: the lower group), and every other expert's score
+// becomes -Inf so that no top-k picks it.
+func limitGroups(score []float32, groups, used int) {
+	var buf [64]float32
+	gs := buf[:0]
+	if groups > len(buf) {
+		gs = make([]float32, 0, groups)
+	}
+	per := len(score) / groups
+	for g := range groups {
+		a, b := float32(math.Inf(-1)), float32(math.Inf(-1)) // the two largest
+		for _, v := range score[g*per : (g+1)*per] {
+			if v > a {
+				a, b = v, a
+			} else if v > b {
+				b = v
+			}
+		}
+		gs = append(gs, a+b)
+	}
+	// Mark the used best groups by +Inf, then drop every group not marked.
+	for range used {
+		best := -1
+		for g, v := range gs {
+			if !math.IsInf(float64(v), 1) && (best < 0 || v > gs[best]) {
+				best = g
+			}
+		}
+		if best < 0 {
+			break // NaN scores
+		}
+		gs[best] = float32(math.Inf(1))
+	}
+	for g, v := range gs {
+		if !math.IsInf(float64(v), 1) {
+			for i := g * per; i < (g+1)*per; i++ {
+				score[i] = float32(math.Inf(-1))
+			}
+		}
+	}
+}
+
 func growInts(s []int, n int) []int {
 	if cap(s) < n {
 		return make([]int, n)
@@ -478,10 +528,16 @@ func growInts(s []int, n int) []int {
 }
 
 // Matrices lists the layer's matrices: Q, K, V, O, Gate, Up, Down (nil
-// where absent, as in an MoE layer), then, for an MoE layer, the router,
+// where absent, as in an MoE layer), the latent attention's q LoRA, KV
+// projection and per-head matrices, then, for an MoE layer, the router,
 // every expert's gate, up and down, and the shared expert's.
 func (l *Layer) Matrices() []*ml.Matrix {
 	out := []*ml.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down}
+	if a := l.MLA; a != nil {
+		out = append(out, a.QA, a.QB, a.KVA)
+		out = append(out, a.KB...)
+		out = append(out, a.VB...)
+	}
 	if e := l.MoE; e != nil {
 		out = append(out, e.Router)
 		for x := range e.Gate {

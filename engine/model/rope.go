@@ -47,35 +47,9 @@ func NewRope(theta float32, ropeDim int, factors []float32, s arch.Scaling) *Rop
 	return r
 }
 
-// magnitude is the factor on cos and sin, in float32 steps as llama.cpp
-// computes it: its context's attn_factor is rope.scaling.attn_factor
-// (Mscale) times, for YaRN without the ramp, yarn_attn_factor, and for
-// YaRN with it get_mscale(factor) = 1 + 0.1 ln(factor) (1 for factor <= 1)
-// divided by 1 + 0.1 ln(factor); ggml's rope_yarn then multiplies that by
-// 1 + 0.1 ln(1/freq_scale) under the ramp. Net: 1 + 0.1 ln(factor) for
-// YaRN, times Mscale; Mscale alone otherwise (LongRoPE's factor).
-func magnitude(s arch.Scaling) float32 {
-	logf := func(x float32) float32 { return float32(math.Log(float64(x))) }
-	attn := float32(1)
-	if s.Mscale != 0 {
-		attn = s.Mscale
-	}
-	if s.Kind != arch.ScalingYaRN {
-		return attn
-	}
-	if s.ExtFactor == 0 {
-		return s.AttnFactor * attn
-	}
-	fs := 1 / s.Factor // llama.cpp's freq_scale
-	factor := 1 / fs
-	a := float32(1)
-	if factor > 1 {
-		a = 0.1*logf(factor) + 1
-	}
-	a *= 1 / (1 + 0.1*logf(factor))
-	a *= attn
-	return a * (1 + 0.1*logf(1/fs))
-}
+// magnitude is the factor on cos and sin (arch.Scaling.Magnitude: llama.cpp's
+// attn_factor times YaRN's magnitude correction).
+func magnitude(s arch.Scaling) float32 { return s.Magnitude() }
 
 // Dim is the number of rotated dimensions (the table length).
 func (r *Rope) Dim() int { return 2 * len(r.freq) }

@@ -99,6 +99,9 @@ type Layer struct {
 	// MoE is the mixture-of-experts FFN of a layer for which
 	// Config.Block.MoELayer holds; Gate, Up and Down are nil there.
 	MoE *Experts
+	// MLA is the latent attention of a Block.MLA model (K and V are nil,
+	// Q is attn_q or nil for a q LoRA, O is [Dim][Heads*MLA.VDim]).
+	MLA *LatentAttn
 }
 
 // Weights is a loaded model. Embed is [Vocab][Dim]; Output is [Vocab][Dim]
@@ -260,12 +263,20 @@ func (w *Weights) Check() error {
 		} else if l.MoE != nil {
 			ffn = []error{fmt.Errorf("model: layer %d has experts but the block description makes it dense", i)}
 		}
-		for _, e := range append([]error{
-			vec(p+"attn_norm", l.AttnNorm, c.Dim),
+		attn := []error{
 			mat(p+"attn_q", l.Q, qDim, c.Dim),
 			mat(p+"attn_k", l.K, c.KVDim(), c.Dim),
 			mat(p+"attn_v", l.V, c.KVDim(), c.Dim),
 			mat(p+"attn_output", l.O, c.Dim, qDim),
+		}
+		if c.Block.MLA.KVRank > 0 {
+			attn = []error{checkLatent(p, l, c, mat, vec)}
+		} else if l.MLA != nil {
+			attn = []error{fmt.Errorf("model: layer %d has latent attention weights but the block description has none", i)}
+		}
+		ffn = append(attn, ffn...)
+		for _, e := range append([]error{
+			vec(p+"attn_norm", l.AttnNorm, c.Dim),
 			vec(p+"ffn_norm", l.FFNNorm, c.Dim),
 			opt(p+"attn_q.bias", l.QBias, qDim),
 			opt(p+"attn_k.bias", l.KBias, c.KVDim()),

@@ -33,6 +33,10 @@ var ArchF32 = []struct {
 	// Mixture-of-experts files (llama.cpp d32676d, README's MoE section;
 	// glm4moe and qwen2moe are generated locally, see ArchGenerated).
 	{"qwen3moe", 1e-3}, {"mixtral", 1e-3}, {"gptoss", 1e-3}, {"glm4moe", 1e-3}, {"qwen2moe", 1e-3},
+	// DeepSeek's multi-head latent attention (deepseek2: V3-style with q
+	// LoRA, sigmoid group-limited routing; V2-Lite-style with plain attn_q,
+	// softmax routing), both with YaRN's mscale; generated locally.
+	{"deepseek2", 1e-3}, {"deepseek2-lite", 1e-3},
 }
 
 // ArchQuantTypes are the quantized copies llama32.<TYPE>.gguf.
@@ -116,9 +120,10 @@ type ArchGolden struct {
 // (gen_models.py and make_golden_moe.py against llama.cpp d32676d, the
 // README's "MoE and long-context architectures"; glm4moe is one of the
 // tools' models, qwen2moe needed a model entry added to gen_models.py and
-// its shared-expert gate to np_reference.py). Tests skip them when absent,
-// under CI too; copied into golden/arch they run like the others.
-var ArchGenerated = map[string]bool{"glm4moe": true, "qwen2moe": true}
+// its shared-expert gate to np_reference.py; deepseek2 and deepseek2-lite
+// two model entries, without a numpy reference). Tests skip them when
+// absent, under CI too; copied into golden/arch they run like the others.
+var ArchGenerated = map[string]bool{"glm4moe": true, "qwen2moe": true, "deepseek2": true, "deepseek2-lite": true}
 
 // LoadArchGolden reads golden/arch/<name>.json (skipping or failing as
 // Golden does when it is absent; skipping for ArchGenerated names).

@@ -89,6 +89,72 @@ type Scaling struct {
 	// llama.cpp multiplies into every rotated value whatever the kind:
 	// LongRoPE's sqrt(1 + ln(scale)/ln(original context)).
 	Mscale float32
+	// YarnLogMul is DeepSeek-V2/V3's mscale_all_dim (deepseek2's
+	// rope.scaling.yarn_log_multiplier / 0.1, as llama.cpp reads it; 0:
+	// none). With it llama.cpp's YaRN magnitude on the rotated values
+	// cancels to rope.scaling.attn_factor, and the attention scale carries
+	// the correction instead (MLAScale).
+	YarnLogMul float32
+}
+
+// ropeFreqScale is llama.cpp's rope_freq_scale: 1/factor, 1 without scaling.
+func (s Scaling) ropeFreqScale() float32 {
+	if s.Kind == ScalingNone {
+		return 1
+	}
+	return 1 / s.Factor
+}
+
+// AttnFactorEff is llama.cpp's context attn_factor (cparams.yarn_attn_factor),
+// in its float32 steps: rope.scaling.attn_factor (Mscale) times, for YaRN
+// without the ramp, yarn_attn_factor, and for YaRN with it get_mscale(factor)
+// = 1 + 0.1 ln(factor) (1 for factor <= 1; with YarnLogMul, deepseek2's
+// ratio get_mscale(factor, m)/get_mscale(factor, m) = 1) divided by
+// 1 + 0.1 ln(factor).
+func (s Scaling) AttnFactorEff() float32 {
+	logf := func(x float32) float32 { return float32(math.Log(float64(x))) }
+	attn := float32(1)
+	if s.Mscale != 0 {
+		attn = s.Mscale
+	}
+	if s.Kind != ScalingYaRN {
+		return attn
+	}
+	if s.ExtFactor == 0 {
+		return s.AttnFactor * attn
+	}
+	fs := 1 / s.Factor // llama.cpp's freq_scale
+	factor := 1 / fs
+	a := float32(1)
+	if factor > 1 && s.YarnLogMul == 0 {
+		a = 0.1*logf(factor) + 1
+	}
+	a *= 1 / (1 + 0.1*logf(factor))
+	return a * attn
+}
+
+// Magnitude is the factor on RoPE's cos and sin: AttnFactorEff, times
+// 1 + 0.1 ln(1/freq_scale) where ggml's rope_yarn applies the ramp. Net:
+// 1 + 0.1 ln(factor) for YaRN, times Mscale; Mscale alone otherwise
+// (LongRoPE's factor) and for deepseek2's YaRN.
+func (s Scaling) Magnitude() float32 {
+	a := s.AttnFactorEff()
+	if s.Kind != ScalingYaRN || s.ExtFactor == 0 {
+		return a
+	}
+	fs := 1 / s.Factor
+	return a * (1 + 0.1*float32(math.Log(float64(1/fs))))
+}
+
+// MLAScale is deepseek2's attention scale, as llama.cpp pre-scales it for
+// YaRN: mscale^2/sqrt(keyLen) with mscale = attn_factor * (1 + 0.1
+// ln(1/freq_scale)) * (1 + 0.1 YarnLogMul ln(1/freq_scale)), keyLen the
+// per-head query/key width before absorption (key_length_mla).
+func (s Scaling) MLAScale(keyLen int) float32 {
+	l := float32(math.Log(float64(1 / s.ropeFreqScale())))
+	org := s.AttnFactorEff() * (1 + 0.1*l)
+	m := org * (1 + 0.1*s.YarnLogMul*l)
+	return 1 * m * m / float32(math.Sqrt(float64(keyLen)))
 }
 
 // Activation is the gated FFN's nonlinearity.
@@ -167,6 +233,24 @@ type Block struct {
 	// MoE describes the mixture-of-experts FFN (zero: dense). Attention
 	// sinks (attn_sinks, gpt-oss) are per-layer weights: present means used.
 	MoE MoE
+	// MLA describes multi-head latent attention (zero: none).
+	MLA MLA
+}
+
+// MLA is DeepSeek-V2/V3's multi-head latent attention, run absorbed as
+// llama.cpp runs it. A token's KV is one latent vector: KVRank values
+// (attn_kv_a_mqa·x, RMSNormed by attn_kv_a_norm) and the RopeDim rotated
+// key values shared by all heads, which makes one KV "head" of
+// HeadDim = KVRank + RopeDim. Each query head is q = [q_nope | q_pe]
+// (Nope + RopeDim values, from attn_q or the q LoRA attn_q_a,
+// attn_q_a_norm, attn_q_b when QRank > 0); its nope part is absorbed into
+// the latent space by attn_k_b[head] (KVRank x Nope), so the scores are
+// one dot product over HeadDim values. The attention-weighted latent
+// (the values are the latent itself) goes through attn_v_b[head]
+// (VDim x KVRank) before attn_output.
+type MLA struct {
+	QRank, KVRank int
+	Nope, VDim    int
 }
 
 // Local reports whether layer attends over a sliding window.
@@ -229,7 +313,10 @@ func (b Block) Validate() error {
 	if err := b.MoE.Validate(0); err != nil {
 		return err
 	}
-	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor, b.Scaling.Mscale, b.ALiBi} {
+	if m := b.MLA; m != (MLA{}) && (m.KVRank <= 0 || m.Nope <= 0 || m.VDim <= 0 || m.QRank < 0) {
+		return fmt.Errorf("model: latent attention ranks and widths %+v must be positive (q rank: not negative)", m)
+	}
+	for _, v := range []float32{b.EmbedScale, b.AttnScale, b.AttnSoftcap, b.FinalSoftcap, b.LocalTheta, b.NormOffset, b.Scaling.Factor, b.Scaling.Mscale, b.ALiBi, b.Scaling.YarnLogMul} {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return fmt.Errorf("model: non-finite value in block description %+v", b)
 		}

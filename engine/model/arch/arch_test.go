@@ -48,10 +48,10 @@ func (m meta) Heads() int          { return m.heads }
 func (m meta) HeadDim() int        { return m.hd }
 
 func TestRegistry(t *testing.T) {
-	require.Equal(t, []string{"gemma2", "gemma3", "glm4moe", "gpt-oss", "llama", "phi3", "qwen2", "qwen2moe", "qwen3", "qwen3moe"}, Names())
+	require.Equal(t, []string{"deepseek2", "gemma2", "gemma3", "glm4moe", "gpt-oss", "llama", "phi3", "qwen2", "qwen2moe", "qwen3", "qwen3moe"}, Names())
 	_, err := Lookup("mamba")
 	require.ErrorIs(t, err, ErrUnsupported)
-	require.EqualError(t, err, `model: unsupported: architecture "mamba" (supported: gemma2, gemma3, glm4moe, gpt-oss, llama, phi3, qwen2, qwen2moe, qwen3, qwen3moe)`)
+	require.EqualError(t, err, `model: unsupported: architecture "mamba" (supported: deepseek2, gemma2, gemma3, glm4moe, gpt-oss, llama, phi3, qwen2, qwen2moe, qwen3, qwen3moe)`)
 	_, err = Lookup("")
 	require.ErrorIs(t, err, ErrUnsupported)
 	require.Panics(t, func() { Register(Arch{Name: "llama", Describe: func(Meta, *Block) error { return nil }}) })

@@ -46,13 +46,19 @@ func (g Gating) String() string {
 // weighted by sigmoid(ffn_gate_inp_shexp·x) where that gate exists. The
 // first LeadingDense layers have a dense FFN instead (feed_forward_length
 // wide).
+//
+// Groups > 1 limits the selection DeepSeek-V3's way: the experts form
+// Groups equal groups of consecutive indices, a group scores the sum of
+// its two best selection scores, and only the experts of the GroupsUsed
+// best groups can be selected.
 type MoE struct {
-	Experts, Used int
-	Hidden        int
-	Gating        Gating
-	NormTopK      bool
-	WeightScale   float32
-	LeadingDense  int
+	Experts, Used      int
+	Hidden             int
+	Gating             Gating
+	NormTopK           bool
+	WeightScale        float32
+	LeadingDense       int
+	Groups, GroupsUsed int
 }
 
 // MoELayer reports whether layer has a mixture-of-experts FFN.
@@ -79,6 +85,12 @@ func (m MoE) Validate(layers int) error {
 		return fmt.Errorf("model: %d leading dense layers of %d", m.LeadingDense, layers)
 	case m.WeightScale < 0 || math.IsNaN(float64(m.WeightScale)) || math.IsInf(float64(m.WeightScale), 0):
 		return fmt.Errorf("model: expert weight scale %g must be finite and not negative", m.WeightScale)
+	case m.Groups > 1 && (m.Experts%m.Groups != 0 || m.Experts/m.Groups < 2):
+		return fmt.Errorf("model: %d experts do not split into %d groups of two or more", m.Experts, m.Groups)
+	case m.Groups > 1 && (m.GroupsUsed <= 0 || m.GroupsUsed >= m.Groups):
+		return fmt.Errorf("model: expert_group_used_count %d of %d groups (want 1 <= used < groups)", m.GroupsUsed, m.Groups)
+	case m.Groups > 1 && m.GroupsUsed*m.Experts/m.Groups < m.Used:
+		return fmt.Errorf("model: %d expert groups of %d experts cannot hold the %d experts used", m.GroupsUsed, m.Experts/m.Groups, m.Used)
 	}
 	return nil
 }
@@ -94,15 +106,15 @@ func MoEFromMeta(m Meta, b *Block, g Gating, normTopK bool, hiddenDefault int) e
 	if err != nil || n == 0 {
 		return err
 	}
-	// DeepSeek V3-style group-limited routing picks expert groups first;
-	// ignoring it would route differently.
-	if groups, err := m.Uint("expert_group_count", 1); err != nil || groups > 1 {
-		if err != nil {
+	e := MoE{Experts: n, Gating: g, NormTopK: normTopK}
+	if e.Groups, err = m.Uint("expert_group_count", 0); err != nil {
+		return err
+	}
+	if e.Groups > 1 {
+		if e.GroupsUsed, err = m.Uint("expert_group_used_count", -1); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: expert_group_count %d (group-limited expert routing)", ErrUnsupported, groups)
 	}
-	e := MoE{Experts: n, Gating: g, NormTopK: normTopK}
 	if e.Used, err = m.Uint("expert_used_count", -1); err != nil {
 		return err
 	}

@@ -90,9 +90,14 @@ func TestMoEOnlyNeedsExperts(t *testing.T) {
 	q, err := Lookup("qwen3moe")
 	require.NoError(t, err)
 	var qb Block
+	// Group-limited selection needs the groups used, and groups that hold
+	// the experts used.
 	err = q.Describe(meta{kv: map[string]float64{"feed_forward_length": 32, "expert_count": 4, "expert_used_count": 2, "expert_group_count": 2}, layers: 2}, &qb)
-	require.ErrorIs(t, err, ErrUnsupported)
-	require.ErrorContains(t, err, "group-limited")
+	require.ErrorContains(t, err, "expert_group_used_count")
+	err = q.Describe(meta{kv: map[string]float64{"feed_forward_length": 32, "expert_count": 8, "expert_used_count": 3, "expert_group_count": 4, "expert_group_used_count": 1}, layers: 2}, &qb)
+	require.ErrorContains(t, err, "cannot hold")
+	require.NoError(t, q.Describe(meta{kv: map[string]float64{"feed_forward_length": 32, "expert_count": 8, "expert_used_count": 2, "expert_group_count": 4, "expert_group_used_count": 2}, layers: 2}, &qb))
+	require.Equal(t, MoE{Experts: 8, Used: 2, Hidden: 32, Gating: GatingSoftmax, NormTopK: true, Groups: 4, GroupsUsed: 2}, qb.MoE)
 	glm, err := Lookup("glm4moe")
 	require.NoError(t, err)
 	require.True(t, glm.QKNormIfPresent)

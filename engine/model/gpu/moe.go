@@ -12,7 +12,8 @@ import (
 
 // ErrMoE is wrapped by the error New returns for a model whose block the
 // CUDA forward pass does not implement; the message names the missing
-// piece (today only an expert gating kind the host routing does not know).
+// piece (an expert gating kind the host routing does not know, or
+// DeepSeek's multi-head latent attention).
 // The CUDA runner runs the mixture-of-experts FFN itself (see moeLayer),
 // attention sinks and the clamped SwiGLU. The CPU runner runs
 // these models; the engine's device "auto" falls back to it. It matches
@@ -46,6 +47,11 @@ func Supports(w *model.Weights) error {
 }
 
 func supportsConfig(c model.Config) error {
+	if c.Block.MLA.KVRank > 0 {
+		// The CUDA pass has no latent attention kernels (absorbed queries,
+		// per-head attn_k_b/attn_v_b, values read from the K rows).
+		return fmt.Errorf("%w: %s multi-head latent attention (DeepSeek-V2/V3 MLA) is not implemented on CUDA (use device cpu)", ErrMoE, c.Arch)
+	}
 	// The host routes as the CPU pass does (moeRoute.route); a gating kind
 	// added to arch later must be added there too.
 	if b := c.Block; b.MoE.Experts > 0 && b.MoE.Gating > arch.GatingSoftmaxSelected {
