@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvwarden/kvwarden/engine/ml"
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
 
 // LatentAttn holds one layer's multi-head latent attention weights
@@ -130,6 +131,10 @@ func (r *Runner) latentAttention(l int, xb []float32, rows []row, locs []struct 
 	P := hd - R
 	kq := m.Nope + P // a query head before absorption
 	ropeDim := len(cs) / n
+	rope := ml.RoPEApply
+	if c.Block.RopeStyle == arch.RopeNeoX {
+		rope = ml.RoPEApplyNeoX
+	}
 	s.q = ml.Grow(s.q, n*H*kq)
 	s.kva = ml.Grow(s.kva, n*hd)
 	qm := L.Q
@@ -155,7 +160,7 @@ func (r *Runner) latentAttention(l int, xb []float32, rows []row, locs []struct 
 	for i := range n {
 		k := s.kva[i*hd : (i+1)*hd]
 		ml.RMSNorm(k[:R], k[:R], a.KVANorm, c.NormEps)
-		ml.RoPEApply(k[R:], P, cs[i*ropeDim:(i+1)*ropeDim])
+		rope(k[R:], P, cs[i*ropeDim:(i+1)*ropeDim])
 		r.kv.put(r.geo.KOffset(locs[i].page, l, locs[i].slot), k)
 	}
 
@@ -180,7 +185,7 @@ func (r *Runner) latentAttention(l int, xb []float32, rows []row, locs []struct 
 			dst := r.q[(i*H+h)*hd : (i*H+h+1)*hd]
 			copy(dst[:R], s.abs[(h*n+i)*R:(h*n+i+1)*R])
 			copy(dst[R:], s.q[(i*H+h)*kq+m.Nope:(i*H+h+1)*kq])
-			ml.RoPEApply(dst[R:], P, cs[i*ropeDim:(i+1)*ropeDim])
+			rope(dst[R:], P, cs[i*ropeDim:(i+1)*ropeDim])
 		}
 	}
 
