@@ -77,6 +77,30 @@ func Requantize(w *Weights, t ml.Type) (*Weights, error) {
 			}
 			nl.MoE = &e
 		}
+		if l.MLA != nil {
+			a := *l.MLA
+			for _, p := range []struct {
+				dst **ml.Matrix
+				n   string
+			}{{&a.QA, "attn_q_a"}, {&a.QB, "attn_q_b"}, {&a.KVA, "attn_kv_a_mqa"}} {
+				if *p.dst, err = conv(fmt.Sprintf("blk.%d.%s", i, p.n), *p.dst); err != nil {
+					return nil, err
+				}
+			}
+			for _, p := range []struct {
+				dst *[]*ml.Matrix
+				n   string
+			}{{&a.KB, "attn_k_b"}, {&a.VB, "attn_v_b"}} {
+				src := *p.dst
+				*p.dst = make([]*ml.Matrix, len(src))
+				for h, m := range src {
+					if (*p.dst)[h], err = conv(fmt.Sprintf("blk.%d.%s[head %d]", i, p.n, h), m); err != nil {
+						return nil, err
+					}
+				}
+			}
+			nl.MLA = &a
+		}
 		out.Layers[i] = nl
 	}
 	return out, out.Check()
