@@ -28,7 +28,7 @@ func (g *ggufLoader) latentAttn(l *Layer, p string, c Config) error {
 	rope := c.HeadDim - m.KVRank
 	qDim := c.Heads * (m.Nope + rope)
 	if _, ok := g.tensor(p + "attn_kv_b"); ok {
-		return fmt.Errorf("%w: tensor %sattn_kv_b (the unsplit pre-MLA layout; convert the model again for attn_k_b and attn_v_b)", ErrUnsupported, p)
+		return fmt.Errorf("%w: tensor %sattn_kv_b (the unsplit layout of older conversions; this engine, like llama.cpp, reads attn_k_b and attn_v_b alone: convert the model again)", ErrUnsupported, p)
 	}
 	a := &LatentAttn{}
 	var err error

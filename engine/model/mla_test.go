@@ -84,7 +84,7 @@ func TestDeepseek2Loads(t *testing.T) {
 		msg  string
 		unsp bool
 	}{
-		{"legacy attn_kv_b", func(m *tinyModel) { m.tensor("blk.0.attn_kv_b.weight").dims = []uint64{8, 64} }, "attn_kv_b (the unsplit pre-MLA layout", true},
+		{"legacy attn_kv_b", func(m *tinyModel) { m.tensor("blk.0.attn_kv_b.weight").dims = []uint64{8, 64} }, "attn_kv_b (the unsplit layout of older conversions", true},
 		{"no key_length_mla", func(m *tinyModel) { m.set("deepseek2.attention.key_length_mla", nil) }, "without attention.key_length_mla", true},
 		{"two kv heads", func(m *tinyModel) { m.set("deepseek2.attention.head_count_kv", uint32(2)) }, "head_count_kv 2", true},
 		{"key_length", func(m *tinyModel) { m.set("deepseek2.attention.key_length", uint32(16)) }, "key_length 16 is not kv_lora_rank 8 + rope.dimension_count 4", false},
