@@ -10,6 +10,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
+	"github.com/kvwarden/kvwarden/internal/device"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
 	"github.com/kvwarden/kvwarden/internal/testmodels"
 )
@@ -18,20 +19,23 @@ import (
 // a leading dense one) with latent attention: 4 heads, kv_lora_rank 8,
 // 4 rotated and 8 non-rotated query/key dims, value width 8, plain
 // attn_q, small random weights.
-func newTinyDeepseek2() *tinyModel {
-	const dim, heads, rank, rope, nope, vdim = 32, 4, 8, 4, 8, 8
+func newTinyDeepseek2() *tinyModel { return newTinyDeepseek2Rank(8) }
+
+// newTinyDeepseek2Rank is newTinyDeepseek2 with kv_lora_rank rank.
+func newTinyDeepseek2Rank(rank uint64) *tinyModel {
+	const dim, heads, rope, nope, vdim = 32, 4, 4, 8, 8
 	m := newTinyModel().asArch("deepseek2")
 	m.drop("blk.0.attn_q.weight").drop("blk.0.attn_k.weight").drop("blk.0.attn_v.weight")
 	for _, kv := range []struct {
 		key string
-		v   uint32
+		v   uint64
 	}{
 		{"attention.head_count_kv", 1}, {"attention.kv_lora_rank", rank}, {"attention.key_length", rank + rope},
 		{"attention.value_length", rank}, {"attention.key_length_mla", nope + rope}, {"attention.value_length_mla", vdim},
 		{"rope.dimension_count", rope}, {"expert_count", 4}, {"expert_used_count", 2},
 		{"expert_feed_forward_length", 16}, {"leading_dense_block_count", 1},
 	} {
-		m.set("deepseek2."+kv.key, kv.v)
+		m.set("deepseek2."+kv.key, uint32(kv.v))
 	}
 	add := func(name string, dims ...uint64) {
 		m.tensors = append(m.tensors, tinyTensor{name: name, typ: gguf.TypeF32, dims: dims})
@@ -223,5 +227,43 @@ func TestDeepseek2FeaturesMatter(t *testing.T) {
 			t.Logf("%s: max |dlogit| %.3g", tc.name, worst)
 			require.Greater(t, worst, 0.01)
 		})
+	}
+}
+
+// TestDeepseek2KVTypes: the latent K rows, from which attention also reads
+// the values, work in every KV element type of the CPU pass (a head dim of
+// 32, as the block types need: kv_lora_rank 28 + 4 rotated), prompt rows
+// through the blocked prefill path included: f16 and q8_0 stay close to
+// f32 and pick the same tokens.
+func TestDeepseek2KVTypes(t *testing.T) {
+	w, err := newTinyDeepseek2Rank(28).load(t)
+	require.NoError(t, err)
+	require.Equal(t, 32, w.Config.HeadDim)
+	prompt := make([]int, 40) // >= 2*attnBlockRows rows: the blocked path on f16
+	for i := range prompt {
+		prompt[i] = 3 + i%5
+	}
+	c := testmodels.ArchCase{Prompt: prompt, Generated: []int{4, 5, 6, 7}}
+	logits := map[device.DType][][]float32{}
+	for _, dt := range []device.DType{device.F32, device.F16, device.Q8_0} {
+		pool := newTypedPool(t, w.Config, 8, dt)
+		r, err := NewRunner(w, pool)
+		require.NoError(t, err)
+		logits[dt] = teacherForce(t, r, pool, 1, c, 5, 0)
+	}
+	for _, tc := range []struct {
+		dt  device.DType
+		tol float64
+	}{{device.F16, 1e-2}, {device.Q8_0, 0.2}} { // measured 0.002 and 0.057
+		worst := 0.0
+		for j, want := range logits[device.F32] {
+			got := logits[tc.dt][j]
+			require.Equal(t, argmax32(want), argmax32(got), "%v position %d", tc.dt, j)
+			for i := range want {
+				worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+			}
+		}
+		t.Logf("%v vs f32: max |dlogit| %.3g", tc.dt, worst)
+		require.Less(t, worst, tc.tol, "%v", tc.dt)
 	}
 }
