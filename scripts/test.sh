@@ -120,8 +120,10 @@ done
 # kernels composed, under -cpu max only (the cortex-a57 kernels give the
 # same bits, checked above): stories260K (F32) and the Q8_0
 # and Q4_K_M llama32 goldens through the whole forward pass against
-# llama.cpp's logits, and a forward pass on an f16 KV pool (about 15 s).
-arm64_golden='TestGoldenGGUF$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$|TestForwardF16KV$'
+# llama.cpp's logits, and a forward pass on an f16 KV pool (about 15 s);
+# the tiny oracle shapes too, whose GGUF bytes (SHA-256 in the oracle
+# data) must not depend on the architecture.
+arm64_golden='TestGoldenGGUF$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$|TestForwardF16KV$|TestTinyOracle$|TestTinyBuildDeterministic$'
 arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV|TestNEONx4Rows|TestAddNEON'
 case "$qemu_arm64" in
   skip) ;;

@@ -101,8 +101,8 @@ func TestTinyOracle(t *testing.T) {
 // got it wrong.
 func TestTinyOracleFeaturesMatter(t *testing.T) {
 	// onMoE applies f to every mixture-of-experts layer.
-	onMoE := func(f func(e *Experts)) func(w *Weights) {
-		return func(w *Weights) {
+	onMoE := func(f func(e *Experts)) func(t *testing.T, w *Weights) {
+		return func(t *testing.T, w *Weights) {
 			n := 0
 			for i := range w.Layers {
 				if e := w.Layers[i].MoE; e != nil {
@@ -110,15 +110,13 @@ func TestTinyOracleFeaturesMatter(t *testing.T) {
 					n++
 				}
 			}
-			if n == 0 {
-				panic("no mixture-of-experts layer")
-			}
+			require.NotZero(t, n, "no mixture-of-experts layer")
 		}
 	}
 	// fullRotary rotates all head dimensions (an engine ignoring
 	// rope.dimension_count), with LongRoPE factors of 1 for the extra
 	// pairs.
-	fullRotary := func(w *Weights) {
+	fullRotary := func(_ *testing.T, w *Weights) {
 		pad := func(f []float32) []float32 {
 			if f == nil {
 				return nil
@@ -137,20 +135,20 @@ func TestTinyOracleFeaturesMatter(t *testing.T) {
 		// run is the index of the oracle run compared; ctx, when not 0,
 		// the context size the runner is made for instead of the run's.
 		run, ctx int
-		mutate   func(w *Weights)
+		mutate   func(t *testing.T, w *Weights)
 	}{
 		{shape: "phi4-mini", name: "long factors at the short context", run: 0, ctx: 1024},
 		{shape: "phi4-mini", name: "short factors at the long context", run: 1, ctx: 256},
 		{shape: "phi4-mini", name: "full rotary", run: 1, mutate: fullRotary},
-		{shape: "phi4-mini", name: "no LongRoPE attention factor", run: 1, mutate: func(w *Weights) { w.Config.Block.Scaling.Mscale = 0 }},
+		{shape: "phi4-mini", name: "no LongRoPE attention factor", run: 1, mutate: func(_ *testing.T, w *Weights) { w.Config.Block.Scaling.Mscale = 0 }},
 		{shape: "glm4moe", name: "full rotary", mutate: fullRotary},
 		{shape: "glm4moe", name: "no selection bias", mutate: onMoE(func(e *Experts) { e.SelectBias = nil })},
-		{shape: "glm4moe", name: "no top-k normalisation", mutate: func(w *Weights) { w.Config.Block.MoE.NormTopK = false }},
-		{shape: "glm4moe", name: "no routed weight scale", mutate: func(w *Weights) { w.Config.Block.MoE.WeightScale = 0 }},
+		{shape: "glm4moe", name: "no top-k normalisation", mutate: func(_ *testing.T, w *Weights) { w.Config.Block.MoE.NormTopK = false }},
+		{shape: "glm4moe", name: "no routed weight scale", mutate: func(_ *testing.T, w *Weights) { w.Config.Block.MoE.WeightScale = 0 }},
 		{shape: "glm4moe", name: "no shared expert", mutate: onMoE(func(e *Experts) { e.SharedGate, e.SharedUp, e.SharedDown = nil, nil, nil })},
 		{shape: "qwen2moe", name: "ungated shared expert", mutate: onMoE(func(e *Experts) { e.SharedGateInp = nil })},
-		{shape: "qwen2moe", name: "top-k renormalised", mutate: func(w *Weights) { w.Config.Block.MoE.NormTopK = true }},
-		{shape: "qwen2moe", name: "no q/k/v biases", mutate: func(w *Weights) {
+		{shape: "qwen2moe", name: "top-k renormalised", mutate: func(_ *testing.T, w *Weights) { w.Config.Block.MoE.NormTopK = true }},
+		{shape: "qwen2moe", name: "no q/k/v biases", mutate: func(_ *testing.T, w *Weights) {
 			for i := range w.Layers {
 				w.Layers[i].QBias, w.Layers[i].KBias, w.Layers[i].VBias = nil, nil, nil
 			}
@@ -163,7 +161,7 @@ func TestTinyOracleFeaturesMatter(t *testing.T) {
 			require.NoError(t, err)
 			w := loadTiny(t, s, o)
 			if tc.mutate != nil {
-				tc.mutate(w)
+				tc.mutate(t, w)
 			}
 			run := o.Runs[tc.run]
 			ctx := run.NCtx
