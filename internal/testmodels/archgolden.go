@@ -117,7 +117,9 @@ type ArchGolden struct {
 // README's "MoE and long-context architectures"; glm4moe is one of the
 // tools' models, qwen2moe needed a model entry added to gen_models.py and
 // its shared-expert gate to np_reference.py). Tests skip them when absent,
-// under CI too; copied into golden/arch they run like the others.
+// under CI too; copied into golden/arch they run like the others. CI
+// checks both architectures (and Phi-4-mini's partial rotary with
+// LongRoPE) on the tiny files of package tiny instead (TestTinyOracle).
 var ArchGenerated = map[string]bool{"glm4moe": true, "qwen2moe": true}
 
 // LoadArchGolden reads golden/arch/<name>.json (skipping or failing as
