@@ -26,10 +26,16 @@
 // and then `go test ./engine/model -run TestTinyOracle`. The committed
 // data come from llama.cpp d32676d77426540327835040d5d3279728f0b4c8.
 //
-// To add a shape (e.g. deepseek2), add a Shape to Shapes: the common
-// fields cover a Llama-style block with optional biases, Q/K norm, partial
-// rotary, LongRoPE and a mixture-of-experts FFN; Keys and LayerTensors
-// add what else the architecture's files carry. Then run the generator.
+// To add a shape, add a Shape to Shapes and run the generator; the tests
+// in engine/model run every shape and fail for one without oracle data.
+// The common fields cover a Llama-style block with optional biases, Q/K
+// norm, partial rotary, LongRoPE and a mixture-of-experts FFN (softmax or
+// sigmoid router, selection bias, dense leading layers, shared experts
+// with or without a gate). An architecture with another attention block
+// writes its tensors in the Attention hook and its extra metadata in
+// Keys, keeping the built-in FFN: a deepseek2-like shape would put MLA's
+// low-rank attention tensors and attention.*_lora_rank keys there and
+// describe its routed and shared experts with MoE.
 package tiny
 
 import (
@@ -42,15 +48,15 @@ import (
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 )
 
-// Special token ids of the placeholder vocabulary (SentencePiece layout:
+// Special token ids of the placeholder vocabulary (gguf.PlaceholderVocab:
 // <unk>, <s>, </s>, then the 256 byte tokens, then filler pieces).
 const (
-	UNK = 0
-	BOS = 1
-	EOS = 2
+	UNK = gguf.PlaceholderUNK
+	BOS = gguf.PlaceholderBOS
+	EOS = gguf.PlaceholderEOS
 	// FirstNormal is the first id a prompt may use (the byte tokens and
 	// fillers); the oracle draws prompts from [FirstNormal, Vocab).
-	FirstNormal = 3
+	FirstNormal = gguf.PlaceholderBytes
 )
 
 // LongRoPE is Phi-3/Phi-4-style LongRoPE: rope_factors_short/long
@@ -114,11 +120,14 @@ type Shape struct {
 	NextN int
 
 	// Keys, when set, writes the architecture's extra metadata (an is the
-	// architecture name, the key prefix). LayerTensors, when set, writes
-	// a decoder layer's attention and FFN tensors instead of the built-in
-	// ones (the norms included). For shapes the common fields do not cover.
-	Keys         func(g *Gen, an string)
-	LayerTensors func(g *Gen, p string, layer int)
+	// architecture name, the key prefix). Attention, when set, writes a
+	// layer's attention tensors (p is the prefix "blk.N.", attn_norm
+	// included) instead of the built-in ones; FFN likewise its FFN tensors
+	// (the pre-FFN norm included). For shapes the common fields do not
+	// cover.
+	Keys      func(g *Gen, an string)
+	Attention func(g *Gen, p string, layer int)
+	FFN       func(g *Gen, p string, layer int)
 
 	// Contexts are the llama.cpp context sizes (multiples of 256) the
 	// oracle runs the model with; 0 stands for Context. LongRoPE shapes
@@ -285,7 +294,7 @@ func Build(s Shape) ([]byte, error) {
 	if s.Keys != nil {
 		s.Keys(g, an)
 	}
-	setVocab(b, s.Vocab)
+	b.PlaceholderVocab(s.Vocab)
 
 	if r := s.LongRoPE; r != nil {
 		if len(r.Long) != s.RopeDim/2 || len(r.Short) != s.RopeDim/2 {
@@ -297,10 +306,15 @@ func Build(s Shape) ([]byte, error) {
 	g.Mat("token_embd.weight", 1, s.Vocab, s.Dim)
 	for i := range s.Layers + s.NextN {
 		p := fmt.Sprintf("blk.%d.", i)
-		if s.LayerTensors != nil {
-			s.LayerTensors(g, p, i)
+		if s.Attention != nil {
+			s.Attention(g, p, i)
 		} else {
-			s.layer(g, p, i)
+			s.attention(g, p)
+		}
+		if s.FFN != nil {
+			s.FFN(g, p, i)
+		} else {
+			s.ffn(g, p, i)
 		}
 		if i >= s.Layers {
 			// NextN (multi-token prediction) tensors, as GLM-4.5 files
@@ -318,8 +332,8 @@ func Build(s Shape) ([]byte, error) {
 	return b.Bytes()
 }
 
-// layer writes the built-in layer tensors.
-func (s Shape) layer(g *Gen, p string, i int) {
+// attention writes the built-in attention tensors of layer prefix p.
+func (s Shape) attention(g *Gen, p string) {
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	g.Norm(p+"attn_norm.weight", s.Dim)
 	if s.FusedPhi3 {
@@ -339,6 +353,10 @@ func (s Shape) layer(g *Gen, p string, i int) {
 		g.Norm(p+"attn_k_norm.weight", s.HeadDim)
 	}
 	g.Mat(p+"attn_output.weight", 1, s.Dim, q)
+}
+
+// ffn writes the built-in FFN tensors of layer i (prefix p).
+func (s Shape) ffn(g *Gen, p string, i int) {
 	if s.PostAttnFFNNorm {
 		g.Norm(p+"post_attention_norm.weight", s.Dim)
 	} else {
@@ -373,37 +391,6 @@ func (s Shape) layer(g *Gen, p string, i int) {
 	g.Mat(p+"ffn_gate_shexp.weight", 1, shared, s.Dim)
 	g.Mat(p+"ffn_up_shexp.weight", 1, shared, s.Dim)
 	g.Mat(p+"ffn_down_shexp.weight", 1, s.Dim, shared)
-}
-
-// setVocab writes a placeholder SentencePiece vocabulary of n tokens:
-// <unk>, <s>, </s>, the 256 byte tokens, then distinct filler pieces.
-// Tests feed token ids, so only its size and special ids matter.
-func setVocab(b *gguf.Builder, n int) {
-	toks := make([]string, n)
-	scores := make([]float32, n)
-	types := make([]int32, n)
-	for i := range toks {
-		switch {
-		case i == UNK:
-			toks[i], types[i] = "<unk>", 2
-		case i == BOS:
-			toks[i], types[i] = "<s>", 3
-		case i == EOS:
-			toks[i], types[i] = "</s>", 3
-		case i < FirstNormal+256:
-			toks[i], types[i] = fmt.Sprintf("<0x%02X>", i-FirstNormal), 6
-		default:
-			toks[i], types[i] = fmt.Sprintf("\u2581t%d", i), 1
-			scores[i] = -float32(i)
-		}
-	}
-	b.Set("tokenizer.ggml.model", "llama")
-	b.Set("tokenizer.ggml.tokens", toks)
-	b.Set("tokenizer.ggml.scores", scores)
-	b.Set("tokenizer.ggml.token_type", types)
-	b.Set("tokenizer.ggml.bos_token_id", uint32(BOS))
-	b.Set("tokenizer.ggml.eos_token_id", uint32(EOS))
-	b.Set("tokenizer.ggml.unknown_token_id", uint32(UNK))
 }
 
 // SHA256 is the hex SHA-256 of data.
