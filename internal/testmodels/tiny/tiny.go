@@ -13,15 +13,13 @@
 // generator cannot silently desynchronise from the oracle data.
 //
 // Regenerating the oracle data (after changing a shape or adding one)
-// needs a CPU build of llama.cpp and golden_run, the libllama runner of
-// ../shared/golden/arch/tools, built outside ../shared:
+// needs a llama.cpp tree with a CPU build (libllama in build/bin) and g++:
+// the generator compiles golden_run, the libllama runner of
+// ../shared/golden/arch/tools, into a temporary directory (nothing is
+// written to ../shared) and runs it. From the repository root:
 //
-//	mkdir -p /tmp/oracle && cp ../shared/golden/arch/tools/golden_run.cpp /tmp/oracle/
-//	LL=/path/to/llama.cpp   # with build/bin/libllama.so
-//	g++ -O2 -std=c++17 -o /tmp/oracle/golden_run /tmp/oracle/golden_run.cpp \
-//	    -I$LL/include -I$LL/ggml/include -L$LL/build/bin -Wl,-rpath,$LL/build/bin -lllama -lggml -lggml-base
-//	go run ./internal/testmodels/tiny/cmd/oracle -golden-run /tmp/oracle/golden_run \
-//	    -llama-commit $(git -C $LL rev-parse HEAD)
+//	go run ./internal/testmodels/tiny/cmd/oracle -llama /path/to/llama.cpp \
+//	    -llama-commit $(git -C /path/to/llama.cpp rev-parse HEAD)
 //
 // and then `go test ./engine/model -run TestTinyOracle`. The committed
 // data come from llama.cpp d32676d77426540327835040d5d3279728f0b4c8.

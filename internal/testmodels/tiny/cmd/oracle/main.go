@@ -9,6 +9,11 @@
 //
 //	go run ./internal/testmodels/tiny/cmd/oracle -golden-run /tmp/oracle/golden_run -llama-commit <sha>
 //
+// or, to have it compile golden_run (into -work, from -tools) against a
+// llama.cpp tree with a CPU build in build/bin:
+//
+//	go run ./internal/testmodels/tiny/cmd/oracle -llama /path/to/llama.cpp -llama-commit <sha>
+//
 // Run it from the repository root (or pass -out).
 package main
 
@@ -41,6 +46,7 @@ func main() {
 
 type options struct {
 	goldenRun, commit, out, work string
+	llama, tools                 string
 	nGen, nSteps, candidates     int
 	minMargin                    float64
 	lengths                      []int
@@ -49,6 +55,8 @@ type options struct {
 func run() error {
 	var o options
 	flag.StringVar(&o.goldenRun, "golden-run", "", "golden_run binary (built from ../shared/golden/arch/tools/golden_run.cpp against llama.cpp)")
+	flag.StringVar(&o.llama, "llama", "", "llama.cpp tree with a CPU build (build/bin): compile golden_run against it instead of -golden-run")
+	flag.StringVar(&o.tools, "tools", filepath.Join("..", "shared", "golden", "arch", "tools"), "directory of golden_run.cpp (read only), for -llama")
 	flag.StringVar(&o.commit, "llama-commit", "", "llama.cpp commit golden_run is linked against (recorded in the data)")
 	flag.StringVar(&o.out, "out", filepath.Join("internal", "testmodels", "tiny", "testdata"), "output directory")
 	flag.StringVar(&o.work, "work", "", "directory for the GGUF files and llama.cpp's raw output (default: a temporary one, removed)")
@@ -59,8 +67,8 @@ func run() error {
 	flag.IntVar(&o.candidates, "candidates", 64, "random prompts drawn per length")
 	flag.Float64Var(&o.minMargin, "min-margin", 0.01, "smallest top1-top2 margin a kept continuation may have at any step")
 	flag.Parse()
-	if o.goldenRun == "" || o.commit == "" {
-		return errors.New("-golden-run and -llama-commit are required")
+	if (o.goldenRun == "") == (o.llama == "") || o.commit == "" {
+		return errors.New("-llama-commit and one of -golden-run and -llama are required")
 	}
 	for _, f := range strings.Split(*lengths, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -79,6 +87,13 @@ func run() error {
 		}
 		defer os.RemoveAll(dir)
 		o.work = dir
+	}
+	if o.llama != "" {
+		bin, err := buildGoldenRun(o)
+		if err != nil {
+			return err
+		}
+		o.goldenRun = bin
 	}
 	todo := tiny.Shapes
 	if *shapes != "" {
@@ -164,6 +179,25 @@ func shape(o options, s tiny.Shape) error {
 	}
 	fmt.Printf("%s: %s (%d bytes), gguf sha256 %s\n", s.Name, path, len(js)+1, res.GGUFSHA256)
 	return nil
+}
+
+// buildGoldenRun compiles golden_run.cpp of o.tools into o.work against
+// the llama.cpp tree o.llama, as the tools' build.sh does.
+func buildGoldenRun(o options) (string, error) {
+	bin := filepath.Join(o.work, "golden_run")
+	src := filepath.Join(o.tools, "golden_run.cpp")
+	if _, err := os.Stat(src); err != nil {
+		return "", fmt.Errorf("-tools: %w", err)
+	}
+	lib := filepath.Join(o.llama, "build", "bin")
+	cmd := exec.Command("g++", "-O2", "-std=c++17", "-o", bin, src,
+		"-I"+filepath.Join(o.llama, "include"), "-I"+filepath.Join(o.llama, "ggml", "include"),
+		"-L"+lib, "-Wl,-rpath,"+lib, "-lllama", "-lggml", "-lggml-base")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("compiling golden_run: %w", err)
+	}
+	return bin, nil
 }
 
 // llamaCase is one prompt's golden_run output.
