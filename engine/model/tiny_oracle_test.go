@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
+	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
+	"github.com/kvwarden/kvwarden/internal/testmodels"
 	"github.com/kvwarden/kvwarden/internal/testmodels/tiny"
 )
 
@@ -58,11 +60,40 @@ func tinyMaxDiff(t *testing.T, r *Runner, pool *kvcache.Pool, run tiny.Run, id *
 	return worst
 }
 
+// tinyBatchGreedy runs all cases at once, one batch per step (every
+// prompt prefilled in the first, then one token each), so that the
+// mixture-of-experts layers route tokens of different sequences together,
+// and returns each case's greedy tokens.
+func tinyBatchGreedy(t *testing.T, r *Runner, pool *kvcache.Pool, cases []testmodels.ArchCase, id *kvcache.RequestID) [][]int {
+	t.Helper()
+	b := &Batch{}
+	out := make([][]int, len(cases))
+	n := len(cases[0].Generated)
+	for _, c := range cases {
+		require.Len(t, c.Generated, n)
+		tab := pool.NewTable(*id, "tiny")
+		*id++
+		defer func() { require.NoError(t, tab.Release()) }()
+		require.NoError(t, tab.Reserve(len(c.Prompt)+n))
+		b.Seqs = append(b.Seqs, Seq{Tokens: c.Prompt, Table: tab, Logits: true})
+	}
+	for range n {
+		require.NoError(t, r.Forward(b))
+		for i := range b.Seqs {
+			tok := sample.Argmax(b.Logits[i])
+			out[i] = append(out[i], tok)
+			b.Seqs[i].Tokens = []int{tok}
+		}
+	}
+	return out
+}
+
 // TestTinyOracle checks kvwarden against llama.cpp (d32676d) on each tiny
 // shape, at each context size llama.cpp ran it with (Phi-4-mini's: one at
 // its LongRoPE original context, short factors, and one above, long
-// factors): every greedy token equal, and the teacher-forced logits
-// within tinyTol with the prompt prefilled whole and in chunks of 3.
+// factors): every greedy token equal, each prompt alone and all batched
+// together, and the teacher-forced logits within tinyTol with the prompt
+// prefilled whole and in chunks of 3.
 func TestTinyOracle(t *testing.T) {
 	for _, s := range tiny.Shapes {
 		t.Run(s.Name, func(t *testing.T) {
@@ -84,6 +115,9 @@ func TestTinyOracle(t *testing.T) {
 					got, _, _ := greedy(t, r, pool, id, c.Prompt, len(c.Generated), 0)
 					id++
 					require.Equal(t, c.Generated, got, "n_ctx %d case %d greedy", run.NCtx, ci)
+				}
+				for ci, got := range tinyBatchGreedy(t, r, pool, run.Cases, &id) {
+					require.Equal(t, run.Cases[ci].Generated, got, "n_ctx %d case %d greedy, batched", run.NCtx, ci)
 				}
 				d := tinyMaxDiff(t, r, pool, run, &id)
 				t.Logf("n_ctx %d: max |dlogit| %.3g", run.NCtx, d)
