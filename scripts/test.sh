@@ -81,6 +81,11 @@ fi
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed on:"; echo "$unformatted"; exit 1; fi
+# A merge that left its conflict markers in a file no compiler reads (a
+# README, a script's comment) would otherwise go unnoticed.
+if git rev-parse --git-dir >/dev/null 2>&1 && git grep -nE '^(<<<<<<< |>>>>>>> )' -- . ':!bench/out'; then
+  echo "merge conflict markers left in the files above"; exit 1
+fi
 
 step "go vet"
 go vet ./...
