@@ -117,34 +117,11 @@ func mkgguf(args []string) error {
 	b.Set(an+".rope.freq_base", cfg.RopeTheta)
 	b.Set(an+".rope.dimension_count", uint32(cfg.RopeDim))
 	b.Set(an+".vocab_size", uint32(cfg.Vocab))
-	// A placeholder SentencePiece vocabulary: <unk>, <s>, </s>, the 256
-	// byte tokens, then distinct filler pieces. The benchmark feeds token
-	// IDs, so only its size and special IDs matter.
-	toks := make([]string, cfg.Vocab)
-	scores := make([]float32, cfg.Vocab)
-	types := make([]int32, cfg.Vocab)
-	for i := range toks {
-		switch {
-		case i == 0:
-			toks[i], types[i] = "<unk>", 2
-		case i == 1:
-			toks[i], types[i] = "<s>", 3
-		case i == 2:
-			toks[i], types[i] = "</s>", 3
-		case i < 3+256:
-			toks[i], types[i] = fmt.Sprintf("<0x%02X>", i-3), 6
-		default:
-			toks[i], types[i] = fmt.Sprintf("\u2581t%d", i), 1
-			scores[i] = -float32(i)
-		}
-	}
-	b.Set("tokenizer.ggml.model", "llama")
-	b.Set("tokenizer.ggml.tokens", toks)
-	b.Set("tokenizer.ggml.scores", scores)
-	b.Set("tokenizer.ggml.token_type", types)
+	// A placeholder vocabulary: the benchmark feeds token IDs, so only its
+	// size and special IDs matter.
+	b.PlaceholderVocab(cfg.Vocab)
 	b.Set("tokenizer.ggml.bos_token_id", uint32(cfg.BOS))
 	b.Set("tokenizer.ggml.eos_token_id", uint32(cfg.EOS))
-	b.Set("tokenizer.ggml.unknown_token_id", uint32(0))
 	ones := make([]float32, cfg.Dim)
 	for i := range ones {
 		ones[i] = 1

@@ -126,6 +126,8 @@ type ArchGolden struct {
 // its shared-expert gate to np_reference.py; deepseek2 and deepseek2-lite
 // two model entries, without a numpy reference). Tests skip them when
 // absent, under CI too; copied into golden/arch they run like the others.
+// CI checks glm4moe and qwen2moe (and Phi-4-mini's partial rotary with
+// LongRoPE) on the tiny files of package tiny instead (TestTinyOracle).
 var ArchGenerated = map[string]bool{"glm4moe": true, "qwen2moe": true, "deepseek2": true, "deepseek2-lite": true, "deepseek2.Q4_K_M": true}
 
 // LoadArchGolden reads golden/arch/<name>.json (skipping or failing as
