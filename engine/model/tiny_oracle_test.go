@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
 	"github.com/kvwarden/kvwarden/engine/sample"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
@@ -187,6 +189,21 @@ func TestTinyOracleFeaturesMatter(t *testing.T) {
 				w.Layers[i].QBias, w.Layers[i].KBias, w.Layers[i].VBias = nil, nil, nil
 			}
 		}},
+		{shape: "deepseek2", name: "no yarn mscale in the attention scale", mutate: noMLAMscale},
+		{shape: "deepseek2-lite", name: "no yarn mscale in the attention scale", mutate: noMLAMscale},
+		{shape: "deepseek2", name: "neox rope", mutate: func(_ *testing.T, w *Weights) { w.Config.Block.RopeStyle = arch.RopeNeoX }},
+		{shape: "deepseek2", name: "no expert groups", mutate: func(_ *testing.T, w *Weights) { w.Config.Block.MoE.Groups = 0 }},
+		{shape: "deepseek2", name: "no q LoRA norm", mutate: func(_ *testing.T, w *Weights) {
+			for i := range w.Layers {
+				w.Layers[i].MLA.QANorm = ones(len(w.Layers[i].MLA.QANorm))
+			}
+		}},
+		{shape: "deepseek2-lite", name: "no latent norm", mutate: func(_ *testing.T, w *Weights) {
+			for i := range w.Layers {
+				w.Layers[i].MLA.KVANorm = ones(len(w.Layers[i].MLA.KVANorm))
+			}
+		}},
+		{shape: "deepseek2-lite", name: "softmax weights renormalised", mutate: func(_ *testing.T, w *Weights) { w.Config.Block.MoE.NormTopK = true }},
 	} {
 		t.Run(tc.shape+"/"+tc.name, func(t *testing.T) {
 			s, err := tiny.ByName(tc.shape)
@@ -211,6 +228,20 @@ func TestTinyOracleFeaturesMatter(t *testing.T) {
 			require.Greater(t, d, 10*tinyTol, "the oracle data do not tell this feature apart")
 		})
 	}
+}
+
+// noMLAMscale drops YaRN's mscale_all_dim correction from deepseek2's
+// attention scale (1/sqrt(key_length_mla) as without YaRN).
+func noMLAMscale(_ *testing.T, w *Weights) {
+	w.Config.Block.AttnScale = float32(1 / math.Sqrt(float64(w.Config.Block.MLA.Nope+w.Config.RopeDim)))
+}
+
+func ones(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
 }
 
 // TestTinyBuildDeterministic checks that the generator is a pure function

@@ -33,7 +33,7 @@
 // writes its tensors in the Attention hook and its extra metadata in
 // Keys, keeping the built-in FFN: a deepseek2-like shape would put MLA's
 // low-rank attention tensors and attention.*_lora_rank keys there and
-// describe its routed and shared experts with MoE.
+// describe its routed and shared experts with MoE (deepseek2Shape does).
 package tiny
 
 import (
@@ -178,6 +178,80 @@ var Shapes = []Shape{
 		QKVBias: true,
 		MoE:     &MoE{Experts: 4, Used: 2, Hidden: 32, SharedHidden: 64, SharedGate: true},
 	},
+	deepseek2Shape("deepseek2", 4, 24, true),
+	deepseek2Shape("deepseek2-lite", 5, 0, false),
+}
+
+// deepseek2Shape is a DeepSeek-style deepseek2 model: multi-head latent
+// attention (4 heads; kv_lora_rank 16, 8 rotated and 16 non-rotated
+// query/key dims, value width 16; a q LoRA of rank qRank, or plain attn_q
+// when 0), YaRN factor 4 over an original context of 64 with a
+// mscale_all_dim, a dense layer 0 and an MoE layer 1 with shared experts.
+// v3 makes it DeepSeek-V3-like (sigmoid router with exp_probs_b, 2 expert
+// groups of which 1 is used, weights normalised and scaled by 2.5, one
+// shared expert, mscale_all_dim 1.0), else V2-Lite-like (softmax router
+// without a gating key, no groups, weights neither normalised nor scaled,
+// two shared experts, mscale_all_dim 0.707).
+func deepseek2Shape(name string, seed uint64, qRank int, v3 bool) Shape {
+	const dim, heads, rank, rope, nope, vdim = 64, 4, 16, 8, 16, 16
+	s := Shape{
+		Name: name, Arch: "deepseek2", Seed: seed,
+		Dim: dim, Hidden: 128, Layers: 2, Heads: heads, KVHeads: 1, HeadDim: rank + rope, RopeDim: rope,
+		Vocab: 320, Context: 256, RopeTheta: 10000, NormEps: 1e-6,
+		MoE: &MoE{Experts: 8, Used: 2, Hidden: 32, LeadingDense: 1, SharedCount: 2},
+	}
+	mscale := float32(0.707)
+	if v3 {
+		s.Notes = "DeepSeek-V3-like deepseek2: multi-head latent attention (4 heads, q LoRA rank 24, kv_lora_rank 16, " +
+			"8 rotated + 16 non-rotated q/k dims, value 16, normal rope on the rotated dims only), YaRN factor 4 over " +
+			"original context 64 with mscale_all_dim 1.0 (yarn_log_multiplier 0.1), dense layer 0, MoE layer 1 " +
+			"(8 experts in 2 groups of which the best is kept, a group scoring its 2 best experts, top-2, sigmoid router with exp_probs_b, normalised " +
+			"weights scaled by 2.5, one shared expert), untied output"
+		s.MoE = &MoE{Experts: 8, Used: 2, Hidden: 32, LeadingDense: 1, Sigmoid: true, SelectBias: true,
+			Norm: true, Scale: 2.5, SharedCount: 1}
+		mscale = 1
+	} else {
+		s.Notes = "DeepSeek-V2-Lite-like deepseek2: multi-head latent attention with plain attn_q (q_lora_rank 0; " +
+			"otherwise as the deepseek2 shape), YaRN factor 4 over 64 with mscale_all_dim 0.707, dense layer 0, MoE " +
+			"layer 1 (8 experts, top-2, softmax router without a gating key, weights neither normalised nor scaled, " +
+			"two shared experts), untied output"
+	}
+	s.Keys = func(g *Gen, an string) {
+		for _, kv := range []struct {
+			key string
+			v   int
+		}{
+			{"attention.q_lora_rank", qRank}, {"attention.kv_lora_rank", rank}, {"attention.key_length", rank + rope},
+			{"attention.value_length", rank}, {"attention.key_length_mla", nope + rope},
+			{"attention.value_length_mla", vdim}, {"rope.scaling.original_context_length", 64},
+		} {
+			g.B.Set(an+"."+kv.key, uint32(kv.v))
+		}
+		g.B.Set(an+".rope.scaling.type", "yarn")
+		g.B.Set(an+".rope.scaling.factor", float32(4))
+		// The converter writes 0.1*mscale_all_dim.
+		g.B.Set(an+".rope.scaling.yarn_log_multiplier", 0.1*mscale)
+		if v3 {
+			g.B.Set(an+".expert_group_count", uint32(2))
+			g.B.Set(an+".expert_group_used_count", uint32(1))
+		}
+	}
+	s.Attention = func(g *Gen, p string, _ int) {
+		g.Norm(p+"attn_norm.weight", dim)
+		if qRank > 0 {
+			g.Mat(p+"attn_q_a.weight", 1, qRank, dim)
+			g.Norm(p+"attn_q_a_norm.weight", qRank)
+			g.Mat(p+"attn_q_b.weight", 1, heads*(nope+rope), qRank)
+		} else {
+			g.Mat(p+"attn_q.weight", 1, heads*(nope+rope), dim)
+		}
+		g.Mat(p+"attn_kv_a_mqa.weight", 1, rank+rope, dim)
+		g.Norm(p+"attn_kv_a_norm.weight", rank)
+		g.Mat(p+"attn_k_b.weight", heads, rank, nope) // ggml dims {nope, rank, heads}
+		g.Mat(p+"attn_v_b.weight", heads, vdim, rank) // {rank, vdim, heads}
+		g.Mat(p+"attn_output.weight", 1, dim, heads*vdim)
+	}
+	return s
 }
 
 // ByName is the shape called name.
