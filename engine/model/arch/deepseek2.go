@@ -8,7 +8,7 @@ import (
 func init() {
 	Register(Arch{
 		Name:   "deepseek2",
-		Models: "DeepSeek-V2, DeepSeek-V2-Lite, DeepSeek-V2.5, DeepSeek-V3, DeepSeek-R1, Kimi-K2",
+		Models: "DeepSeek-V2, DeepSeek-V2-Lite, DeepSeek-V2.5, DeepSeek-V3, DeepSeek-R1 (Kimi-K2's block too)",
 		// Multi-head latent attention (Block.MLA) with normal (adjacent-
 		// pair) RoPE over the rope.dimension_count rotated values only; the
 		// first leading_dense_block_count layers have a dense FFN, the rest
