@@ -212,7 +212,7 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 	if b := kvType.BlockElems(); mc.HeadDim%b != 0 {
 		return r, invalid("KVType %s stores blocks of %d values along the head; this model's head dim %d is not a multiple (use f16)", c.KVType, b, mc.HeadDim)
 	}
-	geo := kvcache.Geometry{PageSize: c.PageSize, Layers: mc.Layers, KVHeads: mc.KVHeads, HeadDim: mc.HeadDim, DType: kvType}
+	geo := mc.KVGeometry(c.PageSize, kvType) // K-only for latent attention
 	pageBytes := geo.PageBytes()
 	switch {
 	case c.KVPages == 0 && c.KVMemory > 0:

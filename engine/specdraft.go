@@ -99,7 +99,7 @@ func (d *draftModel) init(cfg Config, vocab int) error {
 		pages = draftPoolPagesForTest
 	}
 	pool, err := kvcache.New(cpu.New(), kvcache.Config{
-		Geometry: kvcache.Geometry{PageSize: ps, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F16},
+		Geometry: c.KVGeometry(ps, device.F16),
 		Pages:    pages, ZeroOnRelease: cfg.ZeroOnRelease, Poison: cfg.Poison, Logger: cfg.Logger,
 	})
 	if err != nil {

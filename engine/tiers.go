@@ -135,8 +135,8 @@ func (e *Engine) abandon() {
 
 // kvFingerprint is what a sealed page is bound to besides its tenant and
 // identity: the model (Fingerprint: architecture, dimensions, RoPE,
-// tokenizer, weights) and the KV layout (type, page size), so a page is
-// never read into another model or KV type.
+// tokenizer, weights) and the KV layout (type, page size, planes), so a
+// page is never read into another model, KV type or page layout.
 func (e *Engine) kvFingerprint() []byte {
 	h := sha256.New()
 	fp := e.Fingerprint()
@@ -146,6 +146,12 @@ func (e *Engine) kvFingerprint() []byte {
 	var b []byte
 	for _, v := range []int{int(g.DType), g.PageSize, g.Layers, g.KVHeads, g.HeadDim} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	if g.KOnly {
+		// Only K-only layouts add the plane count, so every two-plane
+		// fingerprint (and the disk pages sealed under it) is unchanged,
+		// while a K-only page can never open as a two-plane one.
+		b = binary.LittleEndian.AppendUint64(b, uint64(g.Planes()))
 	}
 	h.Write(b)
 	return h.Sum(nil)

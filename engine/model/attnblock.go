@@ -56,11 +56,10 @@ func (r *Runner) attentionBlocked(layer int, rows []row) bool {
 	ps := r.geo.PageSize
 	pageElems := r.geo.PageElems()
 	kvDim := r.geo.RowUnits()
-	kLayer := layer * 2 * ps * kvDim
-	vDelta := ps * kvDim // V follows K in the same page
-	if c.Block.MLA.KVRank > 0 {
-		vDelta = 0 // latent attention: the values are the K rows
-	}
+	kLayer := r.geo.KOffset(0, layer, 0)
+	// V follows K in the same page; latent attention's K-only pool reads
+	// the values from the K rows (VOffset is KOffset).
+	vDelta := r.geo.VOffset(0, layer, 0) - kLayer
 	kv := r.kv.f16
 
 	// Units: blocks of consecutive rows of one sequence, by KV head; the

@@ -75,7 +75,7 @@ func TestAttentionBlockedBits(t *testing.T) {
 func prefillHidden(t *testing.T, w *Weights, chunks []int, other int) [][]float32 {
 	c := w.Config
 	pool, err := kvcache.New(cpu.New(), kvcache.Config{
-		Geometry: kvcache.Geometry{PageSize: 16, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F16},
+		Geometry: c.KVGeometry(16, device.F16),
 		Pages:    (chunks[0]+chunks[1]+other)/16 + 4,
 		Poison:   true,
 	})

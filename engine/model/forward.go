@@ -60,6 +60,10 @@ func NewRunnerContext(w *Weights, pool *kvcache.Pool, maxContext int) (*Runner, 
 		return nil, fmt.Errorf("model: pool geometry (layers %d, kv heads %d, head dim %d) does not match the model (%d, %d, %d)",
 			g.Layers, g.KVHeads, g.HeadDim, c.Layers, c.KVHeads, c.HeadDim)
 	}
+	if g.KOnly != c.KOnlyKV() {
+		return nil, fmt.Errorf("model: pool has %d KV planes, the model needs %d (K-only for latent attention; see Config.KVGeometry)",
+			g.Planes(), c.KVGeometry(g.PageSize, g.DType).Planes())
+	}
 	kv, err := newKVStore(pool)
 	if err != nil {
 		return nil, err
@@ -391,8 +395,7 @@ func (r *Runner) attention(layer int, rows []row) {
 	ps := r.geo.PageSize
 	pageElems := r.geo.PageElems()
 	kvDim := r.geo.RowUnits() // arena units of a row: bytes for a quantized KV
-	kLayer := layer * 2 * ps * kvDim
-	vLayer := (layer*2 + 1) * ps * kvDim
+	kLayer := r.geo.KOffset(0, layer, 0)
 
 	// One unit is a (row, head range). Decode of a single sequence splits
 	// its heads across threads; batches split by rows.
@@ -425,11 +428,9 @@ func (r *Runner) attention(layer int, rows []row) {
 	// A row's K and V of one layer and position: one offset per position,
 	// shared by all heads (each head adds its own kvHead*hd by slicing kv).
 	// V sits ps*kvDim after K in the same page; latent attention's values
-	// are its keys' first values, read from the K rows.
-	vDelta := vLayer - kLayer
-	if c.Block.MLA.KVRank > 0 {
-		vDelta = 0
-	}
+	// are its keys' first values, read from the K rows of its K-only pool
+	// (VOffset is KOffset there).
+	vDelta := r.geo.VOffset(0, layer, 0) - kLayer
 	work := func(u unit, sc []float32, offs []int) {
 		rw := rows[u.row]
 		first, end := 0, rw.last

@@ -46,7 +46,7 @@ func loadGolden(t *testing.T) []goldenCase {
 func newTestPool(t testing.TB, c Config, pages int) *kvcache.Pool {
 	t.Helper()
 	p, err := kvcache.New(cpu.New(), kvcache.Config{
-		Geometry: kvcache.Geometry{PageSize: 16, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: device.F32},
+		Geometry: c.KVGeometry(16, device.F32),
 		Pages:    pages,
 		Poison:   true, // any read of an unwritten slot turns into NaN logits
 	})

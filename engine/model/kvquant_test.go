@@ -16,7 +16,7 @@ import (
 func newTypedPool(t testing.TB, c Config, pages int, dt device.DType) *kvcache.Pool {
 	t.Helper()
 	p, err := kvcache.New(cpu.New(), kvcache.Config{
-		Geometry: kvcache.Geometry{PageSize: 16, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: dt},
+		Geometry: c.KVGeometry(16, dt),
 		Pages:    pages,
 		Poison:   true, // any read of an unwritten slot turns into NaN logits
 	})

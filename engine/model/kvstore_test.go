@@ -14,7 +14,7 @@ import (
 func kvPool(t *testing.T, c Config, dt device.DType) *kvcache.Pool {
 	t.Helper()
 	p, err := kvcache.New(cpu.New(), kvcache.Config{
-		Geometry: kvcache.Geometry{PageSize: 16, Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: dt},
+		Geometry: c.KVGeometry(16, dt),
 		Pages:    16, Poison: true,
 	})
 	require.NoError(t, err)

@@ -12,14 +12,35 @@ const DefaultPageSize = 16
 // Geometry is the shape of one page. One page index covers a block of
 // PageSize token slots in every layer, laid out as
 // [layer][K|V][slot][KVHeads*HeadDim], so a layer's K (or V) rows of a page
-// are contiguous for the attention kernel.
+// are contiguous for the attention kernel; a K-only page (KOnly) is
+// [layer][K][slot][KVHeads*HeadDim].
 type Geometry struct {
 	PageSize int // tokens per page; 0 means DefaultPageSize
 	Layers   int
 	KVHeads  int
 	HeadDim  int
 	DType    device.DType
+	// KOnly gives every layer one plane (K) instead of two (K and V).
+	// Latent attention (deepseek2's MLA) keeps one row per token, the
+	// compressed latent and the rotated key, and reads its values from
+	// that same row: a V plane would double the pool for rows nobody
+	// writes or reads. In this layout VOffset is KOffset by design (the
+	// values are the K rows), and WriteKV/ReadKV take no V row.
+	KOnly bool
 }
+
+// Planes is the number of row planes per layer: 2 (K and V), or 1 for a
+// K-only geometry.
+func (g Geometry) Planes() int {
+	if g.KOnly {
+		return 1
+	}
+	return 2
+}
+
+// Runs is the number of contiguous runs of PageSize rows in a page (one
+// per plane and layer), the unit of partial-page copies and checksums.
+func (g Geometry) Runs() int { return g.Layers * g.Planes() }
 
 // KVDim is the number of elements of one token's K (or V) in one layer.
 func (g Geometry) KVDim() int { return g.KVHeads * g.HeadDim }
@@ -36,9 +57,13 @@ func (g Geometry) HeadUnits() int { return g.DType.RowBytes(g.HeadDim) / g.DType
 // RowBytes is the size in bytes of one token's K (or V) in one layer.
 func (g Geometry) RowBytes() int { return g.DType.RowBytes(g.KVDim()) }
 
+// TokenBytes is the KV memory one token takes: its rows in every layer
+// and plane.
+func (g Geometry) TokenBytes() int64 { return int64(g.Runs()) * int64(g.RowBytes()) }
+
 // PageElems is the number of arena units in a page (elements, or bytes for
 // a block-quantized type).
-func (g Geometry) PageElems() int { return g.Layers * 2 * g.PageSize * g.RowUnits() }
+func (g Geometry) PageElems() int { return g.Runs() * g.PageSize * g.RowUnits() }
 
 // PageBytes is the size of a page in bytes.
 func (g Geometry) PageBytes() int64 { return int64(g.PageElems()) * int64(g.DType.Size()) }
@@ -46,11 +71,16 @@ func (g Geometry) PageBytes() int64 { return int64(g.PageElems()) * int64(g.DTyp
 // KOffset is the unit index in the arena (see RowUnits) of the first of
 // KVDim K values of slot in layer of page.
 func (g Geometry) KOffset(page uint32, layer, slot int) int {
-	return int(page)*g.PageElems() + (layer*2*g.PageSize+slot)*g.RowUnits()
+	return int(page)*g.PageElems() + (layer*g.Planes()*g.PageSize+slot)*g.RowUnits()
 }
 
-// VOffset is KOffset for the V values.
+// VOffset is KOffset for the V values. In a K-only geometry it is KOffset:
+// the values are read from the K rows, and there is no other plane an
+// offset could point into.
 func (g Geometry) VOffset(page uint32, layer, slot int) int {
+	if g.KOnly {
+		return g.KOffset(page, layer, slot)
+	}
 	return int(page)*g.PageElems() + ((layer*2+1)*g.PageSize+slot)*g.RowUnits()
 }
 

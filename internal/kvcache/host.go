@@ -548,7 +548,7 @@ func (p *Pool) hostCharge(slots int) int64 {
 func (p *Pool) HostCopyBytes() int64 { return p.hostCharge(p.geo.PageSize) }
 
 func (p *Pool) packedLen(slots int) int {
-	return 2 * p.geo.Layers * slots * p.geo.RowBytes()
+	return p.geo.Runs() * slots * p.geo.RowBytes()
 }
 
 func (p *Pool) downloadPacked(buf []byte, idx uint32, slots int) error {
@@ -558,7 +558,7 @@ func (p *Pool) downloadPacked(buf []byte, idx uint32, slots int) error {
 	}
 	run := int64(p.geo.PageSize * p.geo.RowBytes())
 	n := slots * p.geo.RowBytes()
-	for r := range 2 * p.geo.Layers {
+	for r := range p.geo.Runs() {
 		if err := p.arena.Download(buf[r*n:(r+1)*n], off+int64(r)*run); err != nil {
 			return err
 		}
@@ -573,7 +573,7 @@ func (p *Pool) uploadPacked(idx uint32, slots int, buf []byte) error {
 	}
 	run := int64(p.geo.PageSize * p.geo.RowBytes())
 	n := slots * p.geo.RowBytes()
-	for r := range 2 * p.geo.Layers {
+	for r := range p.geo.Runs() {
 		if err := p.arena.Upload(off+int64(r)*run, buf[r*n:(r+1)*n]); err != nil {
 			return err
 		}

@@ -657,10 +657,11 @@ func (p *Pool) CorruptPage(index uint32) error {
 	if !p.pages[index].sealed && p.ext[index].partN == 0 {
 		return fmt.Errorf("kvcache: corrupt page %d: %w", index, ErrNotSealed)
 	}
-	// Slot 0 of the first V run (layer 0): written and checksummed in
-	// either case. The element's top byte holds its sign and exponent, so
-	// the value read changes visibly, not only its checksum.
-	off := p.pageOff(index) + int64(p.geo.PageSize*p.geo.RowBytes()) + p.elemSize - 1
+	// Slot 0 of the first V run (layer 0), or of the first K run of a
+	// K-only page: written and checksummed in either case. The element's
+	// top byte holds its sign and exponent, so the value read changes
+	// visibly, not only its checksum.
+	off := p.pageOff(index) + int64(p.geo.Planes()-1)*int64(p.geo.PageSize*p.geo.RowBytes()) + p.elemSize - 1
 	var b [1]byte
 	if err := p.arena.Download(b[:], off); err != nil {
 		return err

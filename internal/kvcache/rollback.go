@@ -49,8 +49,11 @@ func (t *PageTable) Rollback() error {
 	}
 	es := int64(p.geo.DType.Size())
 	n := int64(ps-rem) * int64(p.geo.RowBytes())
+	run := p.geo.PageSize * p.geo.RowUnits()
 	for layer := range p.geo.Layers {
-		for _, off := range [2]int{p.geo.KOffset(ref.Index, layer, rem), p.geo.VOffset(ref.Index, layer, rem)} {
+		// Each plane of the layer (K, then V unless K-only): the same slots.
+		for plane := range p.geo.Planes() {
+			off := p.geo.KOffset(ref.Index, layer, rem) + plane*run
 			if err := fillSpan(p.arena, int64(off)*es, n, word); err != nil {
 				return fmt.Errorf("kvcache: rollback scrub of %v: %w", ref, err)
 			}

@@ -419,9 +419,9 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 	return nil
 }
 
-// WriteKV writes token pos's K and V rows for layer (KVDim values each). It
-// is Location plus the copy, for callers that do not write the arena
-// themselves. Rows are converted to the pool's element type (f16 and bf16
+// WriteKV writes token pos's K and V rows for layer (KVDim values each; v
+// is nil for a K-only pool, which has no V row). It is Location plus the
+// copy, for callers that do not write the arena themselves. Rows are converted to the pool's element type (f16 and bf16
 // round to nearest even).
 func (t *PageTable) WriteKV(pos, layer int, k, v []float32) error {
 	p := t.pool
@@ -435,7 +435,8 @@ func (t *PageTable) WriteKV(pos, layer int, k, v []float32) error {
 	return p.rowIO(page, layer, slot, k, v, true)
 }
 
-// ReadKV reads token pos's K and V rows for layer. Only written positions
+// ReadKV reads token pos's K and V rows for layer (v nil for a K-only
+// pool). Only written positions
 // can be read, and the page is validated first (owner or shared prefix,
 // tenant, generation).
 func (t *PageTable) ReadKV(pos, layer int, k, v []float32) error {
@@ -465,32 +466,40 @@ func (t *PageTable) ReadKV(pos, layer int, k, v []float32) error {
 }
 
 func (p *Pool) checkRow(layer int, k, v []float32) error {
-	if layer < 0 || layer >= p.geo.Layers || len(k) != p.geo.KVDim() || len(v) != p.geo.KVDim() {
-		return fmt.Errorf("%w: layer %d of %d, rows of %d and %d values (want %d)",
-			ErrOutOfRange, layer, p.geo.Layers, len(k), len(v), p.geo.KVDim())
+	wantV := p.geo.KVDim()
+	if p.geo.KOnly {
+		// A V row given to a K-only pool would land on the K row (VOffset
+		// is KOffset): refused rather than silently overwriting the keys.
+		wantV = 0
+	}
+	if layer < 0 || layer >= p.geo.Layers || len(k) != p.geo.KVDim() || len(v) != wantV {
+		return fmt.Errorf("%w: layer %d of %d, rows of %d and %d values (want %d and %d)",
+			ErrOutOfRange, layer, p.geo.Layers, len(k), len(v), p.geo.KVDim(), wantV)
 	}
 	return nil
 }
 
 func (p *Pool) rowIO(page uint32, layer, slot int, k, v []float32, write bool) error {
-	ko, vo := p.geo.KOffset(page, layer, slot), p.geo.VOffset(page, layer, slot)
+	type rowAt struct {
+		off int
+		row []float32
+	}
+	rows := [2]rowAt{{p.geo.KOffset(page, layer, slot), k}, {p.geo.VOffset(page, layer, slot), v}}
+	io := rows[:p.geo.Planes()] // K alone in a K-only pool
 	if p.f32 != nil {
 		d := p.geo.KVDim()
-		if write {
-			copy(p.f32[ko:ko+d], k)
-			copy(p.f32[vo:vo+d], v)
-		} else {
-			copy(k, p.f32[ko:ko+d])
-			copy(v, p.f32[vo:vo+d])
+		for _, r := range io {
+			if write {
+				copy(p.f32[r.off:r.off+d], r.row)
+			} else {
+				copy(r.row, p.f32[r.off:r.off+d])
+			}
 		}
 		return nil
 	}
 	es := int(p.elemSize)
 	buf := make([]byte, p.geo.RowBytes())
-	for _, r := range [2]struct {
-		off int
-		row []float32
-	}{{ko, k}, {vo, v}} {
+	for _, r := range io {
 		if write {
 			encodeRow(buf, r.row, p.geo.DType)
 			if err := p.arena.Upload(int64(r.off)*int64(es), buf); err != nil {

@@ -175,8 +175,8 @@ func (p *Pool) verifyEntry(t *PageTable, i, slots int, want uint64) error {
 }
 
 // deviceChecksum hashes the first slots token slots of a page on the
-// device. A full page is one range; a partial one is 2*Layers runs (K and V
-// of each layer), whose checksums are combined.
+// device. A full page is one range; a partial one is Runs runs (K and V,
+// or K alone, of each layer), whose checksums are combined.
 func (p *Pool) deviceChecksum(idx uint32, slots int) (uint64, error) {
 	off := p.pageOff(idx)
 	if slots == p.geo.PageSize {
@@ -186,7 +186,7 @@ func (p *Pool) deviceChecksum(idx uint32, slots int) (uint64, error) {
 	n := int64(slots * p.geo.RowBytes())
 	var stack [64]uint64
 	sums := stack[:0]
-	for r := range int64(2 * p.geo.Layers) {
+	for r := range int64(p.geo.Runs()) {
 		s, err := p.arena.Checksum(off+r*runBytes, n)
 		if err != nil {
 			return 0, err
@@ -196,13 +196,13 @@ func (p *Pool) deviceChecksum(idx uint32, slots int) (uint64, error) {
 	return device.CombineChecksums(sums), nil
 }
 
-// hostChecksum is deviceChecksum over a packed host copy: the 2*Layers runs
+// hostChecksum is deviceChecksum over a packed host copy: the Runs runs
 // of slots tokens each, back to back (for a full page, the page itself).
 func (p *Pool) hostChecksum(b []byte, slots int) uint64 {
 	if slots == p.geo.PageSize {
 		return device.Checksum(b)
 	}
-	n := len(b) / (2 * p.geo.Layers)
+	n := len(b) / p.geo.Runs()
 	var stack [64]uint64
 	sums := stack[:0]
 	for off := 0; off+n <= len(b) && n > 0; off += n {

@@ -110,6 +110,12 @@ func newRunner(dev *cuda.Device, c model.Config, factors []float32, pool *kvcach
 		return nil, fmt.Errorf("gpu: pool geometry (layers %d, kv heads %d, head dim %d) does not match the model (%d, %d, %d)",
 			g.Layers, g.KVHeads, g.HeadDim, c.Layers, c.KVHeads, c.HeadDim)
 	}
+	if g.KOnly {
+		// The kernels find a layer's K at layer*2*PageSize*KVDim and V
+		// PageSize*KVDim after it (SlotOffset): a K-only page would be
+		// read as another layer's rows.
+		return nil, fmt.Errorf("%w: a K-only KV pool (latent attention's single plane) on CUDA", model.ErrNotImplemented)
+	}
 	if _, err := kvName(g.DType); err != nil {
 		return nil, err
 	}
