@@ -309,7 +309,7 @@ func (s *seq) readAll(viaReadKV bool) error {
 	if tb.Written() != len(s.oracle) {
 		return fmt.Errorf("table has %d written, oracle %d", tb.Written(), len(s.oracle))
 	}
-	k, v := make([]float32, g.KVDim()), make([]float32, g.KVDim())
+	k, v := rowBufs(g)
 	pages := tb.Pages()
 	for pos, want := range s.oracle {
 		for l := range g.Layers {
@@ -325,9 +325,9 @@ func (s *seq) readAll(viaReadKV bool) error {
 			}
 			wk, wv := rows(g, want.w, want.pos, l)
 			for j := range k {
-				if k[j] != wk[j] || v[j] != wv[j] {
+				if k[j] != wk[j] || v != nil && v[j] != wv[j] {
 					return fmt.Errorf("ISOLATION: request %d position %d layer %d elem %d: read K %v V %v, want K %v V %v (writer %+v)",
-						s.req, pos, l, j, k[j], v[j], wk[j], wv[j], want.w)
+						s.req, pos, l, j, k, v, wk, wv, want.w)
 				}
 			}
 		}

@@ -20,10 +20,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // reruns the storage tests with f16.
 var testDType = device.F32
 
+// testKOnly makes the pools the tests build K-only (one plane per layer,
+// as latent attention's); TestKOnlyPool reruns the storage tests with it.
+var testKOnly bool
+
 // smallGeo keeps pages tiny so tests can use many of them.
 func smallGeo() Geometry {
 	// A block-quantized row needs whole blocks of 32 along the head.
-	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4 * max(1, testDType.BlockElems()/4), DType: testDType}
+	return Geometry{PageSize: 4, Layers: 2, KVHeads: 2, HeadDim: 4 * max(1, testDType.BlockElems()/4), DType: testDType, KOnly: testKOnly}
 }
 
 func newPool(tb testing.TB, pages int, mod func(*Config)) *Pool {
@@ -57,10 +61,21 @@ type writer struct {
 }
 
 func rows(g Geometry, w writer, pos, layer int) (k, v []float32) {
-	k, v = make([]float32, g.KVDim()), make([]float32, g.KVDim())
+	k, v = rowBufs(g)
 	for j := range k {
 		k[j] = exactAt(g.DType, j, rowVal(w.req, w.tenant, pos, layer, 0, j, w.gen))
+	}
+	for j := range v {
 		v[j] = exactAt(g.DType, j, rowVal(w.req, w.tenant, pos, layer, 1, j, w.gen))
+	}
+	return k, v
+}
+
+// rowBufs is a K and a V row of g (no V row in a K-only geometry).
+func rowBufs(g Geometry) (k, v []float32) {
+	k = make([]float32, g.KVDim())
+	if !g.KOnly {
+		v = make([]float32, g.KVDim())
 	}
 	return k, v
 }
@@ -114,7 +129,7 @@ func writeTokens(tb testing.TB, t *PageTable, w writer, n int) {
 func checkTokens(tb testing.TB, t *PageTable, from, to int, w writer) {
 	tb.Helper()
 	g := t.pool.geo
-	k, v := make([]float32, g.KVDim()), make([]float32, g.KVDim())
+	k, v := rowBufs(g)
 	for pos := from; pos < to; pos++ {
 		for l := range g.Layers {
 			require.NoError(tb, t.ReadKV(pos, l, k, v))
@@ -196,7 +211,7 @@ func pageFloats(p *Pool, idx uint32) []float32 {
 	}
 	out := make([]float32, n)
 	if p.geo.DType.Quantized() { // a page is whole blocks: decode them as one row
-		out = make([]float32, p.geo.Layers*2*p.geo.PageSize*p.geo.KVDim())
+		out = make([]float32, p.geo.Runs()*p.geo.PageSize*p.geo.KVDim())
 	}
 	decodeRow(out, buf, p.geo.DType)
 	return out

@@ -19,16 +19,33 @@ func TestGeometry(t *testing.T) {
 		{PageSize: 16, Layers: 5, KVHeads: 4, HeadDim: 8, DType: device.F32},
 		{PageSize: 1, Layers: 1, KVHeads: 1, HeadDim: 1, DType: device.F32},
 		{PageSize: 16, Layers: 3, KVHeads: 2, HeadDim: 64, DType: device.F16},
+		// K-only (latent attention): one plane per layer.
+		{PageSize: 16, Layers: 5, KVHeads: 4, HeadDim: 8, DType: device.F32, KOnly: true},
+		{PageSize: 1, Layers: 1, KVHeads: 1, HeadDim: 1, DType: device.F32, KOnly: true},
+		{PageSize: 16, Layers: 3, KVHeads: 1, HeadDim: 576, DType: device.F16, KOnly: true},
 	} {
 		t.Run(fmt.Sprintf("%+v", g), func(t *testing.T) {
+			planes := 2
+			if g.KOnly {
+				planes = 1
+			}
+			require.Equal(t, planes, g.Planes())
+			require.Equal(t, g.Layers*planes, g.Runs())
 			require.Equal(t, g.KVHeads*g.HeadDim, g.KVDim())
-			require.Equal(t, int64(g.Layers*2*g.PageSize*g.KVDim()*g.DType.Size()), g.PageBytes())
-			// Every row of two pages is disjoint and together they tile both pages.
+			require.Equal(t, int64(g.Layers*planes*g.KVDim()*g.DType.Size()), g.TokenBytes())
+			require.Equal(t, int64(g.Layers*planes*g.PageSize*g.KVDim()*g.DType.Size()), g.PageBytes())
+			require.Equal(t, g.TokenBytes()*int64(g.PageSize), g.PageBytes())
+			// Every row of two pages is disjoint and together they tile both
+			// pages: a K-only page holds its K rows and nothing else, and its
+			// V offset is the K row itself, never another layer's or page's.
 			seen := make([]bool, 2*g.PageElems())
 			for page := uint32(0); page < 2; page++ {
 				for l := range g.Layers {
 					for s := range g.PageSize {
-						for _, off := range []int{g.KOffset(page, l, s), g.VOffset(page, l, s)} {
+						if g.KOnly {
+							require.Equal(t, g.KOffset(page, l, s), g.VOffset(page, l, s))
+						}
+						for _, off := range []int{g.KOffset(page, l, s), g.VOffset(page, l, s)}[:planes] {
 							for j := range g.KVDim() {
 								require.False(t, seen[off+j], "element %d covered twice", off+j)
 								seen[off+j] = true

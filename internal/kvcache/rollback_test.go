@@ -28,7 +28,7 @@ func slotFloats(p *Pool, idx uint32, slot int) []float32 {
 	base := p.geo.KOffset(idx, 0, 0)
 	var out []float32
 	for l := range p.geo.Layers {
-		for _, off := range []int{p.geo.KOffset(idx, l, slot), p.geo.VOffset(idx, l, slot)} {
+		for _, off := range []int{p.geo.KOffset(idx, l, slot), p.geo.VOffset(idx, l, slot)}[:p.geo.Planes()] {
 			f := (off - base) / p.geo.RowUnits() * p.geo.KVDim() // rows of a decoded page
 			out = append(out, page[f:f+p.geo.KVDim()]...)
 		}
