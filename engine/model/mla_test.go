@@ -113,8 +113,9 @@ func TestDeepseek2Loads(t *testing.T) {
 }
 
 // TestDeepseek2SequencesIsolated: latent attention reads only a row's own
-// sequence's pages, and never the V half of a page (the pool poisons
-// unwritten slots, so reading one would turn the logits into NaN): two
+// sequence's pages, and only their K rows (the pool is K-only and poisons
+// unwritten slots, so reading past the K plane would turn the logits into
+// NaN): two
 // sequences decoded in one batch give each the logits it gets alone.
 func TestDeepseek2SequencesIsolated(t *testing.T) {
 	w, err := newTinyDeepseek2().load(t)
