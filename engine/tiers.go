@@ -137,12 +137,14 @@ func (e *Engine) abandon() {
 // identity: the model (Fingerprint: architecture, dimensions, RoPE,
 // tokenizer, weights) and the KV layout (type, page size, planes), so a
 // page is never read into another model, KV type or page layout.
-func (e *Engine) kvFingerprint() []byte {
+func (e *Engine) kvFingerprint() []byte { return kvFingerprintOf(e.Fingerprint(), e.pool.Geometry()) }
+
+// kvFingerprintOf is kvFingerprint for a model fingerprint and a pool
+// geometry.
+func kvFingerprintOf(fp [32]byte, g kvcache.Geometry) []byte {
 	h := sha256.New()
-	fp := e.Fingerprint()
 	h.Write([]byte("kvwarden kv fingerprint v1"))
 	h.Write(fp[:])
-	g := e.pool.Geometry()
 	var b []byte
 	for _, v := range []int{int(g.DType), g.PageSize, g.Layers, g.KVHeads, g.HeadDim} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
