@@ -393,7 +393,8 @@ type Result struct {
 // of a resolved configuration (Engine.Config).
 func (c Config) CapacityTokens() int { return c.KVPages * c.PageSize }
 
-// PageBytes is the size of one KV page (all layers, K and V) of a resolved
+// PageBytes is the size of one KV page (all layers, K and V; K alone for
+// latent attention, whose values are read from its K rows) of a resolved
 // configuration (Engine.Config); 0 before resolution.
 func (c Config) PageBytes() int64 {
 	if c.KVPages == 0 {

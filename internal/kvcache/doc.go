@@ -3,6 +3,14 @@
 // and every transition of a page's life (alloc, write, seal, share, lease,
 // release, scrub, quarantine, offload to and restore from the host tier).
 //
+// A page holds PageSize token slots of every layer, a plane of K rows and
+// a plane of V rows per layer (Geometry). A K-only geometry (KOnly, for
+// latent attention, whose one row per token serves as key and value) has
+// the K plane alone: PageBytes, copies, checksums, scrubs and host-tier
+// packing all follow Geometry.Runs, and such a pool takes no V row, so it
+// uses half the memory of the two-plane layout and nothing is allocated
+// that is never written.
+//
 // It enforces the isolation contract of docs/ISOLATION.md (invariants 3-7 and 10):
 //
 //   - Every page carries an owner (RequestID), a tenant, a generation bumped
