@@ -70,7 +70,10 @@ func NewEcho(pool *kvcache.Pool, sep int, fault string) (*Echo, error) {
 	if g.KVDim() < 2 {
 		return nil, fmt.Errorf("audit: the echo model needs a KV width of at least 2, have %d", g.KVDim())
 	}
-	e := &Echo{Sep: sep, pool: pool, geo: g, k: make([]float32, g.KVDim()), v: make([]float32, g.KVDim())}
+	e := &Echo{Sep: sep, pool: pool, geo: g, k: make([]float32, g.KVDim())}
+	if !g.KOnly { // a K-only pool takes no V row
+		e.v = make([]float32, g.KVDim())
+	}
 	switch fault {
 	case "":
 	case FaultForeignRead:
@@ -110,7 +113,9 @@ func (e *Echo) Forward(b *model.Batch) error {
 			// The id in two 10-bit halves: exact in every KV type (f16
 			// holds integers only up to 2048).
 			e.k[0], e.k[1] = float32(t>>10), float32(t&1023)
-			e.v[0], e.v[1] = e.k[0], e.k[1]
+			if e.v != nil {
+				e.v[0], e.v[1] = e.k[0], e.k[1]
+			}
 			for l := range e.geo.Layers {
 				if err := s.Table.WriteKV(start+j, l, e.k, e.v); err != nil {
 					return fmt.Errorf("audit echo: write: %w", err)
