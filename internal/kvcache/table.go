@@ -421,8 +421,9 @@ func (t *PageTable) AppendShared(ref PageRef) error {
 
 // WriteKV writes token pos's K and V rows for layer (KVDim values each; v
 // is nil for a K-only pool, which has no V row). It is Location plus the
-// copy, for callers that do not write the arena themselves. Rows are converted to the pool's element type (f16 and bf16
-// round to nearest even).
+// copy, for callers that do not write the arena themselves. Rows are
+// converted to the pool's element type (f16 and bf16 round to nearest
+// even).
 func (t *PageTable) WriteKV(pos, layer int, k, v []float32) error {
 	p := t.pool
 	if err := p.checkRow(layer, k, v); err != nil {
@@ -436,9 +437,8 @@ func (t *PageTable) WriteKV(pos, layer int, k, v []float32) error {
 }
 
 // ReadKV reads token pos's K and V rows for layer (v nil for a K-only
-// pool). Only written positions
-// can be read, and the page is validated first (owner or shared prefix,
-// tenant, generation).
+// pool). Only written positions can be read, and the page is validated
+// first (owner or shared prefix, tenant, generation).
 func (t *PageTable) ReadKV(pos, layer int, k, v []float32) error {
 	if err := t.usable("read"); err != nil {
 		return err
