@@ -110,3 +110,60 @@ func TestKVFingerprintBindsPlanes(t *testing.T) {
 	require.NotEqual(t, kvFingerprintOf(fp, two), kvFingerprintOf(fp, one))
 	require.Equal(t, kvFingerprintOf(fp, one), kvFingerprintOf(fp, one))
 }
+
+// TestLatentKVThroughEngine: deepseek2 requests of two tenants at once in
+// a K-only pool too small for them, with chunked prefill, so that the
+// scheduler preempts and swaps sequences through the host tier and back:
+// each produces the tokens it produced alone, with no isolation failure
+// (the pool poisons free pages, so a read past the K plane would show).
+func TestLatentKVThroughEngine(t *testing.T) {
+	path := tinyDeepseek2(t)
+	prompts := make([][]int, 3)
+	for i := range prompts {
+		for j := range 40 + 5*i {
+			prompts[i] = append(prompts[i], tiny.FirstNormal+(j*(3+i)+i)%60)
+		}
+	}
+	const gen = 16
+	alone, err := New(Config{ModelPath: path, Device: "cpu", KVPages: 64, MaxContext: 96, Poison: true})
+	require.NoError(t, err)
+	defer alone.Close()
+	want := make([][]int, len(prompts))
+	for i, p := range prompts {
+		r, err := alone.Generate(t.Context(), Request{Tokens: p, MaxTokens: gen, Tenant: "a"})
+		require.NoError(t, err)
+		want[i] = r.Tokens
+	}
+	require.NotEqual(t, want[0], want[1], "the prompts lead to different outputs")
+
+	// Held at its first state change until every request is queued, so
+	// that they contend for pages whatever the timing.
+	gate := make(chan struct{})
+	hold := WithTestHooks(TestHooks{Faults: &Faults{AbortAt: func(uint64, State) bool {
+		<-gate
+		return false
+	}}})
+	e, err := New(Config{ModelPath: path, Device: "cpu", KVPages: 8, MaxContext: 96, Poison: true,
+		HostTierBytes: 1 << 20, MaxBatchTokens: 24}, hold)
+	require.NoError(t, err)
+	defer e.Close()
+	var streams []*Stream
+	var idx []int
+	for k := range 2 {
+		for i, p := range prompts {
+			st, err := e.Submit(t.Context(), Request{Tokens: p, MaxTokens: gen, Tenant: string(rune('a' + k))})
+			require.NoError(t, err)
+			streams, idx = append(streams, st), append(idx, i)
+		}
+	}
+	close(gate)
+	for j, st := range streams {
+		r := st.Wait()
+		require.NoError(t, r.Err)
+		require.Equal(t, want[idx[j]], r.Tokens, "request %d (prompt %d)", j, idx[j])
+	}
+	s := e.Stats()
+	require.NotZero(t, s.SwapIns, "%+v", s)
+	require.Zero(t, s.IsolationFailures)
+	require.Zero(t, s.Pool.IsolationViolations)
+}
