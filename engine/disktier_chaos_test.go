@@ -85,5 +85,35 @@ func TestDiskTierChaos(t *testing.T) {
 		damage()
 	}
 	require.Positive(t, restoredFromDisk, "the disk tier served hits between the faults")
-	require.Positive(t, failedTags, "damaged files were met, and were misses")
+
+	// Whether the random faults above hit a file that a later request
+	// looks up depends on the page files' names (hashes of the model's and
+	// the pool's fingerprint), so it proves nothing alone. A last restart
+	// with every remaining page file damaged does: a fresh engine has
+	// nothing on the device or in the host tier, so each tenant's first
+	// request looks its prefix up on the disk and meets a damaged file.
+	files := pageFiles(t, dir)
+	require.NotEmpty(t, files, "the rounds left pages on the disk")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		require.NoError(t, os.WriteFile(f, b, 0o600))
+	}
+	cfg := diskConfig(t, dir, key)
+	cfg.KVDiskBudget = 24 * 1024
+	e := newEcho(t, cfg)
+	for _, tn := range tenants {
+		for _, p := range prompts[tn] {
+			r, err := e.Generate(t.Context(), Request{Tokens: p, MaxTokens: 4, Tenant: tn})
+			require.NoError(t, err)
+			require.Equal(t, echoOracle(p, 4, e.MaxContext(), false), r.Tokens, "tenant %s", tn)
+		}
+	}
+	s := e.Stats()
+	require.NoError(t, e.Close())
+	require.Zero(t, s.IsolationFailures)
+	require.Zero(t, s.Disk.Hits, "every page file was damaged: none may be a hit")
+	require.Positive(t, s.Disk.SealFailures, "damaged files were met, and were misses")
+	t.Logf("damaged files met: %d in the random rounds, %d after damaging every file", failedTags, s.Disk.SealFailures)
 }
