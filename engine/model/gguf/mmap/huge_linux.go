@@ -25,8 +25,9 @@ func adviseHuge(data []byte) {
 	_ = unix.Madvise(data, unix.MADV_HUGEPAGE)
 }
 
-// copyHuge reads the file into anonymous memory advised for 2 MiB pages
-// and makes it read-only (ModeEnv=copy).
+// copyHuge reads the file into anonymous memory advised for 2 MiB pages,
+// makes it read-only and drops the file's clean, unmapped page cache, so
+// that the copy does not double resident memory (ModeCopy).
 func copyHuge(f *os.File, size int) ([]byte, func([]byte) error, error) {
 	const huge = 2 << 20
 	full := (size + huge - 1) &^ (huge - 1)
@@ -45,6 +46,8 @@ func copyHuge(f *os.File, size int) ([]byte, func([]byte) error, error) {
 	if err := unix.Mprotect(mem, unix.PROT_READ); err != nil {
 		return fail(fmt.Errorf("mprotect: %w", err))
 	}
+	// Advice: pages another process maps stay, and so does the copy.
+	_ = unix.Fadvise(int(f.Fd()), 0, int64(size), unix.FADV_DONTNEED)
 	return mem[:size:size], func([]byte) error { return unix.Munmap(mem) }, nil
 }
 
@@ -73,12 +76,23 @@ func Recache(path string) error {
 	if int64(int(size)) != size {
 		return fmt.Errorf("mmap: %s is %d bytes, too large for this platform", path, size)
 	}
-	if err := unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_DONTNEED); err != nil {
-		return fmt.Errorf("mmap: drop the page cache of %s: %w", path, err)
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
+	if err := recacheFile(f, int(size)); err != nil {
 		return fmt.Errorf("mmap: %s: %w", path, err)
+	}
+	return nil
+}
+
+// recacheFile is Recache on an open file of size bytes.
+func recacheFile(f *os.File, size int) error {
+	// Dirty pages (a file just downloaded or copied) are not dropped:
+	// write them first. An error here only means fewer pages dropped.
+	_ = unix.Fdatasync(int(f.Fd()))
+	if err := unix.Fadvise(int(f.Fd()), 0, int64(size), unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop the page cache: %w", err)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return err
 	}
 	defer unix.Munmap(data)
 	adviseHuge(data)

@@ -49,9 +49,12 @@ func TestMapModes(t *testing.T) {
 		mode, err string
 	}{
 		{"", ""},
+		{"auto", ""},
 		{"mmap", ""},
+		{"map", ""},
+		{"recache", ""},
 		{"copy", ""},
-		{"hugetlb", `KVWARDEN_WEIGHTS="hugetlb": want mmap or copy`},
+		{"hugetlb", `KVWARDEN_WEIGHTS: mmap: weight placement "hugetlb": want auto, map, recache or copy`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Setenv(ModeEnv, tc.mode)

@@ -11,5 +11,16 @@ func adviseHuge([]byte) {}
 
 // copyHuge is implemented on Linux only.
 func copyHuge(*os.File, int) ([]byte, func([]byte) error, error) {
-	return nil, nil, fmt.Errorf("%s=copy: %w", ModeEnv, ErrUnsupported)
+	return nil, nil, fmt.Errorf("%s: %w", ModeCopy, ErrUnsupported)
 }
+
+// place maps: 2 MiB pages for file mappings are requested on Linux only.
+func place(_ *os.File, _ int, mode Mode) (Placement, error) {
+	pl := Placement{Mode: ModeMap, Asked: mode, Reason: "2 MiB pages are requested on Linux only"}
+	if mode == ModeCopy || mode == ModeRecache {
+		return pl, fmt.Errorf("%s: %w", mode, ErrUnsupported)
+	}
+	return pl, nil
+}
+
+func placed(pl Placement, _ []byte) Placement { return pl }

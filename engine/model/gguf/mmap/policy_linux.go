@@ -1,0 +1,284 @@
+package mmap
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileProber measures, for decideAuto, how a file's page cache maps and
+// what the machine allows. Each probe maps 2 MiB windows of the file on
+// their own (at 2 MiB-aligned addresses, so that a 2 MiB folio can be
+// mapped with one PMD entry) and reads the result from smaps; the whole
+// probe touches at most four windows, 8 MiB, which a load reads anyway.
+type fileProber struct {
+	f    *os.File
+	size int64
+	// small is the offset of a sampled window not on 2 MiB pages, -1
+	// before sampling or when all were.
+	small int64
+	// sysfs and procfs roots, replaced in tests.
+	thpDir, procDir, cgroupDir string
+}
+
+func newFileProber(f *os.File, size int64) *fileProber {
+	return &fileProber{f: f, size: size, small: -1, thpDir: "/sys/kernel/mm/transparent_hugepage", procDir: "/proc", cgroupDir: "/sys/fs/cgroup"}
+}
+
+// windows are the file offsets of the sampled windows: eight, spread
+// evenly (a page cache can be part in 2 MiB folios, part not), none at
+// the start of the file, whose header the loader read through read(2).
+func (p *fileProber) windows() []int64 {
+	var offs []int64
+	for i := int64(0); i < 8; i++ {
+		off := (p.size * (2*i + 1) / 16) &^ (hugeSize - 1)
+		if off > 0 && off+hugeSize <= p.size && (len(offs) == 0 || offs[len(offs)-1] != off) {
+			offs = append(offs, off)
+		}
+	}
+	return offs
+}
+
+// touchWindow maps the window at off at a 2 MiB-aligned address, advised
+// MADV_HUGEPAGE, reads one byte of every 4 KiB page and reports whether
+// it is PMD-mapped and how many major faults (reads from storage) the
+// touch took.
+func (p *fileProber) touchWindow(off int64) (huge bool, majflt int64, err error) {
+	// Reserve twice the size and place the file at the aligned address
+	// inside, so the window is PMD-mappable whatever mmap would return.
+	res, err := unix.MmapPtr(-1, 0, nil, 2*hugeSize, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	if err != nil {
+		return false, 0, fmt.Errorf("reserve a probe window: %w", err)
+	}
+	defer unix.MunmapPtr(res, 2*hugeSize)
+	aligned := unsafe.Pointer((uintptr(res) + hugeSize - 1) &^ (hugeSize - 1))
+	w, err := unix.MmapPtr(int(p.f.Fd()), off, aligned, hugeSize, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+	if err != nil {
+		return false, 0, fmt.Errorf("map a probe window: %w", err)
+	}
+	data := unsafe.Slice((*byte)(w), hugeSize)
+	adviseHuge(data)
+	// Major faults are counted per thread: the touch must run on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &before); err != nil {
+		return false, 0, fmt.Errorf("getrusage: %w", err)
+	}
+	var sink byte
+	for i := 0; i < len(data); i += 4096 {
+		sink ^= data[i]
+	}
+	runtime.KeepAlive(sink)
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &after); err != nil {
+		return false, 0, fmt.Errorf("getrusage: %w", err)
+	}
+	h, _, err := HugeMapped(data)
+	if err != nil {
+		return false, 0, err
+	}
+	return h == hugeSize, after.Majflt - before.Majflt, nil
+}
+
+func (p *fileProber) sampleHuge() (bool, error) {
+	for _, off := range p.windows() {
+		huge, _, err := p.touchWindow(off)
+		if err != nil {
+			return false, err
+		}
+		if !huge {
+			p.small = off
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (p *fileProber) recacheWindow() (dropped, huge bool, err error) {
+	off := p.small
+	if off < 0 {
+		offs := p.windows()
+		if len(offs) == 0 {
+			return false, false, fmt.Errorf("file of %d bytes has no 2 MiB window", p.size)
+		}
+		off = offs[len(offs)/2]
+	}
+	// Dirty pages (a file just downloaded or copied) are not dropped:
+	// write them first.
+	_ = unix.SyncFileRange(int(p.f.Fd()), off, hugeSize, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	if err := unix.Fadvise(int(p.f.Fd()), off, hugeSize, unix.FADV_DONTNEED); err != nil {
+		return false, false, fmt.Errorf("drop a window's page cache: %w", err)
+	}
+	// A drop shows as major faults on the way back in: pages that stayed
+	// (mapped by another process, dirty, or tmpfs, whose page cache is the
+	// file) fault in as minor ones. mincore would not say: it reports the
+	// page cache only of files the caller may write.
+	huge, majflt, err := p.touchWindow(off)
+	if err != nil {
+		return false, false, err
+	}
+	return majflt > 0, huge, nil
+}
+
+func (p *fileProber) recache() (bool, error) {
+	if err := recacheFile(p.f, int(p.size)); err != nil {
+		return false, err
+	}
+	return p.sampleHuge()
+}
+
+// anonTHP reads the THP setting that governs anonymous 2 MiB pages: the
+// per-size one (kernels 6.8+) unless it says inherit, else the global one.
+func (p *fileProber) anonTHP() string {
+	if s := thpSetting(filepath.Join(p.thpDir, "hugepages-2048kB", "enabled")); s != "" && s != "inherit" {
+		return s
+	}
+	if s := thpSetting(filepath.Join(p.thpDir, "enabled")); s != "" {
+		return s
+	}
+	return "never" // no THP in this kernel
+}
+
+// thpSetting is the bracketed choice of a sysfs THP file ("always
+// [madvise] never" says madvise), or "" when it cannot be read.
+func thpSetting(path string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := string(raw)
+	i, j := strings.IndexByte(s, '['), strings.IndexByte(s, ']')
+	if i < 0 || j < i {
+		return ""
+	}
+	return s[i+1 : j]
+}
+
+// available is MemAvailable, lowered to what the process's memory cgroup
+// (v1 or v2) still allows: its limit less its usage plus its inactive
+// file cache, which the kernel reclaims before failing an allocation.
+func (p *fileProber) available() int64 {
+	avail := meminfoAvailable(filepath.Join(p.procDir, "meminfo"))
+	if c, ok := p.cgroupAvailable(); ok && (avail < 0 || c < avail) {
+		avail = c
+	}
+	return avail
+}
+
+func meminfoAvailable(path string) int64 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemAvailable:" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return -1
+}
+
+func (p *fileProber) cgroupAvailable() (int64, bool) {
+	raw, err := os.ReadFile(filepath.Join(p.procDir, "self", "cgroup"))
+	if err != nil {
+		return 0, false
+	}
+	type files struct{ dir, limit, usage, inactive string }
+	var tries []files
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			for _, d := range []string{filepath.Join(p.cgroupDir, parts[2]), p.cgroupDir} {
+				tries = append(tries, files{d, "memory.max", "memory.current", "inactive_file"})
+			}
+		case strings.Contains(","+parts[1]+",", ",memory,"):
+			for _, d := range []string{filepath.Join(p.cgroupDir, "memory", parts[2]), filepath.Join(p.cgroupDir, "memory")} {
+				tries = append(tries, files{d, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"})
+			}
+		}
+	}
+	for _, t := range tries {
+		limit, err1 := readInt(filepath.Join(t.dir, t.limit))
+		usage, err2 := readInt(filepath.Join(t.dir, t.usage))
+		if err1 != nil || err2 != nil {
+			continue // "max" (no limit) or not visible from here
+		}
+		if limit >= 1<<60 { // v1 spells "no limit" as a huge number
+			return 0, false
+		}
+		return limit - usage + statField(filepath.Join(t.dir, "memory.stat"), t.inactive), true
+	}
+	return 0, false
+}
+
+func readInt(path string) (int64, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+}
+
+func statField(path, name string) int64 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == name {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// place decides how to place a file of size bytes asked as mode, and does
+// the recache that a ModeRecache placement needs before the mapping.
+func place(f *os.File, size int, mode Mode) (Placement, error) {
+	p := newFileProber(f, int64(size))
+	pl := Placement{Mode: mode, Asked: mode, Reason: "asked for"}
+	if mode == ModeAuto {
+		pl = decideAuto(int64(size), p)
+	}
+	switch {
+	case pl.Mode == ModeCopy:
+		return pl, nil // placed measures the copy
+	case mode == ModeRecache: // auto's recache is done
+		if err := recacheFile(f, size); err != nil {
+			return pl, fmt.Errorf("recache: %w", err)
+		}
+	}
+	// What the mapping will get, from the sample (cached now: it costs no
+	// further read); a file too small to sample stays on 4 KiB pages.
+	if int64(size) >= 2*hugeSize {
+		huge, err := p.sampleHuge()
+		pl.Huge = err == nil && huge
+	}
+	return pl, nil
+}
+
+// placed records the page size a copy got: at least half of it on 2 MiB
+// pages counts (the tail past the last whole 2 MiB page never is).
+func placed(pl Placement, data []byte) Placement {
+	huge, resident, err := HugeMapped(data)
+	pl.Huge = err == nil && huge > 0 && 2*huge >= resident
+	return pl
+}
