@@ -12,9 +12,9 @@ import (
 type fakeProber struct {
 	sample, dropped, refault, recached bool
 	sampleErr, windowErr, recacheErr   error
-	thp                      string
-	avail                    int64
-	asked                    []string
+	thp                                string
+	avail                              int64
+	asked                              []string
 }
 
 func (f *fakeProber) sampleHuge() (bool, error) {
