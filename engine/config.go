@@ -177,7 +177,7 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			return r, invalid("weights: %v", err)
 		}
 	default:
-		w, tok, err := model.OpenWith(c.ModelPath, c.TokenizerPath, model.LoadOptions{Mode: weightPages(c, devices)})
+		w, tok, err := model.OpenWith(c.ModelPath, c.TokenizerPath, model.LoadOptions{Mode: weightPages(c, devices.First())})
 		if err != nil {
 			return r, fmt.Errorf("engine: loading model: %w", err)
 		}

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/backend/cpu"
 	"github.com/kvwarden/kvwarden/engine/model"
 	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
@@ -14,7 +13,7 @@ import (
 // device other than the CPU maps the file as it is: that runner uploads
 // the weights, so a recache or a copy would cost a read for nothing (and
 // a copy would hold a second host copy).
-func weightPages(c Config, devices *backend.Choice) mmap.Mode {
+func weightPages(c Config, device string) mmap.Mode {
 	name := c.WeightPages // checked by checkFields
 	if name == "" {
 		name = os.Getenv(mmap.ModeEnv)
@@ -23,7 +22,7 @@ func weightPages(c Config, devices *backend.Choice) mmap.Mode {
 	if err != nil {
 		return "" // a bad variable: the loader reports it
 	}
-	if m == mmap.ModeAuto && devices.First() != cpu.Name {
+	if m == mmap.ModeAuto && device != cpu.Name {
 		return mmap.ModeMap
 	}
 	return m
