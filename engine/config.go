@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/ml"
@@ -128,6 +129,8 @@ func checkFields(c *Config) error {
 		if _, err := mmap.ParseMode(c.WeightPages); err != nil {
 			return badField("WeightPages", "%v", err)
 		}
+	} else if _, err := mmap.ParseMode(os.Getenv(mmap.ModeEnv)); err != nil {
+		return badField("WeightPages", "%s: %v", mmap.ModeEnv, err)
 	}
 	if c.Weights != nil && c.ModelPath != "" {
 		return badField("ModelPath", "both Weights and ModelPath (%s) are set; give one", c.ModelPath)

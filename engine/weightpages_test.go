@@ -47,7 +47,8 @@ func TestWeightPagesConfig(t *testing.T) {
 	t.Setenv(mmap.ModeEnv, "bogus")
 	dir := modelsDir(t)
 	_, err = New(Config{ModelPath: filepath.Join(dir, "stories260K.gguf"), Device: "cpu"})
-	require.ErrorContains(t, err, mmap.ModeEnv+`: mmap: weight placement "bogus"`, "a bad environment variable fails the load")
+	require.ErrorIs(t, err, ErrInvalidParams)
+	require.ErrorContains(t, err, mmap.ModeEnv+`: mmap: weight placement "bogus"`, "a bad environment variable fails the open")
 }
 
 // TestWeightPagesLogged: the load logs one line saying which page size

@@ -36,7 +36,7 @@ func writeWeights(t *testing.T, dir string, n int) (string, []byte) {
 // cachedBytes is how much of the file at path is in the page cache, from
 // mincore on a mapping that touches nothing (the test owns the file, so
 // mincore reports the page cache, not only this process's mappings).
-func cachedBytes(t *testing.T, path string) int64 {
+func cachedBytes(t testing.TB, path string) int64 {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
