@@ -49,9 +49,9 @@ func (p *fileProber) windows() []int64 {
 
 // touchWindow maps the window at off at a 2 MiB-aligned address, advised
 // MADV_HUGEPAGE, reads one byte of every 4 KiB page and reports whether
-// it is PMD-mapped and how many major faults (reads from storage) the
-// touch took.
-func (p *fileProber) touchWindow(off int64) (huge bool, majflt int64, err error) {
+// it is PMD-mapped and whether the touch read from storage (reads > 0:
+// major faults, or bytes read by this thread).
+func (p *fileProber) touchWindow(off int64) (huge bool, reads int64, err error) {
 	// Reserve twice the size and place the file at the aligned address
 	// inside, so the window is PMD-mappable whatever mmap would return.
 	res, err := unix.MmapPtr(-1, 0, nil, 2*hugeSize, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
@@ -73,6 +73,7 @@ func (p *fileProber) touchWindow(off int64) (huge bool, majflt int64, err error)
 	if err := unix.Getrusage(unix.RUSAGE_THREAD, &before); err != nil {
 		return false, 0, fmt.Errorf("getrusage: %w", err)
 	}
+	rb := threadReadBytes()
 	var sink byte
 	for i := 0; i < len(data); i += 4096 {
 		sink ^= data[i]
@@ -81,11 +82,37 @@ func (p *fileProber) touchWindow(off int64) (huge bool, majflt int64, err error)
 	if err := unix.Getrusage(unix.RUSAGE_THREAD, &after); err != nil {
 		return false, 0, fmt.Errorf("getrusage: %w", err)
 	}
+	reads = after.Majflt - before.Majflt
+	if rb >= 0 && threadReadBytes() > rb {
+		// The fault that reads a 2 MiB folio is not always counted
+		// major; the thread's storage reads (task I/O accounting) are.
+		reads++
+	}
 	h, _, err := HugeMapped(data)
 	if err != nil {
 		return false, 0, err
 	}
-	return h == hugeSize, after.Majflt - before.Majflt, nil
+	return h == hugeSize, reads, nil
+}
+
+// threadReadBytes is read_bytes of /proc/thread-self/io, the bytes this
+// thread had read from storage, or -1 where the kernel does not account
+// them.
+func threadReadBytes() int64 {
+	raw, err := os.ReadFile("/proc/thread-self/io")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "read_bytes: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
 
 func (p *fileProber) sampleHuge() (bool, error) {
@@ -114,18 +141,22 @@ func (p *fileProber) recacheWindow() (dropped, huge bool, err error) {
 	// Dirty pages (a file just downloaded or copied) are not dropped:
 	// write them first.
 	_ = unix.SyncFileRange(int(p.f.Fd()), off, hugeSize, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-	if err := unix.Fadvise(int(p.f.Fd()), off, hugeSize, unix.FADV_DONTNEED); err != nil {
-		return false, false, fmt.Errorf("drop a window's page cache: %w", err)
+	// A drop shows as reads from storage on the way back in: pages that stay
+	// (mapped by another process, or tmpfs, whose page cache is the file)
+	// fault in as minor ones. mincore would not say: it reports the page
+	// cache only of files the caller may write. A page can also be held
+	// for a moment (the filesystem's journal, another CPU's LRU batch, a
+	// writeback just finished): a few tries tell that from a mapping.
+	for try := 0; try < 3; try++ {
+		if err := unix.Fadvise(int(p.f.Fd()), off, hugeSize, unix.FADV_DONTNEED); err != nil {
+			return false, false, fmt.Errorf("drop a window's page cache: %w", err)
+		}
+		huge, reads, err := p.touchWindow(off)
+		if err != nil || reads > 0 {
+			return reads > 0, huge, err
+		}
 	}
-	// A drop shows as major faults on the way back in: pages that stayed
-	// (mapped by another process, dirty, or tmpfs, whose page cache is the
-	// file) fault in as minor ones. mincore would not say: it reports the
-	// page cache only of files the caller may write.
-	huge, majflt, err := p.touchWindow(off)
-	if err != nil {
-		return false, false, err
-	}
-	return majflt > 0, huge, nil
+	return false, false, nil
 }
 
 func (p *fileProber) recache() (bool, error) {
