@@ -82,7 +82,7 @@ func (p *fileProber) touchWindow(off int64) (huge bool, reads int64, err error) 
 	if err := unix.Getrusage(unix.RUSAGE_THREAD, &after); err != nil {
 		return false, 0, fmt.Errorf("getrusage: %w", err)
 	}
-	reads = after.Majflt - before.Majflt
+	reads = int64(after.Majflt - before.Majflt)
 	if rb >= 0 && threadReadBytes() > rb {
 		// The fault that reads a 2 MiB folio is not always counted
 		// major; the thread's storage reads (task I/O accounting) are.
