@@ -28,6 +28,10 @@ func weightPages(c Config, device string) mmap.Mode {
 	return m
 }
 
+// draftWeightPages is the placement of a draft model, which runs on the
+// CPU (model.Runner) whatever the device.
+func draftWeightPages(c Config) mmap.Mode { return weightPages(c, cpu.Name) }
+
 // logPlacement logs, once per load, which page size the weights got and
 // why: a decode 1.2-1.4x slower on 4 KiB pages should be explainable from
 // the log.
