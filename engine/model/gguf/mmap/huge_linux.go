@@ -25,19 +25,23 @@ func adviseHuge(data []byte) {
 	_ = unix.Madvise(data, unix.MADV_HUGEPAGE)
 }
 
+// mapShared maps the file read-only, 2 MiB-aligned (mapAligned).
+func mapShared(f *os.File, size int) ([]byte, func([]byte) error, error) {
+	return mapAligned(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+}
+
 // copyHuge reads the file into anonymous memory advised for 2 MiB pages,
 // makes it read-only and drops the file's clean, unmapped page cache, so
 // that the copy does not double resident memory (ModeCopy).
 func copyHuge(f *os.File, size int) ([]byte, func([]byte) error, error) {
-	const huge = 2 << 20
-	full := (size + huge - 1) &^ (huge - 1)
-	mem, err := unix.Mmap(-1, 0, full, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	full := (size + hugeSize - 1) &^ (hugeSize - 1)
+	mem, unmap, err := mapAligned(-1, 0, full, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil, nil, err
 	}
 	adviseHuge(mem)
 	fail := func(err error) ([]byte, func([]byte) error, error) {
-		_ = unix.Munmap(mem)
+		_ = unmap(mem)
 		return nil, nil, err
 	}
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, int64(size)), mem[:size]); err != nil {
@@ -48,7 +52,36 @@ func copyHuge(f *os.File, size int) ([]byte, func([]byte) error, error) {
 	}
 	// Advice: pages another process maps stay, and so does the copy.
 	_ = unix.Fadvise(int(f.Fd()), 0, int64(size), unix.FADV_DONTNEED)
-	return mem[:size:size], func([]byte) error { return unix.Munmap(mem) }, nil
+	return mem[:size:size], func([]byte) error { return unmap(mem) }, nil
+}
+
+// mapAligned is mmap(2) at a 2 MiB-aligned address: a 2 MiB page can only
+// be mapped where the virtual address and the file offset off (a multiple
+// of 2 MiB) agree modulo 2 MiB, and not every filesystem's mmap aligns large mappings, nor
+// every kernel's anonymous mmap (before 6.7). It reserves 2 MiB more than
+// size, maps at the aligned address inside with MAP_FIXED and returns the
+// slack. fd -1 with MAP_ANON maps anonymous memory. The returned unmap
+// takes the slice (or any slice of the same start).
+func mapAligned(fd int, off int64, size, prot, flags int) ([]byte, func([]byte) error, error) {
+	res, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugeSize), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, nil, err
+	}
+	head := int((uintptr(res)+hugeSize-1)&^(hugeSize-1) - uintptr(res))
+	at := unsafe.Add(res, head)
+	p, err := unix.MmapPtr(fd, off, at, uintptr(size), prot, flags|unix.MAP_FIXED)
+	if err != nil {
+		_ = unix.MunmapPtr(res, uintptr(size+hugeSize))
+		return nil, nil, err
+	}
+	if head > 0 {
+		_ = unix.MunmapPtr(res, uintptr(head))
+	}
+	if tail := hugeSize - head; tail > 0 {
+		_ = unix.MunmapPtr(unsafe.Add(at, size), uintptr(tail))
+	}
+	unmap := func([]byte) error { return unix.MunmapPtr(p, uintptr(size)) }
+	return unsafe.Slice((*byte)(p), size), unmap, nil
 }
 
 // Recache drops the clean, unmapped page cache of the file at path and
@@ -90,11 +123,11 @@ func recacheFile(f *os.File, size int) error {
 	if err := unix.Fadvise(int(f.Fd()), 0, int64(size), unix.FADV_DONTNEED); err != nil {
 		return fmt.Errorf("drop the page cache: %w", err)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	data, unmap, err := mapAligned(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return err
 	}
-	defer unix.Munmap(data)
+	defer unmap(data)
 	adviseHuge(data)
 	var sink byte
 	for off := 0; off < len(data); off += 4096 {

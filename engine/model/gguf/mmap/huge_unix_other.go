@@ -5,9 +5,19 @@ package mmap
 import (
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 func adviseHuge([]byte) {}
+
+func mapShared(f *os.File, size int) ([]byte, func([]byte) error, error) {
+	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, unix.Munmap, nil
+}
 
 // copyHuge is implemented on Linux only.
 func copyHuge(*os.File, int) ([]byte, func([]byte) error, error) {

@@ -4,8 +4,6 @@ package mmap
 
 import (
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 func mapFile(f *os.File, size int, mode Mode) ([]byte, func([]byte) error, Placement, error) {
@@ -20,10 +18,10 @@ func mapFile(f *os.File, size int, mode Mode) ([]byte, func([]byte) error, Place
 		}
 		return data, unmap, placed(pl, data), nil
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	data, unmap, err := mapShared(f, size)
 	if err != nil {
 		return nil, nil, pl, err
 	}
 	adviseHuge(data)
-	return data, unix.Munmap, pl, nil
+	return data, unmap, pl, nil
 }

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,8 +16,9 @@ import (
 // fileProber measures, for decideAuto, how a file's page cache maps and
 // what the machine allows. Each probe maps 2 MiB windows of the file on
 // their own (at 2 MiB-aligned addresses, so that a 2 MiB folio can be
-// mapped with one PMD entry) and reads the result from smaps; the whole
-// probe touches at most four windows, 8 MiB, which a load reads anyway.
+// mapped with one PMD entry, as the weight mapping is: mapAligned) and
+// reads the result from smaps; a probe touches at most eight windows and
+// one of them again (18 MiB), which a load reads anyway.
 type fileProber struct {
 	f    *os.File
 	size int64
@@ -52,19 +52,11 @@ func (p *fileProber) windows() []int64 {
 // it is PMD-mapped and whether the touch read from storage (reads > 0:
 // major faults, or bytes read by this thread).
 func (p *fileProber) touchWindow(off int64) (huge bool, reads int64, err error) {
-	// Reserve twice the size and place the file at the aligned address
-	// inside, so the window is PMD-mappable whatever mmap would return.
-	res, err := unix.MmapPtr(-1, 0, nil, 2*hugeSize, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
-	if err != nil {
-		return false, 0, fmt.Errorf("reserve a probe window: %w", err)
-	}
-	defer unix.MunmapPtr(res, 2*hugeSize)
-	aligned := unsafe.Pointer((uintptr(res) + hugeSize - 1) &^ (hugeSize - 1))
-	w, err := unix.MmapPtr(int(p.f.Fd()), off, aligned, hugeSize, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+	data, unmap, err := mapAligned(int(p.f.Fd()), off, hugeSize, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return false, 0, fmt.Errorf("map a probe window: %w", err)
 	}
-	data := unsafe.Slice((*byte)(w), hugeSize)
+	defer unmap(data)
 	adviseHuge(data)
 	// Major faults are counted per thread: the touch must run on one.
 	runtime.LockOSThread()
