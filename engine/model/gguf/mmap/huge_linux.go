@@ -109,32 +109,42 @@ func Recache(path string) error {
 	if int64(int(size)) != size {
 		return fmt.Errorf("mmap: %s is %d bytes, too large for this platform", path, size)
 	}
-	if err := recacheFile(f, int(size)); err != nil {
+	if _, err := recacheFile(f, int(size)); err != nil {
 		return fmt.Errorf("mmap: %s: %w", path, err)
 	}
 	return nil
 }
 
 // recacheFile is Recache on an open file of size bytes.
-func recacheFile(f *os.File, size int) error {
+// It returns the bytes the reading thread read from storage (-1 where the
+// kernel does not account them): less than the file means pages of it
+// stayed in the page cache (mapped by another process).
+func recacheFile(f *os.File, size int) (int64, error) {
 	// Dirty pages (a file just downloaded or copied) are not dropped:
 	// write them first. An error here only means fewer pages dropped.
 	_ = unix.Fdatasync(int(f.Fd()))
 	if err := unix.Fadvise(int(f.Fd()), 0, int64(size), unix.FADV_DONTNEED); err != nil {
-		return fmt.Errorf("drop the page cache: %w", err)
+		return 0, fmt.Errorf("drop the page cache: %w", err)
 	}
 	data, unmap, err := mapAligned(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer unmap(data)
 	adviseHuge(data)
+	// The storage reads are accounted to the faulting thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rb := threadReadBytes()
 	var sink byte
 	for off := 0; off < len(data); off += 4096 {
 		sink ^= data[off]
 	}
 	runtime.KeepAlive(sink) // the reads must happen
-	return nil
+	if rb < 0 {
+		return -1, nil
+	}
+	return threadReadBytes() - rb, nil
 }
 
 // HugeMapped reports, for the mapping that holds b (a slice of a Region's

@@ -123,10 +123,13 @@ type prober interface {
 	// whether the window then mapped on 2 MiB pages.
 	recacheWindow() (dropped, huge bool, err error)
 	// recache re-reads the whole file in 2 MiB folios (recacheFile) and
-	// says whether the sample then maps on 2 MiB pages: the window probe
-	// can succeed and the whole file still get small folios where memory
-	// is too fragmented for the page cache's cheap allocations.
-	recache() (bool, error)
+	// says whether the sample then maps on 2 MiB pages (huge: the window
+	// probe can succeed and the whole file still get small folios where
+	// memory is too fragmented for the page cache's cheap allocations),
+	// and whether the whole file was dropped and read again (dropped: not
+	// where another process maps part of it; then a copy would double
+	// that part).
+	recache() (huge, dropped bool, err error)
 	// anonTHP is the THP setting for anonymous 2 MiB pages: always,
 	// madvise or never.
 	anonTHP() string
@@ -169,12 +172,14 @@ func decideAuto(size int64, p prober) Placement {
 	case !dropped:
 		return pl(ModeMap, false, "the page cache cannot be dropped (tmpfs, or mapped by another process): a copy would double memory")
 	case huge:
-		huge, err := p.recache()
+		huge, dropped, err := p.recache()
 		switch {
 		case err != nil:
 			return pl(ModeMap, false, "recache failed: %v", err)
 		case huge:
 			return pl(ModeRecache, true, "the page cache was in 4 KiB folios; re-read in 2 MiB folios")
+		case !dropped:
+			return pl(ModeRecache, false, "re-read, but part of the page cache stayed (mapped by another process): a copy would double it")
 		}
 		return copyOr(size, p, pl(ModeRecache, false, "re-read, but the page cache got 4 KiB folios (memory fragmented)"))
 	}

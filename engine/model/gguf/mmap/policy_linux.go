@@ -151,11 +151,15 @@ func (p *fileProber) recacheWindow() (dropped, huge bool, err error) {
 	return false, false, nil
 }
 
-func (p *fileProber) recache() (bool, error) {
-	if err := recacheFile(p.f, int(p.size)); err != nil {
-		return false, err
+func (p *fileProber) recache() (huge, dropped bool, err error) {
+	read, err := recacheFile(p.f, int(p.size))
+	if err != nil {
+		return false, false, err
 	}
-	return p.sampleHuge()
+	// Readahead may skip a little, never a whole 1/8 of the file.
+	dropped = read >= p.size-p.size/8
+	huge, err = p.sampleHuge()
+	return huge, dropped, err
 }
 
 // anonTHP reads the THP setting that governs anonymous 2 MiB pages: the
@@ -285,7 +289,7 @@ func place(f *os.File, size int, mode Mode) (Placement, error) {
 	case pl.Mode == ModeCopy:
 		return pl, nil // placed measures the copy
 	case mode == ModeRecache: // auto's recache is done
-		if err := recacheFile(f, size); err != nil {
+		if _, err := recacheFile(f, size); err != nil {
 			return pl, fmt.Errorf("recache: %w", err)
 		}
 	}

@@ -157,6 +157,35 @@ func TestAutoKeepsSharedCache(t *testing.T) {
 	require.Contains(t, r.Placement.Reason, "cannot be dropped")
 }
 
+// TestAutoPartlySharedCache: another mapping holds the second half of
+// the file. The window probe (in the first half) drops and comes back in
+// a 2 MiB folio, the recache re-reads only the first half: auto must not
+// copy then, which would double the half held elsewhere.
+func TestAutoPartlySharedCache(t *testing.T) {
+	needTHP(t)
+	const size = 64 << 20
+	path, want := writeWeights(t, t.TempDir(), size)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	half, err := unix.Mmap(int(f.Fd()), size/2, size/2, unix.PROT_READ, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(half)
+	if hugeShare(t, half) > 0 {
+		t.Skip("this filesystem cached a written file in 2 MiB folios: nothing to decide")
+	}
+	r, err := MapWith(path, Options{Mode: ModeAuto})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, want, r.Data)
+	t.Log(r.Placement)
+	require.NotEqual(t, ModeCopy, r.Placement.Mode)
+	require.False(t, r.Placement.Huge)
+	if r.Placement.Mode == ModeRecache {
+		require.Contains(t, r.Placement.Reason, "part of the page cache stayed")
+	}
+}
+
 // TestAutoOnTmpfs: on tmpfs the page cache is the file; auto must not
 // copy it.
 func TestAutoOnTmpfs(t *testing.T) {

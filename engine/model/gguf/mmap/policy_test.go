@@ -10,11 +10,11 @@ import (
 // fakeProber answers decideAuto's probes from fields and records which
 // were asked, so each decision is checked together with its cost.
 type fakeProber struct {
-	sample, dropped, refault, recached bool
-	sampleErr, windowErr, recacheErr   error
-	thp                                string
-	avail                              int64
-	asked                              []string
+	sample, dropped, refault, recached, allDropped bool
+	sampleErr, windowErr, recacheErr               error
+	thp                                            string
+	avail                                          int64
+	asked                                          []string
 }
 
 func (f *fakeProber) sampleHuge() (bool, error) {
@@ -27,9 +27,9 @@ func (f *fakeProber) recacheWindow() (bool, bool, error) {
 	return f.dropped, f.refault, f.windowErr
 }
 
-func (f *fakeProber) recache() (bool, error) {
+func (f *fakeProber) recache() (bool, bool, error) {
 	f.asked = append(f.asked, "recache")
-	return f.recached, f.recacheErr
+	return f.recached, f.allDropped, f.recacheErr
 }
 
 func (f *fakeProber) anonTHP() string {
@@ -59,12 +59,14 @@ func TestDecideAuto(t *testing.T) {
 			mode: ModeMap, huge: true, reason: "maps on 2 MiB pages", asked: []string{"sample"}},
 		{name: "probe fails", size: size, p: fakeProber{sampleErr: errors.New("no smaps")},
 			mode: ModeMap, reason: "probe failed: no smaps", asked: []string{"sample"}},
-		{name: "4 KiB folios, fs has large folios", size: size, p: fakeProber{dropped: true, refault: true, recached: true},
+		{name: "4 KiB folios, fs has large folios", size: size, p: fakeProber{dropped: true, refault: true, recached: true, allDropped: true},
 			mode: ModeRecache, huge: true, reason: "re-read in 2 MiB folios", asked: []string{"sample", "window", "recache"}},
-		{name: "recache got small folios: copy", size: size, p: fakeProber{dropped: true, refault: true, thp: "madvise", avail: enough},
+		{name: "recache got small folios: copy", size: size, p: fakeProber{dropped: true, refault: true, allDropped: true, thp: "madvise", avail: enough},
 			mode: ModeCopy, huge: true, reason: "got 4 KiB folios (memory fragmented); copied", asked: []string{"sample", "window", "recache", "thp", "mem"}},
-		{name: "recache got small folios, memory tight", size: size, p: fakeProber{dropped: true, refault: true, thp: "madvise", avail: 1 << 20},
+		{name: "recache got small folios, memory tight", size: size, p: fakeProber{dropped: true, refault: true, allDropped: true, thp: "madvise", avail: 1 << 20},
 			mode: ModeRecache, reason: "got 4 KiB folios (memory fragmented) and a copy needs", asked: []string{"sample", "window", "recache", "thp", "mem"}},
+		{name: "recache kept part of the cache: no copy", size: size, p: fakeProber{dropped: true, refault: true, allDropped: false, thp: "madvise", avail: enough},
+			mode: ModeRecache, reason: "part of the page cache stayed", asked: []string{"sample", "window", "recache"}},
 		{name: "recache fails", size: size, p: fakeProber{dropped: true, refault: true, recacheErr: errors.New("EIO")},
 			mode: ModeMap, reason: "recache failed: EIO", asked: []string{"sample", "window", "recache"}},
 		{name: "cache held elsewhere or tmpfs", size: size, p: fakeProber{dropped: false, thp: "always", avail: enough},
