@@ -114,7 +114,7 @@ const minHugeFile = 32 << 20
 type prober interface {
 	// sampleHuge maps a few 2 MiB windows of the file as its page cache
 	// holds them now (reading from storage what is not cached) and says
-	// whether all of them mapped on 2 MiB pages.
+	// whether they mapped on 2 MiB pages (all but one in eight).
 	sampleHuge() (bool, error)
 	// recacheWindow drops one window's page cache and reads it back
 	// through a huge-advised mapping: dropped says whether the drop

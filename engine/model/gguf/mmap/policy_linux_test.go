@@ -260,3 +260,47 @@ func TestMachineProbes(t *testing.T) {
 	require.Equal(t, "never", empty.anonTHP(), "a kernel without THP")
 	require.Equal(t, int64(-1), empty.available(), "unknown")
 }
+
+// TestAutoToleratesOneSmallWindow: one sampled window in eight on small
+// folios (a recache under fragmented memory leaves a few) still maps; two
+// recache again.
+func TestAutoToleratesOneSmallWindow(t *testing.T) {
+	needTHP(t)
+	const size = 64 << 20
+	path, want := writeWeights(t, t.TempDir(), size)
+	require.NoError(t, Recache(path))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	offs := (&fileProber{size: size}).windows()
+	require.Len(t, offs, 8)
+	// Re-read windows through read(2) in 4 KiB pieces: small folios.
+	shrink := func(off int64) {
+		require.NoError(t, unix.Fadvise(int(f.Fd()), off, hugeSize, unix.FADV_DONTNEED))
+		buf := make([]byte, 4096)
+		for o := off; o < off+hugeSize; o += 4096 {
+			_, err := f.ReadAt(buf, o)
+			require.NoError(t, err)
+		}
+	}
+	shrink(offs[3])
+	huge, _, err := newFileProber(f, size).touchWindow(offs[3])
+	require.NoError(t, err)
+	require.False(t, huge, "the window re-read through read(2) is on small pages")
+	r, err := MapWith(path, Options{Mode: ModeAuto})
+	require.NoError(t, err)
+	if share := hugeShare(t, r.Data); share < 0.9 {
+		t.Skipf("the recache got %.2f of the file in 2 MiB folios here", share)
+	}
+	require.Equal(t, ModeMap, r.Placement.Mode, r.Placement.String())
+	require.True(t, r.Placement.Huge)
+	require.NoError(t, r.Close())
+
+	shrink(offs[3])
+	shrink(offs[5])
+	r, err = MapWith(path, Options{Mode: ModeAuto})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, want, r.Data)
+	require.Equal(t, ModeRecache, r.Placement.Mode, r.Placement.String())
+}
