@@ -573,7 +573,8 @@ class Engine:
     recache; copy) chooses how the model file is placed in memory: auto
     puts the weights on 2 MiB pages where that is cheap and safe (decode is
     1.2-1.4x slower per CPU-second on 4 KiB pages) and logs its choice at
-    LOG_INFO.
+    LOG_INFO. It is read when the engine opens (setting os.environ after
+    import works); a bad value raises InvalidArgumentError.
     """
 
     def __init__(self, model_path: Optional[str] = None, tokenizer_path: Optional[str] = None, *,
