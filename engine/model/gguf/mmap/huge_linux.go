@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -63,6 +64,13 @@ func copyHuge(f *os.File, size int) ([]byte, func([]byte) error, error) {
 // slack. fd -1 with MAP_ANON maps anonymous memory. The returned unmap
 // takes the slice (or any slice of the same start).
 func mapAligned(fd int, off int64, size, prot, flags int) ([]byte, func([]byte) error, error) {
+	if size > math.MaxInt-hugeSize { // 32-bit: no room to align
+		p, err := unix.MmapPtr(fd, off, nil, uintptr(size), prot, flags)
+		if err != nil {
+			return nil, nil, err
+		}
+		return unsafe.Slice((*byte)(p), size), func([]byte) error { return unix.MunmapPtr(p, uintptr(size)) }, nil
+	}
 	res, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugeSize), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, nil, err
