@@ -194,6 +194,10 @@ func copyOr(size int64, p prober, stay Placement) Placement {
 		return stay
 	}
 	avail, need := p.available(), size+copyReserve
+	if avail < 0 {
+		stay.Reason += " and the memory available for a copy is unknown"
+		return stay
+	}
 	if avail < need {
 		stay.Reason += fmt.Sprintf(" and a copy needs %d MiB, %d MiB available", need>>20, avail>>20)
 		return stay

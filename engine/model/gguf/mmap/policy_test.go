@@ -82,7 +82,7 @@ func TestDecideAuto(t *testing.T) {
 		{name: "memory tight", size: size, p: fakeProber{dropped: true, thp: "madvise", avail: enough - 1},
 			mode: ModeMap, reason: "a copy needs 2048 MiB, 2047 MiB available", asked: []string{"sample", "window", "thp", "mem"}},
 		{name: "memory unknown", size: size, p: fakeProber{dropped: true, thp: "madvise", avail: -1},
-			mode: ModeMap, reason: "a copy needs", asked: []string{"sample", "window", "thp", "mem"}},
+			mode: ModeMap, reason: "memory available for a copy is unknown", asked: []string{"sample", "window", "thp", "mem"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := decideAuto(tc.size, &tc.p)
