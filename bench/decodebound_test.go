@@ -72,10 +72,11 @@ func BenchmarkDecodeBound(b *testing.B) {
 			b.ReportMetric(float64(b.N)*wb/cpu/1e9, "GB/cpu-s")
 			// The share of the mapped file on 2 MiB pages: it moves the
 			// per-CPU-second rate (page walks), and depends on how the file
-			// entered the page cache (`sidebyside recache FILE`).
+			// entered the page cache and on the placement (KVWARDEN_WEIGHTS).
 			if huge, res, err := mmap.HugeMapped(w.Output.Data); err == nil && res > 0 {
 				b.ReportMetric(float64(huge)/float64(res), "huge-frac")
 			}
+			b.Logf("weights: %v", w.Placement) // why huge-frac is what it is
 		})
 	}
 }

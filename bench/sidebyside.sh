@@ -108,6 +108,7 @@ print(pp, tg)')
 	kout=$("$kvw" run -model "$model" -t "$tk" -b 1 -npp 1 -ntg 128 "${kdepth[@]}")
 	ktg1=$(echo "$kout" | field tg_tps)
 	wbytes=$(echo "$kout" | field weight_bytes)
+	kpages="$(echo "$kout" | sed -n 's/.*weight_pages="\(.*\)".*/\1/p'), $(echo "$kout" | field huge_frac) of the weights' mapping PMD-mapped after decode"
 	add k_pp1 "$kpp1"; add k_tg1 "$ktg1"
 	line="round $r: bw=${bw}GB/s llama.cpp pp1=$pp tg1=$tg; kvwarden pp1=$kpp1 tg1=$ktg1"
 	if [ "$batch" != 0 ]; then
@@ -135,6 +136,7 @@ row() {
 bwm=$(med "${vals[bw]}")
 echo
 echo "model: $model; threads: llama.cpp $tl, kvwarden $tk; KV depth $depth; $rounds alternating rounds; $load background busy loops; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "kvwarden weights (last round, KVWARDEN_WEIGHTS=${KVWARDEN_WEIGHTS:-auto}): $kpages"
 echo "read bandwidth (bench/sidebyside bw -t $tk): median $bwm GB/s, rounds:${vals[bw]}"
 echo
 echo "| case | llama.cpp t/s median (best) | kvwarden t/s median (best) | ratio of medians (of bests) |"

@@ -90,6 +90,9 @@ func kvwgo_engine_open(modelPath *C.char, p *C.kvw_engine_params, logUD C.uintpt
 	if cfg.KVDisk, s = optText(p.kv_disk_dir, fn, "params.kv_disk_dir"); s != stOK {
 		return s
 	}
+	if cfg.WeightPages, s = weightPagesEnv(fn); s != stOK {
+		return s
+	}
 	cfg.KVDiskBudget = int64(p.kv_disk_budget_bytes)
 	if s = engineSpec(p, fn, &cfg); s != stOK {
 		return s

@@ -118,6 +118,12 @@ type Config struct {
 	TokenizerPath string
 	Weights       *model.Weights
 	Tokenizer     tokenizer.Tokenizer
+	// WeightPages is how the model file is placed in memory: "auto" (the
+	// default; "" follows the KVWARDEN_WEIGHTS environment variable, else
+	// auto), "map", "recache" or "copy" (mmap.Mode). Auto puts the weights
+	// on 2 MiB pages where that is cheap and safe, and on a device that
+	// uploads the weights (CUDA) maps the file as it is.
+	WeightPages string
 
 	// Device is "auto" (the default: CUDA when a GPU is present and runs
 	// the model, else the CPU) or a registered backend by name: "cpu",

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/kvwarden/kvwarden/engine/backend"
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model"
+	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
 	"github.com/kvwarden/kvwarden/engine/tokenizer"
 	"github.com/kvwarden/kvwarden/internal/device"
 	"github.com/kvwarden/kvwarden/internal/kvcache"
@@ -123,6 +125,13 @@ func checkFields(c *Config) error {
 	if _, err := c.Speculative.resolve("Speculative"); err != nil {
 		return err
 	}
+	if c.WeightPages != "" {
+		if _, err := mmap.ParseMode(c.WeightPages); err != nil {
+			return badField("WeightPages", "%v", err)
+		}
+	} else if _, err := mmap.ParseMode(os.Getenv(mmap.ModeEnv)); err != nil {
+		return badField("WeightPages", "%s: %v", mmap.ModeEnv, err)
+	}
 	if c.Weights != nil && c.ModelPath != "" {
 		return badField("ModelPath", "both Weights and ModelPath (%s) are set; give one", c.ModelPath)
 	}
@@ -171,10 +180,11 @@ func resolve(cfg Config, hooks TestHooks) (r resolved, err error) {
 			return r, invalid("weights: %v", err)
 		}
 	default:
-		w, tok, err := model.Open(c.ModelPath, c.TokenizerPath)
+		w, tok, err := model.OpenWith(c.ModelPath, c.TokenizerPath, model.LoadOptions{Mode: weightPages(c, devices.First())})
 		if err != nil {
 			return r, fmt.Errorf("engine: loading model: %w", err)
 		}
+		logPlacement(c.Logger, w)
 		r.weights, r.ownWeights, r.tok = w, true, tok
 		if c.Tokenizer != nil {
 			r.tok = c.Tokenizer

@@ -62,9 +62,12 @@ type draftModel struct {
 // model of vocab tokens.
 func openDraftModel(cfg Config, vocab int) (*draftModel, error) {
 	path := cfg.Speculative.DraftModel
-	w, _, err := model.Open(path, "")
+	w, _, err := model.OpenWith(path, "", model.LoadOptions{Mode: draftWeightPages(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("engine: draft model %s: %w", path, err)
+	}
+	if cfg.Logger != nil {
+		logPlacement(cfg.Logger, w)
 	}
 	d := &draftModel{w: w, verify: cfg.KVChecksum == ChecksumStep}
 	if err := d.init(cfg, vocab); err != nil {

@@ -347,7 +347,17 @@ static inline kvw_engine_params kvw_engine_default_params(void) {
  * Errors: KVW_ERR_INVALID_ARGUMENT (params, e.g. max_context larger than the
  * KV pool can hold; the message names both numbers), KVW_ERR_UNSUPPORTED
  * (a model the engine cannot run), KVW_ERR_IO (model or
- * tokenizer unreadable). Thread-safe; engines are independent. */
+ * tokenizer unreadable). Thread-safe; engines are independent.
+ * Weight pages: the environment variable KVWARDEN_WEIGHTS chooses how the
+ * model file is placed in memory: auto (the default: on Linux, 2 MiB pages
+ * where cheap and safe; one-sequence decode is 1.2-1.4x slower per
+ * CPU-second on 4 KiB pages), map (the file mapped as its page cache is),
+ * recache (the file's page cache re-read in 2 MiB folios first) or copy
+ * (anonymous 2 MiB pages, the file's page cache dropped). It is read at
+ * each open, so setenv() after loading the library takes effect. The
+ * choice and its reason are logged at KVW_LOG_INFO ("engine: weights on
+ * ... pages"). A bad value fails the open with KVW_ERR_INVALID_ARGUMENT
+ * naming the variable. */
 KVW_API int32_t kvw_engine_open(const char* model_path, const kvw_engine_params* params,
                                 kvw_engine** out_engine);
 

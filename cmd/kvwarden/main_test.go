@@ -178,6 +178,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"generate", "--device", "tpu", "x"}, "device"},
 		{[]string{"generate", "--kv-checksum", "sometimes", "x"}, "kv-checksum"},
 		{[]string{"generate", "--kv-type", "bf8", "x"}, "kv-type"},
+		{[]string{"generate", "--weights", "huge", "x"}, "--weights"},
 		{[]string{"generate", "--max-context", "-1", "x"}, "max-context"},
 		{[]string{"generate", "--max-seqs", "-1", "x"}, "max-seqs"},
 		{[]string{"generate", "--max-batch-tokens", "-1", "x"}, "max-batch-tokens"},

@@ -240,6 +240,10 @@ func (r *registry) resolve(name string, log *slog.Logger) (*Choice, error) {
 	return c, nil
 }
 
+// First names the backend the choice prefers (for auto, the best that
+// opened), which runs the model unless it cannot.
+func (c *Choice) First() string { return c.backends[0].Name() }
+
 // Supported returns the first backend of the choice that runs w with KV
 // type kv (nil w: the first, for a caller that brings its own runner). A
 // named device that cannot run it is an error; device auto moves on to

@@ -34,8 +34,10 @@ const llama2cExportMagic = 0x616b3432
 // run.c's: NormEps 1e-5, RopeTheta 10000, HeadDim dim/n_heads, BOS 1,
 // EOS 2, MaxContext seq_len. The weights alias the mapping (no copy);
 // Weights.Close unmaps it. The file size must match the header exactly.
-func LoadLlama2C(path string) (*Weights, error) {
-	r, err := mmap.Map(path)
+func LoadLlama2C(path string) (*Weights, error) { return loadLlama2C(path, LoadOptions{}) }
+
+func loadLlama2C(path string, o LoadOptions) (*Weights, error) {
+	r, err := mmap.MapWith(path, mmap.Options{Mode: o.Mode})
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +47,7 @@ func LoadLlama2C(path string) (*Weights, error) {
 		return nil, fmt.Errorf("%s: %w", path, &llama2cFormatError{err})
 	}
 	w.Name = filepath.Base(path)
+	w.Placement = r.Placement
 	w.SetCloser(r)
 	return w, nil
 }

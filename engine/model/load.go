@@ -13,6 +13,7 @@ import (
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 	"github.com/kvwarden/kvwarden/engine/model/gguf"
+	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
 )
 
 // Load opens a model file, telling the format from its first bytes: GGUF
@@ -21,7 +22,10 @@ import (
 // *gguf.File is nil for llama2.c checkpoints; for GGUF files it carries
 // the tokenizer metadata. Weights.Close releases the file mapping (and
 // closes the gguf.File); the File's metadata stays usable after that.
-func Load(path string) (*Weights, *gguf.File, error) {
+func Load(path string) (*Weights, *gguf.File, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Weights, *gguf.File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -33,9 +37,9 @@ func Load(path string) (*Weights, *gguf.File, error) {
 		return nil, nil, err
 	}
 	if n == 4 && string(magic[:]) == gguf.Magic {
-		return LoadGGUF(path)
+		return loadGGUF(path, o)
 	}
-	w, err := LoadLlama2C(path)
+	w, err := loadLlama2C(path, o)
 	if fe := (*llama2cFormatError)(nil); errors.As(err, &fe) {
 		return nil, nil, notModelFile(path, fe)
 	}
@@ -49,8 +53,10 @@ func Load(path string) (*Weights, *gguf.File, error) {
 // Weights.Close unmaps the file.
 //
 // See FromGGUF for how metadata becomes Config.
-func LoadGGUF(path string) (*Weights, *gguf.File, error) {
-	f, err := gguf.Open(path)
+func LoadGGUF(path string) (*Weights, *gguf.File, error) { return loadGGUF(path, LoadOptions{}) }
+
+func loadGGUF(path string, o LoadOptions) (*Weights, *gguf.File, error) {
+	f, err := gguf.OpenWith(path, mmap.Options{Mode: o.Mode})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,6 +66,7 @@ func LoadGGUF(path string) (*Weights, *gguf.File, error) {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	w.Name = filepath.Base(path)
+	w.Placement = f.Placement()
 	w.SetCloser(f)
 	return w, f, nil
 }

@@ -17,6 +17,11 @@ const BuiltinSeed = 0x6b7677617264656e // "kvwarden"
 // needs no file at all; an empty modelPath selects BuiltinSynthetic
 // (random weights, byte-level vocabulary), which tests and benchmarks use.
 func Open(modelPath, tokenizerPath string) (*Weights, tokenizer.Tokenizer, error) {
+	return OpenWith(modelPath, tokenizerPath, LoadOptions{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(modelPath, tokenizerPath string, o LoadOptions) (*Weights, tokenizer.Tokenizer, error) {
 	if modelPath == "" || IsBuiltin(modelPath) {
 		if tokenizerPath != "" {
 			return nil, nil, fmt.Errorf("model: a tokenizer path (%s) needs a model file, not the built-in model", tokenizerPath)
@@ -26,7 +31,7 @@ func Open(modelPath, tokenizerPath string) (*Weights, tokenizer.Tokenizer, error
 		}
 		return openBuiltin(modelPath)
 	}
-	w, f, err := Load(modelPath)
+	w, f, err := LoadWith(modelPath, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
+	"github.com/kvwarden/kvwarden/engine/model/gguf/mmap"
 )
 
 // ErrUnsupported is wrapped by errors about models the engine cannot run:
@@ -128,6 +129,10 @@ type Weights struct {
 	Encoder *Encoder
 	// Rank is a reranker's classification head (pooling rank), or nil.
 	Rank *RankHead
+	// Placement says how a loader placed the file in memory (mapped,
+	// recached or copied; 2 MiB or 4 KiB pages) and why; zero for weights
+	// not loaded from a file.
+	Placement mmap.Placement
 
 	closer io.Closer // releases a memory map, if any
 }

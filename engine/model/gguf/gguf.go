@@ -140,8 +140,11 @@ func ferr(field string, off int, detail string, args ...any) error {
 
 // Open maps the file at path read-only and parses it. Close releases the
 // mapping; metadata stays usable afterwards, tensor data does not.
-func Open(path string) (*File, error) {
-	r, err := mmap.Map(path)
+func Open(path string) (*File, error) { return OpenWith(path, mmap.Options{}) }
+
+// OpenWith is Open with the weight placement o (mmap.MapWith).
+func OpenWith(path string, o mmap.Options) (*File, error) {
+	r, err := mmap.MapWith(path, o)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +155,15 @@ func Open(path string) (*File, error) {
 	}
 	f.region = r
 	return f, nil
+}
+
+// Placement says how Open placed the file in memory (the zero Placement
+// for Parse).
+func (f *File) Placement() mmap.Placement {
+	if f == nil || f.region == nil {
+		return mmap.Placement{}
+	}
+	return f.region.Placement
 }
 
 // Close releases the file mapping made by Open (a no-op for Parse). Tensor

@@ -52,6 +52,7 @@ type Common struct {
 	DefaultModel     string
 	Model, Tokenizer string
 	Device           string
+	Weights          string
 	Threads          int
 	PageSize         int
 	KVPages          int
@@ -81,6 +82,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Model, "m", c.DefaultModel, "shorthand for --model (llama.cpp's -m)")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "tokenizer `file` for a llama2.c .bin checkpoint")
 	fs.StringVar(&c.Device, "device", "auto", "compute device: auto or a registered backend ("+strings.Join(backend.Names(), ", ")+")")
+	fs.StringVar(&c.Weights, "weights", "", "weight placement: auto (default: 2 MiB pages where cheap and safe, else the file mapped on 4 KiB pages), map (the file mapped as its page cache is), recache (re-read the file's page cache in 2 MiB folios) or copy (anonymous 2 MiB pages, page cache dropped)")
 	fs.IntVar(&c.Threads, "threads", 0, "compute `threads` of the CPU forward pass (default: the physical cores)")
 	fs.IntVar(&c.PageSize, "page-size", 0, "KV page size in `tokens` (default 16)")
 	fs.IntVar(&c.KVPages, "kv-pages", 0, "KV pool size in `pages` (exclusive with --kv-memory)")
@@ -152,7 +154,7 @@ func (c *Common) Validate() error {
 
 // flagOf names the flag that sets each engine.Config field.
 var flagOf = map[string]string{
-	"Device": "device", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
+	"Device": "device", "WeightPages": "weights", "PageSize": "page-size", "KVPages": "kv-pages", "KVMemory": "kv-memory",
 	"MaxContext": "max-context", "MaxBatchTokens": "max-batch-tokens", "MaxSeqs": "max-seqs",
 	"MaxQueue": "max-queue", "TenantQuota": "tenant-quota", "HostTierBytes": "host-offload",
 	"Compression": "host-compression", "KVChecksum": "kv-checksum", "KVType": "kv-type", "ModelPath": "model",
@@ -246,6 +248,7 @@ func (c *Common) EngineConfig() engine.Config {
 		ModelPath:          c.Model,
 		TokenizerPath:      c.Tokenizer,
 		Device:             c.Device,
+		WeightPages:        c.Weights,
 		Threads:            c.Threads,
 		PageSize:           c.PageSize,
 		KVPages:            c.KVPages,

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -49,9 +50,12 @@ func TestMapModes(t *testing.T) {
 		mode, err string
 	}{
 		{"", ""},
+		{"auto", ""},
 		{"mmap", ""},
+		{"map", ""},
+		{"recache", ""},
 		{"copy", ""},
-		{"hugetlb", `KVWARDEN_WEIGHTS="hugetlb": want mmap or copy`},
+		{"hugetlb", `KVWARDEN_WEIGHTS: mmap: weight placement "hugetlb": want auto, map, recache or copy`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Setenv(ModeEnv, tc.mode)
@@ -63,6 +67,7 @@ func TestMapModes(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, r.Data)
 			require.Equal(t, len(want), cap(r.Data), "the region ends where the file does")
+			require.Zero(t, uintptr(unsafe.Pointer(&r.Data[0]))%hugeSize, "2 MiB-aligned, so that 2 MiB pages can map it")
 			huge, resident, err := HugeMapped(r.Data)
 			require.NoError(t, err)
 			require.LessOrEqual(t, huge, resident)

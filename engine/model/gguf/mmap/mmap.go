@@ -11,31 +11,34 @@ import (
 	"os"
 )
 
-// ModeEnv names the environment variable that chooses how Map loads a
-// file on Unix: "mmap" (the default) maps it; "copy" (Linux) reads it into
-// anonymous memory advised for 2 MiB pages and made read-only, so the
-// weights are on 2 MiB pages whatever state the file's page cache is in
-// (decode streams every weight once per token, and with 4 KiB pages it
-// runs 1.2-1.4x slower: bench/RESULTS.md, "Decode step overhead"). The
-// copy costs a read of the file at load and is not shared with other
-// processes mapping the same file; resident memory is about the same.
-const ModeEnv = "KVWARDEN_WEIGHTS"
-
 // ErrUnsupported is returned by the huge-page helpers (Recache,
-// HugeMapped, ModeEnv=copy) where the platform has no transparent huge
+// HugeMapped, ModeCopy, ModeRecache) where the platform has no transparent huge
 // pages for them (everywhere but Linux).
 var ErrUnsupported = errors.New("mmap: not supported on this platform")
 
 // Region is a read-only view of a whole file. Data must not be written,
 // and must not be used after Close.
 type Region struct {
-	Data   []byte
+	Data []byte
+	// Placement says how the bytes were placed (mapped, recached or
+	// copied) and on which page size, for the loader's log line.
+	Placement Placement
+
 	unmap  func([]byte) error
 	closed bool
 }
 
-// Map maps the file at path. An empty file gives an empty Region.
-func Map(path string) (*Region, error) {
+// Map maps the file at path with the default Options (the ModeEnv
+// environment variable, else ModeAuto). An empty file gives an empty
+// Region.
+func Map(path string) (*Region, error) { return MapWith(path, Options{}) }
+
+// MapWith maps the file at path as o says.
+func MapWith(path string, o Options) (*Region, error) {
+	mode, err := o.mode()
+	if err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -50,16 +53,16 @@ func Map(path string) (*Region, error) {
 	}
 	size := st.Size()
 	if size == 0 {
-		return &Region{}, nil
+		return &Region{Placement: Placement{Mode: ModeMap, Asked: mode, Reason: "empty file"}}, nil
 	}
 	if int64(int(size)) != size || size < 0 {
 		return nil, fmt.Errorf("mmap: %s is %d bytes, too large for this platform", path, size)
 	}
-	data, unmap, err := mapFile(f, int(size))
+	data, unmap, pl, err := mapFile(f, int(size), mode)
 	if err != nil {
 		return nil, fmt.Errorf("mmap: %s: %w", path, err)
 	}
-	return &Region{Data: data, unmap: unmap}, nil
+	return &Region{Data: data, unmap: unmap, Placement: pl}, nil
 }
 
 // Close releases the mapping. It is safe to call more than once.

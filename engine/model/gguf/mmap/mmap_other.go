@@ -3,15 +3,20 @@
 package mmap
 
 import (
+	"fmt"
 	"io"
 	"os"
 )
 
 // mapFile reads the file into memory where mmap is not available.
-func mapFile(f *os.File, size int) ([]byte, func([]byte) error, error) {
+func mapFile(f *os.File, size int, mode Mode) ([]byte, func([]byte) error, Placement, error) {
+	pl := Placement{Mode: ModeCopy, Asked: mode, Reason: "read into memory: no mmap on this platform"}
+	if mode == ModeRecache {
+		return nil, nil, pl, fmt.Errorf("%s: %w", mode, ErrUnsupported)
+	}
 	data := make([]byte, size)
 	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, nil, err
+		return nil, nil, pl, err
 	}
-	return data, nil, nil
+	return data, nil, pl, nil
 }

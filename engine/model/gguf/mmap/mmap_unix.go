@@ -3,24 +3,25 @@
 package mmap
 
 import (
-	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
-func mapFile(f *os.File, size int) ([]byte, func([]byte) error, error) {
-	switch m := os.Getenv(ModeEnv); m {
-	case "", "mmap":
-	case "copy":
-		return copyHuge(f, size)
-	default:
-		return nil, nil, fmt.Errorf("%s=%q: want mmap or copy", ModeEnv, m)
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+func mapFile(f *os.File, size int, mode Mode) ([]byte, func([]byte) error, Placement, error) {
+	pl, err := place(f, size, mode)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, pl, err
+	}
+	if pl.Mode == ModeCopy {
+		data, unmap, err := copyHuge(f, size)
+		if err != nil {
+			return nil, nil, pl, err
+		}
+		return data, unmap, placed(pl, data), nil
+	}
+	data, unmap, err := mapShared(f, size)
+	if err != nil {
+		return nil, nil, pl, err
 	}
 	adviseHuge(data)
-	return data, unix.Munmap, nil
+	return data, unmap, pl, nil
 }
