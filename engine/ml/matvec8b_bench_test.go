@@ -74,7 +74,10 @@ func BenchmarkMatVecCore(b *testing.B) {
 			if len(m.Data) < 1<<20 {
 				reps = 64
 			}
-			var kr, sr []float64
+			// old, where set, switches to the previous kernel for an
+			// alternating A/B in the same run (old-cpu-GB/s).
+			old := matVecCoreOld[c.t]
+			var kr, sr, or []float64
 			b.ResetTimer()
 			for range b.N {
 				t0 := threadCPU()
@@ -86,13 +89,24 @@ func BenchmarkMatVecCore(b *testing.B) {
 				t2 := threadCPU()
 				kr = append(kr, float64(reps*len(m.Data))/(t1-t0)/1e9)
 				sr = append(sr, float64(len(buf)*4)/(t2-t1)/1e9)
+				if old != nil {
+					restore := old()
+					t0 := threadCPU()
+					for range reps {
+						MatMul(dst, x, 1, m)
+					}
+					or = append(or, float64(reps*len(m.Data))/(threadCPU()-t0)/1e9)
+					restore()
+				}
 			}
-			slices.Sort(kr)
-			slices.Sort(sr)
-			k, s := kr[len(kr)/2], sr[len(sr)/2]
+			med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+			k, s := med(kr), med(sr)
 			b.ReportMetric(k, "cpu-GB/s")
 			b.ReportMetric(s, "sum-cpu-GB/s")
 			b.ReportMetric(k/s, "of_read")
+			if old != nil {
+				b.ReportMetric(med(or), "old-cpu-GB/s")
+			}
 		})
 	}
 }
