@@ -7,3 +7,10 @@ package ml
 var matVecCoreOld = map[Type]func() func(){
 	IQ4_XS: func() func() { iqxZ = false; return func() { iqxZ = true } },
 }
+
+func init() {
+	// The prefetch distance floor of kqPfRows against none (kqPfDist
+	// alone), for the long rows of ffn_down.
+	off := func() func() { s := kqPfRows; kqPfRows = 0; return func() { kqPfRows = s } }
+	matVecCoreOld[Q4_K], matVecCoreOld[Q6_K] = off, off
+}
