@@ -12,5 +12,11 @@ func init() {
 	// The prefetch distance floor of kqPfRows against none (kqPfDist
 	// alone), for the long rows of ffn_down.
 	off := func() func() { s := kqPfRows; kqPfRows = 0; return func() { kqPfRows = s } }
-	matVecCoreOld[Q4_K], matVecCoreOld[Q6_K] = off, off
+	matVecCoreOld[Q6_K] = off
+	// Q4_K: the 512-bit eight-row kernel (and no prefetch floor).
+	matVecCoreOld[Q4_K] = func() func() {
+		undo := off()
+		kqQ4KY = false
+		return func() { undo(); kqQ4KY = true }
+	}
 }
