@@ -6,6 +6,7 @@ package ml
 // replaced (returning the undo), for BenchmarkMatVecCore's A/B.
 var matVecCoreOld = map[Type]func() func(){
 	IQ4_XS: func() func() { iqxZ = false; return func() { iqxZ = true } },
+	Q5_K:   func() func() { kqQ5KY = false; return func() { kqQ5KY = true } },
 }
 
 func init() {

@@ -21,17 +21,49 @@ var kqYAcc2 = [4]int{27, 28, 29, 31}
 
 func kqQ4KDotY() {
 	T(kqYData)
-	P("// func kqQ4KDot8VNNIY%s", kqSig)
+	kqDotY(false)
+	P("")
+	kqDotY(true)
+}
+
+// q5kBitShift are the shifts that bring bit 2c (lo) and 2c+1 (hi) of the
+// qh bytes to bit 4, chunk c's fifth value bit (Q5K_CHUNK's).
+var q5kBitShift = [4][2]struct {
+	op string
+	n  int
+}{
+	{{"VPSLLW", 4}, {"VPSLLW", 3}}, {{"VPSLLW", 2}, {"VPSLLW", 1}},
+	{{"", 0}, {"VPSRLW", 1}}, {{"VPSRLW", 2}, {"VPSRLW", 3}},
+}
+
+// kqDotY writes kqQ4KDot8VNNIY or, with q5, kqQ5KDot8VNNIY: Q5_K's
+// scales, mins and float arithmetic are Q4_K's (K4_FINISH); its values
+// take a fifth bit from the 32 qh bytes (Y6), moved to bit 4 and or'ed
+// in (VPTERNLOGD, Y7 = 0x10 bytes).
+func kqDotY(q5 bool) {
+	kind, pfx, wb, qs := "Q4K", "q4k", 144, 16
+	if q5 {
+		kind, pfx, wb, qs = "Q5K", "q5k", 176, 48
+	}
+	name := "kq" + kind + "Dot8VNNIY"
+	P("// func %s%s", name, kqSig)
 	P("//")
-	T(`// kqQ4KDot8VNNIZ on 256-bit vectors (see kqYData, kqYMacros); each row's integer
+	if q5 {
+		T(`// kqQ4KDot8VNNIY for Q5_K (the weight blocks 176 bytes, the nibbles at
+// 48, the fifth bits at 16); its float arithmetic is kqQ5KDot4VNNI's
+// (K4_FINISH), so its results are the same bits.
+`)
+	} else {
+		T(`// kqQ4KDot8VNNIZ on 256-bit vectors (see kqYData, kqYMacros); each row's integer
 // sums are exact whatever their order and the float arithmetic is
 // kqQ4KDot8VNNIZ's, so its results are the same bits.
 `)
-	P("TEXT ·kqQ4KDot8VNNIY(SB), NOSPLIT, $256-48")
-	T(`	MOVQ w+0(FP), DI
-	MOVQ ws+8(FP), R8
-	PF_DIST(q4kYpf)
-	MOVQ a+16(FP), SI
+	}
+	P("TEXT ·%s(SB), NOSPLIT, $256-48", name)
+	P("\tMOVQ w+0(FP), DI")
+	P("\tMOVQ ws+8(FP), R8")
+	P("\tPF_DIST(%sYpf)", pfx)
+	T(`	MOVQ a+16(FP), SI
 	XORQ R9, R9
 	XORQ R11, R11
 	LEAQ (R8)(R8*2), R10
@@ -41,9 +73,12 @@ func kqQ4KDotY() {
 	VMOVDQU64 kqK4ScW1<>(SB), Z30
 	VXORPS X0, X0, X0
 	VXORPS X1, X1, X1
-
-q4kYLoop:
 `)
+	if q5 {
+		P("\tVPBROADCASTB kqMask10<>(SB), Y7")
+	}
+	P("")
+	P("%sYLoop:", pfx)
 	// The super-block's activation values, chunk c's low-nibble half in
 	// Y(16+2c), its high-nibble half in Y(17+2c).
 	for v := range 8 {
@@ -80,9 +115,32 @@ q4kYLoop:
 			P("\tPREFETCHT1 128(BX)(R12*1)")
 			P("\tVPXOR Y%d, Y%d, Y%d", 8+k, 8+k, 8+k)
 			P("\tVPXORD Y%d, Y%d, Y%d", kqYAcc2[k], kqYAcc2[k], kqYAcc2[k])
+			if q5 {
+				P("\tVMOVDQU 16(BX), Y6")
+			}
 			for c := range 4 {
 				sc := 128*g + 16*k + 8*(c%2) + 64*(c/2)
-				P("\tQ4K_CHUNKY(%d, Y%d, Y%d, %d, %d, Y%d, Y%d)", c, 16+2*c, 17+2*c, sc, sc+4, 8+k, kqYAcc2[k])
+				if !q5 {
+					P("\tQ4K_CHUNKY(%d, Y%d, Y%d, %d, %d, Y%d, Y%d)", c, 16+2*c, 17+2*c, sc, sc+4, 8+k, kqYAcc2[k])
+					continue
+				}
+				// Q5K_CHUNKY, the fifth bits or'ed in between.
+				P("\tVPSRLW        $4, %d(BX), Y3", qs+32*c)
+				P("\tVPANDD        %d(BX), Y24, Y2", qs+32*c)
+				P("\tVPANDD        Y24, Y3, Y3")
+				lo, hi := q5kBitShift[c][0], q5kBitShift[c][1]
+				bit := "Y6"
+				if lo.op != "" {
+					P("\t%-13s $%d, Y6, Y5", lo.op, lo.n)
+					bit = "Y5"
+				}
+				P("\tVPTERNLOGD    $0xf8, Y7, %s, Y2", bit)
+				P("\t%-13s $%d, Y6, Y25", hi.op, hi.n)
+				P("\tVPTERNLOGD    $0xf8, Y7, Y25, Y3")
+				P("\tVPMADDUBSW    Y%d, Y2, Y2", 16+2*c)
+				P("\tVPMADDUBSW    Y%d, Y3, Y3", 17+2*c)
+				P("\tVPDPWSSD.BCST %d(SP), Y2, Y%d", sc, 8+k)
+				P("\tVPDPWSSD.BCST %d(SP), Y3, Y%d", sc+4, kqYAcc2[k])
 			}
 		}
 		P("")
@@ -110,14 +168,14 @@ q4kYLoop:
 		P("\tVADDPS  X8, X%d, X%d", g, g)
 		P("")
 	}
-	T(`	XCHGQ DI, R13
-
-	ADDQ $144, DI
-	ADDQ $144, R13
-	ADDQ $ACT_BLOCK, SI
-	DECQ nb+32(FP)
-	JNZ  q4kYLoop
-
+	P("\tXCHGQ DI, R13")
+	P("")
+	P("\tADDQ $%d, DI", wb)
+	P("\tADDQ $%d, R13", wb)
+	P("\tADDQ $ACT_BLOCK, SI")
+	P("\tDECQ nb+32(FP)")
+	P("\tJNZ  %sYLoop", pfx)
+	T(`
 	MOVQ out+40(FP), DX
 	VMOVUPS X0, (DX)
 	VMOVUPS X1, 16(DX)
