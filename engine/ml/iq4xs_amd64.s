@@ -375,6 +375,8 @@ GLOBL iqxLane1<>(SB), RODATA|NOPTR, $64
 // func kqIQ4XSDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 TEXT ·kqIQ4XSDot4VNNIZ(SB), NOSPLIT, $0-48
 	IQX_PROLOGUE
+	XORQ         R9, R9
+	XORQ         R11, R11
 	VPBROADCASTD iqxMask0F<>(SB), Z14
 	VBROADCASTI32X4 iqxBookU<>(SB), Z12
 	MOVL         $0x80808080, AX

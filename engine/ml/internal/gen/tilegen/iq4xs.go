@@ -40,7 +40,9 @@ var (
 	iqxDot4VNNIZ = kqDot4Kernel{
 		name: "kqIQ4XSDot4VNNIZ", label: "iqxZLoop", frame: "$0-48",
 		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
-		consts: `	VPBROADCASTD iqxMask0F<>(SB), Z14
+		consts: `	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
 	VBROADCASTI32X4 iqxBookU<>(SB), Z12
 	MOVL         $0x80808080, AX
 	VPBROADCASTD AX, Z15
