@@ -282,6 +282,131 @@ iqxVLoop:
 	VZEROUPPER
 	RET
 
+// kqIQ4XSDot4VNNIZ: one activation row (as is ignored) against four
+// weight rows, on 512-bit vectors with a sub-block per 128-bit lane. The
+// 64 bytes of nibbles of sub-blocks 4h..4h+3 (half h of a super-block)
+// hold sub-block 4h+l in lane l, its values 0..15 in the low nibbles and
+// 16..31 in the high ones; the activation values are arranged once per
+// super-block into the same order (VSHUFI64X2 of the 128 bytes of the
+// half: Z20, Z21 for half 0, Z22, Z23 for half 1) and serve the four
+// rows. VPSHUFB maps the nibbles to the code book plus 128 (unsigned)
+// and two VPDPBUSD dot them with q into dword lanes that all belong to
+// one sub-block, so one VPMULLD by the lane-broadcast scales ls-32 (Z28,
+// Z29: VPERMD of the eight scales) scales a half. The +128 is taken out
+// by starting each half's lanes at Z16, Z17 = -128 times the activation's
+// lane sums (once per super-block: VPDPBUSD of 0x80 bytes): the lanes of
+// a sub-block then sum to dot(kvalues[nibble], q) and the products to the
+// same exact int32 isum as the other kernels'.
+DATA iqxLane0<>+0(SB)/8, $0
+DATA iqxLane0<>+8(SB)/8, $0
+DATA iqxLane0<>+16(SB)/8, $0x0000000100000001
+DATA iqxLane0<>+24(SB)/8, $0x0000000100000001
+DATA iqxLane0<>+32(SB)/8, $0x0000000200000002
+DATA iqxLane0<>+40(SB)/8, $0x0000000200000002
+DATA iqxLane0<>+48(SB)/8, $0x0000000300000003
+DATA iqxLane0<>+56(SB)/8, $0x0000000300000003
+GLOBL iqxLane0<>(SB), RODATA|NOPTR, $64
+
+DATA iqxLane1<>+0(SB)/8, $0x0000000400000004
+DATA iqxLane1<>+8(SB)/8, $0x0000000400000004
+DATA iqxLane1<>+16(SB)/8, $0x0000000500000005
+DATA iqxLane1<>+24(SB)/8, $0x0000000500000005
+DATA iqxLane1<>+32(SB)/8, $0x0000000600000006
+DATA iqxLane1<>+40(SB)/8, $0x0000000600000006
+DATA iqxLane1<>+48(SB)/8, $0x0000000700000007
+DATA iqxLane1<>+56(SB)/8, $0x0000000700000007
+GLOBL iqxLane1<>(SB), RODATA|NOPTR, $64
+
+// The eight scales ls-32 of the weight block at BX as int32 in Y2
+// (IQX_SCALES without the store to the frame).
+#define IQXZ_SCALES \
+	VMOVD        4(BX), X2 \
+	VPSRLW       $4, X2, X3 \
+	VPUNPCKLBW   X3, X2, X2 \
+	VPAND        X1, X2, X2 \
+	VPMOVZXBD    X2, Y2 \
+	VPBROADCASTD (BX), Y3 \
+	VPSRLVD      Y13, Y3, Y3 \
+	VPAND        iqxThree<>(SB), Y3, Y3 \
+	VPSLLD       $4, Y3, Y3 \
+	VPOR         Y3, Y2, Y2 \
+	VPSUBD       iqx32<>(SB), Y2, Y2
+
+// Half h of the activation block at SI in the nibble order into lo, hi;
+// c gets -128 times their dword lanes' sums. Uses Z24..Z26.
+#define IQXZ_ACT(h, lo, hi, c) \
+	VMOVDQU64  (128*h)(SI), Z24 \
+	VMOVDQU64  (128*h+64)(SI), Z25 \
+	VSHUFI64X2 $0x88, Z25, Z24, lo \
+	VSHUFI64X2 $0xdd, Z25, Z24, hi \
+	VPXORD     Z26, Z26, Z26 \
+	VPDPBUSD   lo, Z15, Z26 \
+	VPDPBUSD   hi, Z15, Z26 \
+	VPSUBD     Z26, Z30, c
+
+// Half h of the row at BX: the scaled dword lanes into dst (Z24, Z25 and
+// tmp are clobbered).
+#define IQXZ_HALF(h, lo, hi, c, sc, tmp, dst) \
+	VMOVDQU64  (8+64*h)(BX), Z24 \
+	VPSRLW     $4, Z24, Z25 \
+	VPANDD     Z14, Z24, Z24 \
+	VPANDD     Z14, Z25, Z25 \
+	VPSHUFB    Z24, Z12, Z24 \
+	VPSHUFB    Z25, Z12, Z25 \
+	VMOVDQA64  c, tmp \
+	VPDPBUSD   lo, Z24, tmp \
+	VPDPBUSD   hi, Z25, tmp \
+	VPMULLD    sc, tmp, dst
+
+// One row's isum as 8 int32 lanes in y (acc is y's ZMM).
+#define IQXZ_ROW(acc, y) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	IQXZ_SCALES \
+	VPERMD        Z2, Z18, Z28 \
+	VPERMD        Z2, Z19, Z29 \
+	IQXZ_HALF(0, Z20, Z21, Z16, Z28, Z26, acc) \
+	IQXZ_HALF(1, Z22, Z23, Z17, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc \
+	VEXTRACTI64X4 $1, acc, Y24 \
+	VPADDD        Y24, y, y
+
+// func kqIQ4XSDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqIQ4XSDot4VNNIZ(SB), NOSPLIT, $0-48
+	IQX_PROLOGUE
+	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VMOVDQU64    iqxLane0<>(SB), Z18
+	VMOVDQU64    iqxLane1<>(SB), Z19
+	VPXORD       Z30, Z30, Z30
+
+iqxZLoop:
+	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	IQX_P0
+	IQXZ_ROW(Z8, Y8)
+	IQX_P1
+	IQXZ_ROW(Z9, Y9)
+	IQX_P2
+	IQXZ_ROW(Z10, Y10)
+	IQX_P3
+	IQXZ_ROW(Z11, Y11)
+	IQX_FINISH
+	ADDQ $136, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxZLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
 #define IQX_RACT(addr, acc) \
 	VMOVDQU    addr, Y5 \
 	VPSIGNB    Y2, Y5, Y5 \

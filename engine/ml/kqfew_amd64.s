@@ -158,15 +158,22 @@ GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
 	VEXTRACTI64X4 $1, zacc, Y2 \
 	VPADDD       Y2, acc, acc
 
-// R12 = the in-kernel prefetch distance: kqPfDist bytes, or four rows
-// (the next call's rows) when it is 0.
+// R12 = the in-kernel prefetch distance: kqPfDist bytes (four rows, the
+// next call's rows, when it is 0), or kqPfRows rows where that is
+// farther: the same blocks of the rows a call or two on, which long rows
+// need (a fixed distance of a few rows' bytes lands in rows the kernel is
+// already reading). Uses R11.
 #define PF_DIST(label) \
-	MOVQ  ·kqPfDist(SB), R12 \
-	TESTQ R12, R12 \
-	JNZ   label \
-	MOVQ  R8, R12 \
-	SHLQ  $2, R12 \
-label:
+	MOVQ    ·kqPfDist(SB), R12 \
+	TESTQ   R12, R12 \
+	JNZ     label \
+	MOVQ    R8, R12 \
+	SHLQ    $2, R12 \
+label: \
+	MOVQ    ·kqPfRows(SB), R11 \
+	IMULQ   R8, R11 \
+	CMPQ    R11, R12 \
+	CMOVQGT R11, R12
 
 // VPSHUFB indices spreading a row's scales (Z26) over the words of a
 // VPACKSSDW of the dword sums of two 32-byte chunks of nibbles (Q4K_NIB):

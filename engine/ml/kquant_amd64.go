@@ -58,6 +58,26 @@ func kqQ4KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqQ6KDot8VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqQ4KDot8VNNIY is kqQ4KDot8VNNIZ on 256-bit vectors, each sub-block's
+// scale a broadcast operand of its multiply-add and the scales decoded
+// ahead of the rows (1.13x per core on the 8B shapes in L2, 1.08x from
+// DRAM: BenchmarkMatVecCore). kqQ4KY selects it (a variable for that
+// benchmark's A/B).
+//
+//go:noescape
+func kqQ4KDot8VNNIY(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+var kqQ4KY = true
+
+// kqQ5KDot8VNNIY is kqQ4KDot8VNNIY for Q5_K (eight rows per call; before
+// it Q5_K went four rows per kqQ5KDot4VNNI call, which decodes each row's
+// scales with scalar code). kqQ5KY selects it, for the A/B.
+//
+//go:noescape
+func kqQ5KDot8VNNIY(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+var kqQ5KY = true
+
 // Paths of a product of a few activation rows (2 to 7: a speculative
 // verify step, the last token and its draft) for matmulKSIMD. Measured
 // on a 38 MB Q4_K and a 55 MB Q6_K matrix (BenchmarkKQuantFewRows, one
@@ -162,8 +182,14 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 		switch w.Type {
 		case Q4_K:
 			kern, kern8, pf = kqQ4KDot4VNNIZ, kqQ4KDot8VNNIZ, zpf
+			if kqQ4KY {
+				kern8 = kqQ4KDot8VNNIY
+			}
 		case Q5_K:
 			kern = kqQ5KDot4VNNI
+			if kqQ5KY {
+				kern8 = kqQ5KDot8VNNIY
+			}
 		case Q6_K:
 			kern, kern8, pf = kqQ6KDot4VNNIZ, kqQ6KDot8VNNIZ, zpf
 		case Q2_K:
@@ -199,7 +225,9 @@ func matmulKSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bo
 			fused = &kqQ6KFew
 		}
 	}
-	switch fewPath(n, kern8 != nil, fused != nil) {
+	// The few-row paths were measured with Q4_K's and Q6_K's eight-row
+	// kernels; Q5_K keeps the paths it had before it had one.
+	switch fewPath(n, kern8 != nil && w.Type != Q5_K, fused != nil) {
 	case fewFused:
 		matmulKFew(fused, dst, act, n, w, rb, lo, hi)
 		return true

@@ -36,6 +36,17 @@ var (
 // stream, by time and by CPU time: BenchmarkKernelPrefetchTune).
 var kqPfDist = 32 << 10
 
+// kqPfRows is the least distance of that prefetch in rows: the same blocks
+// of the rows one to two calls on (the eight-row kernels take eight rows
+// per call). kqPfDist's 32 KB, tuned on the 1B shape's rows of 1-5 KB,
+// lands inside the eight rows a call is reading when they are longer (the
+// 8B shape's ffn_down: 8 KB in Q4_K, 11.8 KB in Q6_K): there the weights
+// streamed at 20.8 (Q4_K) and 18.2 (Q6_K) GB per thread-CPU-second, and
+// at 26.0, 29.3 with 8 rows, 26.4, 31.9 with 12 and 26.3, 32.2 with 16
+// (BenchmarkMatVecCore, one thread, alternating in one run; the 4096-wide
+// shapes, whose 8 rows are within 32 KB, are unchanged).
+var kqPfRows = 12
+
 // kqZCallPrefetch turns matvecK's per-call prefetch back on for those two
 // kernels (for the benchmark).
 var kqZCallPrefetch = false

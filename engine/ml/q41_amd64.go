@@ -31,6 +31,17 @@ func kqIQ4XSDot4AVX2(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqIQ4XSDot4VNNIZ is kqIQ4XSDot4VNNI for one activation row (as is
+// ignored), a sub-block per 128-bit lane and the activation arranged once
+// per super-block for the four rows.
+//
+//go:noescape
+func kqIQ4XSDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI (a variable for
+// BenchmarkMatVecCore's A/B).
+var iqxZ = true
+
 // One weight row against four activation rows (ws ignored), the values
 // decoded once for the four.
 //
@@ -97,6 +108,9 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		kern, row4, bs, abs = kqIQ4XSDot4AVX2, kqIQ4XSRow4AVX2, 256, q8KActBlock
 		if useQ8VNNI() {
 			kern = kqIQ4XSDot4VNNI
+			if iqxZ {
+				kern = kqIQ4XSDot4VNNIZ
+			}
 		}
 	default:
 		return false

@@ -10,6 +10,9 @@ func genIQ4XSDot() {
 	P("")
 	kqDot4(iqxDot4VNNI)
 	P("")
+	T(iqxZMacros)
+	kqDot4(iqxDot4VNNIZ)
+	P("")
 	T(iqxRowMacros)
 	iqxRow4()
 	P("")
@@ -32,6 +35,25 @@ var (
 	KMOVW        AX, K3
 `,
 		pair: func(k int) string { return "IQX_PAIRZ(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
+		tail: "\tIQX_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+	iqxDot4VNNIZ = kqDot4Kernel{
+		name: "kqIQ4XSDot4VNNIZ", label: "iqxZLoop", frame: "$0-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		consts: `	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VMOVDQU64    iqxLane0<>(SB), Z18
+	VMOVDQU64    iqxLane1<>(SB), Z19
+	VPXORD       Z30, Z30, Z30
+`,
+		pre: `	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+`,
+		pair: func(k int) string { return "IQXZ_ROW(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
 		tail: "\tIQX_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
 	}
 )

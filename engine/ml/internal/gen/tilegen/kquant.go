@@ -10,6 +10,7 @@ import "fmt"
 // same code.
 func genKQuant() {
 	T(kqIntro)
+	T(kqYMacros)
 	kqDot4(kqQ4KDot4)
 	P("")
 	kqDot4(kqQ5KDot4)
@@ -35,6 +36,8 @@ func genKQuant() {
 	kqDotZ(false, 1)
 	P("")
 	kqDotZ(false, 2)
+	P("")
+	kqQ4KDotY()
 	T(kqZ6Macros)
 	kqDotZ(true, 1)
 	P("")

@@ -1,0 +1,47 @@
+//go:build amd64 && !purego
+
+package ml
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// BenchmarkKQ8Micro runs the eight-row Q4_K matvec kernels alone (no
+// MatMul around them) over eight L1-resident rows of 4096 values, 100
+// calls per iteration, alternating Z (512-bit) and Y (256-bit, scales
+// decoded ahead) twice, and reports weight GB per thread-CPU-second: the
+// kernels' instruction cost without DRAM or call overhead.
+//
+//	go test -run '^$' -bench KQ8Micro -benchtime 2000x ./engine/ml/
+func BenchmarkKQ8Micro(b *testing.B) {
+	if !useQ8VNNI() {
+		b.Skip("no VNNI")
+	}
+	const cols = 4096
+	nb := cols / 256
+	r := rand.New(rand.NewPCG(1, 2))
+	w := randBlocks(r, Q4_K, 8*nb)
+	rb := nb * 144
+	x := randF32(r, cols)
+	act := make([]byte, nb*q8KActBlock)
+	quantizeActGeneric(Q4_K.traits().act, act, x)
+	var out [8]float32
+	for _, k := range []struct {
+		name string
+		f    kqKernel
+	}{{"Z", kqQ4KDot8VNNIZ}, {"Y", kqQ4KDot8VNNIY}, {"Z", kqQ4KDot8VNNIZ}, {"Y", kqQ4KDot8VNNIY}} {
+		b.Run(k.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			for range b.N {
+				for range 100 {
+					k.f(&w[0], rb, &act[0], 0, nb, &out[0])
+				}
+			}
+			b.ReportMetric(float64(b.N)*100*float64(8*rb)/(threadCPU()-c0)/1e9, "cpu-GB/s")
+		})
+	}
+}

@@ -1,0 +1,23 @@
+//go:build amd64 && !purego
+
+package ml
+
+// matVecCoreOld switches a type's one-row products to the kernel a change
+// replaced (returning the undo), for BenchmarkMatVecCore's A/B.
+var matVecCoreOld = map[Type]func() func(){
+	IQ4_XS: func() func() { iqxZ = false; return func() { iqxZ = true } },
+	Q5_K:   func() func() { kqQ5KY = false; return func() { kqQ5KY = true } },
+}
+
+func init() {
+	// The prefetch distance floor of kqPfRows against none (kqPfDist
+	// alone), for the long rows of ffn_down.
+	off := func() func() { s := kqPfRows; kqPfRows = 0; return func() { kqPfRows = s } }
+	matVecCoreOld[Q6_K] = off
+	// Q4_K: the 512-bit eight-row kernel (and no prefetch floor).
+	matVecCoreOld[Q4_K] = func() func() {
+		undo := off()
+		kqQ4KY = false
+		return func() { undo(); kqQ4KY = true }
+	}
+}
