@@ -35,7 +35,9 @@
 # measured under the same fixed oversubscription; the table says so),
 # DEPTH=N (KV depth, llama-bench's -d N: both sides prefill and decode
 # with N tokens already in the context; kvwarden puts them there through
-# its prefix cache, bench/sidebyside/depth.go; one sequence only).
+# its prefix cache, bench/sidebyside/depth.go; one sequence only),
+# LLAMA_ARGS (extra llama-bench arguments, e.g. "--poll 0": its threads
+# sleep instead of spinning between graph nodes; the table names them).
 #
 # The model files (random weights; quantized types written directly, no
 # F16 intermediate, in llama-quantize's mix of types):
@@ -93,7 +95,7 @@ for r in $(seq "$rounds"); do
 	bw=$(echo "$bwout" | field median_gbs)
 	add bw "$bw"
 	# llama.cpp: llama-bench for one sequence (JSON lines: avg_ts per test).
-	out=$("$bin/llama-bench" -m "$model" -t "$tl" -p 128 -n 128 "${ldepth[@]}" -r 1 -o jsonl 2>/dev/null)
+	out=$("$bin/llama-bench" -m "$model" -t "$tl" -p 128 -n 128 "${ldepth[@]}" -r 1 ${LLAMA_ARGS:-} -o jsonl 2>/dev/null)
 	read -r pp tg < <(echo "$out" | python3 -c '
 import json, sys
 pp = tg = 0
@@ -135,7 +137,7 @@ row() {
 }
 bwm=$(med "${vals[bw]}")
 echo
-echo "model: $model; threads: llama.cpp $tl, kvwarden $tk; KV depth $depth; $rounds alternating rounds; $load background busy loops; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "model: $model; threads: llama.cpp $tl, kvwarden $tk; llama-bench extra arguments: ${LLAMA_ARGS:-none}; KV depth $depth; $rounds alternating rounds; $load background busy loops; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "kvwarden weights (last round, KVWARDEN_WEIGHTS=${KVWARDEN_WEIGHTS:-auto}): $kpages"
 echo "read bandwidth (bench/sidebyside bw -t $tk): median $bwm GB/s, rounds:${vals[bw]}"
 echo
