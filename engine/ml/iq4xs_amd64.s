@@ -407,6 +407,113 @@ iqxZLoop:
 	VZEROUPPER
 	RET
 
+// kqIQ4XSDot4VNNIM is kqIQ4XSDot4VNNIZ with the scales decoded straight
+// into their lanes: VPMULTISHIFTQB of the block's first eight bytes
+// (d, scales_h, scales_l) puts, in every dword of sub-block ib's lane, the
+// bits of scales_l from 4ib in byte 0 and those of scales_h from 2ib (at
+// bit 4) in byte 1; masked to 0x0f and 0x30, VPDPBUSD with the bytes
+// (1, 1, 0, 0) onto -32 sums them into ls-32 (8 vector instructions per
+// row for the scales of both halves, against 13). The activation's scale
+// is the same for the four rows (one activation row), loaded once.
+DATA iqxCtl0<>+0(SB)/8, $0x00000c2000000c20
+DATA iqxCtl0<>+8(SB)/8, $0x00000c2000000c20
+DATA iqxCtl0<>+16(SB)/8, $0x00000e2400000e24
+DATA iqxCtl0<>+24(SB)/8, $0x00000e2400000e24
+DATA iqxCtl0<>+32(SB)/8, $0x0000102800001028
+DATA iqxCtl0<>+40(SB)/8, $0x0000102800001028
+DATA iqxCtl0<>+48(SB)/8, $0x0000122c0000122c
+DATA iqxCtl0<>+56(SB)/8, $0x0000122c0000122c
+GLOBL iqxCtl0<>(SB), RODATA|NOPTR, $64
+
+DATA iqxCtl1<>+0(SB)/8, $0x0000143000001430
+DATA iqxCtl1<>+8(SB)/8, $0x0000143000001430
+DATA iqxCtl1<>+16(SB)/8, $0x0000163400001634
+DATA iqxCtl1<>+24(SB)/8, $0x0000163400001634
+DATA iqxCtl1<>+32(SB)/8, $0x0000183800001838
+DATA iqxCtl1<>+40(SB)/8, $0x0000183800001838
+DATA iqxCtl1<>+48(SB)/8, $0x00001a3c00001a3c
+DATA iqxCtl1<>+56(SB)/8, $0x00001a3c00001a3c
+GLOBL iqxCtl1<>(SB), RODATA|NOPTR, $64
+
+// The lane-broadcast scales ls-32 of half h (ctl) of the block at BX.
+#define IQXM_SCALES(ctl, dst) \
+	VPMULTISHIFTQB.BCST (BX), ctl, Z3 \
+	VPANDD       Z31, Z3, Z3 \
+	VMOVDQA64    Z13, dst \
+	VPDPBUSD     Z5, Z3, dst
+
+// One row's isum as 8 int32 lanes in y (acc is y's ZMM).
+#define IQXM_ROW(acc, y) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	IQXM_SCALES(Z18, Z28) \
+	IQXM_SCALES(Z19, Z29) \
+	IQXZ_HALF(0, Z20, Z21, Z16, Z28, Z26, acc) \
+	IQXZ_HALF(1, Z22, Z23, Z17, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc \
+	VEXTRACTI64X4 $1, acc, Y24 \
+	VPADDD        Y24, y, y
+
+// IQX_FINISH with the activation scale in X7 (loaded once per block).
+#define IQXM_FINISH \
+	IQX_HSUM4x8(Y8, Y9, Y10, Y11, X8, X9) \
+	VPXOR     X4, X4, X4 \
+	VPINSRW   $0, (DI), X4, X4 \
+	LEAQ      (DI)(R8*1), BX \
+	VPINSRW   $1, (BX), X4, X4 \
+	LEAQ      (DI)(R8*2), BX \
+	VPINSRW   $2, (BX), X4, X4 \
+	LEAQ      (DI)(R10*1), BX \
+	VPINSRW   $3, (BX), X4, X4 \
+	VCVTPH2PS X4, X6 \
+	VMULPS    X7, X6, X6 \
+	VCVTDQ2PS X8, X8 \
+	VMULPS    X6, X8, X8 \
+	VADDPS    X8, X0, X0
+
+// func kqIQ4XSDot4VNNIM(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqIQ4XSDot4VNNIM(SB), NOSPLIT, $0-48
+	IQX_PROLOGUE
+	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+	VPXORD       Z30, Z30, Z30
+
+iqxMLoop:
+	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VBROADCASTSS ACT_SCALE(SI), X7
+	IQX_P0
+	IQXM_ROW(Z8, Y8)
+	IQX_P1
+	IQXM_ROW(Z9, Y9)
+	IQX_P2
+	IQXM_ROW(Z10, Y10)
+	IQX_P3
+	IQXM_ROW(Z11, Y11)
+	IQXM_FINISH
+	ADDQ $136, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxMLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
 #define IQX_RACT(addr, acc) \
 	VMOVDQU    addr, Y5 \
 	VPSIGNB    Y2, Y5, Y5 \

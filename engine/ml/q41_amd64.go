@@ -2,6 +2,8 @@
 
 package ml
 
+import "golang.org/x/sys/cpu"
+
 // Q4_1, Q5_1 and IQ4_XS kernels. Each reproduces its type's reference
 // arithmetic (dot32 with the offset term, dotK; qdot.go) bit for bit.
 //
@@ -38,9 +40,20 @@ func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI (a variable for
-// BenchmarkMatVecCore's A/B).
-var iqxZ = true
+// kqIQ4XSDot4VNNIM is kqIQ4XSDot4VNNIZ with the scales decoded straight
+// into their lanes (VPMULTISHIFTQB) and the activation scale loaded once.
+//
+//go:noescape
+func kqIQ4XSDot4VNNIM(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI, iqxM
+// kqIQ4XSDot4VNNIM over both (variables for BenchmarkMatVecCore's A/B).
+var iqxZ, iqxM = true, true
+
+// hasVBMI: kqIQ4XSDot4VNNIM's VPMULTISHIFTQB is AVX512_VBMI.
+var hasVBMI = hasVNNI && cpu.X86.HasAVX512VBMI
+
+func useVBMI() bool { return useQ8VNNI() && hasVBMI }
 
 // One weight row against four activation rows (ws ignored), the values
 // decoded once for the four.
@@ -110,6 +123,9 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 			kern = kqIQ4XSDot4VNNI
 			if iqxZ {
 				kern = kqIQ4XSDot4VNNIZ
+			}
+			if iqxM && useVBMI() {
+				kern = kqIQ4XSDot4VNNIM
 			}
 		}
 	default:

@@ -13,6 +13,9 @@ func genIQ4XSDot() {
 	T(iqxZMacros)
 	kqDot4(iqxDot4VNNIZ)
 	P("")
+	T(iqxMMacros)
+	kqDot4(iqxDot4VNNIM)
+	P("")
 	T(iqxRowMacros)
 	iqxRow4()
 	P("")
@@ -55,6 +58,32 @@ var (
 `,
 		pair: func(k int) string { return "IQXZ_ROW(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
 		tail: "\tIQX_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+	iqxDot4VNNIM = kqDot4Kernel{
+		name: "kqIQ4XSDot4VNNIM", label: "iqxMLoop", frame: "$0-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		consts: `	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+	VPXORD       Z30, Z30, Z30
+`,
+		pre: `	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VBROADCASTSS ACT_SCALE(SI), X7
+`,
+		pair: func(k int) string { return "IQXM_ROW(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
+		tail: "\tIQXM_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
 	}
 )
 

@@ -351,3 +351,71 @@ GLOBL iqxLane1<>(SB), RODATA|NOPTR, $64
 	VPADDD        Y24, y, y
 
 `
+
+// iqxMMacros are the macros of kqIQ4XSDot4VNNIM.
+const iqxMMacros = `// kqIQ4XSDot4VNNIM is kqIQ4XSDot4VNNIZ with the scales decoded straight
+// into their lanes: VPMULTISHIFTQB of the block's first eight bytes
+// (d, scales_h, scales_l) puts, in every dword of sub-block ib's lane, the
+// bits of scales_l from 4ib in byte 0 and those of scales_h from 2ib (at
+// bit 4) in byte 1; masked to 0x0f and 0x30, VPDPBUSD with the bytes
+// (1, 1, 0, 0) onto -32 sums them into ls-32 (8 vector instructions per
+// row for the scales of both halves, against 13). The activation's scale
+// is the same for the four rows (one activation row), loaded once.
+DATA iqxCtl0<>+0(SB)/8, $0x00000c2000000c20
+DATA iqxCtl0<>+8(SB)/8, $0x00000c2000000c20
+DATA iqxCtl0<>+16(SB)/8, $0x00000e2400000e24
+DATA iqxCtl0<>+24(SB)/8, $0x00000e2400000e24
+DATA iqxCtl0<>+32(SB)/8, $0x0000102800001028
+DATA iqxCtl0<>+40(SB)/8, $0x0000102800001028
+DATA iqxCtl0<>+48(SB)/8, $0x0000122c0000122c
+DATA iqxCtl0<>+56(SB)/8, $0x0000122c0000122c
+GLOBL iqxCtl0<>(SB), RODATA|NOPTR, $64
+
+DATA iqxCtl1<>+0(SB)/8, $0x0000143000001430
+DATA iqxCtl1<>+8(SB)/8, $0x0000143000001430
+DATA iqxCtl1<>+16(SB)/8, $0x0000163400001634
+DATA iqxCtl1<>+24(SB)/8, $0x0000163400001634
+DATA iqxCtl1<>+32(SB)/8, $0x0000183800001838
+DATA iqxCtl1<>+40(SB)/8, $0x0000183800001838
+DATA iqxCtl1<>+48(SB)/8, $0x00001a3c00001a3c
+DATA iqxCtl1<>+56(SB)/8, $0x00001a3c00001a3c
+GLOBL iqxCtl1<>(SB), RODATA|NOPTR, $64
+
+// The lane-broadcast scales ls-32 of half h (ctl) of the block at BX.
+#define IQXM_SCALES(ctl, dst) \
+	VPMULTISHIFTQB.BCST (BX), ctl, Z3 \
+	VPANDD       Z31, Z3, Z3 \
+	VMOVDQA64    Z13, dst \
+	VPDPBUSD     Z5, Z3, dst
+
+// One row's isum as 8 int32 lanes in y (acc is y's ZMM).
+#define IQXM_ROW(acc, y) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	IQXM_SCALES(Z18, Z28) \
+	IQXM_SCALES(Z19, Z29) \
+	IQXZ_HALF(0, Z20, Z21, Z16, Z28, Z26, acc) \
+	IQXZ_HALF(1, Z22, Z23, Z17, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc \
+	VEXTRACTI64X4 $1, acc, Y24 \
+	VPADDD        Y24, y, y
+
+// IQX_FINISH with the activation scale in X7 (loaded once per block).
+#define IQXM_FINISH \
+	IQX_HSUM4x8(Y8, Y9, Y10, Y11, X8, X9) \
+	VPXOR     X4, X4, X4 \
+	VPINSRW   $0, (DI), X4, X4 \
+	LEAQ      (DI)(R8*1), BX \
+	VPINSRW   $1, (BX), X4, X4 \
+	LEAQ      (DI)(R8*2), BX \
+	VPINSRW   $2, (BX), X4, X4 \
+	LEAQ      (DI)(R10*1), BX \
+	VPINSRW   $3, (BX), X4, X4 \
+	VCVTPH2PS X4, X6 \
+	VMULPS    X7, X6, X6 \
+	VCVTDQ2PS X8, X8 \
+	VMULPS    X6, X8, X8 \
+	VADDPS    X8, X0, X0
+
+`
