@@ -451,13 +451,29 @@ GLOBL iqxCtl1<>(SB), RODATA|NOPTR, $64
 	IQXM_SCALES(Z19, Z29) \
 	IQXZ_HALF(0, Z20, Z21, Z16, Z28, Z26, acc) \
 	IQXZ_HALF(1, Z22, Z23, Z17, Z29, Z27, Z27) \
-	VPADDD        Z27, acc, acc \
-	VEXTRACTI64X4 $1, acc, Y24 \
-	VPADDD        Y24, y, y
+	VPADDD        Z27, acc, acc
+
+// The four rows' 16 dword lanes (Z8..Z11) summed into the dwords of X8,
+// with single-operation shuffles (VPHADDD is several): pairs of rows
+// interleaved and added, then the pairs, then the four 128-bit lanes.
+#define IQXM_HSUM \
+	VPUNPCKLQDQ   Z9, Z8, Z24 \
+	VPUNPCKHQDQ   Z9, Z8, Z25 \
+	VPADDD        Z25, Z24, Z24 \
+	VPUNPCKLQDQ   Z11, Z10, Z26 \
+	VPUNPCKHQDQ   Z11, Z10, Z27 \
+	VPADDD        Z27, Z26, Z26 \
+	VSHUFPS       $0x88, Z26, Z24, Z25 \
+	VSHUFPS       $0xdd, Z26, Z24, Z27 \
+	VPADDD        Z27, Z25, Z25 \
+	VEXTRACTI64X4 $1, Z25, Y24 \
+	VPADDD        Y24, Y25, Y25 \
+	VEXTRACTI32X4 $1, Y25, X24 \
+	VPADDD        X24, X25, X8
 
 // IQX_FINISH with the activation scale in X7 (loaded once per block).
 #define IQXM_FINISH \
-	IQX_HSUM4x8(Y8, Y9, Y10, Y11, X8, X9) \
+	IQXM_HSUM \
 	VPXOR     X4, X4, X4 \
 	VPINSRW   $0, (DI), X4, X4 \
 	LEAQ      (DI)(R8*1), BX \
