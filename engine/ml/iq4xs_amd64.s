@@ -530,6 +530,102 @@ iqxMLoop:
 	VZEROUPPER
 	RET
 
+// kqIQ4XSDot4VNNIA is kqIQ4XSDot4VNNIM reading the activation arranged
+// once per activation row by iqxArrangeAct (blocks of IQXA_BLOCK bytes:
+// IQXZ_ACT's four vectors of values, then its two vectors of -128 x the
+// lane sums, then the f32 scale) instead of once per super-block and four
+// weight rows: the multiply-adds take the activation as memory operands.
+#define IQXA_BLOCK 448
+#define IQXA_SUMS 256
+#define IQXA_SCALE 384
+
+// func iqxArrangeAct(dst *byte, a *byte, nb int)
+TEXT ·iqxArrangeAct(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         a+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VPXORD       Z30, Z30, Z30
+
+iqxArrLoop:
+	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VMOVDQU64    Z20, (DI)
+	VMOVDQU64    Z21, 64(DI)
+	VMOVDQU64    Z22, 128(DI)
+	VMOVDQU64    Z23, 192(DI)
+	VMOVDQU64    Z16, IQXA_SUMS(DI)
+	VMOVDQU64    Z17, (IQXA_SUMS+64)(DI)
+	MOVL         ACT_SCALE(SI), AX
+	MOVL         AX, IQXA_SCALE(DI)
+	ADDQ         $ACT_BLOCK, SI
+	ADDQ         $IQXA_BLOCK, DI
+	DECQ         CX
+	JNZ          iqxArrLoop
+	VZEROUPPER
+	RET
+
+// IQXZ_HALF with the arranged activation at SI.
+#define IQXA_HALF(h, sc, tmp, dst) \
+	VMOVDQU64  (8+64*h)(BX), Z24 \
+	VPSRLW     $4, Z24, Z25 \
+	VPANDD     Z14, Z24, Z24 \
+	VPANDD     Z14, Z25, Z25 \
+	VPSHUFB    Z24, Z12, Z24 \
+	VPSHUFB    Z25, Z12, Z25 \
+	VMOVDQU64  (IQXA_SUMS+64*h)(SI), tmp \
+	VPDPBUSD   (128*h)(SI), Z24, tmp \
+	VPDPBUSD   (128*h+64)(SI), Z25, tmp \
+	VPMULLD    sc, tmp, dst
+
+#define IQXA_ROW(acc) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	IQXM_SCALES(Z18, Z28) \
+	IQXM_SCALES(Z19, Z29) \
+	IQXA_HALF(0, Z28, Z26, acc) \
+	IQXA_HALF(1, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc
+
+// func kqIQ4XSDot4VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqIQ4XSDot4VNNIA(SB), NOSPLIT, $0-48
+	IQX_PROLOGUE
+	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+
+iqxALoop:
+	VBROADCASTSS IQXA_SCALE(SI), X7
+	IQX_P0
+	IQXA_ROW(Z8)
+	IQX_P1
+	IQXA_ROW(Z9)
+	IQX_P2
+	IQXA_ROW(Z10)
+	IQX_P3
+	IQXA_ROW(Z11)
+	IQXM_FINISH
+	ADDQ $136, DI
+	ADDQ $IQXA_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxALoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
 #define IQX_RACT(addr, acc) \
 	VMOVDQU    addr, Y5 \
 	VPSIGNB    Y2, Y5, Y5 \

@@ -63,19 +63,25 @@ func BenchmarkIQXMicro(b *testing.B) {
 	x := randF32(r, cols)
 	act := make([]byte, nb*q8KActBlock)
 	quantizeActGeneric(IQ4_XS.traits().act, act, x)
+	arr := make([]byte, nb*iqxArrBlock)
+	iqxArrangeAct(&arr[0], &act[0], nb)
 	var out [4]float32
 	for _, k := range []struct {
 		name string
 		f    kqKernel
-	}{{"Z", kqIQ4XSDot4VNNIZ}, {"M", kqIQ4XSDot4VNNIM}, {"Z", kqIQ4XSDot4VNNIZ}, {"M", kqIQ4XSDot4VNNIM}} {
+		a    []byte
+	}{
+		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr},
+		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr},
+	} {
 		b.Run(k.name, func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			c0 := threadCPU()
 			for range b.N {
 				for range 100 {
-					k.f(&w[0], rb, &act[0], 0, nb, &out[0])
-					k.f(&w[4*rb], rb, &act[0], 0, nb, &out[0])
+					k.f(&w[0], rb, &k.a[0], 0, nb, &out[0])
+					k.f(&w[4*rb], rb, &k.a[0], 0, nb, &out[0])
 				}
 			}
 			b.ReportMetric(float64(b.N)*100*float64(8*rb)/(threadCPU()-c0)/1e9, "cpu-GB/s")

@@ -5,7 +5,7 @@ package ml
 // matVecCoreOld switches a type's one-row products to the kernel a change
 // replaced (returning the undo), for BenchmarkMatVecCore's A/B.
 var matVecCoreOld = map[Type]func() func(){
-	IQ4_XS: func() func() { iqxM = false; return func() { iqxM = true } },
+	IQ4_XS: func() func() { iqxM, iqxA = false, false; return func() { iqxM, iqxA = true, true } },
 	Q5_K:   func() func() { kqQ5KY = false; return func() { kqQ5KY = true } },
 }
 

@@ -2,7 +2,11 @@
 
 package ml
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // Q4_1, Q5_1 and IQ4_XS kernels. Each reproduces its type's reference
 // arithmetic (dot32 with the offset term, dotK; qdot.go) bit for bit.
@@ -46,9 +50,21 @@ func kqIQ4XSDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNIM(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqIQ4XSDot4VNNIA is kqIQ4XSDot4VNNIM reading an activation row that
+// iqxArrangeAct arranged once (nb blocks of iqxArrBlock bytes at dst).
+//
+//go:noescape
+func kqIQ4XSDot4VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func iqxArrangeAct(dst *byte, a *byte, nb int)
+
+// iqxArrBlock is the size of an arranged activation block (IQXA_BLOCK).
+const iqxArrBlock = 448
+
 // iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI, iqxM
 // kqIQ4XSDot4VNNIM over both (variables for BenchmarkMatVecCore's A/B).
-var iqxZ, iqxM = true, true
+var iqxZ, iqxM, iqxA = true, true, true
 
 // hasVBMI: kqIQ4XSDot4VNNIM's VPMULTISHIFTQB is AVX512_VBMI.
 var hasVBMI = hasVNNI && cpu.X86.HasAVX512VBMI
@@ -160,6 +176,19 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		if lo == hi {
 			return true
 		}
+	}
+	if w.Type == IQ4_XS && n < 4 && iqxA && useVBMI() {
+		// The activation arranged once per row for every weight row (its
+		// blocks 64-byte aligned, as the kernel's loads are 64 bytes).
+		p := getBytes(nb*iqxArrBlock + 64)
+		defer byteScratch.Put(p)
+		buf := *p
+		buf = buf[(64-int(uintptr(unsafe.Pointer(&buf[0]))&63))&63:]
+		for i := 0; i < n; i++ {
+			iqxArrangeAct(&buf[0], &act[i*as], nb)
+			matvecK(kqIQ4XSDot4VNNIA, kqPrefetchBytes, nb, dst[i*R:(i+1)*R], buf, w, rb, lo, hi)
+		}
+		return true
 	}
 	if n < 4 {
 		for i := 0; i < n; i++ {

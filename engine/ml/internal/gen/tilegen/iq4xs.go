@@ -16,6 +16,9 @@ func genIQ4XSDot() {
 	T(iqxMMacros)
 	kqDot4(iqxDot4VNNIM)
 	P("")
+	T(iqxAMacros)
+	kqDot4(iqxDot4VNNIA)
+	P("")
 	T(iqxRowMacros)
 	iqxRow4()
 	P("")
@@ -84,6 +87,26 @@ var (
 `,
 		pair: func(k int) string { return "IQXM_ROW(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
 		tail: "\tIQXM_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+	iqxDot4VNNIA = kqDot4Kernel{
+		name: "kqIQ4XSDot4VNNIA", label: "iqxALoop", frame: "$0-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		consts: `	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+`,
+		pre:  "\tVBROADCASTSS IQXA_SCALE(SI), X7\n",
+		pair: func(k int) string { return "IQXA_ROW(Z" + itoa(8+k) + ")" },
+		tail: "\tIQXM_FINISH\n", wb: "136", ab: "$IQXA_BLOCK",
 	}
 )
 

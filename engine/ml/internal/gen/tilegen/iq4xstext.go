@@ -435,3 +435,65 @@ GLOBL iqxCtl1<>(SB), RODATA|NOPTR, $64
 	VADDPS    X8, X0, X0
 
 `
+
+// iqxAMacros are the macros of kqIQ4XSDot4VNNIA and iqxArrangeAct.
+const iqxAMacros = `// kqIQ4XSDot4VNNIA is kqIQ4XSDot4VNNIM reading the activation arranged
+// once per activation row by iqxArrangeAct (blocks of IQXA_BLOCK bytes:
+// IQXZ_ACT's four vectors of values, then its two vectors of -128 x the
+// lane sums, then the f32 scale) instead of once per super-block and four
+// weight rows: the multiply-adds take the activation as memory operands.
+#define IQXA_BLOCK 448
+#define IQXA_SUMS 256
+#define IQXA_SCALE 384
+
+// func iqxArrangeAct(dst *byte, a *byte, nb int)
+TEXT ·iqxArrangeAct(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         a+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VPXORD       Z30, Z30, Z30
+
+iqxArrLoop:
+	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VMOVDQU64    Z20, (DI)
+	VMOVDQU64    Z21, 64(DI)
+	VMOVDQU64    Z22, 128(DI)
+	VMOVDQU64    Z23, 192(DI)
+	VMOVDQU64    Z16, IQXA_SUMS(DI)
+	VMOVDQU64    Z17, (IQXA_SUMS+64)(DI)
+	MOVL         ACT_SCALE(SI), AX
+	MOVL         AX, IQXA_SCALE(DI)
+	ADDQ         $ACT_BLOCK, SI
+	ADDQ         $IQXA_BLOCK, DI
+	DECQ         CX
+	JNZ          iqxArrLoop
+	VZEROUPPER
+	RET
+
+// IQXZ_HALF with the arranged activation at SI.
+#define IQXA_HALF(h, sc, tmp, dst) \
+	VMOVDQU64  (8+64*h)(BX), Z24 \
+	VPSRLW     $4, Z24, Z25 \
+	VPANDD     Z14, Z24, Z24 \
+	VPANDD     Z14, Z25, Z25 \
+	VPSHUFB    Z24, Z12, Z24 \
+	VPSHUFB    Z25, Z12, Z25 \
+	VMOVDQU64  (IQXA_SUMS+64*h)(SI), tmp \
+	VPDPBUSD   (128*h)(SI), Z24, tmp \
+	VPDPBUSD   (128*h+64)(SI), Z25, tmp \
+	VPMULLD    sc, tmp, dst
+
+#define IQXA_ROW(acc) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	IQXM_SCALES(Z18, Z28) \
+	IQXM_SCALES(Z19, Z29) \
+	IQXA_HALF(0, Z28, Z26, acc) \
+	IQXA_HALF(1, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc
+
+`
