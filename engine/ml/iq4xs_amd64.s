@@ -530,6 +530,23 @@ iqxMLoop:
 	VZEROUPPER
 	RET
 
+// R12 = the in-kernel prefetch distance: kqPfDist bytes (four rows, the
+// next call's rows, when it is 0), or kqPfRows rows where that is
+// farther: the same blocks of the rows a call or two on, which long rows
+// need (a fixed distance of a few rows' bytes lands in rows the kernel is
+// already reading). Uses R11.
+#define PF_DIST(label) \
+	MOVQ    ·kqPfDist(SB), R12 \
+	TESTQ   R12, R12 \
+	JNZ     label \
+	MOVQ    R8, R12 \
+	SHLQ    $2, R12 \
+label: \
+	MOVQ    ·kqPfRows(SB), R11 \
+	IMULQ   R8, R11 \
+	CMPQ    R11, R12 \
+	CMOVQGT R11, R12
+
 // kqIQ4XSDot4VNNIA is kqIQ4XSDot4VNNIM reading the activation arranged
 // once per activation row by iqxArrangeAct (blocks of IQXA_BLOCK bytes:
 // IQXZ_ACT's four vectors of values, then its two vectors of -128 x the
@@ -579,10 +596,13 @@ iqxArrLoop:
 	VPDPBUSD   (128*h+64)(SI), Z25, tmp \
 	VPMULLD    sc, tmp, dst
 
+// The prefetches run R12 bytes ahead (PF_DIST: for long rows, such as
+// the 8B shape's ffn_down, more than the next call's four rows), in place
+// of matvecK's per-call burst.
 #define IQXA_ROW(acc) \
-	PREFETCHT0    (BX)(R8*4) \
-	PREFETCHT0    64(BX)(R8*4) \
-	PREFETCHT0    128(BX)(R8*4) \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
 	IQXM_SCALES(Z18, Z28) \
 	IQXM_SCALES(Z19, Z29) \
 	IQXA_HALF(0, Z28, Z26, acc) \
@@ -592,6 +612,7 @@ iqxArrLoop:
 // func kqIQ4XSDot4VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
 TEXT ·kqIQ4XSDot4VNNIA(SB), NOSPLIT, $0-48
 	IQX_PROLOGUE
+	PF_DIST(iqxAPf)
 	XORQ         R9, R9
 	XORQ         R11, R11
 	VPBROADCASTD iqxMask0F<>(SB), Z14

@@ -184,9 +184,14 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		defer byteScratch.Put(p)
 		buf := *p
 		buf = buf[(64-int(uintptr(unsafe.Pointer(&buf[0]))&63))&63:]
+		// The kernel prefetches inside its loop (kqPfDist, kqPfRows).
+		pf := 0
+		if kqZCallPrefetch {
+			pf = kqPrefetchBytes
+		}
 		for i := 0; i < n; i++ {
 			iqxArrangeAct(&buf[0], &act[i*as], nb)
-			matvecK(kqIQ4XSDot4VNNIA, kqPrefetchBytes, nb, dst[i*R:(i+1)*R], buf, w, rb, lo, hi)
+			matvecK(kqIQ4XSDot4VNNIA, pf, nb, dst[i*R:(i+1)*R], buf, w, rb, lo, hi)
 		}
 		return true
 	}

@@ -16,6 +16,7 @@ func genIQ4XSDot() {
 	T(iqxMMacros)
 	kqDot4(iqxDot4VNNIM)
 	P("")
+	T(kqPfDistMacro)
 	T(iqxAMacros)
 	kqDot4(iqxDot4VNNIA)
 	P("")
@@ -91,7 +92,8 @@ var (
 	iqxDot4VNNIA = kqDot4Kernel{
 		name: "kqIQ4XSDot4VNNIA", label: "iqxALoop", frame: "$0-48",
 		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
-		consts: `	XORQ         R9, R9
+		consts: `	PF_DIST(iqxAPf)
+	XORQ         R9, R9
 	XORQ         R11, R11
 	VPBROADCASTD iqxMask0F<>(SB), Z14
 	VBROADCASTI32X4 iqxBookU<>(SB), Z12

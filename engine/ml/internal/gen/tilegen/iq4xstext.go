@@ -486,10 +486,13 @@ iqxArrLoop:
 	VPDPBUSD   (128*h+64)(SI), Z25, tmp \
 	VPMULLD    sc, tmp, dst
 
+// The prefetches run R12 bytes ahead (PF_DIST: for long rows, such as
+// the 8B shape's ffn_down, more than the next call's four rows), in place
+// of matvecK's per-call burst.
 #define IQXA_ROW(acc) \
-	PREFETCHT0    (BX)(R8*4) \
-	PREFETCHT0    64(BX)(R8*4) \
-	PREFETCHT0    128(BX)(R8*4) \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
 	IQXM_SCALES(Z18, Z28) \
 	IQXM_SCALES(Z19, Z29) \
 	IQXA_HALF(0, Z28, Z26, acc) \
