@@ -17,8 +17,10 @@ import (
 //	             (kqQ41Dot4AVX2)                      expanded to Q8_0 blocks, packed, and
 //	                                                  swept 8 or 4 activation rows at a
 //	                                                  time (gemmOffx8/x4)
-//	IQ4_XS       n < 4: 4 rows per call (Dot4);       n < 4: Dot4 on ZMM; n >= 4: packed
-//	             n >= 4: 1 row x 4 activations (Row4) tiles as Q4_1 (gemmIQ4XSx8/x4)
+//	IQ4_XS       n < 4: 4 rows per call (Dot4);       n < 4: Dot4 on ZMM (with VBMI on the
+//	             n >= 4: 1 row x 4 activations (Row4) activation arranged once per row,
+//	                                                  kqIQ4XSDot4VNNIA); n >= 4: packed
+//	                                                  tiles as Q4_1 (gemmIQ4XSx8/x4)
 //
 // Q4_1 and Q5_1 carry a per-block offset m (value = d*q + m) that the Q8_0
 // kernels have no place for, so their kernels add float32(sum(q))*(m*dx)
@@ -63,7 +65,8 @@ func iqxArrangeAct(dst *byte, a *byte, nb int)
 const iqxArrBlock = 448
 
 // iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI, iqxM
-// kqIQ4XSDot4VNNIM over both (variables for BenchmarkMatVecCore's A/B).
+// kqIQ4XSDot4VNNIM over both, iqxA kqIQ4XSDot4VNNIA (with its arranged
+// activation) over all three: variables for BenchmarkMatVecCore's A/B.
 var iqxZ, iqxM, iqxA = true, true, true
 
 // hasVBMI: kqIQ4XSDot4VNNIM's VPMULTISHIFTQB is AVX512_VBMI.
@@ -177,7 +180,7 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 			return true
 		}
 	}
-	if w.Type == IQ4_XS && n < 4 && iqxA && useVBMI() {
+	if w.Type == IQ4_XS && n < 4 && nb > 0 && iqxA && useVBMI() {
 		// The activation arranged once per row for every weight row (its
 		// blocks 64-byte aligned, as the kernel's loads are 64 bytes).
 		p := getBytes(nb*iqxArrBlock + 64)
