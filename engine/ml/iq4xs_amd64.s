@@ -599,6 +599,22 @@ iqxArrLoop:
 // The prefetches run R12 bytes ahead (PF_DIST: for long rows, such as
 // the 8B shape's ffn_down, more than the next call's four rows), in place
 // of matvecK's per-call burst.
+// IQXM_HSUM for any four rows' lanes (z0..z3) into x.
+#define IQX_HSUM16(z0, z1, z2, z3, x) \
+	VPUNPCKLQDQ   z1, z0, Z24 \
+	VPUNPCKHQDQ   z1, z0, Z25 \
+	VPADDD        Z25, Z24, Z24 \
+	VPUNPCKLQDQ   z3, z2, Z26 \
+	VPUNPCKHQDQ   z3, z2, Z27 \
+	VPADDD        Z27, Z26, Z26 \
+	VSHUFPS       $0x88, Z26, Z24, Z25 \
+	VSHUFPS       $0xdd, Z26, Z24, Z27 \
+	VPADDD        Z27, Z25, Z25 \
+	VEXTRACTI64X4 $1, Z25, Y24 \
+	VPADDD        Y24, Y25, Y25 \
+	VEXTRACTI32X4 $1, Y25, X24 \
+	VPADDD        X24, X25, x
+
 #define IQXA_ROW(acc) \
 	PREFETCHT1    (BX)(R12*1) \
 	PREFETCHT1    64(BX)(R12*1) \
@@ -644,6 +660,81 @@ iqxALoop:
 
 	MOVQ out+40(FP), DX
 	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// func kqIQ4XSDot8VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqIQ4XSDot4VNNIA on eight rows (as is ignored): per super-block the same
+// integer sums per row, and per lane the same float operations in the
+// same order, so its outputs are the same bits.
+TEXT ·kqIQ4XSDot8VNNIA(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), DI
+	MOVQ            ws+8(FP), R8
+	PF_DIST(iqx8Pf)
+	MOVQ            a+16(FP), SI
+	LEAQ            (R8)(R8*2), R10
+	LEAQ            (DI)(R8*4), R13
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64       iqxCtl0<>(SB), Z18
+	VMOVDQU64       iqxCtl1<>(SB), Z19
+	MOVL            $0x300f, AX
+	VPBROADCASTD    AX, Z31
+	MOVL            $0x0101, AX
+	VPBROADCASTD    AX, Z5
+	MOVL            $-32, AX
+	VPBROADCASTD    AX, Z13
+	VXORPS          X0, X0, X0
+
+iqx8Loop:
+	VBROADCASTSS IQXA_SCALE(SI), Y7
+	MOVQ DI, BX
+	IQXA_ROW(Z8)
+	LEAQ (DI)(R8*1), BX
+	IQXA_ROW(Z9)
+	LEAQ (DI)(R8*2), BX
+	IQXA_ROW(Z10)
+	LEAQ (DI)(R10*1), BX
+	IQXA_ROW(Z11)
+	MOVQ R13, BX
+	IQXA_ROW(Z20)
+	LEAQ (R13)(R8*1), BX
+	IQXA_ROW(Z21)
+	LEAQ (R13)(R8*2), BX
+	IQXA_ROW(Z22)
+	LEAQ (R13)(R10*1), BX
+	IQXA_ROW(Z23)
+	IQX_HSUM16(Z8, Z9, Z10, Z11, X8)
+	IQX_HSUM16(Z20, Z21, Z22, Z23, X1)
+	VINSERTI128  $1, X1, Y8, Y8
+	VPXOR        X4, X4, X4
+	VPINSRW      $0, (DI), X4, X4
+	LEAQ         (DI)(R8*1), BX
+	VPINSRW      $1, (BX), X4, X4
+	LEAQ         (DI)(R8*2), BX
+	VPINSRW      $2, (BX), X4, X4
+	LEAQ         (DI)(R10*1), BX
+	VPINSRW      $3, (BX), X4, X4
+	VPINSRW      $4, (R13), X4, X4
+	LEAQ         (R13)(R8*1), BX
+	VPINSRW      $5, (BX), X4, X4
+	LEAQ         (R13)(R8*2), BX
+	VPINSRW      $6, (BX), X4, X4
+	LEAQ         (R13)(R10*1), BX
+	VPINSRW      $7, (BX), X4, X4
+	VCVTPH2PS    X4, Y6
+	VMULPS       Y7, Y6, Y6
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	ADDQ         $136, DI
+	ADDQ         $136, R13
+	ADDQ         $IQXA_BLOCK, SI
+	DECQ         nb+32(FP)
+	JNZ          iqx8Loop
+
+	MOVQ    out+40(FP), DX
+	VMOVUPS Y0, (DX)
 	VZEROUPPER
 	RET
 

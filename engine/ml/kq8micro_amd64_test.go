@@ -47,8 +47,8 @@ func BenchmarkKQ8Micro(b *testing.B) {
 }
 
 // BenchmarkIQXMicro is BenchmarkKQ8Micro for the one-row IQ4_XS kernels:
-// eight L1-resident rows of 4096 values (two four-row calls), alternating
-// the kernels.
+// eight L1-resident rows of 4096 values (two four-row calls, or one call
+// of the eight-row kernel: A8), alternating the kernels.
 //
 //	go test -run '^$' -bench IQXMicro -benchtime 2000x ./engine/ml/
 func BenchmarkIQXMicro(b *testing.B) {
@@ -65,14 +65,14 @@ func BenchmarkIQXMicro(b *testing.B) {
 	quantizeActGeneric(IQ4_XS.traits().act, act, x)
 	arr := make([]byte, nb*iqxArrBlock)
 	iqxArrangeAct(&arr[0], &act[0], nb)
-	var out [4]float32
+	var out8 [8]float32
 	for _, k := range []struct {
 		name string
 		f    kqKernel
 		a    []byte
 	}{
-		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr},
-		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr},
+		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr}, {"A8", nil, arr},
+		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr}, {"A8", nil, arr},
 	} {
 		b.Run(k.name, func(b *testing.B) {
 			runtime.LockOSThread()
@@ -80,8 +80,12 @@ func BenchmarkIQXMicro(b *testing.B) {
 			c0 := threadCPU()
 			for range b.N {
 				for range 100 {
-					k.f(&w[0], rb, &k.a[0], 0, nb, &out[0])
-					k.f(&w[4*rb], rb, &k.a[0], 0, nb, &out[0])
+					if k.f == nil {
+						kqIQ4XSDot8VNNIA(&w[0], rb, &k.a[0], 0, nb, &out8[0])
+						continue
+					}
+					k.f(&w[0], rb, &k.a[0], 0, nb, &out8[0])
+					k.f(&w[4*rb], rb, &k.a[0], 0, nb, &out8[0])
 				}
 			}
 			b.ReportMetric(float64(b.N)*100*float64(8*rb)/(threadCPU()-c0)/1e9, "cpu-GB/s")

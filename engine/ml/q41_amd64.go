@@ -58,8 +58,17 @@ func kqIQ4XSDot4VNNIM(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
+// kqIQ4XSDot8VNNIA is kqIQ4XSDot4VNNIA on eight rows per call.
+//
+//go:noescape
+func kqIQ4XSDot8VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
 //go:noescape
 func iqxArrangeAct(dst *byte, a *byte, nb int)
+
+// iqx8 selects kqIQ4XSDot8VNNIA for the groups of eight rows (a variable
+// for the benchmarks).
+var iqx8 = true
 
 // iqxArrBlock is the size of an arranged activation block (IQXA_BLOCK).
 const iqxArrBlock = 448
@@ -194,7 +203,13 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		}
 		for i := 0; i < n; i++ {
 			iqxArrangeAct(&buf[0], &act[i*as], nb)
-			matvecK(kqIQ4XSDot4VNNIA, pf, nb, dst[i*R:(i+1)*R], buf, w, rb, lo, hi)
+			d, l := dst[i*R:(i+1)*R], lo
+			if iqx8 {
+				for ; l+8 <= hi; l += 8 {
+					kqIQ4XSDot8VNNIA(&w.Data[l*rb], rb, &buf[0], 0, nb, &d[l])
+				}
+			}
+			matvecK(kqIQ4XSDot4VNNIA, pf, nb, d, buf, w, rb, l, hi)
 		}
 		return true
 	}

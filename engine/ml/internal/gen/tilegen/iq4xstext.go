@@ -489,6 +489,22 @@ iqxArrLoop:
 // The prefetches run R12 bytes ahead (PF_DIST: for long rows, such as
 // the 8B shape's ffn_down, more than the next call's four rows), in place
 // of matvecK's per-call burst.
+// IQXM_HSUM for any four rows' lanes (z0..z3) into x.
+#define IQX_HSUM16(z0, z1, z2, z3, x) \
+	VPUNPCKLQDQ   z1, z0, Z24 \
+	VPUNPCKHQDQ   z1, z0, Z25 \
+	VPADDD        Z25, Z24, Z24 \
+	VPUNPCKLQDQ   z3, z2, Z26 \
+	VPUNPCKHQDQ   z3, z2, Z27 \
+	VPADDD        Z27, Z26, Z26 \
+	VSHUFPS       $0x88, Z26, Z24, Z25 \
+	VSHUFPS       $0xdd, Z26, Z24, Z27 \
+	VPADDD        Z27, Z25, Z25 \
+	VEXTRACTI64X4 $1, Z25, Y24 \
+	VPADDD        Y24, Y25, Y25 \
+	VEXTRACTI32X4 $1, Y25, X24 \
+	VPADDD        X24, X25, x
+
 #define IQXA_ROW(acc) \
 	PREFETCHT1    (BX)(R12*1) \
 	PREFETCHT1    64(BX)(R12*1) \
