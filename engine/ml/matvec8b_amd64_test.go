@@ -10,6 +10,9 @@ var matVecCoreOld = map[Type]func() func(){
 }
 
 func init() {
+	// F16, BF16: no prefetch of the next rows (f16PfRows = 0).
+	f16 := func() func() { s := f16PfRows; f16PfRows = 0; return func() { f16PfRows = s } }
+	matVecCoreOld[F16], matVecCoreOld[BF16] = f16, f16
 	// The prefetch distance floor of kqPfRows against none (kqPfDist
 	// alone), for the long rows of ffn_down.
 	off := func() func() { s := kqPfRows; kqPfRows = 0; return func() { kqPfRows = s } }
