@@ -30,12 +30,14 @@ TEXT ·gemvF16x8(SB), NOSPLIT, $0-48
 	SHRQ $4, R9
 	SHLQ $5, R9          // R9 = bytes of f16 in whole 16-lane steps
 	TAILMASK
-	MOVQ nw+40(FP), R10
 	LEAQ (R8)(R8*2), R14
 
 h8row:
-	CMPQ R10, $8
+	CMPQ nw+40(FP), $8
 	JLT  h8done
+	MOVQ ·f16PfRows(SB), R10 // prefetched through this pass: the rows
+	IMULQ R8, R10            // f16PfRows on (0: the rows being read)
+	ADDQ DI, R10
 	LEAQ (DI)(R8*1), R11
 	LEAQ (DI)(R8*2), R13
 	LEAQ (DI)(R14*1), R15
@@ -65,6 +67,11 @@ h8loop:
 	F16STEP(CX, Z14, Z5)
 	F16STEP(DX, Z15, Z6)
 	F16STEP(BX, Z17, Z7)
+	PREFETCHT1 (R10)
+	PREFETCHT1 64(R10)
+	PREFETCHT1 128(R10)
+	PREFETCHT1 192(R10)
+	ADDQ    $256, R10
 	ADDQ    $32, AX
 	JMP     h8loop
 
@@ -90,7 +97,7 @@ h8reduce:
 	ADDQ    $32, AX
 	MOVQ    AX, dst+32(FP)
 	LEAQ    (DI)(R8*8), DI
-	SUBQ    $8, R10
+	SUBQ    $8, nw+40(FP)
 	JMP     h8row
 
 h8done:

@@ -407,6 +407,337 @@ iqxZLoop:
 	VZEROUPPER
 	RET
 
+// kqIQ4XSDot4VNNIM is kqIQ4XSDot4VNNIZ with the scales decoded straight
+// into their lanes: VPMULTISHIFTQB of the block's first eight bytes
+// (d, scales_h, scales_l) puts, in every dword of sub-block ib's lane, the
+// bits of scales_l from 4ib in byte 0 and those of scales_h from 2ib (at
+// bit 4) in byte 1; masked to 0x0f and 0x30, VPDPBUSD with the bytes
+// (1, 1, 0, 0) onto -32 sums them into ls-32 (8 vector instructions per
+// row for the scales of both halves, against 13). The activation's scale
+// is the same for the four rows (one activation row), loaded once.
+DATA iqxCtl0<>+0(SB)/8, $0x00000c2000000c20
+DATA iqxCtl0<>+8(SB)/8, $0x00000c2000000c20
+DATA iqxCtl0<>+16(SB)/8, $0x00000e2400000e24
+DATA iqxCtl0<>+24(SB)/8, $0x00000e2400000e24
+DATA iqxCtl0<>+32(SB)/8, $0x0000102800001028
+DATA iqxCtl0<>+40(SB)/8, $0x0000102800001028
+DATA iqxCtl0<>+48(SB)/8, $0x0000122c0000122c
+DATA iqxCtl0<>+56(SB)/8, $0x0000122c0000122c
+GLOBL iqxCtl0<>(SB), RODATA|NOPTR, $64
+
+DATA iqxCtl1<>+0(SB)/8, $0x0000143000001430
+DATA iqxCtl1<>+8(SB)/8, $0x0000143000001430
+DATA iqxCtl1<>+16(SB)/8, $0x0000163400001634
+DATA iqxCtl1<>+24(SB)/8, $0x0000163400001634
+DATA iqxCtl1<>+32(SB)/8, $0x0000183800001838
+DATA iqxCtl1<>+40(SB)/8, $0x0000183800001838
+DATA iqxCtl1<>+48(SB)/8, $0x00001a3c00001a3c
+DATA iqxCtl1<>+56(SB)/8, $0x00001a3c00001a3c
+GLOBL iqxCtl1<>(SB), RODATA|NOPTR, $64
+
+// The lane-broadcast scales ls-32 of half h (ctl) of the block at BX.
+#define IQXM_SCALES(ctl, dst) \
+	VPMULTISHIFTQB.BCST (BX), ctl, Z3 \
+	VPANDD       Z31, Z3, Z3 \
+	VMOVDQA64    Z13, dst \
+	VPDPBUSD     Z5, Z3, dst
+
+// One row's isum as 8 int32 lanes in y (acc is y's ZMM).
+#define IQXM_ROW(acc, y) \
+	PREFETCHT0    (BX)(R8*4) \
+	PREFETCHT0    64(BX)(R8*4) \
+	PREFETCHT0    128(BX)(R8*4) \
+	IQXM_SCALES(Z18, Z28) \
+	IQXM_SCALES(Z19, Z29) \
+	IQXZ_HALF(0, Z20, Z21, Z16, Z28, Z26, acc) \
+	IQXZ_HALF(1, Z22, Z23, Z17, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc
+
+// The four rows' 16 dword lanes (Z8..Z11) summed into the dwords of X8,
+// with single-operation shuffles (VPHADDD is several): pairs of rows
+// interleaved and added, then the pairs, then the four 128-bit lanes.
+#define IQXM_HSUM \
+	VPUNPCKLQDQ   Z9, Z8, Z24 \
+	VPUNPCKHQDQ   Z9, Z8, Z25 \
+	VPADDD        Z25, Z24, Z24 \
+	VPUNPCKLQDQ   Z11, Z10, Z26 \
+	VPUNPCKHQDQ   Z11, Z10, Z27 \
+	VPADDD        Z27, Z26, Z26 \
+	VSHUFPS       $0x88, Z26, Z24, Z25 \
+	VSHUFPS       $0xdd, Z26, Z24, Z27 \
+	VPADDD        Z27, Z25, Z25 \
+	VEXTRACTI64X4 $1, Z25, Y24 \
+	VPADDD        Y24, Y25, Y25 \
+	VEXTRACTI32X4 $1, Y25, X24 \
+	VPADDD        X24, X25, X8
+
+// IQX_FINISH with the activation scale in X7 (loaded once per block).
+#define IQXM_FINISH \
+	IQXM_HSUM \
+	VPXOR     X4, X4, X4 \
+	VPINSRW   $0, (DI), X4, X4 \
+	LEAQ      (DI)(R8*1), BX \
+	VPINSRW   $1, (BX), X4, X4 \
+	LEAQ      (DI)(R8*2), BX \
+	VPINSRW   $2, (BX), X4, X4 \
+	LEAQ      (DI)(R10*1), BX \
+	VPINSRW   $3, (BX), X4, X4 \
+	VCVTPH2PS X4, X6 \
+	VMULPS    X7, X6, X6 \
+	VCVTDQ2PS X8, X8 \
+	VMULPS    X6, X8, X8 \
+	VADDPS    X8, X0, X0
+
+// func kqIQ4XSDot4VNNIM(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqIQ4XSDot4VNNIM(SB), NOSPLIT, $0-48
+	IQX_PROLOGUE
+	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+	VPXORD       Z30, Z30, Z30
+
+iqxMLoop:
+	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VBROADCASTSS ACT_SCALE(SI), X7
+	IQX_P0
+	IQXM_ROW(Z8, Y8)
+	IQX_P1
+	IQXM_ROW(Z9, Y9)
+	IQX_P2
+	IQXM_ROW(Z10, Y10)
+	IQX_P3
+	IQXM_ROW(Z11, Y11)
+	IQXM_FINISH
+	ADDQ $136, DI
+	ADDQ $ACT_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxMLoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// R12 = the in-kernel prefetch distance: kqPfDist bytes (four rows, the
+// next call's rows, when it is 0), or kqPfRows rows where that is
+// farther: the same blocks of the rows a call or two on, which long rows
+// need (a fixed distance of a few rows' bytes lands in rows the kernel is
+// already reading). Uses R11.
+#define PF_DIST(label) \
+	MOVQ    ·kqPfDist(SB), R12 \
+	TESTQ   R12, R12 \
+	JNZ     label \
+	MOVQ    R8, R12 \
+	SHLQ    $2, R12 \
+label: \
+	MOVQ    ·kqPfRows(SB), R11 \
+	IMULQ   R8, R11 \
+	CMPQ    R11, R12 \
+	CMOVQGT R11, R12
+
+// kqIQ4XSDot4VNNIA is kqIQ4XSDot4VNNIM reading the activation arranged
+// once per activation row by iqxArrangeAct (blocks of IQXA_BLOCK bytes:
+// IQXZ_ACT's four vectors of values, then its two vectors of -128 x the
+// lane sums, then the f32 scale) instead of once per super-block and four
+// weight rows: the multiply-adds take the activation as memory operands.
+#define IQXA_BLOCK 448
+#define IQXA_SUMS 256
+#define IQXA_SCALE 384
+
+// func iqxArrangeAct(dst *byte, a *byte, nb int)
+TEXT ·iqxArrangeAct(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         a+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VPXORD       Z30, Z30, Z30
+
+iqxArrLoop:
+	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VMOVDQU64    Z20, (DI)
+	VMOVDQU64    Z21, 64(DI)
+	VMOVDQU64    Z22, 128(DI)
+	VMOVDQU64    Z23, 192(DI)
+	VMOVDQU64    Z16, IQXA_SUMS(DI)
+	VMOVDQU64    Z17, (IQXA_SUMS+64)(DI)
+	MOVL         ACT_SCALE(SI), AX
+	MOVL         AX, IQXA_SCALE(DI)
+	ADDQ         $ACT_BLOCK, SI
+	ADDQ         $IQXA_BLOCK, DI
+	DECQ         CX
+	JNZ          iqxArrLoop
+	VZEROUPPER
+	RET
+
+// IQXZ_HALF with the arranged activation at SI. VPERMB looks up the low
+// six bits of each byte in the code book repeated four times (Z12), so
+// the bits above a nibble need no mask.
+#define IQXA_HALF(h, sc, tmp, dst) \
+	VMOVDQU64  (8+64*h)(BX), Z24 \
+	VPSRLW     $4, Z24, Z25 \
+	VPERMB     Z12, Z24, Z24 \
+	VPERMB     Z12, Z25, Z25 \
+	VMOVDQU64  (IQXA_SUMS+64*h)(SI), tmp \
+	VPDPBUSD   (128*h)(SI), Z24, tmp \
+	VPDPBUSD   (128*h+64)(SI), Z25, tmp \
+	VPMULLD    sc, tmp, dst
+
+// The prefetches run R12 bytes ahead (PF_DIST: for long rows, such as
+// the 8B shape's ffn_down, more than the next call's four rows), in place
+// of matvecK's per-call burst.
+// IQXM_HSUM for any four rows' lanes (z0..z3) into x.
+#define IQX_HSUM16(z0, z1, z2, z3, x) \
+	VPUNPCKLQDQ   z1, z0, Z24 \
+	VPUNPCKHQDQ   z1, z0, Z25 \
+	VPADDD        Z25, Z24, Z24 \
+	VPUNPCKLQDQ   z3, z2, Z26 \
+	VPUNPCKHQDQ   z3, z2, Z27 \
+	VPADDD        Z27, Z26, Z26 \
+	VSHUFPS       $0x88, Z26, Z24, Z25 \
+	VSHUFPS       $0xdd, Z26, Z24, Z27 \
+	VPADDD        Z27, Z25, Z25 \
+	VEXTRACTI64X4 $1, Z25, Y24 \
+	VPADDD        Y24, Y25, Y25 \
+	VEXTRACTI32X4 $1, Y25, X24 \
+	VPADDD        X24, X25, x
+
+#define IQXA_ROW(acc) \
+	PREFETCHT1    (BX)(R12*1) \
+	PREFETCHT1    64(BX)(R12*1) \
+	PREFETCHT1    128(BX)(R12*1) \
+	IQXM_SCALES(Z18, Z28) \
+	IQXM_SCALES(Z19, Z29) \
+	IQXA_HALF(0, Z28, Z26, acc) \
+	IQXA_HALF(1, Z29, Z27, Z27) \
+	VPADDD        Z27, acc, acc
+
+// func kqIQ4XSDot4VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+TEXT ·kqIQ4XSDot4VNNIA(SB), NOSPLIT, $0-48
+	IQX_PROLOGUE
+	PF_DIST(iqxAPf)
+	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+
+iqxALoop:
+	VBROADCASTSS IQXA_SCALE(SI), X7
+	IQX_P0
+	IQXA_ROW(Z8)
+	IQX_P1
+	IQXA_ROW(Z9)
+	IQX_P2
+	IQXA_ROW(Z10)
+	IQX_P3
+	IQXA_ROW(Z11)
+	IQXM_FINISH
+	ADDQ $136, DI
+	ADDQ $IQXA_BLOCK, SI
+	DECQ nb+32(FP)
+	JNZ  iqxALoop
+
+	MOVQ out+40(FP), DX
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// func kqIQ4XSDot8VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqIQ4XSDot4VNNIA on eight rows (as is ignored): per super-block the same
+// integer sums per row, and per lane the same float operations in the
+// same order, so its outputs are the same bits.
+TEXT ·kqIQ4XSDot8VNNIA(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), DI
+	MOVQ            ws+8(FP), R8
+	PF_DIST(iqx8Pf)
+	MOVQ            a+16(FP), SI
+	LEAQ            (R8)(R8*2), R10
+	LEAQ            (DI)(R8*4), R13
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64       iqxCtl0<>(SB), Z18
+	VMOVDQU64       iqxCtl1<>(SB), Z19
+	MOVL            $0x300f, AX
+	VPBROADCASTD    AX, Z31
+	MOVL            $0x0101, AX
+	VPBROADCASTD    AX, Z5
+	MOVL            $-32, AX
+	VPBROADCASTD    AX, Z13
+	VXORPS          X0, X0, X0
+
+iqx8Loop:
+	VBROADCASTSS IQXA_SCALE(SI), Y7
+	MOVQ DI, BX
+	IQXA_ROW(Z8)
+	LEAQ (DI)(R8*1), BX
+	IQXA_ROW(Z9)
+	LEAQ (DI)(R8*2), BX
+	IQXA_ROW(Z10)
+	LEAQ (DI)(R10*1), BX
+	IQXA_ROW(Z11)
+	MOVQ R13, BX
+	IQXA_ROW(Z20)
+	LEAQ (R13)(R8*1), BX
+	IQXA_ROW(Z21)
+	LEAQ (R13)(R8*2), BX
+	IQXA_ROW(Z22)
+	LEAQ (R13)(R10*1), BX
+	IQXA_ROW(Z23)
+	IQX_HSUM16(Z8, Z9, Z10, Z11, X8)
+	IQX_HSUM16(Z20, Z21, Z22, Z23, X1)
+	VINSERTI128  $1, X1, Y8, Y8
+	VPXOR        X4, X4, X4
+	VPINSRW      $0, (DI), X4, X4
+	LEAQ         (DI)(R8*1), BX
+	VPINSRW      $1, (BX), X4, X4
+	LEAQ         (DI)(R8*2), BX
+	VPINSRW      $2, (BX), X4, X4
+	LEAQ         (DI)(R10*1), BX
+	VPINSRW      $3, (BX), X4, X4
+	VPINSRW      $4, (R13), X4, X4
+	LEAQ         (R13)(R8*1), BX
+	VPINSRW      $5, (BX), X4, X4
+	LEAQ         (R13)(R8*2), BX
+	VPINSRW      $6, (BX), X4, X4
+	LEAQ         (R13)(R10*1), BX
+	VPINSRW      $7, (BX), X4, X4
+	VCVTPH2PS    X4, Y6
+	VMULPS       Y7, Y6, Y6
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	ADDQ         $136, DI
+	ADDQ         $136, R13
+	ADDQ         $IQXA_BLOCK, SI
+	DECQ         nb+32(FP)
+	JNZ          iqx8Loop
+
+	MOVQ    out+40(FP), DX
+	VMOVUPS Y0, (DX)
+	VZEROUPPER
+	RET
+
 #define IQX_RACT(addr, acc) \
 	VMOVDQU    addr, Y5 \
 	VPSIGNB    Y2, Y5, Y5 \

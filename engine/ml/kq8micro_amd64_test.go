@@ -45,3 +45,50 @@ func BenchmarkKQ8Micro(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIQXMicro is BenchmarkKQ8Micro for the one-row IQ4_XS kernels:
+// eight L1-resident rows of 4096 values (two four-row calls, or one call
+// of the eight-row kernel: A8), alternating the kernels.
+//
+//	go test -run '^$' -bench IQXMicro -benchtime 2000x ./engine/ml/
+func BenchmarkIQXMicro(b *testing.B) {
+	if !useVBMI() {
+		b.Skip("no VNNI and VBMI")
+	}
+	const cols = 4096
+	nb := cols / 256
+	r := rand.New(rand.NewPCG(1, 2))
+	w := randBlocks(r, IQ4_XS, 8*nb)
+	rb := nb * 136
+	x := randF32(r, cols)
+	act := make([]byte, nb*q8KActBlock)
+	quantizeActGeneric(IQ4_XS.traits().act, act, x)
+	arr := make([]byte, nb*iqxArrBlock)
+	iqxArrangeAct(&arr[0], &act[0], nb)
+	var out8 [8]float32
+	for _, k := range []struct {
+		name string
+		f    kqKernel
+		a    []byte
+	}{
+		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr}, {"A8", nil, arr},
+		{"Z", kqIQ4XSDot4VNNIZ, act}, {"M", kqIQ4XSDot4VNNIM, act}, {"A", kqIQ4XSDot4VNNIA, arr}, {"A8", nil, arr},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			for range b.N {
+				for range 100 {
+					if k.f == nil {
+						kqIQ4XSDot8VNNIA(&w[0], rb, &k.a[0], 0, nb, &out8[0])
+						continue
+					}
+					k.f(&w[0], rb, &k.a[0], 0, nb, &out8[0])
+					k.f(&w[4*rb], rb, &k.a[0], 0, nb, &out8[0])
+				}
+			}
+			b.ReportMetric(float64(b.N)*100*float64(8*rb)/(threadCPU()-c0)/1e9, "cpu-GB/s")
+		})
+	}
+}

@@ -5,11 +5,14 @@ package ml
 // matVecCoreOld switches a type's one-row products to the kernel a change
 // replaced (returning the undo), for BenchmarkMatVecCore's A/B.
 var matVecCoreOld = map[Type]func() func(){
-	IQ4_XS: func() func() { iqxZ = false; return func() { iqxZ = true } },
+	IQ4_XS: func() func() { iqxM, iqxA = false, false; return func() { iqxM, iqxA = true, true } },
 	Q5_K:   func() func() { kqQ5KY = false; return func() { kqQ5KY = true } },
 }
 
 func init() {
+	// F16, BF16: no prefetch of the next rows (f16PfRows = 0).
+	f16 := func() func() { s := f16PfRows; f16PfRows = 0; return func() { f16PfRows = s } }
+	matVecCoreOld[F16], matVecCoreOld[BF16] = f16, f16
 	// The prefetch distance floor of kqPfRows against none (kqPfDist
 	// alone), for the long rows of ffn_down.
 	off := func() func() { s := kqPfRows; kqPfRows = 0; return func() { kqPfRows = s } }

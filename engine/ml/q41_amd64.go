@@ -2,6 +2,12 @@
 
 package ml
 
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
 // Q4_1, Q5_1 and IQ4_XS kernels. Each reproduces its type's reference
 // arithmetic (dot32 with the offset term, dotK; qdot.go) bit for bit.
 //
@@ -11,8 +17,10 @@ package ml
 //	             (kqQ41Dot4AVX2)                      expanded to Q8_0 blocks, packed, and
 //	                                                  swept 8 or 4 activation rows at a
 //	                                                  time (gemmOffx8/x4)
-//	IQ4_XS       n < 4: 4 rows per call (Dot4);       n < 4: Dot4 on ZMM; n >= 4: packed
-//	             n >= 4: 1 row x 4 activations (Row4) tiles as Q4_1 (gemmIQ4XSx8/x4)
+//	IQ4_XS       n < 4: 4 rows per call (Dot4);       n < 4: Dot4 on ZMM (with VBMI on the
+//	             n >= 4: 1 row x 4 activations (Row4) activation arranged once per row,
+//	                                                  kqIQ4XSDot4VNNIA); n >= 4: packed
+//	                                                  tiles as Q4_1 (gemmIQ4XSx8/x4)
 //
 // Q4_1 and Q5_1 carry a per-block offset m (value = d*q + m) that the Q8_0
 // kernels have no place for, so their kernels add float32(sum(q))*(m*dx)
@@ -38,9 +46,42 @@ func kqIQ4XSDot4VNNI(w *byte, ws int, a *byte, as int, nb int, out *float32)
 //go:noescape
 func kqIQ4XSDot4VNNIZ(w *byte, ws int, a *byte, as int, nb int, out *float32)
 
-// iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI (a variable for
-// BenchmarkMatVecCore's A/B).
-var iqxZ = true
+// kqIQ4XSDot4VNNIM is kqIQ4XSDot4VNNIZ with the scales decoded straight
+// into their lanes (VPMULTISHIFTQB) and the activation scale loaded once.
+//
+//go:noescape
+func kqIQ4XSDot4VNNIM(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// kqIQ4XSDot4VNNIA is kqIQ4XSDot4VNNIM reading an activation row that
+// iqxArrangeAct arranged once (nb blocks of iqxArrBlock bytes at dst).
+//
+//go:noescape
+func kqIQ4XSDot4VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+// kqIQ4XSDot8VNNIA is kqIQ4XSDot4VNNIA on eight rows per call.
+//
+//go:noescape
+func kqIQ4XSDot8VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+
+//go:noescape
+func iqxArrangeAct(dst *byte, a *byte, nb int)
+
+// iqx8 selects kqIQ4XSDot8VNNIA for the groups of eight rows (a variable
+// for the benchmarks).
+var iqx8 = true
+
+// iqxArrBlock is the size of an arranged activation block (IQXA_BLOCK).
+const iqxArrBlock = 448
+
+// iqxZ selects kqIQ4XSDot4VNNIZ over kqIQ4XSDot4VNNI, iqxM
+// kqIQ4XSDot4VNNIM over both, iqxA kqIQ4XSDot4VNNIA (with its arranged
+// activation) over all three: variables for BenchmarkMatVecCore's A/B.
+var iqxZ, iqxM, iqxA = true, true, true
+
+// hasVBMI: kqIQ4XSDot4VNNIM's VPMULTISHIFTQB is AVX512_VBMI.
+var hasVBMI = hasVNNI && cpu.X86.HasAVX512VBMI
+
+func useVBMI() bool { return useQ8VNNI() && hasVBMI }
 
 // One weight row against four activation rows (ws ignored), the values
 // decoded once for the four.
@@ -111,6 +152,9 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 			if iqxZ {
 				kern = kqIQ4XSDot4VNNIZ
 			}
+			if iqxM && useVBMI() {
+				kern = kqIQ4XSDot4VNNIM
+			}
 		}
 	default:
 		return false
@@ -144,6 +188,30 @@ func matmulOffSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) 
 		if lo == hi {
 			return true
 		}
+	}
+	if w.Type == IQ4_XS && n < 4 && nb > 0 && iqxA && useVBMI() {
+		// The activation arranged once per row for every weight row (its
+		// blocks 64-byte aligned, as the kernel's loads are 64 bytes).
+		p := getBytes(nb*iqxArrBlock + 64)
+		defer byteScratch.Put(p)
+		buf := *p
+		buf = buf[(64-int(uintptr(unsafe.Pointer(&buf[0]))&63))&63:]
+		// The kernel prefetches inside its loop (kqPfDist, kqPfRows).
+		pf := 0
+		if kqZCallPrefetch {
+			pf = kqPrefetchBytes
+		}
+		for i := 0; i < n; i++ {
+			iqxArrangeAct(&buf[0], &act[i*as], nb)
+			d, l := dst[i*R:(i+1)*R], lo
+			if iqx8 {
+				for ; l+8 <= hi; l += 8 {
+					kqIQ4XSDot8VNNIA(&w.Data[l*rb], rb, &buf[0], 0, nb, &d[l])
+				}
+			}
+			matvecK(kqIQ4XSDot4VNNIA, pf, nb, d, buf, w, rb, l, hi)
+		}
+		return true
 	}
 	if n < 4 {
 		for i := 0; i < n; i++ {

@@ -13,6 +13,15 @@ func genIQ4XSDot() {
 	T(iqxZMacros)
 	kqDot4(iqxDot4VNNIZ)
 	P("")
+	T(iqxMMacros)
+	kqDot4(iqxDot4VNNIM)
+	P("")
+	T(kqPfDistMacro)
+	T(iqxAMacros)
+	kqDot4(iqxDot4VNNIA)
+	P("")
+	iqxDot8A()
+	P("")
 	T(iqxRowMacros)
 	iqxRow4()
 	P("")
@@ -55,6 +64,53 @@ var (
 `,
 		pair: func(k int) string { return "IQXZ_ROW(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
 		tail: "\tIQX_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+	iqxDot4VNNIM = kqDot4Kernel{
+		name: "kqIQ4XSDot4VNNIM", label: "iqxMLoop", frame: "$0-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		consts: `	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+	VPXORD       Z30, Z30, Z30
+`,
+		pre: `	IQXZ_ACT(0, Z20, Z21, Z16)
+	IQXZ_ACT(1, Z22, Z23, Z17)
+	VBROADCASTSS ACT_SCALE(SI), X7
+`,
+		pair: func(k int) string { return "IQXM_ROW(Z" + itoa(8+k) + ", Y" + itoa(8+k) + ")" },
+		tail: "\tIQXM_FINISH\n", wb: "136", ab: "$ACT_BLOCK",
+	}
+	iqxDot4VNNIA = kqDot4Kernel{
+		name: "kqIQ4XSDot4VNNIA", label: "iqxALoop", frame: "$0-48",
+		prologue: "\tIQX_PROLOGUE\n", pairPtr: "IQX_P",
+		consts: `	PF_DIST(iqxAPf)
+	XORQ         R9, R9
+	XORQ         R11, R11
+	VPBROADCASTD iqxMask0F<>(SB), Z14
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64    iqxCtl0<>(SB), Z18
+	VMOVDQU64    iqxCtl1<>(SB), Z19
+	MOVL         $0x300f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x0101, AX
+	VPBROADCASTD AX, Z5
+	MOVL         $-32, AX
+	VPBROADCASTD AX, Z13
+`,
+		pre:  "\tVBROADCASTSS IQXA_SCALE(SI), X7\n",
+		pair: func(k int) string { return "IQXA_ROW(Z" + itoa(8+k) + ")" },
+		tail: "\tIQXM_FINISH\n", wb: "136", ab: "$IQXA_BLOCK",
 	}
 )
 
@@ -123,6 +179,84 @@ exxblk:
 	JMP  exxrow
 
 exxdone:
+	RET
+`)
+}
+
+// iqxDot8A writes kqIQ4XSDot8VNNIA: kqIQ4XSDot4VNNIA's rows eight per
+// call (rows 4..7 from R13 = w + 4*ws), their sums reduced and their float
+// arithmetic done together, eight lanes.
+func iqxDot8A() {
+	T(`// func kqIQ4XSDot8VNNIA(w *byte, ws int, a *byte, as int, nb int, out *float32)
+//
+// kqIQ4XSDot4VNNIA on eight rows (as is ignored): per super-block the same
+// integer sums per row, and per lane the same float operations in the
+// same order, so its outputs are the same bits.
+TEXT ·kqIQ4XSDot8VNNIA(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), DI
+	MOVQ            ws+8(FP), R8
+	PF_DIST(iqx8Pf)
+	MOVQ            a+16(FP), SI
+	LEAQ            (R8)(R8*2), R10
+	LEAQ            (DI)(R8*4), R13
+	VBROADCASTI32X4 iqxBookU<>(SB), Z12
+	VMOVDQU64       iqxCtl0<>(SB), Z18
+	VMOVDQU64       iqxCtl1<>(SB), Z19
+	MOVL            $0x300f, AX
+	VPBROADCASTD    AX, Z31
+	MOVL            $0x0101, AX
+	VPBROADCASTD    AX, Z5
+	MOVL            $-32, AX
+	VPBROADCASTD    AX, Z13
+	VXORPS          X0, X0, X0
+
+iqx8Loop:
+	VBROADCASTSS IQXA_SCALE(SI), Y7
+`)
+	rows := []struct{ base, off, acc string }{
+		{"DI", "", "Z8"}, {"DI", "R8*1", "Z9"}, {"DI", "R8*2", "Z10"}, {"DI", "R10*1", "Z11"},
+		{"R13", "", "Z20"}, {"R13", "R8*1", "Z21"}, {"R13", "R8*2", "Z22"}, {"R13", "R10*1", "Z23"},
+	}
+	for _, r := range rows {
+		if r.off == "" {
+			P("\tMOVQ %s, BX", r.base)
+		} else {
+			P("\tLEAQ (%s)(%s), BX", r.base, r.off)
+		}
+		P("\tIQXA_ROW(%s)", r.acc)
+	}
+	T(`	IQX_HSUM16(Z8, Z9, Z10, Z11, X8)
+	IQX_HSUM16(Z20, Z21, Z22, Z23, X1)
+	VINSERTI128  $1, X1, Y8, Y8
+	VPXOR        X4, X4, X4
+	VPINSRW      $0, (DI), X4, X4
+	LEAQ         (DI)(R8*1), BX
+	VPINSRW      $1, (BX), X4, X4
+	LEAQ         (DI)(R8*2), BX
+	VPINSRW      $2, (BX), X4, X4
+	LEAQ         (DI)(R10*1), BX
+	VPINSRW      $3, (BX), X4, X4
+	VPINSRW      $4, (R13), X4, X4
+	LEAQ         (R13)(R8*1), BX
+	VPINSRW      $5, (BX), X4, X4
+	LEAQ         (R13)(R8*2), BX
+	VPINSRW      $6, (BX), X4, X4
+	LEAQ         (R13)(R10*1), BX
+	VPINSRW      $7, (BX), X4, X4
+	VCVTPH2PS    X4, Y6
+	VMULPS       Y7, Y6, Y6
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	ADDQ         $136, DI
+	ADDQ         $136, R13
+	ADDQ         $IQXA_BLOCK, SI
+	DECQ         nb+32(FP)
+	JNZ          iqx8Loop
+
+	MOVQ    out+40(FP), DX
+	VMOVUPS Y0, (DX)
+	VZEROUPPER
 	RET
 `)
 }

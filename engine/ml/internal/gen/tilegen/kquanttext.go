@@ -424,7 +424,10 @@ GLOBL kqK4Perm<>(SB), RODATA|NOPTR, $64
 	VEXTRACTI64X4 $1, zacc, Y2 \
 	VPADDD       Y2, acc, acc
 
-// R12 = the in-kernel prefetch distance: kqPfDist bytes (four rows, the
+` + kqPfDistMacro
+
+// kqPfDistMacro is PF_DIST (also in iq4xs_amd64.s).
+const kqPfDistMacro = `// R12 = the in-kernel prefetch distance: kqPfDist bytes (four rows, the
 // next call's rows, when it is 0), or kqPfRows rows where that is
 // farther: the same blocks of the rows a call or two on, which long rows
 // need (a fixed distance of a few rows' bytes lands in rows the kernel is
