@@ -70,6 +70,7 @@ func BenchmarkDecodeBound(b *testing.B) {
 			b.ReportMetric(bw/1e9, "bwGB/s")
 			b.ReportMetric(tps*wb/bw, "of-bound")
 			b.ReportMetric(float64(b.N)*wb/cpu/1e9, "GB/cpu-s")
+			b.ReportMetric(float64(b.N)/cpu, "tokens/cpu-s")
 			// The share of the mapped file on 2 MiB pages: it moves the
 			// per-CPU-second rate (page walks), and depends on how the file
 			// entered the page cache and on the placement (KVWARDEN_WEIGHTS).

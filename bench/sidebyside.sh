@@ -4,7 +4,7 @@
 # so that a noisy machine affects both alike.
 #
 #   bench/sidebyside.sh LLAMA_BUILD_DIR MODEL.gguf [ROUNDS]
-#   bench/sidebyside.sh mkgguf -shape 110m|1b|8b|30b-a3b -type q4_k_m|... [-layers N] -o FILE
+#   bench/sidebyside.sh mkgguf -shape 110m|1b|8b|30b-a3b|phi4-mini|gptoss-20b -type q4_k_m|mxfp4_moe|... [-layers N] -o FILE
 #   bench/sidebyside.sh bw [-t THREADS] [-mib 1024] [-r 5]
 #   bench/sidebyside.sh recache FILE...   (page cache in 2 MiB folios, for
 #       both sides' mappings; prints the share then mapped with 2 MiB pages)
@@ -44,6 +44,7 @@
 #
 #   bench/sidebyside.sh mkgguf -shape 1b -type q4_k_m -o /tmp/m/1b-q4km.gguf
 #   bench/sidebyside.sh mkgguf -shape 30b-a3b -layers 8 -type q4_k_m -o /tmp/m/30b-a3b-L8-q4km.gguf
+#   bench/sidebyside.sh mkgguf -shape gptoss-20b -layers 8 -type mxfp4_moe -o /tmp/m/gptoss-L8-mxfp4.gguf
 #
 # Build llama.cpp from its public source in a scratch directory, never in
 # this repository. CI does not run this script.

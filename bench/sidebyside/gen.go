@@ -38,10 +38,12 @@ func shapeNames() string {
 
 // fileType is a llama.cpp file type: the base type of the matrices, the
 // type of the attn_v/ffn_down matrices of the layers llama-quantize gives
-// more bits (the _M mixes), of the output matrix, and general.file_type.
+// more bits (the _M mixes), of the output matrix, and general.file_type;
+// experts is the type of the 3-D expert tensors where the mix gives them
+// their own (MXFP4_MOE; F32, the zero value, where it does not).
 type fileType struct {
-	base, more, output ml.Type
-	ftype              uint32
+	base, more, output, experts ml.Type
+	ftype                       uint32
 }
 
 // fileTypes mirror what llama-quantize writes for these names: the
@@ -49,17 +51,17 @@ type fileType struct {
 // ffn_down of the first and last eighth of the layers and every third
 // layer between; Q4_0 keeps Q6_K for the output matrix.
 var fileTypes = map[string]fileType{
-	"f32":    {ml.F32, ml.F32, ml.F32, 0},
-	"f16":    {ml.F16, ml.F16, ml.F16, 1},
-	"bf16":   {ml.BF16, ml.BF16, ml.BF16, 32},
-	"q8_0":   {ml.Q8_0, ml.Q8_0, ml.Q8_0, 7},
-	"q4_0":   {ml.Q4_0, ml.Q4_0, ml.Q6_K, 2},
-	"q4_k_m": {ml.Q4_K, ml.Q6_K, ml.Q6_K, 15},
-	"q5_k_m": {ml.Q5_K, ml.Q6_K, ml.Q6_K, 17},
-	"q6_k":   {ml.Q6_K, ml.Q6_K, ml.Q6_K, 18},
+	"f32":    {base: ml.F32, more: ml.F32, output: ml.F32, ftype: 0},
+	"f16":    {base: ml.F16, more: ml.F16, output: ml.F16, ftype: 1},
+	"bf16":   {base: ml.BF16, more: ml.BF16, output: ml.BF16, ftype: 32},
+	"q8_0":   {base: ml.Q8_0, more: ml.Q8_0, output: ml.Q8_0, ftype: 7},
+	"q4_0":   {base: ml.Q4_0, more: ml.Q4_0, output: ml.Q6_K, ftype: 2},
+	"q4_k_m": {base: ml.Q4_K, more: ml.Q6_K, output: ml.Q6_K, ftype: 15},
+	"q5_k_m": {base: ml.Q5_K, more: ml.Q6_K, output: ml.Q6_K, ftype: 17},
+	"q6_k":   {base: ml.Q6_K, more: ml.Q6_K, output: ml.Q6_K, ftype: 18},
 	// IQ4_XS everywhere but the output matrix (llama-quantize varies a
 	// few attention matrices too; the bytes per token differ by little).
-	"iq4_xs": {ml.IQ4_XS, ml.IQ4_XS, ml.Q6_K, 30},
+	"iq4_xs": {base: ml.IQ4_XS, more: ml.IQ4_XS, output: ml.Q6_K, ftype: 30},
 }
 
 func fileTypeNames() string {
@@ -188,6 +190,17 @@ func randomTensor(dst []byte, t ml.Type, rows, cols int, seed uint64) error {
 			for b := 0; b < len(row); b += 136 {
 				binary.LittleEndian.PutUint16(row[b:], h(d))
 				s.fill(row[b+2 : b+136])
+			}
+		}
+	case ml.MXFP4:
+		// An E8M0 scale, then 16 bytes of random E2M1 codes (doubled
+		// values 0..12 and negatives, deviation 5.85): one power-of-two
+		// scale for the whole tensor, the nearest to the deviation wanted.
+		e := byte(128 + math.Round(math.Log2(float64(std)/5.85)))
+		fillRow = func(row []byte, s *splitmix) {
+			for b := 0; b < len(row); b += 17 {
+				row[b] = e
+				s.fill(row[b+1 : b+17])
 			}
 		}
 	case ml.Q6_K:

@@ -18,7 +18,7 @@ import (
 func TestRandomTensor(t *testing.T) {
 	const rows, cols = 64, 512
 	want := 1 / math.Sqrt(cols)
-	for _, ty := range []ml.Type{ml.F32, ml.F16, ml.BF16, ml.Q8_0, ml.Q4_0, ml.Q4_K, ml.Q5_K, ml.Q6_K, ml.IQ4_XS} {
+	for _, ty := range []ml.Type{ml.F32, ml.F16, ml.BF16, ml.Q8_0, ml.Q4_0, ml.Q4_K, ml.Q5_K, ml.Q6_K, ml.IQ4_XS, ml.MXFP4} {
 		t.Run(ty.String(), func(t *testing.T) {
 			rb, err := ty.RowBytes(cols)
 			require.NoError(t, err)
@@ -122,4 +122,45 @@ func TestMkggufPhi3(t *testing.T) {
 	require.Equal(t, ml.Q6_K, w.Embed.Type)
 	require.Equal(t, 2*64, w.Layers[0].K.Rows)
 	require.Equal(t, ml.Q5_K, w.Layers[0].Q.Type, "attn_qkv in Q4_K_M's mix")
+}
+
+// mkgguf writes the gpt-oss layout in the MXFP4_MOE mix (experts MXFP4,
+// other matrices Q8_0, router F32) with the biases, sinks, sliding window
+// and YaRN keys that kvwarden loads as gpt-oss.
+func TestMkggufGptOss(t *testing.T) {
+	shapes["test-gptoss"] = model.Config{
+		Arch: "gpt-oss", Dim: 256, Hidden: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64,
+		Vocab: 320, MaxContext: 8192, NormEps: 1e-5, RopeTheta: 150000, RopeDim: 64, BOS: 1, EOS: 2,
+		Block: arch.Block{RopeStyle: arch.RopeNeoX, Activation: arch.SwiGLUOAI, Window: 16, WindowPattern: 2,
+			Scaling: arch.Scaling{Kind: arch.ScalingYaRN, Factor: 32, OrigContext: 256, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1},
+			MoE:     arch.MoE{Experts: 8, Used: 4, Hidden: 128}},
+	}
+	t.Cleanup(func() { delete(shapes, "test-gptoss") })
+	path := filepath.Join(t.TempDir(), "gptoss.gguf")
+	require.NoError(t, mkgguf([]string{"-shape", "test-gptoss", "-layers", "2", "-type", "mxfp4_moe", "-o", path}))
+	w, _, err := model.Open(path, "")
+	require.NoError(t, err)
+	defer w.Close()
+	c := w.Config
+	require.Equal(t, "gpt-oss", c.Arch)
+	require.Equal(t, 2, c.Layers)
+	require.Equal(t, 16, c.Block.Window)
+	require.Equal(t, arch.SwiGLUOAI, c.Block.Activation)
+	require.Equal(t, arch.ScalingYaRN, c.Block.Scaling.Kind)
+	require.Equal(t, 256, c.Block.Scaling.OrigContext)
+	require.Equal(t, 8, c.Block.MoE.Experts)
+	require.Equal(t, ml.Q8_0, w.Embed.Type)
+	require.Equal(t, ml.Q8_0, w.Output.Type)
+	for i, l := range w.Layers {
+		require.Equal(t, ml.Q8_0, l.Q.Type, "layer %d", i)
+		require.Len(t, l.QBias, 4*64)
+		require.Len(t, l.OBias, 256)
+		require.Len(t, l.Sinks, 4)
+		require.Equal(t, ml.F32, l.MoE.Router.Type)
+		require.Len(t, l.MoE.RouterBias, 8)
+		require.Equal(t, ml.MXFP4, l.MoE.Gate[0].Type)
+		require.Equal(t, ml.MXFP4, l.MoE.Down[7].Type)
+		require.Len(t, l.MoE.DownBias, 8)
+		require.Len(t, l.MoE.DownBias[7], 256)
+	}
 }

@@ -1,11 +1,12 @@
 // Command sidebyside is kvwarden's half of bench/sidebyside.sh, the
 // side-by-side benchmark against llama.cpp (issue 11).
 //
-//	sidebyside mkgguf -shape 110m|1b|8b|30b-a3b|phi4-mini -type f32|q4_k_m|... [-layers N] -o FILE
+//	sidebyside mkgguf -shape 110m|1b|8b|30b-a3b|phi4-mini|gptoss-20b -type f32|q4_k_m|mxfp4_moe|... [-layers N] -o FILE
 //	    writes a synthetic model (random weights, a placeholder
 //	    SentencePiece vocabulary) of the stories110M, TinyLlama-1.1B,
-//	    Llama-3-8B, Qwen3-30B-A3B (mixture of experts) or Phi-4-mini (phi3,
-//	    partial rotary, LongRoPE, tied output) shape as a GGUF file that
+//	    Llama-3-8B, Qwen3-30B-A3B (mixture of experts), Phi-4-mini (phi3,
+//	    partial rotary, LongRoPE, tied output) or gpt-oss-20b (MXFP4
+//	    experts, sinks, sliding window, YaRN) shape as a GGUF file that
 //	    llama.cpp loads; -layers cuts the depth. Quantized types are
 //	    written directly, as random blocks in llama-quantize's mix of types
 //	    for that file type, so no F32 or F16 intermediate (17 GB at 8B) is
@@ -129,6 +130,7 @@ func mkgguf(args []string) error {
 	vec := func(name string) { b.AddF32(name, []uint64{uint64(cfg.Dim)}, ones) }
 	setMoEKeys(b, an, cfg)
 	setPhi3Keys(b, an, cfg)
+	setGptOssKeys(b, an, cfg)
 	// Norms go in the builder; the matrices are generated one at a time
 	// while the file is written (an 8B file does not fit in memory twice).
 	var ts []gguf.StreamTensor
@@ -146,6 +148,14 @@ func mkgguf(args []string) error {
 		})
 	}
 	mat := func(name string, t ml.Type, rows, cols int) { tensor(name, t, 1, rows, cols) }
+	// randVec adds a random F32 vector (biases, attention sinks).
+	randVec := func(name string, n int) {
+		id := *seed*1000003 + uint64(len(ts))
+		ts = append(ts, gguf.StreamTensor{
+			Name: name, Type: ml.F32, Dims: []uint64{uint64(n)},
+			Fill: func(dst []byte) error { return randomTensor(dst, ml.F32, 1, n, id) },
+		})
+	}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	embd := ft.base
 	if tiedOutput(cfg) {
@@ -163,6 +173,10 @@ func mkgguf(args []string) error {
 			more = ft.more
 		}
 		vec(p + "attn_norm.weight")
+		if cfg.Arch == "gpt-oss" {
+			gptossLayer(p, cfg, ft, vec, randVec, tensor)
+			continue
+		}
 		if cfg.Arch == "phi3" {
 			vec(p + "ffn_norm.weight")
 			phi3Layer(p, cfg, ft, more, mat)

@@ -94,4 +94,22 @@ func TestSwiGLUOAIMul(t *testing.T) {
 		require.InDelta(t, want[i], g[i], 1e-5*(1+math.Abs(want[i])), "element %d", i)
 	}
 	require.Panics(t, func() { SwiGLUOAIMul(g, u[:2], 1.702, 7) })
+
+	// The blocked vector exp gives the scalar expf's bits for every
+	// element, whatever the length (blocks of 256, vector tails).
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 15, 16, 17, 255, 256, 257, 2880} {
+		g, u := make([]float32, n), make([]float32, n)
+		for i := range g {
+			g[i], u[i] = float32(r.NormFloat64()*6), float32(r.NormFloat64()*6)
+		}
+		want := make([]float32, n)
+		for i := range want {
+			x := min(g[i], 7)
+			y := max(-7, min(u[i], 7))
+			want[i] = x / (1 + expf(-1.702*x)) * (y + 1)
+		}
+		SwiGLUOAIMul(g, u, 1.702, 7)
+		require.Equal(t, want, g, "n=%d", n)
+	}
 }
