@@ -50,15 +50,6 @@ func supportedLevels() []int {
 
 func useSIMD() bool { return useAVX512 || useAVX2 }
 
-// setSIMD turns the best level on, or all SIMD off.
-func setSIMD(on bool) {
-	if !on {
-		setSIMDLevel(levelGeneric)
-		return
-	}
-	useAVX512, useAVX2 = hasAVX512, hasAVX2 && !hasAVX512
-}
-
 func sumSIMD(p []float32) float32 {
 	if useAVX512 {
 		return sumAVX512(&p[0], len(p))

@@ -183,14 +183,6 @@ func dotNorm(tr *typeTraits, nbs []normBlock, act []byte) float32 {
 	return dot32(nbs, act, tr.withMin)
 }
 
-// dotRef is the reference arithmetic of one output: weight row (nb
-// blocks) times one quantized activation row.
-func dotRef(tr *typeTraits, row, act []byte, nb int) float32 {
-	nbs := make([]normBlock, nb)
-	unpackRow(tr, nbs, row)
-	return dotNorm(tr, nbs, act)
-}
-
 func unpackQ4_0(nf *normBlock, blk []byte) {
 	nf.d = f16At(blk, 0)
 	for j := 0; j < 16; j++ {

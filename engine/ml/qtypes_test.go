@@ -317,7 +317,7 @@ func TestDequantFixedValues(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[2:], 1|1<<16|1<<31) // elements 0, 16, 31
 			b[6] = 0x3f                                         // element 0: 15, element 16: 3
 			return b
-		}, []int{0, 16, 31, 1, 17}, []float32{15 + 16 - 16, 3 + 16 - 16, 16 - 16, -16, -16}},
+		}, []int{0, 16, 31, 1, 17}, []float32{15, 3, 0, -16, -16}}, // nibble + 16*(fifth bit) - 16
 		{"Q4_1 offset", Q4_1, func() []byte {
 			b := make([]byte, 20)
 			binary.LittleEndian.PutUint16(b, half)
