@@ -90,7 +90,7 @@ var mxLayout = exLayout{
 // gemv16 kernel of the MXFP4 block layout.
 func genMXFP4() {
 	T(mxIntro)
-	exGemv16(mxLayout)
+	mxGemv16(mxLayout)
 }
 
 var exLayouts = []exLayout{
