@@ -97,13 +97,11 @@ GLOBL mxTwo<>(SB), RODATA|NOPTR, $4
 DATA mxSub<>+0(SB)/4, $0x00200000
 GLOBL mxSub<>(SB), RODATA|NOPTR, $4
 
-// The mask of the low nibbles, per dword.
-DATA mxG40mask<>+0(SB)/4, $0x0f0f0f0f
-GLOBL mxG40mask<>(SB), RODATA|NOPTR, $4
 
 // func gemvMXFP4VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
-// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks: the code
-// values come from the doubled E2M1 table, and the 16 rows' E8M0 scale
+// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks, four rows to
+// a register (tilegen's mxGemv16): the code values come from the doubled
+// E2M1 table repeated in each lane (VPERMB), and the 16 rows' E8M0 scale
 // bytes become the float32 2^(e-128) exactly (ggml_e8m0_to_fp32_half:
 // exponent field e-1, or the subnormal 0x00200000<<e for e < 2) before
 // they multiply the activation scale.
@@ -127,6 +125,8 @@ TEXT ·gemvMXFP4VNNI(SB), NOSPLIT, $0-56
 	LEAQ         (R10)(R11*1), R14
 	LEAQ         (SI)(R11*1), R11
 
+	CMPQ            BX, $2
+	JB              gmxlooptail
 gmxloop:
 	PREFETCHT1      (R11)
 	PREFETCHT1      (R11)(CX*1)
@@ -255,14 +255,244 @@ gmxloop:
 	ADDQ            $17, R8
 	ADDQ            $17, R9
 	ADDQ            $17, R10
-	ADDQ            $17, R11
-	ADDQ            $17, R12
-	ADDQ            $17, R13
-	ADDQ            $17, R14
 	ADDQ            $40, DI
-	DECQ            BX
-	JNZ             gmxloop
+	MOVBQZX         0(SI), AX
+	MOVBQZX         0(SI)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVBQZX         0(R9), AX
+	MOVBQZX         0(R9)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	VPMOVZXBD       X26, Z26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         1(SI), X0
+	VINSERTI32X4    $1, 1(R8), Z0, Z0
+	VINSERTI32X4    $2, 1(R9), Z0, Z0
+	VINSERTI32X4    $3, 1(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         1(SI)(CX*1), X1
+	VINSERTI32X4    $1, 1(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 1(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 1(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         1(SI)(CX*2), X2
+	VINSERTI32X4    $1, 1(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 1(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 1(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         1(SI)(DX*1), X3
+	VINSERTI32X4    $1, 1(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 1(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 1(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPADDD.BCST     4(DI), Z16, Z16
+	VPSUBD          Z24, Z26, Z25
+	VPSLLD          $23, Z25, Z25
+	VPCMPUD         $1, Z23, Z26, K2
+	VPSLLVD         Z26, Z22, K2, Z25
+	VMULPS.BCST     (DI), Z25, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $17, SI
+	ADDQ            $17, R8
+	ADDQ            $17, R9
+	ADDQ            $17, R10
+	ADDQ            $40, DI
+	ADDQ            $34, R11
+	ADDQ            $34, R12
+	ADDQ            $34, R13
+	ADDQ            $34, R14
+	SUBQ            $2, BX
+	CMPQ            BX, $2
+	JAE             gmxloop
 
+gmxlooptail:
+	TESTQ           BX, BX
+	JZ              gmxloopstore
+	MOVBQZX         0(SI), AX
+	MOVBQZX         0(SI)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVBQZX         0(R9), AX
+	MOVBQZX         0(R9)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	VPMOVZXBD       X26, Z26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         1(SI), X0
+	VINSERTI32X4    $1, 1(R8), Z0, Z0
+	VINSERTI32X4    $2, 1(R9), Z0, Z0
+	VINSERTI32X4    $3, 1(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         1(SI)(CX*1), X1
+	VINSERTI32X4    $1, 1(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 1(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 1(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         1(SI)(CX*2), X2
+	VINSERTI32X4    $1, 1(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 1(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 1(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         1(SI)(DX*1), X3
+	VINSERTI32X4    $1, 1(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 1(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 1(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPADDD.BCST     4(DI), Z16, Z16
+	VPSUBD          Z24, Z26, Z25
+	VPSLLD          $23, Z25, Z25
+	VPCMPUD         $1, Z23, Z26, K2
+	VPSLLVD         Z26, Z22, K2, Z25
+	VMULPS.BCST     (DI), Z25, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $17, SI
+	ADDQ            $17, R8
+	ADDQ            $17, R9
+	ADDQ            $17, R10
+	ADDQ            $40, DI
+
+gmxloopstore:
 	MOVQ    dst+32(FP), AX
 	MOVWLZX mask+40(FP), BX
 	KMOVW   BX, K1

@@ -61,12 +61,14 @@ func (l exLayout) gemvDefaults() exLayout {
 
 // mxLayout is MXFP4 (17-byte blocks: an E8M0 exponent, 16 bytes of
 // nibbles indexing the doubled E2M1 values): only its matvec is in this
-// family; expandMXFP4 is part of mxIntro.
+// family, written by mxGemv16 (mxfp4gemv.go) with four rows to a register;
+// expandMXFP4 is part of mxIntro.
 var mxLayout = exLayout{
 	nib: 1, bytes: 17,
 	gemv: "gemvMXFP4VNNI", glabel: "gmxloop",
-	gdoc: `// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks: the code
-// values come from the doubled E2M1 table, and the 16 rows' E8M0 scale
+	gdoc: `// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks, four rows to
+// a register (tilegen's mxGemv16): the code values come from the doubled
+// E2M1 table repeated in each lane (VPERMB), and the 16 rows' E8M0 scale
 // bytes become the float32 2^(e-128) exactly (ggml_e8m0_to_fp32_half:
 // exponent field e-1, or the subnormal 0x00200000<<e for e < 2) before
 // they multiply the activation scale.
@@ -76,7 +78,6 @@ var mxLayout = exLayout{
 		P("\tVPSHUFB         Z%d, Z29, Z%d", k, k)
 	},
 	gbias:   "\tVPADDD.BCST     4(DI), Z16, Z16\n",
-	mask:    "mxG40mask",
 	gscales: gemv16ScaleBytes,
 	gfloat: `	VPSUBD          Z24, Z26, Z25
 	VPSLLD          $23, Z25, Z25

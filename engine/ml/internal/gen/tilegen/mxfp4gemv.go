@@ -32,11 +32,42 @@ func mxGemv16(l exLayout) {
 	LEAQ         (SI)(R11*1), R11
 
 `)
+	// Two blocks a step, the prefetches once a step: 34 bytes apart, they
+	// still reach every line of each row.
+	P("\tCMPQ            BX, $2")
+	P("\tJB              %stail", l.glabel)
 	P("%s:", l.glabel)
 	// Into the L2 cache, as exGemv16's.
 	for r := range 16 {
 		P("\tPREFETCHT1      (R%d)%s", 11+r/4, rowIdx[r%4])
 	}
+	mxGemvBlock(l)
+	mxGemvBlock(l)
+	for _, r := range []string{"R11", "R12", "R13", "R14"} {
+		P("\tADDQ            $%d, %s", 2*l.bytes, r)
+	}
+	P("\tSUBQ            $2, BX")
+	P("\tCMPQ            BX, $2")
+	P("\tJAE             %s", l.glabel)
+	P("")
+	P("%stail:", l.glabel)
+	P("\tTESTQ           BX, BX")
+	P("\tJZ              %sstore", l.glabel)
+	mxGemvBlock(l)
+	P("")
+	P("%sstore:", l.glabel)
+	T(`	MOVQ    dst+32(FP), AX
+	MOVWLZX mask+40(FP), BX
+	KMOVW   BX, K1
+	VMOVUPS Z31, K1, (AX)
+	VZEROUPPER
+	RET
+`)
+}
+
+// mxGemvBlock writes one block step of mxGemv16 for the 16 rows at SI,
+// R8, R9, R10 and the activation block at DI, and advances them.
+func mxGemvBlock(l exLayout) {
 	l.gscales(P)
 	P("\tVBROADCASTI32X4 8(DI), Z30")
 	P("\tVBROADCASTI32X4 24(DI), Z28")
@@ -68,18 +99,8 @@ func mxGemv16(l exLayout) {
 	VMULPS          Z26, Z16, Z16
 	VADDPS          Z16, Z31, Z31
 `)
-	for _, r := range []string{"SI", "R8", "R9", "R10", "R11", "R12", "R13", "R14"} {
+	for _, r := range []string{"SI", "R8", "R9", "R10"} {
 		P("\tADDQ            $%d, %s", l.bytes, r)
 	}
 	P("\tADDQ            $40, DI")
-	P("\tDECQ            BX")
-	P("\tJNZ             %s", l.glabel)
-	T(`
-	MOVQ    dst+32(FP), AX
-	MOVWLZX mask+40(FP), BX
-	KMOVW   BX, K1
-	VMOVUPS Z31, K1, (AX)
-	VZEROUPPER
-	RET
-`)
 }
