@@ -17,7 +17,11 @@ func genExpand() {
 	for _, l := range exLayouts {
 		P("")
 		T(l.gemvData)
-		exGemv16(l)
+		if l.quad {
+			exGemv16Quad(l)
+		} else {
+			exGemv16(l)
+		}
 	}
 	P("")
 }
@@ -44,6 +48,10 @@ type exLayout struct {
 	mask    string
 	gscales func(printf)
 	gfloat  string
+	// quad: the matvec is exGemv16Quad's (gemv16quad.go), four rows to a
+	// register; plain: its nibbles are the values (masked, not looked up
+	// in the code book at Z29).
+	quad, plain bool
 }
 
 func (l exLayout) gemvDefaults() exLayout {
@@ -61,10 +69,10 @@ func (l exLayout) gemvDefaults() exLayout {
 
 // mxLayout is MXFP4 (17-byte blocks: an E8M0 exponent, 16 bytes of
 // nibbles indexing the doubled E2M1 values): only its matvec is in this
-// family, written by mxGemv16 (mxfp4gemv.go) with four rows to a register;
+// family, written by exGemv16Quad (gemv16quad.go);
 // expandMXFP4 is part of mxIntro.
 var mxLayout = exLayout{
-	nib: 1, bytes: 17,
+	nib: 1, bytes: 17, quad: true,
 	gemv: "gemvMXFP4VNNI", glabel: "gmxloop",
 	gdoc: `// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks, four rows to
 // a register (tilegen's mxGemv16): the code values come from the doubled
@@ -91,23 +99,24 @@ var mxLayout = exLayout{
 // gemv16 kernel of the MXFP4 block layout.
 func genMXFP4() {
 	T(mxIntro)
-	mxGemv16(mxLayout)
+	exGemv16Quad(mxLayout)
 }
 
 var exLayouts = []exLayout{
 	{
 		name: "Q40", label: "q40", consts: "\tVMOVDQU exEights<>(SB), X14\n", nib: 2, bytes: 18,
+		quad: true, plain: true,
 		toInt8: "\tVPSUBB  X14, X0, X0\n\tVPSUBB  X14, X1, X1\n",
 		gemv:   "gemvQ40VNNI", glabel: "g40loop",
 		gdoc: `// dst[r] = the Q4_0 product of the quantized activation row x and row r of
 // the 16 Q4_0 rows at w (stride rb bytes, nb blocks), for the rows r set
 // in mask: gemvQ8VNNI's int32 block sums and f32 steps, on the nibbles
 // (unsigned, so VPDPBUSD takes them as they are) with the activation
-// block's bias/16 = -8*sum(q) as the correction for their offset 8. Each
-// pair of rows is loaded into 128-bit lanes 0 and 2, the high nibbles
-// rotated into lanes 1 and 3 (VALIGNQ), then masked (VPTERNLOGD), which
-// gives gemvQ8VNNI's layout: row k in the low 256 bits, row k+4 in the
-// high. The same blocks pfd bytes further on are prefetched.
+// block's bias/16 = -8*sum(q) as the correction for their offset 8. Four
+// rows share a register (tilegen's exGemv16Quad: rows g, g+4, g+8, g+12
+// in its 128-bit lanes), their low nibbles and shifted high nibbles
+// masked, each against a broadcast half of the activation block. The
+// same blocks pfd bytes further on are prefetched.
 `,
 		gemvData: "DATA g40mask<>+0(SB)/4, $0x0f0f0f0f\nGLOBL g40mask<>(SB), RODATA|NOPTR, $4\n\n",
 		gfix:     func(k, lo, hi int) {},
@@ -115,10 +124,11 @@ var exLayouts = []exLayout{
 	},
 	{
 		name: "IQ4NL", label: "iq4", consts: "\tVMOVDQU exIQ4NL<>(SB), X14\n", nib: 2, bytes: 18,
+		quad:   true,
 		toInt8: "\tVPSHUFB X0, X14, X0\n\tVPSHUFB X1, X14, X1\n",
 		gemv:   "gemvIQ4NLVNNI", glabel: "gnlloop",
-		gdoc: `// gemvQ40VNNI for IQ4_NL: the nibbles index the code book (VPSHUFB) before
-// the products, which are then gemvQ8VNNI's.
+		gdoc: `// gemvQ40VNNI for IQ4_NL: the nibbles index the code book repeated in
+// each lane (VPERMB, which reads six bits, so no mask) before the products.
 `,
 		gconsts: "\tVBROADCASTI32X4 exIQ4NLu<>(SB), Z29\n",
 		gemvData: `// The IQ4_NL code book plus 128 (unsigned, as VPDPBUSD takes its first
@@ -151,8 +161,12 @@ GLOBL exIQ4NLu<>(SB), RODATA|NOPTR, $16
 	VPSUBB  X14, X1, X1
 `,
 		gemv: "gemvQ50VNNI", glabel: "g50loop",
-		gdoc: `// gemvQ40VNNI for Q5_0: each pair's 32-bit high-bit words are broadcast to
-// its two 128-bit lanes each, spread to bytes (VPSHUFB), tested per bit
+		gdoc: `// gemvQ40VNNI for Q5_0, in gemvQ8VNNI's layout (tilegen's exGemv16): each
+// pair of rows is loaded into 128-bit lanes 0 and 2, the high nibbles
+// rotated into lanes 1 and 3 (VALIGNQ), then masked (VPTERNLOGD), so row k
+// is in the low 256 bits and row k+4 in the high; each pair's 32-bit
+// high-bit words are broadcast to its two 128-bit lanes each, spread to
+// bytes (VPSHUFB), tested per bit
 // (VPTESTMB) and added as 16 under that mask; the unsigned 5-bit values
 // then take bias/8 = -16*sum(q) as the correction for their offset 16.
 `,
