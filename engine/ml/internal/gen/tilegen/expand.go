@@ -2,10 +2,11 @@ package main
 
 // genExpand writes expand_amd64.s: the expanders of the 32-value int8
 // block layouts (Q4_0, IQ4_NL, Q5_0) into Q8_0 blocks, and their 16-row
-// VNNI matvecs, which are gemvQ8VNNI's (q8gemv.go) on the blocks as they
-// are: the scale gather and reduction tree are gemv16.go's, and the
-// layouts differ only in how a row pair's 32 values become unsigned bytes
-// and in the bias correction.
+// VNNI matvecs on the blocks as they are: Q5_0's is gemvQ8VNNI's
+// (q8gemv.go; exGemv16, with gemv16.go's scale gather and reduction tree),
+// the layouts differing only in how a row pair's 32 values become
+// unsigned bytes and in the bias correction; Q4_0's and IQ4_NL's, like
+// MXFP4's, hold four rows to a register (exGemv16Quad, gemv16quad.go).
 func genExpand() {
 	T(exIntro)
 	for i, l := range exLayouts {
@@ -37,7 +38,7 @@ type exLayout struct {
 	// The 16-row matvec: name, label, doc, constants and its data.
 	gemv, glabel, gdoc, gconsts, gemvData string
 	// gfix turns row pair k's masked nibbles Zk (rows lo, hi) into the
-	// bytes VPDPBUSD takes (unsigned).
+	// bytes VPDPBUSD takes (unsigned); exGemv16 only.
 	gfix func(k, lo, hi int)
 	// gbias adds the activation bias correction to the int32 sums Z16.
 	gbias string
