@@ -83,9 +83,6 @@ var mxLayout = exLayout{
 // they multiply the activation scale.
 `,
 	gconsts: "\tVBROADCASTI32X4 mxKvaluesU<>(SB), Z29\n\tVPBROADCASTD    mxOne<>(SB), Z24\n\tVPBROADCASTD    mxTwo<>(SB), Z23\n\tVPBROADCASTD    mxSub<>(SB), Z22\n",
-	gfix: func(k, lo, hi int) {
-		P("\tVPSHUFB         Z%d, Z29, Z%d", k, k)
-	},
 	gbias:   "\tVPADDD.BCST     4(DI), Z16, Z16\n",
 	gscales: gemv16ScaleBytes,
 	gfloat: `	VPSUBD          Z24, Z26, Z25
@@ -120,7 +117,6 @@ var exLayouts = []exLayout{
 // same blocks pfd bytes further on are prefetched.
 `,
 		gemvData: "DATA g40mask<>+0(SB)/4, $0x0f0f0f0f\nGLOBL g40mask<>(SB), RODATA|NOPTR, $4\n\n",
-		gfix:     func(k, lo, hi int) {},
 		gbias:    "\tVPBROADCASTD    4(DI), Z17\n\tVPSRAD          $4, Z17, Z17\n\tVPADDD          Z17, Z16, Z16\n",
 	},
 	{
@@ -139,9 +135,6 @@ DATA exIQ4NLu<>+8(SB)/8, $0xf1d9c5b5a6998d81
 GLOBL exIQ4NLu<>(SB), RODATA|NOPTR, $16
 
 `,
-		gfix: func(k, lo, hi int) {
-			P("\tVPSHUFB         Z%d, Z29, Z%d", k, k)
-		},
 		gbias: "\tVPADDD.BCST     4(DI), Z16, Z16\n",
 	},
 	{
