@@ -171,11 +171,11 @@ GLOBL g40mask<>(SB), RODATA|NOPTR, $4
 // the 16 Q4_0 rows at w (stride rb bytes, nb blocks), for the rows r set
 // in mask: gemvQ8VNNI's int32 block sums and f32 steps, on the nibbles
 // (unsigned, so VPDPBUSD takes them as they are) with the activation
-// block's bias/16 = -8*sum(q) as the correction for their offset 8. Each
-// pair of rows is loaded into 128-bit lanes 0 and 2, the high nibbles
-// rotated into lanes 1 and 3 (VALIGNQ), then masked (VPTERNLOGD), which
-// gives gemvQ8VNNI's layout: row k in the low 256 bits, row k+4 in the
-// high. The same blocks pfd bytes further on are prefetched.
+// block's bias/16 = -8*sum(q) as the correction for their offset 8. Four
+// rows share a register (tilegen's exGemv16Quad: rows g, g+4, g+8, g+12
+// in its 128-bit lanes), their low nibbles and shifted high nibbles
+// masked, each against a broadcast half of the activation block. The
+// same blocks pfd bytes further on are prefetched.
 TEXT ·gemvQ40VNNI(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), SI
 	MOVQ         rb+8(FP), CX
@@ -186,13 +186,15 @@ TEXT ·gemvQ40VNNI(SB), NOSPLIT, $0-56
 	LEAQ         (R8)(CX*4), R9
 	LEAQ         (R9)(CX*4), R10
 	MOVQ         pfd+48(FP), R11
-	VPBROADCASTD g40mask<>(SB), Z27
 	VPXORD       Z31, Z31, Z31
+	VPBROADCASTD    g40mask<>(SB), Z29
 	LEAQ         (R8)(R11*1), R12
 	LEAQ         (R9)(R11*1), R13
 	LEAQ         (R10)(R11*1), R14
 	LEAQ         (SI)(R11*1), R11
 
+	CMPQ            BX, $2
+	JB              g40looptail
 g40loop:
 	PREFETCHT1      (R11)
 	PREFETCHT1      (R11)(CX*1)
@@ -255,84 +257,57 @@ g40loop:
 	ORQ             R15, AX
 	VPINSRQ         $1, AX, X25, X25
 	VINSERTI32X4    $1, X25, Y26, Y26
-	VBROADCASTI64X4 8(DI), Z30
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
 	VMOVDQU         2(SI), X0
-	VINSERTI32X4    $2, 2(R8), Z0, Z0
-	VPSRLW          $4, Z0, Z18
-	VALIGNQ         $6, Z18, Z18, Z18
-	VPTERNLOGD      $0xa8, Z27, Z18, Z0
+	VINSERTI32X4    $1, 2(R8), Z0, Z0
+	VINSERTI32X4    $2, 2(R9), Z0, Z0
+	VINSERTI32X4    $3, 2(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPANDD          Z29, Z0, Z0
+	VPANDD          Z29, Z4, Z4
 	VPXORD          Z8, Z8, Z8
 	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
 	VMOVDQU         2(SI)(CX*1), X1
-	VINSERTI32X4    $2, 2(R8)(CX*1), Z1, Z1
-	VPSRLW          $4, Z1, Z19
-	VALIGNQ         $6, Z19, Z19, Z19
-	VPTERNLOGD      $0xa8, Z27, Z19, Z1
+	VINSERTI32X4    $1, 2(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 2(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 2(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPANDD          Z29, Z1, Z1
+	VPANDD          Z29, Z5, Z5
 	VPXORD          Z9, Z9, Z9
 	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
 	VMOVDQU         2(SI)(CX*2), X2
-	VINSERTI32X4    $2, 2(R8)(CX*2), Z2, Z2
-	VPSRLW          $4, Z2, Z20
-	VALIGNQ         $6, Z20, Z20, Z20
-	VPTERNLOGD      $0xa8, Z27, Z20, Z2
+	VINSERTI32X4    $1, 2(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 2(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 2(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPANDD          Z29, Z2, Z2
+	VPANDD          Z29, Z6, Z6
 	VPXORD          Z10, Z10, Z10
 	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
 	VMOVDQU         2(SI)(DX*1), X3
-	VINSERTI32X4    $2, 2(R8)(DX*1), Z3, Z3
-	VPSRLW          $4, Z3, Z21
-	VALIGNQ         $6, Z21, Z21, Z21
-	VPTERNLOGD      $0xa8, Z27, Z21, Z3
+	VINSERTI32X4    $1, 2(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 2(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 2(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPANDD          Z29, Z3, Z3
+	VPANDD          Z29, Z7, Z7
 	VPXORD          Z11, Z11, Z11
 	VPDPBUSD        Z30, Z3, Z11
-	VMOVDQU         2(R9), X4
-	VINSERTI32X4    $2, 2(R10), Z4, Z4
-	VPSRLW          $4, Z4, Z18
-	VALIGNQ         $6, Z18, Z18, Z18
-	VPTERNLOGD      $0xa8, Z27, Z18, Z4
-	VPXORD          Z12, Z12, Z12
-	VPDPBUSD        Z30, Z4, Z12
-	VMOVDQU         2(R9)(CX*1), X5
-	VINSERTI32X4    $2, 2(R10)(CX*1), Z5, Z5
-	VPSRLW          $4, Z5, Z19
-	VALIGNQ         $6, Z19, Z19, Z19
-	VPTERNLOGD      $0xa8, Z27, Z19, Z5
-	VPXORD          Z13, Z13, Z13
-	VPDPBUSD        Z30, Z5, Z13
-	VMOVDQU         2(R9)(CX*2), X6
-	VINSERTI32X4    $2, 2(R10)(CX*2), Z6, Z6
-	VPSRLW          $4, Z6, Z20
-	VALIGNQ         $6, Z20, Z20, Z20
-	VPTERNLOGD      $0xa8, Z27, Z20, Z6
-	VPXORD          Z14, Z14, Z14
-	VPDPBUSD        Z30, Z6, Z14
-	VMOVDQU         2(R9)(DX*1), X7
-	VINSERTI32X4    $2, 2(R10)(DX*1), Z7, Z7
-	VPSRLW          $4, Z7, Z21
-	VALIGNQ         $6, Z21, Z21, Z21
-	VPTERNLOGD      $0xa8, Z27, Z21, Z7
-	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        Z30, Z7, Z15
+	VPDPBUSD        Z28, Z7, Z11
 	VPUNPCKLDQ      Z9, Z8, Z16
 	VPUNPCKHDQ      Z9, Z8, Z8
 	VPADDD          Z16, Z8, Z8
 	VPUNPCKLDQ      Z11, Z10, Z16
 	VPUNPCKHDQ      Z11, Z10, Z10
 	VPADDD          Z16, Z10, Z10
-	VPUNPCKLDQ      Z13, Z12, Z16
-	VPUNPCKHDQ      Z13, Z12, Z12
-	VPADDD          Z16, Z12, Z12
-	VPUNPCKLDQ      Z15, Z14, Z16
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPADDD          Z16, Z14, Z14
 	VPUNPCKLQDQ     Z10, Z8, Z16
 	VPUNPCKHQDQ     Z10, Z8, Z8
-	VPADDD          Z16, Z8, Z8
-	VPUNPCKLQDQ     Z14, Z12, Z16
-	VPUNPCKHQDQ     Z14, Z12, Z12
-	VPADDD          Z16, Z12, Z12
-	VSHUFI32X4      $0x88, Z12, Z8, Z16
-	VSHUFI32X4      $0xdd, Z12, Z8, Z17
-	VPADDD          Z17, Z16, Z16
+	VPADDD          Z8, Z16, Z16
 	VPBROADCASTD    4(DI), Z17
 	VPSRAD          $4, Z17, Z17
 	VPADDD          Z17, Z16, Z16
@@ -345,14 +320,238 @@ g40loop:
 	ADDQ            $18, R8
 	ADDQ            $18, R9
 	ADDQ            $18, R10
-	ADDQ            $18, R11
-	ADDQ            $18, R12
-	ADDQ            $18, R13
-	ADDQ            $18, R14
 	ADDQ            $40, DI
-	DECQ            BX
-	JNZ             g40loop
+	MOVWQZX         0(SI), AX
+	MOVWQZX         0(SI)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVWQZX         0(R8), AX
+	MOVWQZX         0(R8)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	MOVWQZX         0(R9), AX
+	MOVWQZX         0(R9)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X25
+	MOVWQZX         0(R10), AX
+	MOVWQZX         0(R10)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X25, X25
+	VINSERTI32X4    $1, X25, Y26, Y26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         2(SI), X0
+	VINSERTI32X4    $1, 2(R8), Z0, Z0
+	VINSERTI32X4    $2, 2(R9), Z0, Z0
+	VINSERTI32X4    $3, 2(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPANDD          Z29, Z0, Z0
+	VPANDD          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         2(SI)(CX*1), X1
+	VINSERTI32X4    $1, 2(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 2(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 2(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPANDD          Z29, Z1, Z1
+	VPANDD          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         2(SI)(CX*2), X2
+	VINSERTI32X4    $1, 2(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 2(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 2(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPANDD          Z29, Z2, Z2
+	VPANDD          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         2(SI)(DX*1), X3
+	VINSERTI32X4    $1, 2(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 2(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 2(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPANDD          Z29, Z3, Z3
+	VPANDD          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPBROADCASTD    4(DI), Z17
+	VPSRAD          $4, Z17, Z17
+	VPADDD          Z17, Z16, Z16
+	VCVTPH2PS       Y26, Z26
+	VMULPS.BCST     (DI), Z26, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $18, SI
+	ADDQ            $18, R8
+	ADDQ            $18, R9
+	ADDQ            $18, R10
+	ADDQ            $40, DI
+	ADDQ            $36, R11
+	ADDQ            $36, R12
+	ADDQ            $36, R13
+	ADDQ            $36, R14
+	SUBQ            $2, BX
+	CMPQ            BX, $2
+	JAE             g40loop
 
+g40looptail:
+	TESTQ           BX, BX
+	JZ              g40loopstore
+	MOVWQZX         0(SI), AX
+	MOVWQZX         0(SI)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVWQZX         0(R8), AX
+	MOVWQZX         0(R8)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	MOVWQZX         0(R9), AX
+	MOVWQZX         0(R9)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X25
+	MOVWQZX         0(R10), AX
+	MOVWQZX         0(R10)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X25, X25
+	VINSERTI32X4    $1, X25, Y26, Y26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         2(SI), X0
+	VINSERTI32X4    $1, 2(R8), Z0, Z0
+	VINSERTI32X4    $2, 2(R9), Z0, Z0
+	VINSERTI32X4    $3, 2(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPANDD          Z29, Z0, Z0
+	VPANDD          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         2(SI)(CX*1), X1
+	VINSERTI32X4    $1, 2(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 2(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 2(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPANDD          Z29, Z1, Z1
+	VPANDD          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         2(SI)(CX*2), X2
+	VINSERTI32X4    $1, 2(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 2(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 2(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPANDD          Z29, Z2, Z2
+	VPANDD          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         2(SI)(DX*1), X3
+	VINSERTI32X4    $1, 2(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 2(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 2(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPANDD          Z29, Z3, Z3
+	VPANDD          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPBROADCASTD    4(DI), Z17
+	VPSRAD          $4, Z17, Z17
+	VPADDD          Z17, Z16, Z16
+	VCVTPH2PS       Y26, Z26
+	VMULPS.BCST     (DI), Z26, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $18, SI
+	ADDQ            $18, R8
+	ADDQ            $18, R9
+	ADDQ            $18, R10
+	ADDQ            $40, DI
+
+g40loopstore:
 	MOVQ    dst+32(FP), AX
 	MOVWLZX mask+40(FP), BX
 	KMOVW   BX, K1
@@ -367,8 +566,8 @@ DATA exIQ4NLu<>+8(SB)/8, $0xf1d9c5b5a6998d81
 GLOBL exIQ4NLu<>(SB), RODATA|NOPTR, $16
 
 // func gemvIQ4NLVNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
-// gemvQ40VNNI for IQ4_NL: the nibbles index the code book (VPSHUFB) before
-// the products, which are then gemvQ8VNNI's.
+// gemvQ40VNNI for IQ4_NL: the nibbles index the code book repeated in
+// each lane (VPERMB, which reads six bits, so no mask) before the products.
 TEXT ·gemvIQ4NLVNNI(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), SI
 	MOVQ         rb+8(FP), CX
@@ -379,7 +578,6 @@ TEXT ·gemvIQ4NLVNNI(SB), NOSPLIT, $0-56
 	LEAQ         (R8)(CX*4), R9
 	LEAQ         (R9)(CX*4), R10
 	MOVQ         pfd+48(FP), R11
-	VPBROADCASTD g40mask<>(SB), Z27
 	VPXORD       Z31, Z31, Z31
 	VBROADCASTI32X4 exIQ4NLu<>(SB), Z29
 	LEAQ         (R8)(R11*1), R12
@@ -387,6 +585,8 @@ TEXT ·gemvIQ4NLVNNI(SB), NOSPLIT, $0-56
 	LEAQ         (R10)(R11*1), R14
 	LEAQ         (SI)(R11*1), R11
 
+	CMPQ            BX, $2
+	JB              gnllooptail
 gnlloop:
 	PREFETCHT1      (R11)
 	PREFETCHT1      (R11)(CX*1)
@@ -449,92 +649,57 @@ gnlloop:
 	ORQ             R15, AX
 	VPINSRQ         $1, AX, X25, X25
 	VINSERTI32X4    $1, X25, Y26, Y26
-	VBROADCASTI64X4 8(DI), Z30
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
 	VMOVDQU         2(SI), X0
-	VINSERTI32X4    $2, 2(R8), Z0, Z0
-	VPSRLW          $4, Z0, Z18
-	VALIGNQ         $6, Z18, Z18, Z18
-	VPTERNLOGD      $0xa8, Z27, Z18, Z0
-	VPSHUFB         Z0, Z29, Z0
+	VINSERTI32X4    $1, 2(R8), Z0, Z0
+	VINSERTI32X4    $2, 2(R9), Z0, Z0
+	VINSERTI32X4    $3, 2(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
 	VPXORD          Z8, Z8, Z8
 	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
 	VMOVDQU         2(SI)(CX*1), X1
-	VINSERTI32X4    $2, 2(R8)(CX*1), Z1, Z1
-	VPSRLW          $4, Z1, Z19
-	VALIGNQ         $6, Z19, Z19, Z19
-	VPTERNLOGD      $0xa8, Z27, Z19, Z1
-	VPSHUFB         Z1, Z29, Z1
+	VINSERTI32X4    $1, 2(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 2(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 2(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
 	VPXORD          Z9, Z9, Z9
 	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
 	VMOVDQU         2(SI)(CX*2), X2
-	VINSERTI32X4    $2, 2(R8)(CX*2), Z2, Z2
-	VPSRLW          $4, Z2, Z20
-	VALIGNQ         $6, Z20, Z20, Z20
-	VPTERNLOGD      $0xa8, Z27, Z20, Z2
-	VPSHUFB         Z2, Z29, Z2
+	VINSERTI32X4    $1, 2(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 2(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 2(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
 	VPXORD          Z10, Z10, Z10
 	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
 	VMOVDQU         2(SI)(DX*1), X3
-	VINSERTI32X4    $2, 2(R8)(DX*1), Z3, Z3
-	VPSRLW          $4, Z3, Z21
-	VALIGNQ         $6, Z21, Z21, Z21
-	VPTERNLOGD      $0xa8, Z27, Z21, Z3
-	VPSHUFB         Z3, Z29, Z3
+	VINSERTI32X4    $1, 2(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 2(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 2(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
 	VPXORD          Z11, Z11, Z11
 	VPDPBUSD        Z30, Z3, Z11
-	VMOVDQU         2(R9), X4
-	VINSERTI32X4    $2, 2(R10), Z4, Z4
-	VPSRLW          $4, Z4, Z18
-	VALIGNQ         $6, Z18, Z18, Z18
-	VPTERNLOGD      $0xa8, Z27, Z18, Z4
-	VPSHUFB         Z4, Z29, Z4
-	VPXORD          Z12, Z12, Z12
-	VPDPBUSD        Z30, Z4, Z12
-	VMOVDQU         2(R9)(CX*1), X5
-	VINSERTI32X4    $2, 2(R10)(CX*1), Z5, Z5
-	VPSRLW          $4, Z5, Z19
-	VALIGNQ         $6, Z19, Z19, Z19
-	VPTERNLOGD      $0xa8, Z27, Z19, Z5
-	VPSHUFB         Z5, Z29, Z5
-	VPXORD          Z13, Z13, Z13
-	VPDPBUSD        Z30, Z5, Z13
-	VMOVDQU         2(R9)(CX*2), X6
-	VINSERTI32X4    $2, 2(R10)(CX*2), Z6, Z6
-	VPSRLW          $4, Z6, Z20
-	VALIGNQ         $6, Z20, Z20, Z20
-	VPTERNLOGD      $0xa8, Z27, Z20, Z6
-	VPSHUFB         Z6, Z29, Z6
-	VPXORD          Z14, Z14, Z14
-	VPDPBUSD        Z30, Z6, Z14
-	VMOVDQU         2(R9)(DX*1), X7
-	VINSERTI32X4    $2, 2(R10)(DX*1), Z7, Z7
-	VPSRLW          $4, Z7, Z21
-	VALIGNQ         $6, Z21, Z21, Z21
-	VPTERNLOGD      $0xa8, Z27, Z21, Z7
-	VPSHUFB         Z7, Z29, Z7
-	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        Z30, Z7, Z15
+	VPDPBUSD        Z28, Z7, Z11
 	VPUNPCKLDQ      Z9, Z8, Z16
 	VPUNPCKHDQ      Z9, Z8, Z8
 	VPADDD          Z16, Z8, Z8
 	VPUNPCKLDQ      Z11, Z10, Z16
 	VPUNPCKHDQ      Z11, Z10, Z10
 	VPADDD          Z16, Z10, Z10
-	VPUNPCKLDQ      Z13, Z12, Z16
-	VPUNPCKHDQ      Z13, Z12, Z12
-	VPADDD          Z16, Z12, Z12
-	VPUNPCKLDQ      Z15, Z14, Z16
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPADDD          Z16, Z14, Z14
 	VPUNPCKLQDQ     Z10, Z8, Z16
 	VPUNPCKHQDQ     Z10, Z8, Z8
-	VPADDD          Z16, Z8, Z8
-	VPUNPCKLQDQ     Z14, Z12, Z16
-	VPUNPCKHQDQ     Z14, Z12, Z12
-	VPADDD          Z16, Z12, Z12
-	VSHUFI32X4      $0x88, Z12, Z8, Z16
-	VSHUFI32X4      $0xdd, Z12, Z8, Z17
-	VPADDD          Z17, Z16, Z16
+	VPADDD          Z8, Z16, Z16
 	VPADDD.BCST     4(DI), Z16, Z16
 	VCVTPH2PS       Y26, Z26
 	VMULPS.BCST     (DI), Z26, Z26
@@ -545,14 +710,234 @@ gnlloop:
 	ADDQ            $18, R8
 	ADDQ            $18, R9
 	ADDQ            $18, R10
-	ADDQ            $18, R11
-	ADDQ            $18, R12
-	ADDQ            $18, R13
-	ADDQ            $18, R14
 	ADDQ            $40, DI
-	DECQ            BX
-	JNZ             gnlloop
+	MOVWQZX         0(SI), AX
+	MOVWQZX         0(SI)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVWQZX         0(R8), AX
+	MOVWQZX         0(R8)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	MOVWQZX         0(R9), AX
+	MOVWQZX         0(R9)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X25
+	MOVWQZX         0(R10), AX
+	MOVWQZX         0(R10)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X25, X25
+	VINSERTI32X4    $1, X25, Y26, Y26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         2(SI), X0
+	VINSERTI32X4    $1, 2(R8), Z0, Z0
+	VINSERTI32X4    $2, 2(R9), Z0, Z0
+	VINSERTI32X4    $3, 2(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         2(SI)(CX*1), X1
+	VINSERTI32X4    $1, 2(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 2(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 2(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         2(SI)(CX*2), X2
+	VINSERTI32X4    $1, 2(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 2(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 2(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         2(SI)(DX*1), X3
+	VINSERTI32X4    $1, 2(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 2(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 2(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPADDD.BCST     4(DI), Z16, Z16
+	VCVTPH2PS       Y26, Z26
+	VMULPS.BCST     (DI), Z26, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $18, SI
+	ADDQ            $18, R8
+	ADDQ            $18, R9
+	ADDQ            $18, R10
+	ADDQ            $40, DI
+	ADDQ            $36, R11
+	ADDQ            $36, R12
+	ADDQ            $36, R13
+	ADDQ            $36, R14
+	SUBQ            $2, BX
+	CMPQ            BX, $2
+	JAE             gnlloop
 
+gnllooptail:
+	TESTQ           BX, BX
+	JZ              gnlloopstore
+	MOVWQZX         0(SI), AX
+	MOVWQZX         0(SI)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(SI)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVWQZX         0(R8), AX
+	MOVWQZX         0(R8)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R8)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	MOVWQZX         0(R9), AX
+	MOVWQZX         0(R9)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R9)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X25
+	MOVWQZX         0(R10), AX
+	MOVWQZX         0(R10)(CX*1), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(CX*2), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVWQZX         0(R10)(DX*1), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X25, X25
+	VINSERTI32X4    $1, X25, Y26, Y26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         2(SI), X0
+	VINSERTI32X4    $1, 2(R8), Z0, Z0
+	VINSERTI32X4    $2, 2(R9), Z0, Z0
+	VINSERTI32X4    $3, 2(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         2(SI)(CX*1), X1
+	VINSERTI32X4    $1, 2(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 2(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 2(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         2(SI)(CX*2), X2
+	VINSERTI32X4    $1, 2(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 2(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 2(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         2(SI)(DX*1), X3
+	VINSERTI32X4    $1, 2(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 2(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 2(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPADDD.BCST     4(DI), Z16, Z16
+	VCVTPH2PS       Y26, Z26
+	VMULPS.BCST     (DI), Z26, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $18, SI
+	ADDQ            $18, R8
+	ADDQ            $18, R9
+	ADDQ            $18, R10
+	ADDQ            $40, DI
+
+gnlloopstore:
 	MOVQ    dst+32(FP), AX
 	MOVWLZX mask+40(FP), BX
 	KMOVW   BX, K1
@@ -570,8 +955,12 @@ DATA g50sixteen<>+0(SB)/4, $0x10101010
 GLOBL g50sixteen<>(SB), RODATA|NOPTR, $4
 
 // func gemvQ50VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
-// gemvQ40VNNI for Q5_0: each pair's 32-bit high-bit words are broadcast to
-// its two 128-bit lanes each, spread to bytes (VPSHUFB), tested per bit
+// gemvQ40VNNI for Q5_0, in gemvQ8VNNI's layout (tilegen's exGemv16): each
+// pair of rows is loaded into 128-bit lanes 0 and 2, the high nibbles
+// rotated into lanes 1 and 3 (VALIGNQ), then masked (VPTERNLOGD), so row k
+// is in the low 256 bits and row k+4 in the high; each pair's 32-bit
+// high-bit words are broadcast to its two 128-bit lanes each, spread to
+// bytes (VPSHUFB), tested per bit
 // (VPTESTMB) and added as 16 under that mask; the unsigned 5-bit values
 // then take bias/8 = -16*sum(q) as the correction for their offset 16.
 TEXT ·gemvQ50VNNI(SB), NOSPLIT, $0-56

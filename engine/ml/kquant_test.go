@@ -16,7 +16,12 @@ func TestKQuantKernelsMatchGeneric(t *testing.T) {
 	SetThreads(1)
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, ty := range []Type{Q4_0, Q5_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_1, Q5_1, IQ4_XS} {
-		for _, s := range []struct{ rows, cols int }{{1, 256}, {3, 512}, {6, 256}, {15, 512}, {16, 2048}, {17, 768}, {33, 768}, {37, 512}, {37, 1024}, {40, 256}} {
+		// 19x288: nine 32-value blocks a row, an odd count (the one-row
+		// kernels of Q4_0 and IQ4_NL take two a step); K-quants skip it.
+		for _, s := range []struct{ rows, cols int }{{1, 256}, {3, 512}, {6, 256}, {15, 512}, {16, 2048}, {17, 768}, {33, 768}, {37, 512}, {37, 1024}, {40, 256}, {19, 288}} {
+			if s.cols%ty.BlockSize() != 0 {
+				continue
+			}
 			for _, extreme := range []bool{false, true} {
 				w := randMatrix(t, r, ty, s.rows, s.cols)
 				if extreme {

@@ -29,6 +29,7 @@ func BenchmarkMatVecCore(b *testing.B) {
 		// rate without DRAM.
 		{Q4_K, 128, 4096}, {Q5_K, 128, 4096}, {Q6_K, 128, 4096}, {Q8_0, 128, 4096},
 		{IQ4_XS, 128, 4096}, {F16, 64, 4096}, {BF16, 64, 4096},
+		{MXFP4, 256, 2880},
 
 		{Q4_K, 14336, 4096}, {Q4_K, 4096, 14336},
 		{Q5_K, 14336, 4096}, {Q5_K, 4096, 14336},
@@ -36,6 +37,10 @@ func BenchmarkMatVecCore(b *testing.B) {
 		{Q8_0, 14336, 4096}, {Q8_0, 4096, 14336},
 		{IQ4_XS, 14336, 4096}, {IQ4_XS, 4096, 14336},
 		{F16, 14336, 4096}, {F16, 4096, 14336}, {BF16, 14336, 4096},
+		// gpt-oss-20b's experts are 2880x2880 MXFP4 (gate, up and down
+		// alike, gate and up not fused); 16 of them stacked (70 MB) is a
+		// set above the L3 with the same per-tile work.
+		{MXFP4, 16 * 2880, 2880},
 	}
 	buf := make([]float32, 1<<26) // 256 MiB
 	for i := range buf {

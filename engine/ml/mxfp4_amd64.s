@@ -97,13 +97,11 @@ GLOBL mxTwo<>(SB), RODATA|NOPTR, $4
 DATA mxSub<>+0(SB)/4, $0x00200000
 GLOBL mxSub<>(SB), RODATA|NOPTR, $4
 
-// The mask of the low nibbles, per dword.
-DATA mxG40mask<>+0(SB)/4, $0x0f0f0f0f
-GLOBL mxG40mask<>(SB), RODATA|NOPTR, $4
 
 // func gemvMXFP4VNNI(w *byte, rb int, nb int, x *byte, dst *float32, mask uint16, pfd int)
-// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks: the code
-// values come from the doubled E2M1 table, and the 16 rows' E8M0 scale
+// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks, four rows to
+// a register (tilegen's mxGemv16): the code values come from the doubled
+// E2M1 table repeated in each lane (VPERMB), and the 16 rows' E8M0 scale
 // bytes become the float32 2^(e-128) exactly (ggml_e8m0_to_fp32_half:
 // exponent field e-1, or the subnormal 0x00200000<<e for e < 2) before
 // they multiply the activation scale.
@@ -117,7 +115,6 @@ TEXT ·gemvMXFP4VNNI(SB), NOSPLIT, $0-56
 	LEAQ         (R8)(CX*4), R9
 	LEAQ         (R9)(CX*4), R10
 	MOVQ         pfd+48(FP), R11
-	VPBROADCASTD mxG40mask<>(SB), Z27
 	VPXORD       Z31, Z31, Z31
 	VBROADCASTI32X4 mxKvaluesU<>(SB), Z29
 	VPBROADCASTD    mxOne<>(SB), Z24
@@ -128,6 +125,8 @@ TEXT ·gemvMXFP4VNNI(SB), NOSPLIT, $0-56
 	LEAQ         (R10)(R11*1), R14
 	LEAQ         (SI)(R11*1), R11
 
+	CMPQ            BX, $2
+	JB              gmxlooptail
 gmxloop:
 	PREFETCHT1      (R11)
 	PREFETCHT1      (R11)(CX*1)
@@ -192,92 +191,57 @@ gmxloop:
 	ORQ             R15, AX
 	VPINSRQ         $1, AX, X26, X26
 	VPMOVZXBD       X26, Z26
-	VBROADCASTI64X4 8(DI), Z30
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
 	VMOVDQU         1(SI), X0
-	VINSERTI32X4    $2, 1(R8), Z0, Z0
-	VPSRLW          $4, Z0, Z18
-	VALIGNQ         $6, Z18, Z18, Z18
-	VPTERNLOGD      $0xa8, Z27, Z18, Z0
-	VPSHUFB         Z0, Z29, Z0
+	VINSERTI32X4    $1, 1(R8), Z0, Z0
+	VINSERTI32X4    $2, 1(R9), Z0, Z0
+	VINSERTI32X4    $3, 1(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
 	VPXORD          Z8, Z8, Z8
 	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
 	VMOVDQU         1(SI)(CX*1), X1
-	VINSERTI32X4    $2, 1(R8)(CX*1), Z1, Z1
-	VPSRLW          $4, Z1, Z19
-	VALIGNQ         $6, Z19, Z19, Z19
-	VPTERNLOGD      $0xa8, Z27, Z19, Z1
-	VPSHUFB         Z1, Z29, Z1
+	VINSERTI32X4    $1, 1(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 1(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 1(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
 	VPXORD          Z9, Z9, Z9
 	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
 	VMOVDQU         1(SI)(CX*2), X2
-	VINSERTI32X4    $2, 1(R8)(CX*2), Z2, Z2
-	VPSRLW          $4, Z2, Z20
-	VALIGNQ         $6, Z20, Z20, Z20
-	VPTERNLOGD      $0xa8, Z27, Z20, Z2
-	VPSHUFB         Z2, Z29, Z2
+	VINSERTI32X4    $1, 1(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 1(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 1(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
 	VPXORD          Z10, Z10, Z10
 	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
 	VMOVDQU         1(SI)(DX*1), X3
-	VINSERTI32X4    $2, 1(R8)(DX*1), Z3, Z3
-	VPSRLW          $4, Z3, Z21
-	VALIGNQ         $6, Z21, Z21, Z21
-	VPTERNLOGD      $0xa8, Z27, Z21, Z3
-	VPSHUFB         Z3, Z29, Z3
+	VINSERTI32X4    $1, 1(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 1(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 1(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
 	VPXORD          Z11, Z11, Z11
 	VPDPBUSD        Z30, Z3, Z11
-	VMOVDQU         1(R9), X4
-	VINSERTI32X4    $2, 1(R10), Z4, Z4
-	VPSRLW          $4, Z4, Z18
-	VALIGNQ         $6, Z18, Z18, Z18
-	VPTERNLOGD      $0xa8, Z27, Z18, Z4
-	VPSHUFB         Z4, Z29, Z4
-	VPXORD          Z12, Z12, Z12
-	VPDPBUSD        Z30, Z4, Z12
-	VMOVDQU         1(R9)(CX*1), X5
-	VINSERTI32X4    $2, 1(R10)(CX*1), Z5, Z5
-	VPSRLW          $4, Z5, Z19
-	VALIGNQ         $6, Z19, Z19, Z19
-	VPTERNLOGD      $0xa8, Z27, Z19, Z5
-	VPSHUFB         Z5, Z29, Z5
-	VPXORD          Z13, Z13, Z13
-	VPDPBUSD        Z30, Z5, Z13
-	VMOVDQU         1(R9)(CX*2), X6
-	VINSERTI32X4    $2, 1(R10)(CX*2), Z6, Z6
-	VPSRLW          $4, Z6, Z20
-	VALIGNQ         $6, Z20, Z20, Z20
-	VPTERNLOGD      $0xa8, Z27, Z20, Z6
-	VPSHUFB         Z6, Z29, Z6
-	VPXORD          Z14, Z14, Z14
-	VPDPBUSD        Z30, Z6, Z14
-	VMOVDQU         1(R9)(DX*1), X7
-	VINSERTI32X4    $2, 1(R10)(DX*1), Z7, Z7
-	VPSRLW          $4, Z7, Z21
-	VALIGNQ         $6, Z21, Z21, Z21
-	VPTERNLOGD      $0xa8, Z27, Z21, Z7
-	VPSHUFB         Z7, Z29, Z7
-	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        Z30, Z7, Z15
+	VPDPBUSD        Z28, Z7, Z11
 	VPUNPCKLDQ      Z9, Z8, Z16
 	VPUNPCKHDQ      Z9, Z8, Z8
 	VPADDD          Z16, Z8, Z8
 	VPUNPCKLDQ      Z11, Z10, Z16
 	VPUNPCKHDQ      Z11, Z10, Z10
 	VPADDD          Z16, Z10, Z10
-	VPUNPCKLDQ      Z13, Z12, Z16
-	VPUNPCKHDQ      Z13, Z12, Z12
-	VPADDD          Z16, Z12, Z12
-	VPUNPCKLDQ      Z15, Z14, Z16
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPADDD          Z16, Z14, Z14
 	VPUNPCKLQDQ     Z10, Z8, Z16
 	VPUNPCKHQDQ     Z10, Z8, Z8
-	VPADDD          Z16, Z8, Z8
-	VPUNPCKLQDQ     Z14, Z12, Z16
-	VPUNPCKHQDQ     Z14, Z12, Z12
-	VPADDD          Z16, Z12, Z12
-	VSHUFI32X4      $0x88, Z12, Z8, Z16
-	VSHUFI32X4      $0xdd, Z12, Z8, Z17
-	VPADDD          Z17, Z16, Z16
+	VPADDD          Z8, Z16, Z16
 	VPADDD.BCST     4(DI), Z16, Z16
 	VPSUBD          Z24, Z26, Z25
 	VPSLLD          $23, Z25, Z25
@@ -291,14 +255,244 @@ gmxloop:
 	ADDQ            $17, R8
 	ADDQ            $17, R9
 	ADDQ            $17, R10
-	ADDQ            $17, R11
-	ADDQ            $17, R12
-	ADDQ            $17, R13
-	ADDQ            $17, R14
 	ADDQ            $40, DI
-	DECQ            BX
-	JNZ             gmxloop
+	MOVBQZX         0(SI), AX
+	MOVBQZX         0(SI)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVBQZX         0(R9), AX
+	MOVBQZX         0(R9)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	VPMOVZXBD       X26, Z26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         1(SI), X0
+	VINSERTI32X4    $1, 1(R8), Z0, Z0
+	VINSERTI32X4    $2, 1(R9), Z0, Z0
+	VINSERTI32X4    $3, 1(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         1(SI)(CX*1), X1
+	VINSERTI32X4    $1, 1(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 1(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 1(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         1(SI)(CX*2), X2
+	VINSERTI32X4    $1, 1(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 1(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 1(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         1(SI)(DX*1), X3
+	VINSERTI32X4    $1, 1(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 1(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 1(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPADDD.BCST     4(DI), Z16, Z16
+	VPSUBD          Z24, Z26, Z25
+	VPSLLD          $23, Z25, Z25
+	VPCMPUD         $1, Z23, Z26, K2
+	VPSLLVD         Z26, Z22, K2, Z25
+	VMULPS.BCST     (DI), Z25, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $17, SI
+	ADDQ            $17, R8
+	ADDQ            $17, R9
+	ADDQ            $17, R10
+	ADDQ            $40, DI
+	ADDQ            $34, R11
+	ADDQ            $34, R12
+	ADDQ            $34, R13
+	ADDQ            $34, R14
+	SUBQ            $2, BX
+	CMPQ            BX, $2
+	JAE             gmxloop
 
+gmxlooptail:
+	TESTQ           BX, BX
+	JZ              gmxloopstore
+	MOVBQZX         0(SI), AX
+	MOVBQZX         0(SI)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(SI)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R8)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VMOVQ           AX, X26
+	MOVBQZX         0(R9), AX
+	MOVBQZX         0(R9)(CX*1), R15
+	SHLQ            $8, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(CX*2), R15
+	SHLQ            $16, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R9)(DX*1), R15
+	SHLQ            $24, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10), R15
+	SHLQ            $32, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*1), R15
+	SHLQ            $40, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(CX*2), R15
+	SHLQ            $48, R15
+	ORQ             R15, AX
+	MOVBQZX         0(R10)(DX*1), R15
+	SHLQ            $56, R15
+	ORQ             R15, AX
+	VPINSRQ         $1, AX, X26, X26
+	VPMOVZXBD       X26, Z26
+	VBROADCASTI32X4 8(DI), Z30
+	VBROADCASTI32X4 24(DI), Z28
+	VMOVDQU         1(SI), X0
+	VINSERTI32X4    $1, 1(R8), Z0, Z0
+	VINSERTI32X4    $2, 1(R9), Z0, Z0
+	VINSERTI32X4    $3, 1(R10), Z0, Z0
+	VPSRLW          $4, Z0, Z4
+	VPERMB          Z29, Z0, Z0
+	VPERMB          Z29, Z4, Z4
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        Z30, Z0, Z8
+	VPDPBUSD        Z28, Z4, Z8
+	VMOVDQU         1(SI)(CX*1), X1
+	VINSERTI32X4    $1, 1(R8)(CX*1), Z1, Z1
+	VINSERTI32X4    $2, 1(R9)(CX*1), Z1, Z1
+	VINSERTI32X4    $3, 1(R10)(CX*1), Z1, Z1
+	VPSRLW          $4, Z1, Z5
+	VPERMB          Z29, Z1, Z1
+	VPERMB          Z29, Z5, Z5
+	VPXORD          Z9, Z9, Z9
+	VPDPBUSD        Z30, Z1, Z9
+	VPDPBUSD        Z28, Z5, Z9
+	VMOVDQU         1(SI)(CX*2), X2
+	VINSERTI32X4    $1, 1(R8)(CX*2), Z2, Z2
+	VINSERTI32X4    $2, 1(R9)(CX*2), Z2, Z2
+	VINSERTI32X4    $3, 1(R10)(CX*2), Z2, Z2
+	VPSRLW          $4, Z2, Z6
+	VPERMB          Z29, Z2, Z2
+	VPERMB          Z29, Z6, Z6
+	VPXORD          Z10, Z10, Z10
+	VPDPBUSD        Z30, Z2, Z10
+	VPDPBUSD        Z28, Z6, Z10
+	VMOVDQU         1(SI)(DX*1), X3
+	VINSERTI32X4    $1, 1(R8)(DX*1), Z3, Z3
+	VINSERTI32X4    $2, 1(R9)(DX*1), Z3, Z3
+	VINSERTI32X4    $3, 1(R10)(DX*1), Z3, Z3
+	VPSRLW          $4, Z3, Z7
+	VPERMB          Z29, Z3, Z3
+	VPERMB          Z29, Z7, Z7
+	VPXORD          Z11, Z11, Z11
+	VPDPBUSD        Z30, Z3, Z11
+	VPDPBUSD        Z28, Z7, Z11
+	VPUNPCKLDQ      Z9, Z8, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z16, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z16
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z16, Z10, Z10
+	VPUNPCKLQDQ     Z10, Z8, Z16
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z8, Z16, Z16
+	VPADDD.BCST     4(DI), Z16, Z16
+	VPSUBD          Z24, Z26, Z25
+	VPSLLD          $23, Z25, Z25
+	VPCMPUD         $1, Z23, Z26, K2
+	VPSLLVD         Z26, Z22, K2, Z25
+	VMULPS.BCST     (DI), Z25, Z26
+	VCVTDQ2PS       Z16, Z16
+	VMULPS          Z26, Z16, Z16
+	VADDPS          Z16, Z31, Z31
+	ADDQ            $17, SI
+	ADDQ            $17, R8
+	ADDQ            $17, R9
+	ADDQ            $17, R10
+	ADDQ            $40, DI
+
+gmxloopstore:
 	MOVQ    dst+32(FP), AX
 	MOVWLZX mask+40(FP), BX
 	KMOVW   BX, K1

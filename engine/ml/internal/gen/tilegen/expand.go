@@ -2,10 +2,11 @@ package main
 
 // genExpand writes expand_amd64.s: the expanders of the 32-value int8
 // block layouts (Q4_0, IQ4_NL, Q5_0) into Q8_0 blocks, and their 16-row
-// VNNI matvecs, which are gemvQ8VNNI's (q8gemv.go) on the blocks as they
-// are: the scale gather and reduction tree are gemv16.go's, and the
-// layouts differ only in how a row pair's 32 values become unsigned bytes
-// and in the bias correction.
+// VNNI matvecs on the blocks as they are: Q5_0's is gemvQ8VNNI's
+// (q8gemv.go; exGemv16, with gemv16.go's scale gather and reduction tree),
+// the layouts differing only in how a row pair's 32 values become
+// unsigned bytes and in the bias correction; Q4_0's and IQ4_NL's, like
+// MXFP4's, hold four rows to a register (exGemv16Quad, gemv16quad.go).
 func genExpand() {
 	T(exIntro)
 	for i, l := range exLayouts {
@@ -17,7 +18,11 @@ func genExpand() {
 	for _, l := range exLayouts {
 		P("")
 		T(l.gemvData)
-		exGemv16(l)
+		if l.quad {
+			exGemv16Quad(l)
+		} else {
+			exGemv16(l)
+		}
 	}
 	P("")
 }
@@ -33,7 +38,7 @@ type exLayout struct {
 	// The 16-row matvec: name, label, doc, constants and its data.
 	gemv, glabel, gdoc, gconsts, gemvData string
 	// gfix turns row pair k's masked nibbles Zk (rows lo, hi) into the
-	// bytes VPDPBUSD takes (unsigned).
+	// bytes VPDPBUSD takes (unsigned); exGemv16 only.
 	gfix func(k, lo, hi int)
 	// gbias adds the activation bias correction to the int32 sums Z16.
 	gbias string
@@ -44,6 +49,10 @@ type exLayout struct {
 	mask    string
 	gscales func(printf)
 	gfloat  string
+	// quad: the matvec is exGemv16Quad's (gemv16quad.go), four rows to a
+	// register; plain: its nibbles are the values (masked, not looked up
+	// in the code book at Z29).
+	quad, plain bool
 }
 
 func (l exLayout) gemvDefaults() exLayout {
@@ -61,22 +70,20 @@ func (l exLayout) gemvDefaults() exLayout {
 
 // mxLayout is MXFP4 (17-byte blocks: an E8M0 exponent, 16 bytes of
 // nibbles indexing the doubled E2M1 values): only its matvec is in this
-// family; expandMXFP4 is part of mxIntro.
+// family, written by exGemv16Quad (gemv16quad.go);
+// expandMXFP4 is part of mxIntro.
 var mxLayout = exLayout{
-	nib: 1, bytes: 17,
+	nib: 1, bytes: 17, quad: true,
 	gemv: "gemvMXFP4VNNI", glabel: "gmxloop",
-	gdoc: `// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks: the code
-// values come from the doubled E2M1 table, and the 16 rows' E8M0 scale
+	gdoc: `// gemvIQ4NLVNNI (expand_amd64.s) for MXFP4's 17-byte blocks, four rows to
+// a register (tilegen's mxGemv16): the code values come from the doubled
+// E2M1 table repeated in each lane (VPERMB), and the 16 rows' E8M0 scale
 // bytes become the float32 2^(e-128) exactly (ggml_e8m0_to_fp32_half:
 // exponent field e-1, or the subnormal 0x00200000<<e for e < 2) before
 // they multiply the activation scale.
 `,
 	gconsts: "\tVBROADCASTI32X4 mxKvaluesU<>(SB), Z29\n\tVPBROADCASTD    mxOne<>(SB), Z24\n\tVPBROADCASTD    mxTwo<>(SB), Z23\n\tVPBROADCASTD    mxSub<>(SB), Z22\n",
-	gfix: func(k, lo, hi int) {
-		P("\tVPSHUFB         Z%d, Z29, Z%d", k, k)
-	},
 	gbias:   "\tVPADDD.BCST     4(DI), Z16, Z16\n",
-	mask:    "mxG40mask",
 	gscales: gemv16ScaleBytes,
 	gfloat: `	VPSUBD          Z24, Z26, Z25
 	VPSLLD          $23, Z25, Z25
@@ -90,34 +97,35 @@ var mxLayout = exLayout{
 // gemv16 kernel of the MXFP4 block layout.
 func genMXFP4() {
 	T(mxIntro)
-	exGemv16(mxLayout)
+	exGemv16Quad(mxLayout)
 }
 
 var exLayouts = []exLayout{
 	{
 		name: "Q40", label: "q40", consts: "\tVMOVDQU exEights<>(SB), X14\n", nib: 2, bytes: 18,
+		quad: true, plain: true,
 		toInt8: "\tVPSUBB  X14, X0, X0\n\tVPSUBB  X14, X1, X1\n",
 		gemv:   "gemvQ40VNNI", glabel: "g40loop",
 		gdoc: `// dst[r] = the Q4_0 product of the quantized activation row x and row r of
 // the 16 Q4_0 rows at w (stride rb bytes, nb blocks), for the rows r set
 // in mask: gemvQ8VNNI's int32 block sums and f32 steps, on the nibbles
 // (unsigned, so VPDPBUSD takes them as they are) with the activation
-// block's bias/16 = -8*sum(q) as the correction for their offset 8. Each
-// pair of rows is loaded into 128-bit lanes 0 and 2, the high nibbles
-// rotated into lanes 1 and 3 (VALIGNQ), then masked (VPTERNLOGD), which
-// gives gemvQ8VNNI's layout: row k in the low 256 bits, row k+4 in the
-// high. The same blocks pfd bytes further on are prefetched.
+// block's bias/16 = -8*sum(q) as the correction for their offset 8. Four
+// rows share a register (tilegen's exGemv16Quad: rows g, g+4, g+8, g+12
+// in its 128-bit lanes), their low nibbles and shifted high nibbles
+// masked, each against a broadcast half of the activation block. The
+// same blocks pfd bytes further on are prefetched.
 `,
 		gemvData: "DATA g40mask<>+0(SB)/4, $0x0f0f0f0f\nGLOBL g40mask<>(SB), RODATA|NOPTR, $4\n\n",
-		gfix:     func(k, lo, hi int) {},
 		gbias:    "\tVPBROADCASTD    4(DI), Z17\n\tVPSRAD          $4, Z17, Z17\n\tVPADDD          Z17, Z16, Z16\n",
 	},
 	{
 		name: "IQ4NL", label: "iq4", consts: "\tVMOVDQU exIQ4NL<>(SB), X14\n", nib: 2, bytes: 18,
+		quad:   true,
 		toInt8: "\tVPSHUFB X0, X14, X0\n\tVPSHUFB X1, X14, X1\n",
 		gemv:   "gemvIQ4NLVNNI", glabel: "gnlloop",
-		gdoc: `// gemvQ40VNNI for IQ4_NL: the nibbles index the code book (VPSHUFB) before
-// the products, which are then gemvQ8VNNI's.
+		gdoc: `// gemvQ40VNNI for IQ4_NL: the nibbles index the code book repeated in
+// each lane (VPERMB, which reads six bits, so no mask) before the products.
 `,
 		gconsts: "\tVBROADCASTI32X4 exIQ4NLu<>(SB), Z29\n",
 		gemvData: `// The IQ4_NL code book plus 128 (unsigned, as VPDPBUSD takes its first
@@ -127,9 +135,6 @@ DATA exIQ4NLu<>+8(SB)/8, $0xf1d9c5b5a6998d81
 GLOBL exIQ4NLu<>(SB), RODATA|NOPTR, $16
 
 `,
-		gfix: func(k, lo, hi int) {
-			P("\tVPSHUFB         Z%d, Z29, Z%d", k, k)
-		},
 		gbias: "\tVPADDD.BCST     4(DI), Z16, Z16\n",
 	},
 	{
@@ -150,8 +155,12 @@ GLOBL exIQ4NLu<>(SB), RODATA|NOPTR, $16
 	VPSUBB  X14, X1, X1
 `,
 		gemv: "gemvQ50VNNI", glabel: "g50loop",
-		gdoc: `// gemvQ40VNNI for Q5_0: each pair's 32-bit high-bit words are broadcast to
-// its two 128-bit lanes each, spread to bytes (VPSHUFB), tested per bit
+		gdoc: `// gemvQ40VNNI for Q5_0, in gemvQ8VNNI's layout (tilegen's exGemv16): each
+// pair of rows is loaded into 128-bit lanes 0 and 2, the high nibbles
+// rotated into lanes 1 and 3 (VALIGNQ), then masked (VPTERNLOGD), so row k
+// is in the low 256 bits and row k+4 in the high; each pair's 32-bit
+// high-bit words are broadcast to its two 128-bit lanes each, spread to
+// bytes (VPSHUFB), tested per bit
 // (VPTESTMB) and added as 16 under that mask; the unsigned 5-bit values
 // then take bias/8 = -16*sum(q) as the correction for their offset 16.
 `,

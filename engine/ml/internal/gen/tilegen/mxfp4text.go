@@ -99,8 +99,5 @@ GLOBL mxTwo<>(SB), RODATA|NOPTR, $4
 DATA mxSub<>+0(SB)/4, $0x00200000
 GLOBL mxSub<>(SB), RODATA|NOPTR, $4
 
-// The mask of the low nibbles, per dword.
-DATA mxG40mask<>+0(SB)/4, $0x0f0f0f0f
-GLOBL mxG40mask<>(SB), RODATA|NOPTR, $4
 
 `
