@@ -1,6 +1,7 @@
 package model
 
 import (
+	"runtime"
 	"unsafe"
 )
 
@@ -39,11 +40,8 @@ func (w *Weights) Prefetch(progress func(done, total int64)) {
 	if progress != nil {
 		progress(total, total)
 	}
-	prefetchSink = sink
+	runtime.KeepAlive(sink) // the reads must happen
 }
-
-// prefetchSink keeps the reads of Prefetch from being optimised away.
-var prefetchSink byte
 
 // eachTensor calls f with the bytes of every distinct tensor.
 func (w *Weights) eachTensor(f func([]byte)) {

@@ -193,9 +193,7 @@ func TestGPUBatchMatchesCPU(t *testing.T) {
 		require.NoError(t, gt[i].Reserve(64))
 	}
 	next := make([][]int, len(prompts))
-	for i := range prompts {
-		next[i] = prompts[i]
-	}
+	copy(next, prompts)
 	for step := range 6 {
 		var cb, gb model.Batch
 		for i := range prompts {
