@@ -63,7 +63,7 @@ func BenchmarkDecodeBound(b *testing.B) {
 			}
 			sec := time.Since(start).Seconds()
 			cpu := processCPU() - c0
-			wb := float64(weightBytes(w))
+			wb := float64(w.StepBytes())
 			tps := float64(b.N) / sec
 			b.ReportMetric(tps, "tokens/s")
 			b.ReportMetric(tps*wb/1e9, "GB/s")

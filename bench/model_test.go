@@ -39,40 +39,6 @@ func stories110M(b *testing.B, t ml.Type) *model.Weights {
 	return w
 }
 
-// weightBytes is what one decode step streams from memory: every layer
-// matrix and the output matrix (the embedding contributes one row).
-func weightBytes(w *model.Weights) int64 {
-	n := int64(len(w.Output.Data))
-	for _, l := range w.Layers {
-		for _, m := range []*ml.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
-			if m != nil { // nil: a mixture-of-experts layer's dense FFN
-				n += int64(len(m.Data))
-			}
-		}
-		n += routedBytes(w.Config, l.MoE)
-	}
-	return n
-}
-
-// routedBytes is what one token reads of a mixture-of-experts FFN: the
-// router, Used of the experts (of average size) and the shared expert.
-func routedBytes(c model.Config, e *model.Experts) int64 {
-	if e == nil || len(e.Gate) == 0 {
-		return 0
-	}
-	var all int64
-	for x := range e.Gate {
-		all += int64(len(e.Gate[x].Data) + len(e.Up[x].Data) + len(e.Down[x].Data))
-	}
-	n := int64(len(e.Router.Data)) + all*int64(c.Block.MoE.Used)/int64(len(e.Gate))
-	for _, m := range []*ml.Matrix{e.SharedGate, e.SharedUp, e.SharedDown} {
-		if m != nil {
-			n += int64(len(m.Data))
-		}
-	}
-	return n
-}
-
 var (
 	bwOnce sync.Once
 	bwGBs  float64
@@ -180,7 +146,7 @@ func BenchmarkDecode(b *testing.B) {
 				b.ReportMetric(tps, "tokens/s")
 				b.ReportMetric(bw, "GB/s-mem")
 				if batch == 1 {
-					b.ReportMetric(tps*float64(weightBytes(w))/1e9/bw, "efficiency")
+					b.ReportMetric(tps*float64(w.StepBytes())/1e9/bw, "efficiency")
 				}
 				for _, t := range tabs {
 					require.NoError(b, t.Release())

@@ -292,27 +292,8 @@ func run(args []string) error {
 		hugeFrac = float64(huge) / float64(res)
 	}
 	fmt.Printf("pp_tps=%.2f tg_tps=%.2f pp_median=%.2f tg_median=%.2f weight_bytes=%d huge_frac=%.3f%s weight_pages=%q\n",
-		best(pps), best(tgs), median(pps), median(tgs), weightBytes(w), hugeFrac, depthNote(e, *depth, *reps**nb), w.Placement.String())
+		best(pps), best(tgs), median(pps), median(tgs), w.StepBytes(), hugeFrac, depthNote(e, *depth, *reps**nb), w.Placement.String())
 	return nil
-}
-
-// weightBytes is what one decode token reads of the weights: every layer
-// matrix and the output matrix (of the embedding, one row); of a
-// mixture-of-experts layer the router and the routed experts.
-func weightBytes(w *model.Weights) int64 {
-	n := int64(0)
-	if w.Output != nil {
-		n += int64(len(w.Output.Data))
-	}
-	for _, l := range w.Layers {
-		for _, m := range []*ml.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
-			if m != nil {
-				n += int64(len(m.Data))
-			}
-		}
-		n += routedBytes(w.Config, l.MoE)
-	}
-	return n
 }
 
 func best(v []float64) float64 {

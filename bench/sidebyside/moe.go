@@ -53,23 +53,3 @@ func moeLayer(b *gguf.Builder, p string, cfg model.Config, base, more ml.Type, t
 	tensor(p+"ffn_up_exps.weight", base, m.Experts, m.Hidden, cfg.Dim)
 	tensor(p+"ffn_down_exps.weight", more, m.Experts, cfg.Dim, m.Hidden)
 }
-
-// routedBytes is what one token reads of a mixture-of-experts layer's
-// FFN: the router, Used of the experts (of average size) and the shared
-// expert; 0 for a dense layer.
-func routedBytes(c model.Config, e *model.Experts) int64 {
-	if e == nil || len(e.Gate) == 0 {
-		return 0
-	}
-	var all int64
-	for x := range e.Gate {
-		all += int64(len(e.Gate[x].Data) + len(e.Up[x].Data) + len(e.Down[x].Data))
-	}
-	n := int64(len(e.Router.Data)) + all*int64(c.Block.MoE.Used)/int64(len(e.Gate))
-	for _, m := range []*ml.Matrix{e.SharedGate, e.SharedUp, e.SharedDown} {
-		if m != nil {
-			n += int64(len(m.Data))
-		}
-	}
-	return n
-}

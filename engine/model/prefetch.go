@@ -3,6 +3,8 @@ package model
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/kvwarden/kvwarden/engine/ml"
 )
 
 // prefetchChunk is how many bytes Prefetch reads between progress reports.
@@ -78,4 +80,34 @@ func (w *Weights) eachTensor(f func([]byte)) {
 	if w.Output != nil {
 		visit(w.Output.Data)
 	}
+}
+
+// StepBytes is what one decode step of one token streams from the
+// weights: every layer's matrices (latent attention's included), of a
+// mixture-of-experts layer the router, Used experts of average size and
+// the shared expert, and the output matrix (of the embedding, one row, not
+// counted). Benchmarks divide it by a step's time for a bandwidth.
+func (w *Weights) StepBytes() int64 {
+	size := func(ms ...*ml.Matrix) int64 {
+		var n int64
+		for _, m := range ms {
+			if m != nil {
+				n += int64(len(m.Data))
+			}
+		}
+		return n
+	}
+	n := size(w.Output)
+	for _, l := range w.Layers {
+		n += size(l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
+		if a := l.MLA; a != nil {
+			n += size(a.QA, a.QB, a.KVA) + size(a.KB...) + size(a.VB...)
+		}
+		if e := l.MoE; e != nil && len(e.Gate) > 0 {
+			all := size(e.Gate...) + size(e.Up...) + size(e.Down...)
+			n += size(e.Router) + all*int64(w.Config.Block.MoE.Used)/int64(len(e.Gate))
+			n += size(e.SharedGate, e.SharedUp, e.SharedDown)
+		}
+	}
+	return n
 }

@@ -95,30 +95,7 @@ func Write(t testing.TB, m Spec) (string, *model.Weights) {
 	if m.NonCausal {
 		b.Set(a+".attention.causal", false)
 	}
-	toks := make([]string, cfg.Vocab)
-	scores := make([]float32, cfg.Vocab)
-	types := make([]int32, cfg.Vocab)
-	for i := range toks {
-		switch {
-		case i == 0:
-			toks[i], types[i] = "<unk>", 2
-		case i == 1:
-			toks[i], types[i] = "<s>", 3
-		case i == 2:
-			toks[i], types[i] = "</s>", 3
-		case i < 3+256:
-			toks[i], types[i] = fmt.Sprintf("<0x%02X>", i-3), 6
-		default:
-			toks[i], types[i] = fmt.Sprintf("\u2581t%d", i), 1
-			scores[i] = -float32(i)
-		}
-	}
-	b.Set("tokenizer.ggml.model", "llama")
-	b.Set("tokenizer.ggml.tokens", toks)
-	b.Set("tokenizer.ggml.scores", scores)
-	b.Set("tokenizer.ggml.token_type", types)
-	b.Set("tokenizer.ggml.bos_token_id", uint32(1))
-	b.Set("tokenizer.ggml.eos_token_id", uint32(2))
+	b.PlaceholderVocab(cfg.Vocab)
 	b.Set("tokenizer.ggml.add_eos_token", m.AddEOS)
 	mat := func(name string, x *ml.Matrix) {
 		b.AddTensor(name, x.Type, []uint64{uint64(x.Cols), uint64(x.Rows)}, x.Data)
