@@ -20,9 +20,9 @@ import (
 // turns every 4 tokens of one sequence, so a busy machine's load and the
 // growing depth fall on all alike: "base" as configured; "split" with
 // attention split across the worker pool from 1<<13 (depth 4 on the 1B
-// shape) instead of attnSplitCost; "gap" with a 500 us pause before each
-// token (not timed), longer than the pool's spin, as an engine's work
-// between steps can be. Per variant: milliseconds and CPU-milliseconds
+// shape) instead of attnSplitCost; "gap" with 500 us of the caller's own
+// work before each token (not timed), longer than the pool's spin, as an
+// engine's work between steps (sampling, streaming) can be. Per variant: milliseconds and CPU-milliseconds
 // per token of Forward.
 //
 //	KVW_BENCH_GGUF=/work/scratch/speed/1b-q4km.gguf KVW_THREADS=2 go test ./engine/model -run '^$' -bench DecodeTune -benchtime 96x
@@ -68,8 +68,9 @@ func BenchmarkDecodeTune(b *testing.B) {
 				v := (i / 4) % len(variants)
 				attnSplitCost = variants[v].cost
 				for k := 0; k < 4 && i < b.N; k, i = k+1, i+1 {
-					if variants[v].pause > 0 {
-						time.Sleep(variants[v].pause)
+					// Busy, as sampling and streaming keep the caller's
+					// thread busy between steps.
+					for t := time.Now(); time.Since(t) < variants[v].pause; {
 					}
 					c0, t0 := processCPU(), time.Now()
 					in.Seqs[0] = Seq{Tokens: []int{3 + i%100}, Table: tab, Logits: true}
