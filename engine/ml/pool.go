@@ -27,18 +27,9 @@ type job struct {
 	left   atomic.Int64 // chunks not yet finished
 	maxHlp int32        // workers allowed to join
 	joined atomic.Int32
-	// segs, for a guided job with guidedSteal: one segment of the items
-	// per thread, each packed as lo<<32 | hi (see runSteal).
-	segs []atomic.Uint64
 }
 
-// run does pieces of j until none is left to claim; slot is the
-// caller's 0 or a helper's join order (1..maxHlp).
-func (j *job) run(slot int) {
-	if j.segs != nil {
-		j.runSteal(slot)
-		return
-	}
+func (j *job) run() {
 	if j.align > 0 {
 		j.runGuided()
 		return
@@ -82,63 +73,6 @@ func (j *job) runGuided() {
 		}
 		j.fn(int(lo), int(hi))
 		j.left.Add(lo - hi)
-	}
-}
-
-// guidedSteal makes guided jobs split their items into one contiguous
-// segment per thread, each thread claiming pieces of at least chunk items
-// from the front of its own and, once that is empty, taking half of what
-// is left of another's from its back (runSteal), instead of all threads
-// claiming shrinking shares of one range (runGuided). A thread that the
-// OS deschedules on a busy machine then holds up the product by one
-// piece rather than by the share it claimed, a quarter of the rows left
-// with two threads. A variable for the benchmarks.
-var guidedSteal = true
-
-// runSteal is runGuided with one segment per thread (guidedSteal). A
-// segment is one word, lo<<32 | hi, so that its owner's claims from the
-// front and other threads' from the back never overlap.
-func (j *job) runSteal(slot int) {
-	a, minc := uint64(j.align), uint64(j.chunk)
-	do := func(lo, hi uint64) {
-		j.fn(int(lo), int(hi))
-		j.left.Add(int64(lo) - int64(hi))
-	}
-	own := &j.segs[slot]
-	for {
-		w := own.Load()
-		lo, hi := w>>32, w&0xffffffff
-		if lo >= hi {
-			break
-		}
-		// No piece shorter than chunk but at the end of the items: the
-		// rest of a segment is 0 or at least chunk long.
-		end := lo + minc
-		if end+minc > hi {
-			end = hi
-		}
-		if own.CompareAndSwap(w, end<<32|hi) {
-			do(lo, end)
-		}
-	}
-	for k := 1; k < len(j.segs); k++ {
-		seg := &j.segs[(slot+k)%len(j.segs)]
-		for {
-			w := seg.Load()
-			lo, hi := w>>32, w&0xffffffff
-			if lo >= hi {
-				break
-			}
-			// Half of what is left, from a multiple of align (lo is one),
-			// or all of it where a half would be shorter than chunk.
-			start := (lo + (hi-lo)/2) / a * a
-			if start-lo < minc || hi-start < minc {
-				start = lo
-			}
-			if seg.CompareAndSwap(w, lo<<32|start) {
-				do(start, hi)
-			}
-		}
 	}
 }
 
@@ -210,14 +144,10 @@ func (p *workerPool) worker() {
 		}
 		last = g
 		j := p.cur.Load()
-		if j == nil {
+		if j == nil || j.joined.Add(1) > j.maxHlp {
 			continue
 		}
-		slot := j.joined.Add(1)
-		if slot > j.maxHlp {
-			continue
-		}
-		j.run(int(slot))
+		j.run()
 	}
 }
 
@@ -235,16 +165,6 @@ func parallelForGuided(total, minChunk, align, threads int, fn func(lo, hi int))
 	pool.ensure(threads - 1)
 	j := &job{fn: fn, total: total, chunk: minChunk, align: align, maxHlp: int32(threads - 1)}
 	j.left.Store(int64(total))
-	if guidedSteal && total < 1<<31 {
-		// Segment bounds on multiples of align, the last ending at total.
-		j.segs = make([]atomic.Uint64, threads)
-		per := (total + threads - 1) / threads
-		per = max(minChunk, (per+align-1)/align*align)
-		for i := range j.segs {
-			lo, hi := min(i*per, total), min((i+1)*per, total)
-			j.segs[i].Store(uint64(lo)<<32 | uint64(hi))
-		}
-	}
 	runJob(j)
 }
 
@@ -272,7 +192,7 @@ func runJob(j *job) {
 	pool.gen.Add(1)
 	pool.cond.Broadcast()
 	pool.mu.Unlock()
-	j.run(0)
+	j.run()
 	for i := 0; j.left.Load() != 0; i++ {
 		if i%64 == 63 {
 			runtime.Gosched()
