@@ -41,6 +41,13 @@ type Runner struct {
 // rowChunk is the batch rows per work item of the row-wise steps.
 const rowChunk = 8
 
+// attnSplitCost is the least attention work (positions x heads x head
+// dimension over the batch) split across the worker pool; below it the
+// caller does it alone. Splitting from 1<<13 (depth 4 on the 1B shape)
+// instead did not measurably help a one-sequence decode
+// (BenchmarkDecodeTune): below depth 32 attention is under 1% of a step.
+var attnSplitCost = 1 << 16
+
 // NewRunner checks that pool's geometry matches the model and that its
 // arena is CPU memory. It is NewRunnerContext for the model's own context
 // length.
@@ -407,7 +414,7 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	cost *= heads * hd
 	threads := ml.Threads()
-	if cost < 1<<16 {
+	if cost < attnSplitCost {
 		threads = 1
 	}
 	var units []unit
