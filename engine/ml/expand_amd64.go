@@ -63,7 +63,7 @@ func matmulExpandSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi in
 		return false
 	}
 	switch {
-	case useQ8VNNI() && n < 4:
+	case useQ8VNNI() && n < 4 && (w.Type != IQ4_NL || useVBMI()): // gemvIQ4NLVNNI's code book lookups are VPERMB
 		gemv := gemvQ40VNNI
 		switch w.Type {
 		case IQ4_NL:

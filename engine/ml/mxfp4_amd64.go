@@ -38,12 +38,13 @@ var mxfp4F16Scale = func() (t [256]uint16) {
 }()
 
 // matmulMXFP4SIMD computes output columns [lo,hi) as matmulExpandSIMD
-// does for IQ4_NL, and reports false without AVX2: with VNNI, up to three
-// activation rows straight from the weight rows, more through expanded
-// tiles packed once; with AVX2 only, expanded 8-row tiles.
+// does for IQ4_NL, and reports false without AVX2: with VNNI and VBMI, up
+// to three activation rows straight from the weight rows, more (or any
+// number, without VBMI) through expanded tiles packed once; with AVX2
+// only, expanded 8-row tiles.
 func matmulMXFP4SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	vnni := useQ8VNNI()
-	if vnni && n < 4 {
+	if n < 4 && useVBMI() { // gemvMXFP4VNNI looks the codes up with VPERMB
 		for i := 0; i < n; i++ {
 			matvec16VNNI(gemvMXFP4VNNI, dst[i*w.Rows:], act[i*w.Cols/32*q8ActBlock:], w, rb, lo, hi)
 		}

@@ -78,7 +78,9 @@ const iqxArrBlock = 448
 // activation) over all three: variables for BenchmarkMatVecCore's A/B.
 var iqxZ, iqxM, iqxA = true, true, true
 
-// hasVBMI: kqIQ4XSDot4VNNIM's VPMULTISHIFTQB is AVX512_VBMI.
+// hasVBMI: VPMULTISHIFTQB and VPERMB are AVX512_VBMI, which some VNNI
+// CPUs lack (Cascade Lake, Cooper Lake); the kernels that use them are
+// listed in TestVBMIKernelsListed and dispatched only with useVBMI.
 var hasVBMI = hasVNNI && cpu.X86.HasAVX512VBMI
 
 func useVBMI() bool { return useQ8VNNI() && hasVBMI }
