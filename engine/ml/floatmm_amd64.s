@@ -5,13 +5,13 @@
 #include "textflag.h"
 #include "reduce_amd64.h"
 
-// Float products with f32 or f16 weight rows, one loop for both formats.
+// Float products with f32, f16 or bf16 weight rows, one loop for all.
 // The tile products take four activation rows against four weight rows per
 // pass, in 16 zmm accumulators; each output is one FMA chain over the
 // 16-lane steps of k, then the masked tail step, then REDUCE4, the same
-// arithmetic as gemvF32 and gemvF16 (kernels_amd64.s), so a row's result
-// does not depend on the batch size or on the weights' f32 or f16 storage
-// (the f16 conversion is exact). The AVX2 matvecs reduce as gemmF32x4AVX2
+// arithmetic as gemvF32 and gemvF16 (kernels_amd64.s) and gemvBF16, so a
+// row's result does not depend on the batch size or on the weights' f32,
+// f16 or bf16 storage (both conversions are exact). The AVX2 matvecs reduce as gemmF32x4AVX2
 // (kernels_avx2_amd64.s) does.
 
 // func gemmF32x4(x *float32, xs int, w *float32, ws int, k int, dst *float32, ds int, nw int, pf *byte)
@@ -280,6 +280,232 @@ ghreduce:
 	JMP     ghrow
 
 ghdone:
+	VZEROUPPER
+	RET
+
+// func gemmBF16x4(x *float32, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int, pf *byte)
+// gemmF16x4 over bf16 weight rows, widened as they are loaded (a zero
+// extension and a 16-bit shift, exact): every output is gemmF32x4's
+// arithmetic on the decoded rows, bit for bit.
+TEXT ·gemmBF16x4(SB), NOSPLIT, $0-72
+	MOVQ k+32(FP), CX
+	MOVQ CX, BX
+	SHRQ $4, BX
+	SHLQ $5, BX
+	MOVQ BX, R14          // R14 = bf16 bytes of whole 16-lane steps; the x offset is twice it
+	TAILMASK
+	MOVQ x+0(FP), SI
+	MOVQ xs+8(FP), CX
+	SHLQ $2, CX
+	LEAQ (SI)(CX*1), R8
+	LEAQ (SI)(CX*2), R9
+	LEAQ (R8)(CX*2), R10
+	MOVQ w+16(FP), DI
+	MOVQ dst+40(FP), DX
+	MOVQ nw+56(FP), BX
+	MOVQ pf+64(FP), R15
+
+gbrow:
+	CMPQ BX, $4
+	JLT  gbdone
+	MOVQ ws+24(FP), CX
+	LEAQ (DI)(CX*1), R11
+	LEAQ (DI)(CX*2), R12
+	LEAQ (R11)(CX*2), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	XORQ AX, AX
+
+gbloop:
+	CMPQ AX, R14
+	JGE  gbtail
+	PREFETCHT0  (R15)
+	PREFETCHT0  64(R15)
+	ADDQ        $128, R15
+	VMOVUPS     (SI)(AX*2), Z16
+	VMOVUPS     (R8)(AX*2), Z17
+	VMOVUPS     (R9)(AX*2), Z18
+	VMOVUPS     (R10)(AX*2), Z19
+	VPMOVZXWD   (DI)(AX*1), Z20
+	VPSLLD      $16, Z20, Z20
+	VPMOVZXWD   (R11)(AX*1), Z21
+	VPSLLD      $16, Z21, Z21
+	VPMOVZXWD   (R12)(AX*1), Z22
+	VPSLLD      $16, Z22, Z22
+	VPMOVZXWD   (R13)(AX*1), Z23
+	VPSLLD      $16, Z23, Z23
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z16, Z1
+	VFMADD231PS Z22, Z16, Z2
+	VFMADD231PS Z23, Z16, Z3
+	VFMADD231PS Z20, Z17, Z4
+	VFMADD231PS Z21, Z17, Z5
+	VFMADD231PS Z22, Z17, Z6
+	VFMADD231PS Z23, Z17, Z7
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z18, Z9
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z23, Z18, Z11
+	VFMADD231PS Z20, Z19, Z12
+	VFMADD231PS Z21, Z19, Z13
+	VFMADD231PS Z22, Z19, Z14
+	VFMADD231PS Z23, Z19, Z15
+	ADDQ        $32, AX
+	JMP         gbloop
+
+gbtail:
+	KORTESTW K1, K1
+	JZ       gbreduce
+	VMOVUPS.Z   (SI)(AX*2), K1, Z16
+	VMOVUPS.Z   (R8)(AX*2), K1, Z17
+	VMOVUPS.Z   (R9)(AX*2), K1, Z18
+	VMOVUPS.Z   (R10)(AX*2), K1, Z19
+	VMOVDQU16.Z (DI)(AX*1), K1, Y20
+	VPMOVZXWD   Y20, Z20
+	VPSLLD      $16, Z20, Z20
+	VMOVDQU16.Z (R11)(AX*1), K1, Y21
+	VPMOVZXWD   Y21, Z21
+	VPSLLD      $16, Z21, Z21
+	VMOVDQU16.Z (R12)(AX*1), K1, Y22
+	VPMOVZXWD   Y22, Z22
+	VPSLLD      $16, Z22, Z22
+	VMOVDQU16.Z (R13)(AX*1), K1, Y23
+	VPMOVZXWD   Y23, Z23
+	VPSLLD      $16, Z23, Z23
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z16, Z1
+	VFMADD231PS Z22, Z16, Z2
+	VFMADD231PS Z23, Z16, Z3
+	VFMADD231PS Z20, Z17, Z4
+	VFMADD231PS Z21, Z17, Z5
+	VFMADD231PS Z22, Z17, Z6
+	VFMADD231PS Z23, Z17, Z7
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z18, Z9
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z23, Z18, Z11
+	VFMADD231PS Z20, Z19, Z12
+	VFMADD231PS Z21, Z19, Z13
+	VFMADD231PS Z22, Z19, Z14
+	VFMADD231PS Z23, Z19, Z15
+
+gbreduce:
+	MOVQ ds+48(FP), CX
+	SHLQ $2, CX
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	VMOVUPS X0, (DX)
+	REDUCE4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, X6, X7)
+	VMOVUPS X4, (DX)(CX*1)
+	REDUCE4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, X10, X11)
+	VMOVUPS X8, (DX)(CX*2)
+	LEAQ    (DX)(CX*2), AX
+	REDUCE4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, X14, X15)
+	VMOVUPS X12, (AX)(CX*1)
+	ADDQ    $16, DX
+	MOVQ    ws+24(FP), CX
+	SHLQ    $2, CX
+	ADDQ    CX, DI
+	SUBQ    $4, BX
+	JMP     gbrow
+
+gbdone:
+	VZEROUPPER
+	RET
+
+// func gemvBF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+// gemvF16 over bf16 rows (ws bytes apart), widened as they are loaded:
+// per output the same FMA chain, masked tail and REDUCE4, so the results
+// are gemvF32's and gemmF32x4's on the decoded rows. nw is a multiple of 4.
+TEXT ·gemvBF16(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ws+16(FP), R8
+	MOVQ k+24(FP), CX
+	MOVQ CX, R9
+	SHRQ $4, R9
+	SHLQ $5, R9          // R9 = bf16 bytes of whole 16-lane steps
+	TAILMASK
+	MOVQ dst+32(FP), DX
+	MOVQ nw+40(FP), R10
+	LEAQ (R8)(R8*2), R14
+
+bvrow:
+	CMPQ R10, $4
+	JLT  bvdone
+	MOVQ DI, R11
+	LEAQ (DI)(R8*1), R12
+	LEAQ (DI)(R8*2), R13
+	ADDQ DI, R14
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ AX, AX          // bf16 byte offset; the x offset is twice it
+
+bvloop:
+	CMPQ AX, R9
+	JGE  bvtail
+	VMOVUPS     (SI)(AX*2), Z8
+	VPMOVZXWD   (R11)(AX*1), Z9
+	VPSLLD      $16, Z9, Z9
+	VPMOVZXWD   (R12)(AX*1), Z10
+	VPSLLD      $16, Z10, Z10
+	VPMOVZXWD   (R13)(AX*1), Z11
+	VPSLLD      $16, Z11, Z11
+	VPMOVZXWD   (R14)(AX*1), Z12
+	VPSLLD      $16, Z12, Z12
+	VFMADD231PS Z9, Z8, Z0
+	VFMADD231PS Z10, Z8, Z1
+	VFMADD231PS Z11, Z8, Z2
+	VFMADD231PS Z12, Z8, Z3
+	ADDQ        $32, AX
+	JMP         bvloop
+
+bvtail:
+	KORTESTW K1, K1
+	JZ       bvreduce
+	VMOVUPS.Z   (SI)(AX*2), K1, Z8
+	VMOVDQU16.Z (R11)(AX*1), K1, Y9
+	VPMOVZXWD   Y9, Z9
+	VPSLLD      $16, Z9, Z9
+	VFMADD231PS Z9, Z8, Z0
+	VMOVDQU16.Z (R12)(AX*1), K1, Y9
+	VPMOVZXWD   Y9, Z9
+	VPSLLD      $16, Z9, Z9
+	VFMADD231PS Z9, Z8, Z1
+	VMOVDQU16.Z (R13)(AX*1), K1, Y9
+	VPMOVZXWD   Y9, Z9
+	VPSLLD      $16, Z9, Z9
+	VFMADD231PS Z9, Z8, Z2
+	VMOVDQU16.Z (R14)(AX*1), K1, Y9
+	VPMOVZXWD   Y9, Z9
+	VPSLLD      $16, Z9, Z9
+	VFMADD231PS Z9, Z8, Z3
+
+bvreduce:
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	VMOVUPS X0, (DX)
+	ADDQ    $16, DX
+	LEAQ    (DI)(R8*4), DI
+	LEAQ    (R8)(R8*2), R14
+	SUBQ    $4, R10
+	JMP     bvrow
+
+bvdone:
 	VZEROUPPER
 	RET
 

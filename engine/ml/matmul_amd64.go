@@ -240,7 +240,7 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 		return true
 	}
 
-	if w.Type == F16 && useAVX512 {
+	if (w.Type == F16 || w.Type == BF16) && useAVX512 {
 		matmulF16AVX512(dst, x, n, w, rb, lo, hi)
 		return true
 	}
