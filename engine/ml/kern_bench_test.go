@@ -41,11 +41,12 @@ func BenchmarkKernelL2(b *testing.B) {
 	}
 }
 
-// BenchmarkKernelGEMM times single-threaded n=32 products on a 512x768
-// matrix (weights in L2): the micro-kernel's compute rate.
+// BenchmarkKernelGEMM times single-threaded n=8, 32 and 128 products on a
+// 512x768 matrix (weights in L2): the micro-kernel's compute rate (n=128
+// is a prefill chunk's shape; BF16 against F16 for issue 30).
 func BenchmarkKernelGEMM(b *testing.B) {
-	for _, t := range []Type{F32, Q8_0, F16} {
-		for _, n := range []int{8, 32} {
+	for _, t := range []Type{F32, Q8_0, F16, BF16} {
+		for _, n := range []int{8, 32, 128} {
 			b.Run(fmt.Sprintf("%v/n=%d", t, n), func(b *testing.B) {
 				const rows, cols = 512, 768
 				r := rand.New(rand.NewPCG(1, 2))
