@@ -169,6 +169,23 @@ func gemvF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 //go:noescape
 func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
+// gemvF16x1 is gemvF16 one row at a time, any nw (f16mv1_amd64.s).
+//
+//go:noescape
+func gemvF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+
+// f16Linear sends the AVX-512 one-row F16 products with at most
+// f16LinearMaxK columns through gemvF16x1 (a variable for
+// BenchmarkMatVecCore's A/B against gemvF16x8): reading the rows in
+// address order gained 9-15% a core over the eight-row kernel on 4 KB
+// rows, alone and with both cores streaming, and tied on 8 KB rows. Longer
+// rows stay on the eight-row kernel: gemvF16x1 reads x once per row, and
+// once x (f32) outgrows a third of the L1 those reads from L2 halved its
+// rate (4096x14336: 13 GB/s against 28).
+var f16Linear = true
+
+const f16LinearMaxK = 4096
+
 // gemvF16AVX2 is gemvF32AVX2 over f16 rows (f16mv_amd64.s); k8 is a
 // multiple of 8.
 //
@@ -196,6 +213,10 @@ func dequantF16AVX512(dst *float32, src *byte, n int)
 func matvecF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
 	if !useAVX512 {
 		gemvF16AVX2(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+		return
+	}
+	if f16Linear && K <= f16LinearMaxK {
+		gemvF16x1(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
 		return
 	}
 	n8 := lo + (n4-lo)&^7
