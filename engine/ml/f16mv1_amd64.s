@@ -18,7 +18,9 @@
 // stream: the eight-row kernel's eight streams sit a row apart, and the
 // usual row sizes (2048-wide and up, multiples of 4 KB) put them in the
 // same L1 sets; one chain per row caps a core at one FMA per FMA
-// latency, above what a core streams from DRAM.
+// latency, above what a core streams from DRAM. Two lines a step are
+// prefetched f16PfBytes ahead (across rows: they are contiguous or
+// padded, and a prefetch past the end does not fault).
 TEXT ·gemvF16x1(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
@@ -32,16 +34,20 @@ TEXT ·gemvF16x1(SB), NOSPLIT, $0-48
 	TAILMASK
 	MOVQ dst+32(FP), DX
 	MOVQ nw+40(FP), R11
+	MOVQ ·f16PfBytes(SB), R12
 
 r1row:
 	TESTQ R11, R11
 	JZ    r1done
+	LEAQ  (DI)(R12*1), R13 // prefetched: f16PfBytes on
 	VPXORD Z0, Z0, Z0
 	XORQ   AX, AX        // f16 byte offset; the x offset is twice it
 
 r1loop4:
 	CMPQ AX, R10
 	JGE  r1loop1
+	PREFETCHT1 (R13)(AX*1)
+	PREFETCHT1 64(R13)(AX*1)
 	F16R1STEP(0, Z4)
 	F16R1STEP(32, Z5)
 	F16R1STEP(64, Z6)
