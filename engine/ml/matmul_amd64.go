@@ -169,6 +169,29 @@ func gemvF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 //go:noescape
 func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
+// gemvF16x1 is gemvF16 one row at a time, any nw (f16mv1_amd64.s).
+//
+//go:noescape
+func gemvF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+
+// f16Linear sends the AVX-512 one-row F16 products with at most
+// f16LinearMaxK columns through gemvF16x1 (a variable for
+// BenchmarkMatVecCore's A/B against gemvF16x8). One core, weight GB per
+// thread-CPU-second, gemvF16x1 against gemvF16x8 alternating: 32000x2048
+// 28.1 vs 26.3, 14336x4096 29.7 vs 27.5, 2048x5632 29.2-31.3 vs 24.0-25.7,
+// but 4096x14336 23.9-24.8 vs 26.7-28.9: gemvF16x1 reads x once per row,
+// and once x (f32) outgrows the 32 KB L1 those reads come from L2. Hence
+// the limit: x of at most 24 KB.
+var f16Linear = true
+
+const f16LinearMaxK = 6144
+
+// f16PfBytes is how far ahead of its loads gemvF16x1 prefetches into L2:
+// 8 KB gave 27.8-28.6 weight GB per CPU-second in one-thread TinyLlama F16
+// decode (BenchmarkDecodeBound) against 22.8-23.9 with the hardware
+// prefetchers alone (4 KB 22.8-23.9, 16 KB 25.9-27.8).
+var f16PfBytes = 8192
+
 // gemvF16AVX2 is gemvF32AVX2 over f16 rows (f16mv_amd64.s); k8 is a
 // multiple of 8.
 //
@@ -196,6 +219,10 @@ func dequantF16AVX512(dst *float32, src *byte, n int)
 func matvecF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
 	if !useAVX512 {
 		gemvF16AVX2(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+		return
+	}
+	if f16Linear && K <= f16LinearMaxK {
+		gemvF16x1(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
 		return
 	}
 	n8 := lo + (n4-lo)&^7
