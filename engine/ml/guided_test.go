@@ -85,3 +85,41 @@ func TestGuidedMatchesEqualChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelForGuidedSteals requires a guided job to finish without the
+// participant stuck in its first piece: the other takes the rest of that
+// participant's claim (all but less than two minimum pieces), as when the
+// OS deschedules a worker's thread. Without stealing the claim's
+// remainder (most of a quarter of the items) waits for the stuck one, and
+// the release below never comes.
+func TestParallelForGuidedSteals(t *testing.T) {
+	defer SetThreads(0)
+	const total, minChunk, align = 10000, 8, 4
+	step := stealStep * minChunk
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := make([]int, total)
+	done, released := 0, false
+	parallelForGuided(total, minChunk, align, 2, func(lo, hi int) {
+		mu.Lock()
+		for i := lo; i < hi; i++ {
+			seen[i]++
+		}
+		mu.Unlock()
+		if lo == 0 {
+			require.Equal(t, step, hi, "the first piece is one step of the first claim")
+			<-release
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done += hi - lo
+		if !released && done >= total-step-(2*minChunk-1) {
+			released = true
+			close(release)
+		}
+	})
+	for i, n := range seen {
+		require.Equal(t, 1, n, "item %d", i)
+	}
+}
