@@ -36,9 +36,11 @@ type job struct {
 
 // stealStep is how many minimum pieces a guided participant runs per call
 // to fn: the granularity at which the rest of its claim can be taken from
-// it (a 32 KiB minimum makes it 512 KiB of weights, tens of
-// microseconds).
-const stealStep = 16
+// it (the 32 KiB minimum makes it 2 MiB of weights, about 0.1 ms). At 16
+// (512 KiB) BenchmarkGuidedTune ran 2-6% slower than whole claims (each
+// call restarts the kernels' prefetch); at 64 and 256, within the noise
+// of them.
+const stealStep = 64
 
 func packSpan(lo, hi int64) uint64       { return uint64(lo)<<32 | uint64(hi) }
 func unpackSpan(v uint64) (lo, hi int64) { return int64(v >> 32), int64(v & (1<<32 - 1)) }
@@ -68,6 +70,10 @@ func (j *job) run(me int) {
 // self-scheduling (parallelForGuided) instead of in equal chunks (a
 // variable for BenchmarkGuidedTune).
 var guidedChunks = true
+
+// guidedSteal makes guided jobs run their claims a step at a time and
+// steal (job.runStealing; a variable for BenchmarkGuidedTune).
+var guidedSteal = true
 
 // runGuided claims ranges of about a 1/(2*threads) share of the items
 // left, at least chunk and a multiple of align, so the pieces shrink as
@@ -261,7 +267,7 @@ func parallelForGuided(total, minChunk, align, threads int, fn func(lo, hi int))
 	defer pool.busy.Unlock()
 	pool.ensure(threads - 1)
 	j := &job{fn: fn, total: total, chunk: minChunk, align: align, maxHlp: int32(threads - 1)}
-	if total < 1<<32 {
+	if guidedSteal && total < 1<<32 {
 		j.spans = make([]atomic.Uint64, threads)
 		j.step = int64(stealStep * minChunk)
 	}
