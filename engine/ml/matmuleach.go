@@ -9,6 +9,10 @@ import (
 // rows of all its products into at least.
 const eachPiecesPerThread = 8
 
+// eachGuided makes MatMulEach run one-row products as one guided job (a
+// variable for BenchmarkGptossStepTune).
+var eachGuided = true
+
 // minParallelQuant is the fewest activation values MatMulEach quantizes
 // on the worker pool rather than alone.
 const minParallelQuant = 1 << 16
@@ -101,7 +105,7 @@ func MatMulEach(dsts, xs [][]float32, ns []int, ws []*Matrix) {
 	// OS deschedules can have the rest of its claim taken from it (the
 	// equal pieces below leave one whole piece, a sixteenth of the job, to
 	// wait for).
-	if guidedChunks && !slices.ContainsFunc(ns, func(n int) bool { return n != 1 }) {
+	if guidedChunks && eachGuided && !slices.ContainsFunc(ns, func(n int) bool { return n != 1 }) {
 		matVecGroupGuided(dsts, nil, xs, ws, acts, threads)
 		return
 	}
