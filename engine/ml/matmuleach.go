@@ -1,17 +1,10 @@
 package ml
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // eachPiecesPerThread is how many pieces per thread MatMulEach cuts the
 // rows of all its products into at least.
 const eachPiecesPerThread = 8
-
-// eachGuided makes MatMulEach run one-row products as one guided job (a
-// variable for BenchmarkGptossStepTune).
-var eachGuided = true
 
 // minParallelQuant is the fewest activation values MatMulEach quantizes
 // on the worker pool rather than alone.
@@ -97,17 +90,6 @@ func MatMulEach(dsts, xs [][]float32, ns []int, ws []*Matrix) {
 		parallelFor(len(qjobs), 1, threads, quant)
 	} else {
 		quant(0, len(qjobs))
-	}
-
-	// One activation row each (a decode step's experts): the rows of all
-	// products laid end to end as one guided job, as MatMulGroup's, so
-	// that the pieces shrink towards the end of the job and a thread the
-	// OS deschedules can have the rest of its claim taken from it (the
-	// equal pieces below leave one whole piece, a sixteenth of the job, to
-	// wait for).
-	if guidedChunks && eachGuided && !slices.ContainsFunc(ns, func(n int) bool { return n != 1 }) {
-		matVecGroupGuided(dsts, nil, xs, ws, acts, threads)
-		return
 	}
 
 	// Row chunks sized as MatMul sizes them for a product of this shape,

@@ -86,7 +86,7 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 	}
 
 	if n == 1 && guidedChunks {
-		matVecGroupGuided(dsts, x, nil, ws, acts, threads)
+		matVecGroupGuided(dsts, x, ws, acts, threads)
 		return
 	}
 
@@ -128,9 +128,8 @@ func MatMulGroup(dsts [][]float32, x []float32, n int, ws []*Matrix) {
 // job (parallelForGuided) over their rows laid end to end, each product's
 // first row at a multiple of the alignment its kernels split rows at (16:
 // the integer kernels' tiles; 4 for the float ones), so the pieces shrink
-// towards the end of the last product rather than of each. Product j's
-// activation row is xs[j], or x for all when xs is nil.
-func matVecGroupGuided(dsts [][]float32, x []float32, xs [][]float32, ws []*Matrix, acts [][]byte, threads int) {
+// towards the end of the last product rather than of each.
+func matVecGroupGuided(dsts [][]float32, x []float32, ws []*Matrix, acts [][]byte, threads int) {
 	const align = q8TileRows
 	offs := make([]int, len(ws)+1)
 	minRows := 0
@@ -150,8 +149,6 @@ func matVecGroupGuided(dsts [][]float32, x []float32, xs [][]float32, ws []*Matr
 				if !matmulIntSIMD(dsts[j], act, 1, w, rb, a, b) {
 					matmulIntGeneric(dsts[j], act, 1, w, rb, a, b)
 				}
-			} else if xs != nil {
-				matmulRows(dsts[j], xs[j], 1, w, rb, a, b)
 			} else {
 				matmulRows(dsts[j], x, 1, w, rb, a, b)
 			}

@@ -27,30 +27,9 @@ type job struct {
 	left   atomic.Int64 // chunks not yet finished
 	maxHlp int32        // workers allowed to join
 	joined atomic.Int32
-	// spans holds, per participant (the caller 0, workers from 1), the
-	// range [lo,hi) it has claimed and not yet begun, packed by packSpan,
-	// for a guided job whose items fit in 32 bits (nil otherwise).
-	spans []atomic.Uint64
-	step  int64 // items a guided participant runs per call to fn
 }
 
-// stealStep is how many minimum pieces a guided participant runs per call
-// to fn: the granularity at which the rest of its claim can be taken from
-// it (the 32 KiB minimum makes it 2 MiB of weights, about 0.1 ms). At 16
-// (512 KiB) BenchmarkGuidedTune ran 2-6% slower than whole claims (each
-// call restarts the kernels' prefetch); at 64 and 256, within the noise
-// of them.
-const stealStep = 64
-
-func packSpan(lo, hi int64) uint64       { return uint64(lo)<<32 | uint64(hi) }
-func unpackSpan(v uint64) (lo, hi int64) { return int64(v >> 32), int64(v & (1<<32 - 1)) }
-
-// run works on j as participant me (0: the caller).
-func (j *job) run(me int) {
-	if j.spans != nil {
-		j.runStealing(me)
-		return
-	}
+func (j *job) run() {
 	if j.align > 0 {
 		j.runGuided()
 		return
@@ -70,10 +49,6 @@ func (j *job) run(me int) {
 // self-scheduling (parallelForGuided) instead of in equal chunks (a
 // variable for BenchmarkGuidedTune).
 var guidedChunks = true
-
-// guidedSteal makes guided jobs run their claims a step at a time and
-// steal (job.runStealing; a variable for BenchmarkGuidedTune).
-var guidedSteal = true
 
 // runGuided claims ranges of about a 1/(2*threads) share of the items
 // left, at least chunk and a multiple of align, so the pieces shrink as
@@ -98,80 +73,6 @@ func (j *job) runGuided() {
 		}
 		j.fn(int(lo), int(hi))
 		j.left.Add(lo - hi)
-	}
-}
-
-// runStealing is runGuided in which a claim is not run in one call but a
-// step at a time from its front, and a participant that finds nothing
-// left to claim takes the back half of the largest claim not yet begun.
-// Without it, a worker whose thread the OS deschedules (on a machine with
-// other busy processes) holds up to a quarter of a product (the first
-// claims of two threads) while the caller, done with its own, spins
-// waiting: on the 2-core machine with other jobs running, a tenth of the
-// one-sequence decode time of gpt-oss's shape was that wait. Now what one
-// thread can hold back is the step it is in.
-func (j *job) runStealing(me int) {
-	div := int64(2 * (j.maxHlp + 1))
-	a, minc, total := int64(j.align), int64(j.chunk), int64(j.total)
-	own := &j.spans[me]
-	for {
-		v := own.Load()
-		if lo, hi := unpackSpan(v); lo < hi {
-			end := min(lo+j.step, hi)
-			if hi-end < minc {
-				end = hi // no remainder under the minimum piece
-			}
-			if !own.CompareAndSwap(v, packSpan(end, hi)) {
-				continue // a thief took the back half
-			}
-			j.fn(int(lo), int(end))
-			j.left.Add(lo - end)
-			continue
-		}
-		// Own claim used up: claim the next range as runGuided does.
-		if lo := j.next.Load(); lo < total {
-			size := ((total - lo) + div - 1) / div
-			size = max(minc, (size+a-1)/a*a)
-			hi := min(lo+size, total)
-			if j.next.CompareAndSwap(lo, hi) {
-				// Only this participant writes a span it finds empty;
-				// thieves take only from non-empty ones.
-				own.Store(packSpan(lo, hi))
-			}
-			continue
-		}
-		if !j.steal(me) {
-			return
-		}
-	}
-}
-
-// steal moves the back half of the largest span not yet begun (both
-// halves at least the minimum piece, the half an aligned boundary) to
-// participant me's span, which is empty. It reports false when no span is
-// large enough to halve.
-func (j *job) steal(me int) bool {
-	a, minc := int64(j.align), int64(j.chunk)
-	for {
-		best, bv, bsize := -1, uint64(0), int64(0)
-		for i := range j.spans {
-			if i == me {
-				continue
-			}
-			v := j.spans[i].Load()
-			if lo, hi := unpackSpan(v); hi-lo > bsize {
-				best, bv, bsize = i, v, hi-lo
-			}
-		}
-		if best < 0 || bsize < 2*minc {
-			return false
-		}
-		lo, hi := unpackSpan(bv)
-		mid := lo + bsize/2/a*a
-		if j.spans[best].CompareAndSwap(bv, packSpan(lo, mid)) {
-			j.spans[me].Store(packSpan(mid, hi))
-			return true
-		}
 	}
 }
 
@@ -243,14 +144,10 @@ func (p *workerPool) worker() {
 		}
 		last = g
 		j := p.cur.Load()
-		if j == nil {
+		if j == nil || j.joined.Add(1) > j.maxHlp {
 			continue
 		}
-		me := j.joined.Add(1)
-		if me > j.maxHlp {
-			continue
-		}
-		j.run(int(me))
+		j.run()
 	}
 }
 
@@ -267,10 +164,6 @@ func parallelForGuided(total, minChunk, align, threads int, fn func(lo, hi int))
 	defer pool.busy.Unlock()
 	pool.ensure(threads - 1)
 	j := &job{fn: fn, total: total, chunk: minChunk, align: align, maxHlp: int32(threads - 1)}
-	if guidedSteal && total < 1<<32 {
-		j.spans = make([]atomic.Uint64, threads)
-		j.step = int64(stealStep * minChunk)
-	}
 	j.left.Store(int64(total))
 	runJob(j)
 }
@@ -299,7 +192,7 @@ func runJob(j *job) {
 	pool.gen.Add(1)
 	pool.cond.Broadcast()
 	pool.mu.Unlock()
-	j.run(0)
+	j.run()
 	for i := 0; j.left.Load() != 0; i++ {
 		if i%64 == 63 {
 			runtime.Gosched()

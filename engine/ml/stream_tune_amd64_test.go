@@ -164,19 +164,13 @@ func BenchmarkKernel8Tune(b *testing.B) {
 
 // BenchmarkGuidedTune compares guided self-scheduling of one-row products
 // (guidedChunks) with equal chunks (chunksPerThread per thread) on the 1B
-// decode streams, interleaved round by round, and guided claims run whole
-// ("guided") with claims run a step at a time and stolen from
-// ("steal", guidedSteal).
+// decode streams, interleaved round by round.
 //
 //	KVW_THREADS=2 go test -run '^$' -bench GuidedTune -benchtime 12x ./engine/ml/
 func BenchmarkGuidedTune(b *testing.B) {
-	saved, savedSteal := guidedChunks, guidedSteal
-	defer func() { guidedChunks, guidedSteal = saved, savedSteal }()
-	vs := []tuneVariant{
-		{"equal", func() { guidedChunks = false }, nil},
-		{"guided", func() { guidedChunks, guidedSteal = true, false }, nil},
-		{"steal", func() { guidedChunks, guidedSteal = true, true }, nil},
-	}
+	saved := guidedChunks
+	defer func() { guidedChunks = saved }()
+	vs := []tuneVariant{{"equal", func() { guidedChunks = false }, nil}, {"guided", func() { guidedChunks = true }, nil}}
 	b.Run("Q4_K_M", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q4_K, Q6_K, 22)) })
 	b.Run("Q6_K", func(b *testing.B) { tuneRounds(b, vs, tinyLlamaSet(b, Q6_K, Q6_K, 22)) })
 }
