@@ -16,8 +16,8 @@ import (
 func TestMatMulEachMatchesMatMul(t *testing.T) {
 	defer SetThreads(0)
 	const K = 512
-	types := []Type{Q4_K, Q8_0, F32, Q6_K, Q4_0, F16}
-	rows := []int{768, 77, 130, 256, 37, 64}
+	types := []Type{Q4_K, Q8_0, F32, Q6_K, Q4_0, F16, MXFP4}
+	rows := []int{768, 77, 130, 256, 37, 64, 300}
 	r := rand.New(rand.NewPCG(5, 6))
 	ws := make([]*Matrix, len(types))
 	for j, ty := range types {
@@ -26,7 +26,7 @@ func TestMatMulEachMatchesMatMul(t *testing.T) {
 	// In the last two, Q6_K shares Q4_K's activation slice (both Q8_K)
 	// and Q4_0 Q8_0's (both Q8_0), as an expert's gate and up do: each
 	// slice is quantized once per format.
-	for ci, ns := range [][]int{{1, 1, 1, 1, 1, 1}, {3, 0, 9, 1, 17, 2}, {40, 40, 40, 40, 40, 40}, {1, 1, 1, 1, 1, 1}, {5, 7, 2, 5, 7, 9}} {
+	for ci, ns := range [][]int{{1, 1, 1, 1, 1, 1, 1}, {3, 0, 9, 1, 17, 2, 1}, {40, 40, 40, 40, 40, 40, 3}, {1, 1, 1, 1, 1, 1, 1}, {5, 7, 2, 5, 7, 9, 2}} {
 		xs := make([][]float32, len(ws))
 		for j := range ws {
 			xs[j] = randF32(r, ns[j]*K)
