@@ -7,6 +7,12 @@ package ml
 //go:noescape
 func gemvBF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
+// gemvBF16x1 is gemvF16x1 over bf16 rows (f16mv1_amd64.s), taken for the
+// same rows (f16Linear, f16LinearMaxK).
+//
+//go:noescape
+func gemvBF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
+
 // matvecBF16 computes outputs [lo,n4) of a one-row BF16 product with
 // AVX-512 (n4-lo a multiple of 4), streaming the weights straight from
 // memory: eight rows per kernel pass, a leftover group of four decoded and
@@ -16,6 +22,10 @@ func gemvBF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 // a tile first and ran at about a tenth of the read bandwidth
 // (BenchmarkMatVecCore).
 func matvecBF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
+	if f16Linear && K <= f16LinearMaxK {
+		gemvBF16x1(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+		return
+	}
 	n8 := lo + (n4-lo)&^7
 	if n8 > lo {
 		gemvBF16x8(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n8-lo)
