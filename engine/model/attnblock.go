@@ -1,8 +1,6 @@
 package model
 
 import (
-	"sync/atomic"
-
 	"github.com/kvwarden/kvwarden/engine/ml"
 	"github.com/kvwarden/kvwarden/engine/model/arch"
 )
@@ -141,28 +139,6 @@ func (r *Runner) attentionBlocked(layer int, rows []row) bool {
 		}
 	}
 
-	need := blockRows * group * maxSpan
-	threads := min(ml.Threads(), len(units))
-	if threads <= 1 {
-		r.scores = growScores(r.scores, 1, need)
-		r.offs = growOffs(r.offs, 1, maxSpan)
-		for _, u := range units {
-			work(u, r.scores[0], r.offs[0])
-		}
-		return true
-	}
-	r.scores = growScores(r.scores, threads, need)
-	r.offs = growOffs(r.offs, threads, maxSpan)
-	inUse := make([]atomic.Bool, threads)
-	ml.Parallel(len(units), 1, func(lo, hi int) {
-		s := 0
-		for !inUse[s].CompareAndSwap(false, true) {
-			s = (s + 1) % threads
-		}
-		for _, u := range units[lo:hi] {
-			work(u, r.scores[s], r.offs[s])
-		}
-		inUse[s].Store(false)
-	})
+	runUnits(r, units, min(ml.Threads(), len(units)), blockRows*group*maxSpan, maxSpan, work)
 	return true
 }

@@ -487,7 +487,15 @@ func (r *Runner) attention(layer int, rows []row) {
 		}
 	}
 
-	need := heads * maxSpan
+	runUnits(r, units, threads, heads*maxSpan, maxSpan, work)
+}
+
+// runUnits runs work over units on the matrix products' worker pool
+// (already spinning between the products of a step) rather than on
+// goroutines started per layer, at most threads at a time. Each running
+// call holds one of threads scratch slots: need scores and maxSpan
+// offsets, grown in r and kept across steps.
+func runUnits[U any](r *Runner, units []U, threads, need, maxSpan int, work func(u U, scores []float32, offs []int)) {
 	if threads <= 1 {
 		r.scores = growScores(r.scores, 1, need)
 		r.offs = growOffs(r.offs, 1, maxSpan)
@@ -498,9 +506,6 @@ func (r *Runner) attention(layer int, rows []row) {
 	}
 	r.scores = growScores(r.scores, threads, need)
 	r.offs = growOffs(r.offs, threads, maxSpan)
-	// The units run on the matrix products' worker pool (already spinning
-	// between the products of a step) rather than on goroutines started
-	// per layer; each running call holds one of the scratch slots.
 	inUse := make([]atomic.Bool, threads)
 	ml.Parallel(len(units), 1, func(lo, hi int) {
 		s := 0
