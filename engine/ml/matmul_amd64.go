@@ -174,14 +174,18 @@ func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 //go:noescape
 func gemvF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
-// f16Linear sends the AVX-512 one-row F16 products with at most
-// f16LinearMaxK columns through gemvF16x1 (a variable for
-// BenchmarkMatVecCore's A/B against gemvF16x8). One core, weight GB per
-// thread-CPU-second, gemvF16x1 against gemvF16x8 alternating: 32000x2048
-// 28.1 vs 26.3, 14336x4096 29.7 vs 27.5, 2048x5632 29.2-31.3 vs 24.0-25.7,
-// but 4096x14336 23.9-24.8 vs 26.7-28.9: gemvF16x1 reads x once per row,
-// and once x (f32) outgrows the 32 KB L1 those reads come from L2. Hence
-// the limit: x of at most 24 KB.
+// f16Linear sends the AVX-512 one-row BF16 products with at most
+// f16LinearMaxK columns through gemvBF16x1 (a variable for
+// BenchmarkMatVecCore's A/B against gemvBF16x8). Measured with the F16
+// kernels on a Zen 4 core, weight GB per thread-CPU-second, gemvF16x1
+// against gemvF16x8 alternating: 32000x2048 28.1 vs 26.3, 14336x4096 29.7
+// vs 27.5, 2048x5632 29.2-31.3 vs 24.0-25.7, but 4096x14336 23.9-24.8 vs
+// 26.7-28.9: gemvF16x1 reads x once per row, and once x (f32) outgrows the
+// 32 KB L1 those reads come from L2. Hence the limit: x of at most 24 KB.
+// On a Sapphire Rapids core gemvF16x1 is no faster than gemvF16x8 on any
+// of those shapes (0.85-1.02x): its one FMA chain holds it to one FMA per
+// FMA latency, about its DRAM rate there (BenchmarkF16Kernels); F16 rows
+// take gemvF16Long instead (f16Blocked).
 var f16Linear = true
 
 const f16LinearMaxK = 6144
@@ -221,8 +225,8 @@ func matvecF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
 		gemvF16AVX2(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
 		return
 	}
-	if f16Linear && K <= f16LinearMaxK {
-		gemvF16x1(&x[0], &w.Data[lo*rb], rb, K, &dst[lo], n4-lo)
+	if f16Blocked {
+		gemvF16Long(&x[0], w.Data[lo*rb:], rb, K, dst[lo:], n4-lo)
 		return
 	}
 	n8 := lo + (n4-lo)&^7

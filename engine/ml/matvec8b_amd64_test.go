@@ -13,8 +13,8 @@ func init() {
 	// BF16: no prefetch of the next rows (f16PfRows = 0).
 	f16 := func() func() { s := f16PfRows; f16PfRows = 0; return func() { f16PfRows = s } }
 	matVecCoreOld[BF16] = f16
-	// F16: the eight-row kernel (gemvF16x8) in place of gemvF16x1.
-	matVecCoreOld[F16] = func() func() { f16Linear = false; return func() { f16Linear = true } }
+	// F16: the eight-row kernel (gemvF16x8) in place of gemvF16Long.
+	matVecCoreOld[F16] = func() func() { f16Blocked = false; return func() { f16Blocked = true } }
 	// The prefetch distance floor of kqPfRows against none (kqPfDist
 	// alone), for the long rows of ffn_down.
 	off := func() func() { s := kqPfRows; kqPfRows = 0; return func() { kqPfRows = s } }
