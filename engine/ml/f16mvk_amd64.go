@@ -34,8 +34,9 @@ const f16LongMaxRows = 64
 // latency, and a row's x read per row comes from L2 once x outgrows the
 // L1; gemvF16x8's eight streams read slower than a few. One core, weight
 // GB per thread-CPU-second against gemvF16x8 (BenchmarkF16Kernels, ratios
-// in one run): 4096x14336 1.14-1.19x, 14336x4096 1.04-1.07x, 2048x5632
-// 1.03-1.07x, 32000x2048 1.02-1.06x, and the rate of gemvF16x8 in cache.
+// in one run, Sapphire Rapids): 4096x14336 1.14-1.19x, 14336x4096
+// 1.04-1.13x, 2048x5632 1.00-1.07x, 32000x2048 1.01-1.06x, 0.98-0.99x in
+// L2; gemvF16x1 0.83-1.02x, 0.4x in L2.
 func gemvF16Long(x *float32, w []byte, ws, k int, dst []float32, nw int) {
 	var acc [f16LongMaxRows * 16]float32
 	nb := (k + f16LongK - 1) / f16LongK
