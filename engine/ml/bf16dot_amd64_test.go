@@ -23,3 +23,20 @@ func TestBF16SelfCheck(t *testing.T) {
 	require.True(t, bf16SelfCheck(true), "VDPBF16PS")
 	require.True(t, useBF16())
 }
+
+type bf16Variant struct {
+	name         string
+	set, restore func()
+}
+
+// bf16Variants are the ways BF16 products run on this CPU: with the
+// AVX512_BF16 kernels where it has them, and with hasBF16 cleared (the
+// emulation with AVX-512, as on a CPU without AVX512_BF16).
+func bf16Variants() []bf16Variant {
+	saved := hasBF16
+	v := []bf16Variant{{"emulated", func() { hasBF16 = false }, func() { hasBF16 = saved }}}
+	if hasBF16 {
+		v = append(v, bf16Variant{"native", func() {}, func() {}})
+	}
+	return v
+}

@@ -243,15 +243,13 @@ func matvecF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
 // go through the same kernels on a zero-padded four-row copy.
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 	R, K := w.Rows, w.Cols
-	if n == 1 && (w.Type == F32 || w.Type == F16 && (useAVX512 || K%8 == 0) || w.Type == BF16 && useAVX512) {
+	if n == 1 && (w.Type == F32 || w.Type == F16 && (useAVX512 || K%8 == 0)) {
 		// The matvec streams the weights straight from memory.
 		n4 := lo + (hi-lo)&^3
 		if n4 > lo {
 			switch w.Type {
 			case F32:
 				gemv(x, BytesF32(w.Data)[lo*K:], K, K, dst[lo:], n4-lo)
-			case BF16:
-				matvecBF16(x, w, rb, K, dst, lo, n4)
 			default:
 				matvecF16(x, w, rb, K, dst, lo, n4)
 			}
@@ -267,7 +265,7 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 		return true
 	}
 
-	if (w.Type == F16 || w.Type == BF16) && useAVX512 {
+	if w.Type == F16 && useAVX512 {
 		matmulF16AVX512(dst, x, n, w, rb, lo, hi)
 		return true
 	}

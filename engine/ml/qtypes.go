@@ -56,10 +56,10 @@ const (
 type actFormat uint8
 
 const (
-	actF32 actFormat = iota // activations stay float32; weights are decoded
-	actQ8                   // 32-value blocks, see quantizeActQ8Generic
-	actQ8K                  // 256-value blocks, see quantizeActQ8K
-	actBF16                 // bf16 values, see roundBF16 (BF16 weights)
+	actF32  actFormat = iota // activations stay float32; weights are decoded
+	actQ8                    // 32-value blocks, see quantizeActQ8Generic
+	actQ8K                   // 256-value blocks, see quantizeActQ8K
+	actBF16                  // bf16 values, see roundBF16 (BF16 weights)
 )
 
 // blockBytes of one quantized activation block of each format, and the
