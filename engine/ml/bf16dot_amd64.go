@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/cpu"
 )
@@ -24,6 +25,53 @@ var bf16Checked = sync.OnceValue(func() bool { return bf16SelfCheck(true) })
 
 // useBF16 is whether the AVX512_BF16 kernels run (bf16Kernels lists them).
 func useBF16() bool { return useAVX512 && hasBF16 && bf16Checked() }
+
+// bf16BlockNative is whether the products of several activation rows take
+// the VDPBF16PS block kernel rather than its FMA emulation, which gives
+// the same bits: whichever ran faster in a one-time timing here. On the
+// Sapphire Rapids this was written on, VDPBF16PS issues once every two
+// cycles against two FMAs a cycle, and the emulation's 4x4 block (two
+// FMAs per product pair and the widening) ran 90 cpu-GFLOP/s against
+// 80 (BenchmarkBF16Variants); on Zen 4 VDPBF16PS issues at the FMA rate.
+// One-row products keep VDPBF16PS: they are bound by the weight stream,
+// and it reads a 64-byte line per instruction in one chain.
+var bf16BlockTimed = sync.OnceValue(func() bool {
+	const k, nw = 512, 8
+	x := make([]byte, 4*2*k)
+	w := make([]byte, nw*2*k)
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < len(x); i += 2 {
+		binary.LittleEndian.PutUint16(x[i:], roundBF16(r.Float32()))
+	}
+	for i := 0; i < len(w); i += 2 {
+		binary.LittleEndian.PutUint16(w[i:], roundBF16(r.Float32()))
+	}
+	d := make([]float32, 4*nw)
+	best := [2]time.Duration{time.Hour, time.Hour}
+	for range 3 {
+		for v, f := range []func(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int){bf16Dot4x4, bf16Dot4x4Emu} {
+			t0 := time.Now()
+			for range 100 {
+				f(&x[0], 2*k, &w[0], 2*k, k, &d[0], nw, nw)
+			}
+			best[v] = min(best[v], time.Since(t0))
+		}
+	}
+	return best[0] <= best[1]
+})
+
+// bf16BlockMode overrides the timing for tests: 1 VDPBF16PS, 2 emulation.
+var bf16BlockMode int
+
+func bf16BlockNative() bool {
+	switch bf16BlockMode {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	return bf16BlockTimed()
+}
 
 // bf16DotRows: dst[r] = dotBF16Ref(x, w row r) for r < nw, one weight
 // row (ws bytes apart) at a time with VDPBF16PS. bf16DotRowsEmu is the
@@ -75,7 +123,10 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 	}
 	rows, blk := bf16DotRowsEmu, bf16Dot4x4Emu
 	if useBF16() {
-		rows, blk = bf16DotRows, bf16Dot4x4
+		rows = bf16DotRows
+		if bf16BlockNative() {
+			blk = bf16Dot4x4
+		}
 	}
 	as := 2 * K
 	if n == 1 {

@@ -36,7 +36,18 @@ func bf16Variants() []bf16Variant {
 	saved := hasBF16
 	v := []bf16Variant{{"emulated", func() { hasBF16 = false }, func() { hasBF16 = saved }}}
 	if hasBF16 {
-		v = append(v, bf16Variant{"native", func() {}, func() {}})
+		v = append(v,
+			bf16Variant{"native", func() { bf16BlockMode = 1 }, func() { bf16BlockMode = 0 }},
+			bf16Variant{"native rows, emulated blocks", func() { bf16BlockMode = 2 }, func() { bf16BlockMode = 0 }})
 	}
 	return v
+}
+
+// TestBF16BlockChoice logs which block kernel the one-time timing chose
+// (both give the same bits; TestBF16MatMulMatchesRef runs both).
+func TestBF16BlockChoice(t *testing.T) {
+	if !useBF16() {
+		t.Skip("no AVX512_BF16")
+	}
+	t.Logf("VDPBF16PS block kernel: %v", bf16BlockNative())
 }
