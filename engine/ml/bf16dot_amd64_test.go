@@ -3,6 +3,7 @@
 package ml
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,4 +51,35 @@ func TestBF16BlockChoice(t *testing.T) {
 		t.Skip("no AVX512_BF16")
 	}
 	t.Logf("VDPBF16PS block kernel: %v", bf16BlockNative())
+}
+
+// bf16Kernels are the assembly functions that execute AVX512_BF16
+// instructions (the BYTE-encoded macros of bf16dot_amd64.h). A CPU without
+// them faults, so each is called only under useBF16 (and by bf16SelfCheck
+// only with hasBF16); a kernel that starts using them must be added here
+// and guarded.
+var bf16Kernels = []string{"bf16Dot4x4", "bf16DotRows", "bf16Round"}
+
+// TestBF16KernelsListed requires the functions of the package's .s files
+// that execute an AVX512_BF16 instruction, directly or through macros, to
+// be bf16Kernels.
+func TestBF16KernelsListed(t *testing.T) {
+	found := kernelsUsing(t, regexp.MustCompile(`\b(VDPBF16PS|VCVTNEPS2BF16|VCVTNE2PS2BF16|DPBF_\w+|CVTBF_\w+)\b`))
+	require.Equal(t, bf16Kernels, found, "functions executing AVX512_BF16 instructions: list them in bf16Kernels and call them only under useBF16")
+}
+
+// TestNoBF16Fallback runs BF16 products as an AVX-512 CPU without
+// AVX512_BF16 does: useBF16 must be false (so no bf16Kernels function is
+// called), and the products must still give the reference's bits.
+func TestNoBF16Fallback(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512")
+	}
+	saved := hasBF16
+	defer func() { hasBF16 = saved }()
+	hasBF16 = false
+	require.False(t, useBF16())
+	require.False(t, bf16SelfCheck(true), "the VDPBF16PS self-check must not run without AVX512_BF16")
+	t.Run("MatMul", TestBF16MatMulMatchesRef)
+	t.Run("Subnormals", TestBF16Subnormals)
 }
