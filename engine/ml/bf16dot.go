@@ -75,7 +75,13 @@ func fmaFTZ(x, w float64, acc float32) float32 {
 // as the AVX-512 kernels' REDUCE1 does (reduceLanes).
 func dotBF16Ref(x, w []byte, k int) float32 {
 	var acc [16]float32
-	for c := 0; c < k; c += 32 {
+	return bf16FinishLanes(&acc, x, w, 0, k)
+}
+
+// bf16FinishLanes continues dotBF16Ref's lanes acc from value c0 (a
+// multiple of 32) to k and returns their reduction.
+func bf16FinishLanes(acc *[16]float32, x, w []byte, c0, k int) float32 {
+	for c := c0; c < k; c += 32 {
 		for j := 0; j < 16; j++ {
 			e, o := c+2*j, c+2*j+1
 			var xo, wo, xe, we float64
@@ -91,7 +97,7 @@ func dotBF16Ref(x, w []byte, k int) float32 {
 			acc[j] = fmaFTZ(xe, we, acc[j])
 		}
 	}
-	return reduceLanes(&acc)
+	return reduceLanes(acc)
 }
 
 // reduceLanes sums 16 lanes in the order of the AVX-512 REDUCE1 (and

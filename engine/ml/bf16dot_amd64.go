@@ -92,6 +92,9 @@ func bf16DotRowsEmu(x *byte, w *byte, ws int, k int, dst *float32, nw int)
 func bf16Dot4x4(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int)
 
 //go:noescape
+func bf16LanesAVX2(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)
+
+//go:noescape
 func bf16Dot4x4Emu(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int)
 
 // bf16Round: dst = roundBF16 of n values with VCVTNEPS2BF16.
@@ -118,8 +121,12 @@ const bf16TileBytes = 16 << 10
 // same chain (dotBF16Ref), whichever kernel computes it.
 func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	R, K := w.Rows, w.Cols
-	if !useAVX512 || K == 0 {
+	if K == 0 || !useAVX512 && !useAVX2 {
 		return false
+	}
+	if !useAVX512 {
+		matmulBF16AVX2(dst, act, n, w, rb, lo, hi)
+		return true
 	}
 	rows, blk := bf16DotRowsEmu, bf16Dot4x4Emu
 	if useBF16() {
@@ -153,6 +160,30 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 		}
 	}
 	return true
+}
+
+// matmulBF16AVX2 is matmulBF16SIMD with AVX2: bf16LanesAVX2 runs the
+// whole 32-value chunks of a row (the FMA emulation of VDPBF16PS), Go the
+// tail chunk and the reduction (bf16FinishLanes), a tile of weight rows at
+// a time against every activation row.
+func matmulBF16AVX2(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, K := w.Rows, w.Cols
+	as, nc := 2*K, K/32
+	tr := max(1, bf16TileBytes/rb)
+	lp := getScratch(16 * tr)
+	defer scratch.Put(lp)
+	lanes := *lp
+	for t0 := lo; t0 < hi; t0 += tr {
+		m := min(tr, hi-t0)
+		for i := 0; i < n; i++ {
+			x := act[i*as : (i+1)*as]
+			bf16LanesAVX2(&x[0], &w.Data[t0*rb], rb, nc, &lanes[0], m)
+			for r := 0; r < m; r++ {
+				acc := (*[16]float32)(lanes[16*r:])
+				dst[i*R+t0+r] = bf16FinishLanes(acc, x, w.Data[(t0+r)*rb:(t0+r+1)*rb], 32*nc, K)
+			}
+		}
+	}
 }
 
 // bf16SelfCheck runs the AVX512_BF16 kernels (native) or the emulation on
