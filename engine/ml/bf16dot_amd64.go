@@ -102,12 +102,21 @@ func bf16Dot4x4Emu(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int
 //go:noescape
 func bf16Round(dst *byte, x *float32, n int)
 
+// bf16RoundEmu is bf16Round on AVX-512F (integer rounding, the same bits).
+//
+//go:noescape
+func bf16RoundEmu(dst *byte, x *float32, n int)
+
 func quantizeActBF16(dst []byte, x []float32) {
-	if len(x) > 0 && useBF16() {
+	switch {
+	case len(x) == 0:
+	case useBF16():
 		bf16Round(&dst[0], &x[0], len(x))
-		return
+	case useAVX512:
+		bf16RoundEmu(&dst[0], &x[0], len(x))
+	default:
+		quantizeActBF16Generic(dst, x)
 	}
-	quantizeActBF16Generic(dst, x)
 }
 
 // bf16TileBytes bounds the weight rows a BF16 GEMM sweeps all activation
@@ -225,12 +234,12 @@ func bf16SelfCheck(native bool) bool {
 		fs[i] = math.Float32frombits(u)
 	}
 	got := make([]byte, 2*len(fs))
+	round := bf16RoundEmu
 	if native {
-		bf16Round(&got[0], &fs[0], len(fs)-3) // an odd length: the masked tail
-		quantizeActBF16Generic(got[2*(len(fs)-3):], fs[len(fs)-3:])
-	} else {
-		quantizeActBF16Generic(got, fs)
+		round = bf16Round
 	}
+	round(&got[0], &fs[0], len(fs)-3) // an odd length: the masked tail
+	quantizeActBF16Generic(got[2*(len(fs)-3):], fs[len(fs)-3:])
 	for i, f := range fs {
 		if binary.LittleEndian.Uint16(got[2*i:]) != roundBF16(f) {
 			return false

@@ -16,6 +16,24 @@
 	DECL  BX      \
 	KMOVD BX, K1
 
+// Z0 (16 f32 as bits) rounded to bf16 as VCVTNEPS2BF16 does, in Y7, with
+// Z10-Z15 holding 0x7fff, 1, 0x7f800000, 0x7fffffff, 0x8000 and 0x40.
+// Clobbers Z1-Z6, K2, K3.
+#define BF16ROUNDEMU \
+	VPSRLD     $16, Z0, Z1      \
+	VPANDD     Z11, Z1, Z2      \
+	VPADDD     Z10, Z2, Z2      \
+	VPADDD     Z0, Z2, Z2       \
+	VPSRLD     $16, Z2, Z2      \
+	VPANDD     Z14, Z1, Z3      \
+	VPTESTMD   Z12, Z0, K2      \
+	VPBLENDMD  Z2, Z3, K2, Z4   \
+	VPANDD     Z13, Z0, Z5      \
+	VPCMPUD    $6, Z12, Z5, K3  \
+	VPORD      Z15, Z1, Z6      \
+	VPBLENDMD  Z6, Z4, K3, Z4   \
+	VPMOVDW    Z4, Y7
+
 // MXCSR with DAZ (bit 6) and FTZ (bit 15) set in new-8(SP), the caller's
 // in old-4(SP) (Go code runs with both clear; an assembly function is not
 // preempted asynchronously, so no Go code runs under the new one).
@@ -545,5 +563,50 @@ bf16rtail:
 	VMOVDQU16 Y1, K1, (DI)(AX*2)
 
 bf16rdone:
+	VZEROUPPER
+	RET
+
+// func bf16RoundEmu(dst *byte, x *float32, n int)
+// bf16Round on AVX-512F: round to nearest even by integer adds (u +
+// 0x7fff + lsb), a zero of its sign for subnormal inputs, the quiet NaN
+// (u>>16)|0x40 for NaNs, 16 values a step, the tail masked.
+TEXT ·bf16RoundEmu(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ CX, R9
+	ANDQ $-16, R9
+	TAILMASK
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z10
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z11
+	MOVL         $0x7f800000, AX
+	VPBROADCASTD AX, Z12
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x8000, AX
+	VPBROADCASTD AX, Z14
+	MOVL         $0x40, AX
+	VPBROADCASTD AX, Z15
+	XORQ AX, AX
+
+bf16eloop:
+	CMPQ AX, R9
+	JGE  bf16etail
+	VMOVDQU32 (SI)(AX*4), Z0
+	BF16ROUNDEMU
+	VMOVDQU16 Y7, (DI)(AX*2)
+	ADDQ $16, AX
+	JMP  bf16eloop
+
+bf16etail:
+	KORTESTW K1, K1
+	JZ       bf16edone
+	VMOVDQU32.Z (SI)(AX*4), K1, Z0
+	BF16ROUNDEMU
+	VMOVDQU16 Y7, K1, (DI)(AX*2)
+
+bf16edone:
 	VZEROUPPER
 	RET
