@@ -2,8 +2,8 @@
 
 package ml
 
-// f16PfRows is how many rows ahead the eight-row F16 and BF16 matvecs
-// (gemvF16x8) prefetch into L2: a pass over eight rows asks,
+// f16PfRows is how many rows ahead the eight-row F16 matvec
+// (gemvF16x8) prefetches into L2: a pass over eight rows asks,
 // four lines a step, for the eight rows f16PfRows on (the hardware
 // prefetchers alone left one core at 24-26 weight GB per thread-CPU-second
 // on the 8B shapes; 8 rows ahead gave 19-27 against 18-25 alternating, 16

@@ -104,7 +104,7 @@ type typeTraits struct {
 	// activation row: act is the activation format, unpack decodes one
 	// weight block into the normal form whose integer dot (dotNorm, with
 	// the offset term where withMin) is the reference arithmetic of every
-	// output. A SIMD kernel for the type (see matmulIntSIMD) must
+	// output (BF16: no unpack, the reference is dotBF16Ref). A SIMD kernel for the type (see matmulIntSIMD) must
 	// reproduce it bit for bit, so results do not depend on the kernel,
 	// the batch or the threads.
 	act     actFormat
