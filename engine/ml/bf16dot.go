@@ -116,14 +116,39 @@ func reduceLanes(a *[16]float32) float32 {
 
 // matmulBF16Generic computes output columns [lo,hi) of every activation row
 // of a BF16 product from the bf16 activations act (n rows of 2*w.Cols
-// bytes) with dotBF16Ref.
+// bytes) with dotBF16Ref's arithmetic: the whole 32-value chunks from
+// operands widened once (each activation row per call, each weight row
+// once for all activation rows), the tail chunk by bf16FinishLanes.
 func matmulBF16Generic(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, K := w.Rows, w.Cols
-	as := 2 * K
+	as, kc := 2*K, K&^31
+	xf := make([]float64, n*kc)
+	for i := range xf {
+		xf[i] = bf16DAZ(binary.LittleEndian.Uint16(act[(i/kc)*as+2*(i%kc):]))
+	}
+	wf := make([]float64, kc)
 	for r := lo; r < hi; r++ {
 		row := w.Data[r*rb : (r+1)*rb]
+		for j := range wf {
+			wf[j] = bf16DAZ(binary.LittleEndian.Uint16(row[2*j:]))
+		}
 		for i := 0; i < n; i++ {
-			dst[i*R+r] = dotBF16Ref(act[i*as:(i+1)*as], row, K)
+			acc := bf16ChunksGo(xf[i*kc:(i+1)*kc], wf)
+			dst[i*R+r] = bf16FinishLanes(&acc, act[i*as:(i+1)*as], row, kc, K)
 		}
 	}
+}
+
+// bf16ChunksGo runs dotBF16Ref's lanes over whole chunks of widened
+// operands (len(x) == len(w), a multiple of 32).
+func bf16ChunksGo(x, w []float64) [16]float32 {
+	var acc [16]float32
+	for c := 0; c+32 <= len(x); c += 32 {
+		xc, wc := x[c:c+32:c+32], w[c:c+32:c+32]
+		for j := 0; j < 16; j++ {
+			a := fmaFTZ(xc[2*j+1], wc[2*j+1], acc[j])
+			acc[j] = fmaFTZ(xc[2*j], wc[2*j], a)
+		}
+	}
+	return acc
 }
