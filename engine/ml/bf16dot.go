@@ -54,11 +54,7 @@ func bf16DAZ(h uint16) float64 {
 // rounds to the f32 nearest the exact sum (both have at most 24 significant
 // bits, so the double rounding is innocuous).
 func fmaFTZ(x, w float64, acc float32) float32 {
-	r := float32(float64(acc) + x*w)
-	if math.Float32bits(r)&0x7f800000 == 0 {
-		r = math.Float32frombits(math.Float32bits(r) & 0x80000000)
-	}
-	return r
+	return ftz(float32(float64(acc) + x*w))
 }
 
 // dotBF16Ref is the reference arithmetic of every BF16 weight product: the
@@ -72,7 +68,8 @@ func fmaFTZ(x, w float64, acc float32) float32 {
 // (the odd element first) with subnormal operands read as zero and
 // subnormal results flushed to zero: VDPBF16PS, lane for lane (verified
 // against the instruction on a Sapphire Rapids). The lanes are then summed
-// as the AVX-512 kernels' REDUCE1 does (reduceLanes).
+// as the AVX-512 kernels' REDUCE1 does, subnormal sums flushed too
+// (reduceLanes).
 func dotBF16Ref(x, w []byte, k int) float32 {
 	var acc [16]float32
 	return bf16FinishLanes(&acc, x, w, 0, k)
@@ -101,17 +98,28 @@ func bf16FinishLanes(acc *[16]float32, x, w []byte, c0, k int) float32 {
 }
 
 // reduceLanes sums 16 lanes in the order of the AVX-512 REDUCE1 (and
-// REDUCE4) macros: halves, then quarters, then two horizontal pair sums.
+// REDUCE4) macros: halves, then quarters, then two horizontal pair sums,
+// each sum with a subnormal result flushed (the kernels reduce under
+// MXCSR DAZ|FTZ too: some run their reduction inside an f32 kernel that
+// also does the FMAs).
 func reduceLanes(a *[16]float32) float32 {
 	var s8 [8]float32
 	for i := range s8 {
-		s8[i] = a[i] + a[i+8]
+		s8[i] = ftz(a[i] + a[i+8])
 	}
 	var s4 [4]float32
 	for i := range s4 {
-		s4[i] = s8[i] + s8[i+4]
+		s4[i] = ftz(s8[i] + s8[i+4])
 	}
-	return (s4[0] + s4[1]) + (s4[2] + s4[3])
+	return ftz(ftz(s4[0]+s4[1]) + ftz(s4[2]+s4[3]))
+}
+
+// ftz flushes a subnormal f to a zero of its sign.
+func ftz(f float32) float32 {
+	if math.Float32bits(f)&0x7f800000 == 0 {
+		return math.Float32frombits(math.Float32bits(f) & 0x80000000)
+	}
+	return f
 }
 
 // matmulBF16Generic computes output columns [lo,hi) of every activation row

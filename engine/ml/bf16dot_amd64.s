@@ -36,7 +36,9 @@
 
 // MXCSR with DAZ (bit 6) and FTZ (bit 15) set in new-8(SP), the caller's
 // in old-4(SP) (Go code runs with both clear; an assembly function is not
-// preempted asynchronously, so no Go code runs under the new one).
+// preempted asynchronously, so no Go code runs under the new one). Every
+// BF16 kernel runs so, reductions included (dotBF16Ref flushes the lane
+// sums too); VDPBF16PS itself ignores MXCSR. Clobbers AX.
 #define MXCSR_DAZFTZ \
 	STMXCSR old-4(SP)     \
 	MOVL    old-4(SP), AX \
@@ -59,7 +61,8 @@
 // one 16-lane chain per row over the 32-value chunks, the tail masked.
 // Lines are prefetched f16PfBytes ahead (across rows: contiguous or padded,
 // and a prefetch past the end does not fault).
-TEXT ·bf16DotRows(SB), NOSPLIT, $0-48
+TEXT ·bf16DotRows(SB), NOSPLIT, $8-48
+	MXCSR_DAZFTZ
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
 	MOVQ ws+16(FP), R8
@@ -126,6 +129,7 @@ bf16DotRowsreduce:
 	JMP    bf16DotRowsrow
 
 bf16DotRowsdone:
+	LDMXCSR old-4(SP)
 	VZEROUPPER
 	RET
 
@@ -135,6 +139,7 @@ bf16DotRowsdone:
 // Lines are prefetched f16PfBytes ahead (across rows: contiguous or padded,
 // and a prefetch past the end does not fault).
 TEXT ·bf16DotRowsEmu(SB), NOSPLIT, $8-48
+	MXCSR_DAZFTZ
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
 	MOVQ ws+16(FP), R8
@@ -156,7 +161,6 @@ bf16DotRowsEmurow:
 	LEAQ  (DI)(R12*1), R13
 	VPXORD Z0, Z0, Z0
 	XORQ   AX, AX
-	MXCSR_DAZFTZ
 	XORQ   AX, AX
 bf16DotRowsEmuloop4:
 	CMPQ AX, R10
@@ -197,7 +201,6 @@ bf16DotRowsEmutail:
 	EMUDP(Z8, Z4, Z0)
 
 bf16DotRowsEmureduce:
-	LDMXCSR old-4(SP)
 	REDUCE1(Z0, Y0, X0)
 	VMOVSS X0, (DX)
 	ADDQ   $4, DX
@@ -206,13 +209,15 @@ bf16DotRowsEmureduce:
 	JMP    bf16DotRowsEmurow
 
 bf16DotRowsEmudone:
+	LDMXCSR old-4(SP)
 	VZEROUPPER
 	RET
 
 // func bf16Dot4x4(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int)
 // Four activation rows by four weight rows per pass, the 16 outputs in
 // Z8-Z23 (row i, weight r in Z(8+4i+r)), each bf16DotRows' chain.
-TEXT ·bf16Dot4x4(SB), NOSPLIT, $0-64
+TEXT ·bf16Dot4x4(SB), NOSPLIT, $8-64
+	MXCSR_DAZFTZ
 	MOVQ k+32(FP), CX
 	MOVQ CX, R9
 	SHRQ $5, R9
@@ -335,6 +340,7 @@ bf16Dot4x4reduce:
 	JMP  bf16Dot4x4group
 
 bf16Dot4x4done:
+	LDMXCSR old-4(SP)
 	VZEROUPPER
 	RET
 
@@ -346,6 +352,7 @@ bf16Dot4x4done:
 // where a shift and a mask per operand took 16 (the same speed on the
 // Sapphire Rapids this was written on, BenchmarkBF16Micro: the FMAs bind).
 TEXT ·bf16Dot4x4Emu(SB), NOSPLIT, $8-64
+	MXCSR_DAZFTZ
 	MOVQ k+32(FP), CX
 	MOVQ CX, R9
 	SHRQ $5, R9
@@ -388,7 +395,6 @@ bf16Dot4x4Emugroup:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MXCSR_DAZFTZ
 	XORQ AX, AX
 
 bf16Dot4x4Emuloop:
@@ -506,7 +512,6 @@ bf16Dot4x4Emutail:
 	VFMADD231PS Z5, Z30, Z23
 
 bf16Dot4x4Emureduce:
-	LDMXCSR old-4(SP)
 	VMOVAPS Z16, Z0
 	VMOVAPS Z17, Z1
 	VMOVAPS Z18, Z2
@@ -530,6 +535,7 @@ bf16Dot4x4Emureduce:
 	JMP  bf16Dot4x4Emugroup
 
 bf16Dot4x4Emudone:
+	LDMXCSR old-4(SP)
 	VZEROUPPER
 	RET
 

@@ -127,3 +127,36 @@ func TestRoundBF16(t *testing.T) {
 		require.Equal(t, c.want, roundBF16(math.Float32frombits(c.in)), "%#08x", c.in)
 	}
 }
+
+// TestBF16ReductionFlush pins the flush of a subnormal lane sum: lanes 0
+// and 8 hold 2^-125 and -1.5*2^-126, normal, whose sum 2^-127 is
+// subnormal, so every path must give +0 (the reduction runs with FTZ).
+func TestBF16ReductionFlush(t *testing.T) {
+	defer SetThreads(0)
+	saved := simdLevel()
+	defer setSIMDLevel(saved)
+	SetThreads(1)
+	const rows, cols, n = 5, 32, 5
+	data := make([]byte, 2*rows*cols)
+	for r := 0; r < rows; r++ {
+		binary.LittleEndian.PutUint16(data[2*(r*cols+1):], 0x0100)  // 2^-125, lane 0
+		binary.LittleEndian.PutUint16(data[2*(r*cols+17):], 0x80c0) // -1.5*2^-126, lane 8
+	}
+	w, err := NewMatrix(BF16, rows, cols, data)
+	require.NoError(t, err)
+	x := make([]float32, n*cols)
+	for i := range x {
+		x[i] = 1
+	}
+	require.Equal(t, make([]float32, n*rows), bf16RefProduct(x, n, w))
+	for _, v := range bf16Variants() {
+		for _, lvl := range supportedLevels() {
+			setSIMDLevel(lvl)
+			v.set()
+			got := make([]float32, n*rows)
+			MatMul(got, x, n, w)
+			requireBits(t, make([]float32, n*rows), got, rows, fmt.Sprintf("%s level=%d", v.name, lvl))
+			v.restore()
+		}
+	}
+}
