@@ -99,9 +99,9 @@ func bf16FinishLanes(acc *[16]float32, x, w []byte, c0, k int) float32 {
 
 // reduceLanes sums 16 lanes in the order of the AVX-512 REDUCE1 (and
 // REDUCE4) macros: halves, then quarters, then two horizontal pair sums,
-// each sum with a subnormal result flushed (the kernels reduce under
-// MXCSR DAZ|FTZ too: some run their reduction inside an f32 kernel that
-// also does the FMAs).
+// each sum with a subnormal result flushed: the kernels keep MXCSR
+// DAZ|FTZ set through their reduction, so no kernel has to switch it
+// between its FMAs and its sums (nor could an f32 kernel that does both).
 func reduceLanes(a *[16]float32) float32 {
 	var s8 [8]float32
 	for i := range s8 {
