@@ -8,35 +8,20 @@ package ml
 //go:noescape
 func gemmF16x4(x *float32, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int, pf *byte)
 
-// gemmBF16x4 is gemmF16x4 over bf16 weight rows (floatmm_amd64.s).
-//
-//go:noescape
-func gemmBF16x4(x *float32, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int, pf *byte)
-
-// gemvBF16 is gemvF16 over bf16 weight rows (floatmm_amd64.s).
-//
-//go:noescape
-func gemvBF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
-
 // f16TileBytes bounds the f16 weight tile the F16 GEMM sweeps all
 // activation rows across.
 const f16TileBytes = 16 << 10
 
-// matmulF16AVX512 computes output columns [lo,hi) of an F16 or BF16 product with
+// matmulF16AVX512 computes output columns [lo,hi) of an F16 product with
 // n > 1 activation rows straight from the f16 rows, four activation rows
 // by four weight rows per micro-kernel step, the same arithmetic as the
 // decoded-tile path (gemm4/gemv on the decoded rows): the kernels convert
 // f16 exactly and keep gemmF32x4's FMA chains and reduction, so outputs do
-// not depend on which path or batch size computed them. BF16 weights take
-// the same loop with the bf16 kernels (before, they were decoded into an
-// f32 tile by a scalar loop first, and BF16 prefill ran at 0.6 of F16's
-// rate: issue 30).
+// not depend on which path or batch size computed them. (BF16 weights
+// have their own products, llama.cpp's arithmetic: matmulBF16SIMD.)
 func matmulF16AVX512(dst, x []float32, n int, w *Matrix, rb, lo, hi int) {
 	R, K := w.Rows, w.Cols
 	gemmK, gemvK := gemmF16x4, gemvF16
-	if w.Type == BF16 {
-		gemmK, gemvK = gemmBF16x4, gemvBF16
-	}
 	tr := max(4, f16TileBytes/rb&^3)
 	for t0 := lo; t0 < hi; t0 += tr {
 		t1 := min(t0+tr, hi)

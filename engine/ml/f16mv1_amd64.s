@@ -1,4 +1,4 @@
-// Hand-written: the one-row-at-a-time F16 and BF16 matvecs.
+// Hand-written: the one-row-at-a-time F16 matvec.
 
 //go:build amd64 && !purego
 
@@ -9,12 +9,6 @@
 // and accumulate against x (the x offset is twice the f16 offset).
 #define F16R1STEP(off, t) \
 	VCVTPH2PS   off(DI)(AX*1), t \
-	VFMADD231PS (off*2)(SI)(AX*2), t, Z0
-
-// BF16R1STEP is F16R1STEP with the bf16 widening.
-#define BF16R1STEP(off, t) \
-	VPMOVZXWD   off(DI)(AX*1), t \
-	VPSLLD      $16, t, t \
 	VFMADD231PS (off*2)(SI)(AX*2), t, Z0
 
 // func gemvF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
@@ -85,70 +79,5 @@ r1reduce:
 	JMP    r1row
 
 r1done:
-	VZEROUPPER
-	RET
-
-// func gemvBF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
-// gemvF16x1 over bf16 rows (the widening a 16-bit shift): gemvBF16x8's
-// bits, one row at a time, for the same reason.
-TEXT ·gemvBF16x1(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ws+16(FP), R8
-	MOVQ k+24(FP), CX
-	MOVQ CX, R9
-	SHRQ $4, R9
-	SHLQ $5, R9          // R9 = bytes of f16 in whole 16-lane steps
-	MOVQ R9, R10
-	ANDQ $-128, R10      // R10 = bytes in whole groups of four steps
-	TAILMASK
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R11
-	MOVQ ·f16PfBytes(SB), R12
-
-b1row:
-	TESTQ R11, R11
-	JZ    b1done
-	LEAQ  (DI)(R12*1), R13 // prefetched: f16PfBytes on
-	VPXORD Z0, Z0, Z0
-	XORQ   AX, AX        // f16 byte offset; the x offset is twice it
-
-b1loop4:
-	CMPQ AX, R10
-	JGE  b1loop1
-	PREFETCHT1 (R13)(AX*1)
-	PREFETCHT1 64(R13)(AX*1)
-	BF16R1STEP(0, Z4)
-	BF16R1STEP(32, Z5)
-	BF16R1STEP(64, Z6)
-	BF16R1STEP(96, Z7)
-	ADDQ $128, AX
-	JMP  b1loop4
-
-b1loop1:
-	CMPQ AX, R9
-	JGE  b1tail
-	BF16R1STEP(0, Z4)
-	ADDQ $32, AX
-	JMP  b1loop1
-
-b1tail:
-	KORTESTW K1, K1
-	JZ       b1reduce
-	VMOVUPS.Z   (SI)(AX*2), K1, Z8
-	VMOVDQU16.Z (DI)(AX*1), K1, Y9
-	VPMOVZXWD   Y9, Z9
-	VPSLLD      $16, Z9, Z9
-	VFMADD231PS Z9, Z8, Z0
-
-b1reduce:
-	REDUCE1(Z0, Y0, X0)
-	VMOVSS X0, (DX)
-	ADDQ   $4, DX
-	ADDQ   R8, DI
-	DECQ   R11
-	JMP    b1row
-
-b1done:
 	VZEROUPPER
 	RET

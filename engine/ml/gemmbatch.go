@@ -4,7 +4,7 @@ import "fmt"
 
 // MatMulBatch computes what MatMul does (dst = x·wᵀ, n activation rows)
 // for a product where every row of the step goes through it at once: an
-// encoder's whole input (issue 26). With AVX-512 and F32, F16 or BF16
+// encoder's whole input (issue 26). With AVX-512 and F32 or F16
 // weights it runs a broadcast GEMM whose every output is one FMA chain
 // over k in order; that chain does not depend on n or on a row's place in
 // the batch, so a row's result is bit-identical whatever else is batched

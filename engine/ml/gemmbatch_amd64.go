@@ -13,7 +13,7 @@ func gemmBcast12x16(a *float32, as int, p *float32, k int, dst *float32, ds int)
 // bcastGEMM runs MatMulBatch's broadcast GEMM when the CPU and the weight
 // type allow it, reporting whether it did.
 func bcastGEMM(dst, x []float32, n int, w *Matrix) bool {
-	if !useAVX512 || w.Type != F32 && w.Type != F16 && w.Type != BF16 {
+	if !useAVX512 || w.Type != F32 && w.Type != F16 {
 		return false
 	}
 	rb, err := w.Type.RowBytes(w.Cols)

@@ -174,22 +174,6 @@ func gemvF16x8(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 //go:noescape
 func gemvF16x1(x *float32, w *byte, ws int, k int, dst *float32, nw int)
 
-// f16Linear sends the AVX-512 one-row BF16 products with at most
-// f16LinearMaxK columns through gemvBF16x1 (a variable for
-// BenchmarkMatVecCore's A/B against gemvBF16x8). Measured with the F16
-// kernels on a Zen 4 core, weight GB per thread-CPU-second, gemvF16x1
-// against gemvF16x8 alternating: 32000x2048 28.1 vs 26.3, 14336x4096 29.7
-// vs 27.5, 2048x5632 29.2-31.3 vs 24.0-25.7, but 4096x14336 23.9-24.8 vs
-// 26.7-28.9: gemvF16x1 reads x once per row, and once x (f32) outgrows the
-// 32 KB L1 those reads come from L2. Hence the limit: x of at most 24 KB.
-// On a Sapphire Rapids core gemvF16x1 is no faster than gemvF16x8 on any
-// of those shapes (0.85-1.02x): its one FMA chain holds it to one FMA per
-// FMA latency, about its DRAM rate there (BenchmarkF16Kernels); F16 rows
-// take gemvF16Long instead (f16Blocked).
-var f16Linear = true
-
-const f16LinearMaxK = 6144
-
 // f16PfBytes is how far ahead of its loads gemvF16x1 prefetches into L2:
 // 8 KB gave 27.8-28.6 weight GB per CPU-second in one-thread TinyLlama F16
 // decode (BenchmarkDecodeBound) against 22.8-23.9 with the hardware
@@ -247,15 +231,13 @@ func matvecF16(x []float32, w *Matrix, rb, K int, dst []float32, lo, n4 int) {
 // go through the same kernels on a zero-padded four-row copy.
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 	R, K := w.Rows, w.Cols
-	if n == 1 && (w.Type == F32 || w.Type == F16 && (useAVX512 || K%8 == 0) || w.Type == BF16 && useAVX512) {
+	if n == 1 && (w.Type == F32 || w.Type == F16 && (useAVX512 || K%8 == 0)) {
 		// The matvec streams the weights straight from memory.
 		n4 := lo + (hi-lo)&^3
 		if n4 > lo {
 			switch w.Type {
 			case F32:
 				gemv(x, BytesF32(w.Data)[lo*K:], K, K, dst[lo:], n4-lo)
-			case BF16:
-				matvecBF16(x, w, rb, K, dst, lo, n4)
 			default:
 				matvecF16(x, w, rb, K, dst, lo, n4)
 			}
@@ -271,7 +253,7 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 		return true
 	}
 
-	if (w.Type == F16 || w.Type == BF16) && useAVX512 {
+	if w.Type == F16 && useAVX512 {
 		matmulF16AVX512(dst, x, n, w, rb, lo, hi)
 		return true
 	}

@@ -90,9 +90,6 @@ func dotF32NEON(a, b *float32, n16 int) float32
 func dotF16NEON(a *float32, b *uint16, n16 int) float32
 
 //go:noescape
-func dotBF16NEON(a *float32, b *uint16, n16 int) float32
-
-//go:noescape
 func axpyF32NEON(dst *float32, a float32, x *float32, n16 int)
 
 // dot runs the NEON kernel over whole 16-value steps and adds the tail
@@ -128,20 +125,6 @@ func dotF16(a []float32, b []uint16) float32 {
 	return s
 }
 
-// dotBF16 is dotF16 for bf16 values.
-func dotBF16(a []float32, b []uint16) float32 {
-	b = b[:len(a)]
-	n16 := len(a) &^ 15
-	var s float32
-	if n16 > 0 {
-		s = dotBF16NEON(&a[0], &b[0], n16)
-	}
-	for i := n16; i < len(a); i++ {
-		s += a[i] * BF16ToF32(b[i])
-	}
-	return s
-}
-
 // axpy is fused multiply-adds throughout, in the kernel and in Go's tail
 // alike, so an element's result does not depend on where it falls.
 func axpy(dst []float32, a float32, x []float32) {
@@ -157,12 +140,12 @@ func axpy(dst []float32, a float32, x []float32) {
 	axpyGeneric(dst[n16:], a, x[n16:])
 }
 
-// matmulRowsSIMD computes output columns [lo,hi) of an F32, F16 or BF16
-// product, each output one dot (or dotF16, dotBF16) of its activation row and
+// matmulRowsSIMD computes output columns [lo,hi) of an F32 or F16
+// product, each output one dot (or dotF16) of its activation row and
 // weight row: the same arithmetic at any batch size, position and thread
 // count. Each weight row stays in L1 while every activation row takes it.
 func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
-	if !useSIMD() || w.Cols == 0 || (w.Type != F32 && w.Type != F16 && w.Type != BF16) {
+	if !useSIMD() || w.Cols == 0 || (w.Type != F32 && w.Type != F16) {
 		return false
 	}
 	R, K := w.Rows, w.Cols
@@ -176,12 +159,8 @@ func matmulRowsSIMD(dst, x []float32, n int, w *Matrix, rb, lo, hi int) bool {
 			continue
 		}
 		row := unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), K)
-		dotH := dotF16
-		if w.Type == BF16 {
-			dotH = dotBF16
-		}
 		for i := 0; i < n; i++ {
-			dst[i*R+r] = dotH(x[i*K:(i+1)*K], row)
+			dst[i*R+r] = dotF16(x[i*K:(i+1)*K], row)
 		}
 	}
 	neonCalls.Add(int64(n * (hi - lo)))

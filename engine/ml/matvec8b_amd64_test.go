@@ -10,9 +10,8 @@ var matVecCoreOld = map[Type]func() func(){
 }
 
 func init() {
-	// BF16: no prefetch of the next rows (f16PfRows = 0).
-	f16 := func() func() { s := f16PfRows; f16PfRows = 0; return func() { f16PfRows = s } }
-	matVecCoreOld[BF16] = f16
+	// BF16: the FMA emulation of VDPBF16PS (as without AVX512_BF16).
+	matVecCoreOld[BF16] = func() func() { s := hasBF16; hasBF16 = false; return func() { hasBF16 = s } }
 	// F16: the eight-row kernel (gemvF16x8) in place of gemvF16Long.
 	matVecCoreOld[F16] = func() func() { f16Blocked = false; return func() { f16Blocked = true } }
 	// The prefetch distance floor of kqPfRows against none (kqPfDist

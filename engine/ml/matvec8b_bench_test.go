@@ -40,6 +40,7 @@ func BenchmarkMatVecCore(b *testing.B) {
 		// TinyLlama-1.1B's F16 matrices: 4 KB rows (ffn gate/up, output) and
 		// 11 KB rows (ffn down).
 		{F16, 5632, 2048}, {F16, 2048, 5632}, {F16, 32000, 2048},
+		{BF16, 5632, 2048}, {BF16, 2048, 5632}, {BF16, 4096, 14336},
 		// gpt-oss-20b's experts are 2880x2880 MXFP4 (gate, up and down
 		// alike, gate and up not fused); 16 of them stacked (70 MB) is a
 		// set above the L3 with the same per-tile work.

@@ -2,7 +2,9 @@
 // storage types (qtypes.go: F32, F16, BF16 and the ggml quantizations,
 // see SupportedTypes), weight matrices in those types, their bit-exact
 // dequantization, matrix products against activations (in integers for
-// the quantized types), and the small vector operations of a layer.
+// the quantized types; for BF16 the activations are rounded to bf16 and
+// multiplied as llama.cpp's VDPBF16PS does, see bf16dot.go, with the same
+// bits on every CPU), and the small vector operations of a layer.
 package ml
 
 import (

@@ -283,6 +283,12 @@ func refMatMul(x []float32, n int, w *Matrix) []float64 {
 // them (unchanged for actF32).
 func dequantAct(f actFormat, x []float32, k int) []float32 {
 	switch f {
+	case actBF16:
+		out := make([]float32, len(x))
+		for i, v := range x {
+			out[i] = BF16ToF32(roundBF16(v))
+		}
+		return out
 	case actQ8:
 		return dequantActQ8(x, k)
 	case actQ8K:

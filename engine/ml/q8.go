@@ -153,6 +153,10 @@ func guidedMinRows(rb, align int) int {
 // row with the type's reference dot, from the quantized activations act
 // (n rows).
 func matmulIntGeneric(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	if w.Type == BF16 {
+		matmulBF16Generic(dst, act, n, w, rb, lo, hi)
+		return
+	}
 	tr := w.Type.traits()
 	R, nb := w.Rows, w.Cols/tr.blockSize
 	as := w.Cols / tr.act.blockSize() * tr.act.blockBytes()
@@ -171,6 +175,8 @@ func matmulIntGeneric(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi in
 // must reproduce the type's reference dot (typeTraits.dot) bit for bit.
 func matmulIntSIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) bool {
 	switch w.Type {
+	case BF16:
+		return matmulBF16SIMD(dst, act, n, w, rb, lo, hi)
 	case Q8_0:
 		return matmulQ8SIMD(dst, act, n, w, rb, lo, hi)
 	case Q4_0:

@@ -59,6 +59,8 @@ func quantizeAct(f actFormat, dst []byte, x []float32) {
 		quantizeActQ8(dst, x)
 	case actQ8K:
 		quantizeActQ8K(dst, x)
+	case actBF16:
+		quantizeActBF16(dst, x)
 	default:
 		panic("ml: quantizeAct of a float format")
 	}

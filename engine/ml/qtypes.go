@@ -56,9 +56,10 @@ const (
 type actFormat uint8
 
 const (
-	actF32 actFormat = iota // activations stay float32; weights are decoded
-	actQ8                   // 32-value blocks, see quantizeActQ8Generic
-	actQ8K                  // 256-value blocks, see quantizeActQ8K
+	actF32  actFormat = iota // activations stay float32; weights are decoded
+	actQ8                    // 32-value blocks, see quantizeActQ8Generic
+	actQ8K                   // 256-value blocks, see quantizeActQ8K
+	actBF16                  // bf16 values, see roundBF16 (BF16 weights)
 )
 
 // blockBytes of one quantized activation block of each format, and the
@@ -69,6 +70,8 @@ func (f actFormat) blockBytes() int {
 		return q8ActBlock
 	case actQ8K:
 		return q8KActBlock
+	case actBF16:
+		return 2
 	}
 	return 0
 }
@@ -79,6 +82,8 @@ func (f actFormat) blockSize() int {
 		return 32
 	case actQ8K:
 		return 256
+	case actBF16:
+		return 1
 	}
 	return 0
 }
@@ -99,7 +104,7 @@ type typeTraits struct {
 	// activation row: act is the activation format, unpack decodes one
 	// weight block into the normal form whose integer dot (dotNorm, with
 	// the offset term where withMin) is the reference arithmetic of every
-	// output. A SIMD kernel for the type (see matmulIntSIMD) must
+	// output (BF16: no unpack, the reference is dotBF16Ref). A SIMD kernel for the type (see matmulIntSIMD) must
 	// reproduce it bit for bit, so results do not depend on the kernel,
 	// the batch or the threads.
 	act     actFormat
@@ -111,7 +116,7 @@ type typeTraits struct {
 var traits = map[Type]*typeTraits{
 	F32:     {name: "F32", blockSize: 1, blockBytes: 4, dequant: dequantF32},
 	F16:     {name: "F16", blockSize: 1, blockBytes: 2, dequant: dequantF16},
-	BF16:    {name: "BF16", blockSize: 1, blockBytes: 2, dequant: dequantBF16},
+	BF16:    {name: "BF16", blockSize: 1, blockBytes: 2, dequant: dequantBF16, act: actBF16},
 	Q4_0:    {name: "Q4_0", blockSize: 32, blockBytes: 18, dequant: dequantQ4_0, act: actQ8, unpack: unpackQ4_0},
 	Q4_1:    {name: "Q4_1", blockSize: 32, blockBytes: 20, dequant: dequantQ4_1, act: actQ8, unpack: unpackQ4_1, withMin: true},
 	Q5_0:    {name: "Q5_0", blockSize: 32, blockBytes: 22, dequant: dequantQ5_0, act: actQ8, unpack: unpackQ5_0},

@@ -27,7 +27,17 @@ var vbmiKernels = []string{
 // requires the list to be vbmiKernels: this machine has VBMI, so no test
 // run here would fault on a missing guard.
 func TestVBMIKernelsListed(t *testing.T) {
-	vbmi := regexp.MustCompile(`\b(VPERMB|VPERMI2B|VPERMT2B|VPMULTISHIFTQB)\b`)
+	found := kernelsUsing(t, regexp.MustCompile(`\b(VPERMB|VPERMI2B|VPERMT2B|VPMULTISHIFTQB)\b`))
+	want := slices.Clone(vbmiKernels)
+	slices.Sort(want)
+	require.Equal(t, want, found, "functions executing AVX512_VBMI instructions: list them in vbmiKernels and dispatch them only under useVBMI")
+}
+
+// kernelsUsing returns, sorted, the functions of the package's .s files
+// that execute an instruction matching re, directly or through their
+// macros.
+func kernelsUsing(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
 	define := regexp.MustCompile(`^#define\s+(\w+)`)
 	text := regexp.MustCompile(`^TEXT\s+·(\w+)`)
 	files, err := filepath.Glob("*_amd64.s")
@@ -61,7 +71,7 @@ func TestVBMIKernelsListed(t *testing.T) {
 				if uses[name] {
 					continue
 				}
-				hit := vbmi.MatchString(body)
+				hit := re.MatchString(body)
 				for other := range bodies {
 					if other != name && uses[other] && regexp.MustCompile(`\b`+other+`\b`).MatchString(body) {
 						hit = true
@@ -83,7 +93,7 @@ func TestVBMIKernelsListed(t *testing.T) {
 				continue
 			}
 			c := code(l)
-			hit := vbmi.MatchString(c)
+			hit := re.MatchString(c)
 			for name := range uses {
 				if regexp.MustCompile(`\b` + name + `\b`).MatchString(c) {
 					hit = true
@@ -95,9 +105,7 @@ func TestVBMIKernelsListed(t *testing.T) {
 		}
 	}
 	slices.Sort(found)
-	want := slices.Clone(vbmiKernels)
-	slices.Sort(want)
-	require.Equal(t, want, found, "functions executing AVX512_VBMI instructions: list them in vbmiKernels and dispatch them only under useVBMI")
+	return found
 }
 
 // TestNoVBMIFallback runs the products of the types with VBMI kernels as

@@ -1,5 +1,5 @@
 // Command neongen writes kernels_arm64.s, the arm64 NEON kernels of
-// engine/ml: the integer products of the quantized types, the F32/F16/BF16
+// engine/ml: the integer products of the quantized types, the F32/F16
 // row dots, the F32 and F16 axpy (the f16 attention's accumulation), the
 // Q8_0 KV attention, Add, the Q8 and Q8_K activation quantizers and
 // SiLU·mul.
@@ -206,7 +206,6 @@ func generate() {
 	}
 	dotF32("F32")
 	dotF32("F16")
-	dotF32("BF16")
 	axpyF32("F32")
 	axpyF32("F16")
 	attnQ8()
@@ -472,10 +471,9 @@ func quantQ8K() {
 }
 
 // dotF32 writes func dotF32NEON(a, b *float32, n16 int) float32 (or
-// dotF16NEON / dotBF16NEON with b f16 / bf16 values, widened exactly):
-// four accumulators of four lanes fed by FMLA, n16 a positive multiple of
-// 16, then the same fixed reduction, so an F16 or BF16 row gives the bits
-// of its F32 decoding.
+// dotF16NEON with b f16 values, widened exactly): four accumulators of
+// four lanes fed by FMLA, n16 a positive multiple of 16, then the same
+// fixed reduction, so an F16 row gives the bits of its F32 decoding.
 func dotF32(kind string) {
 	name, bt := "dot"+kind+"NEON", "*uint16"
 	if kind == "F32" {
@@ -488,9 +486,6 @@ func dotF32(kind string) {
 	P("\tMOVD b+8(FP), R1")
 	P("\tMOVD n16+16(FP), R2")
 	zero(16, 17, 18, 19)
-	if kind == "BF16" {
-		zero(10)
-	}
 	P("loop:")
 	P("\tVLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
 	switch kind {
@@ -500,14 +495,6 @@ func dotF32(kind string) {
 		P("\tWORD $0x%08X // FCVTL2 V5.4S, V8.8H", fcvtl2(5, 8))
 		P("\tWORD $0x%08X // FCVTL V6.4S, V9.4H", fcvtl(6, 9))
 		P("\tWORD $0x%08X // FCVTL2 V7.4S, V9.8H", fcvtl2(7, 9))
-	case "BF16":
-		// A bf16 value is the high half of its f32: interleave with the
-		// zeros of V10.
-		P("\tVLD1.P 32(R1), [V8.H8, V9.H8]")
-		P("\tVZIP1 V8.H8, V10.H8, V4.H8")
-		P("\tVZIP2 V8.H8, V10.H8, V5.H8")
-		P("\tVZIP1 V9.H8, V10.H8, V6.H8")
-		P("\tVZIP2 V9.H8, V10.H8, V7.H8")
 	default:
 		P("\tVLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
 	}

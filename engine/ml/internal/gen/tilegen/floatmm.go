@@ -2,21 +2,17 @@ package main
 
 import "fmt"
 
-// genFloatMM writes floatmm_amd64.s: the float products whose f32, f16
-// and bf16 weight forms are the same loop: the AVX-512 4x4 tile products
-// gemmF32x4, gemmF16x4 and gemmBF16x4, the AVX-512 four-row bf16 matvec
-// gemvBF16, and the AVX2 four-row matvecs gemvF32AVX2 and gemvF16AVX2.
-// The f16 and bf16 forms convert the rows as they are loaded (exact), so
-// each gives the bits of its f32 form on the decoded rows.
+// genFloatMM writes floatmm_amd64.s: the float products whose f32 and
+// f16 weight forms are the same loop: the AVX-512 4x4 tile products
+// gemmF32x4 and gemmF16x4, and the AVX2 four-row matvecs gemvF32AVX2 and
+// gemvF16AVX2. The f16 forms convert the rows as they are loaded (exact),
+// so each gives the bits of its f32 form on the decoded rows. (BF16
+// products have their own arithmetic, llama.cpp's: bf16dot_amd64.s.)
 func genFloatMM() {
 	T(floatMMIntro)
 	gemmF4(wF32)
 	P("")
 	gemmF4(wF16)
-	P("")
-	gemmF4(wBF16)
-	P("")
-	gemvBF16()
 	P("")
 	gemvF4AVX2(false)
 	P("")
@@ -28,13 +24,13 @@ const floatMMIntro = `//go:build amd64 && !purego
 #include "textflag.h"
 #include "reduce_amd64.h"
 
-// Float products with f32, f16 or bf16 weight rows, one loop for all.
+// Float products with f32 or f16 weight rows, one loop for both.
 // The tile products take four activation rows against four weight rows per
 // pass, in 16 zmm accumulators; each output is one FMA chain over the
 // 16-lane steps of k, then the masked tail step, then REDUCE4, the same
-// arithmetic as gemvF32 and gemvF16 (kernels_amd64.s) and gemvBF16, so a
-// row's result does not depend on the batch size or on the weights' f32,
-// f16 or bf16 storage (both conversions are exact). The AVX2 matvecs reduce as gemmF32x4AVX2
+// arithmetic as gemvF32 and gemvF16 (kernels_amd64.s), so a row's result
+// does not depend on the batch size or on the weights' f32 or f16 storage
+// (the conversion is exact). The AVX2 matvecs reduce as gemmF32x4AVX2
 // (kernels_avx2_amd64.s) does.
 
 `
@@ -43,24 +39,15 @@ const floatMMIntro = `//go:build amd64 && !purego
 const (
 	wF32 = iota
 	wF16
-	wBF16
 )
 
-// widen16 writes the conversion of the 16 half-width weights at src (a
-// memory operand or a ymm register) to f32 in zmm register z: VCVTPH2PS
-// for f16, for bf16 a zero extension and a 16-bit shift (bf16 is the top
-// half of an f32), both exact.
+// widen16 writes the conversion of the 16 f16 weights at src (a memory
+// operand or a ymm register) to f32 in zmm register z (exact).
 func widen16(kind int, src string, z int) {
-	if kind == wF16 {
-		P("\tVCVTPH2PS   %s, Z%d", src, z)
-		return
-	}
-	P("\tVPMOVZXWD   %s, Z%d", src, z)
-	P("\tVPSLLD      $16, Z%d, Z%d", z, z)
+	P("\tVCVTPH2PS   %s, Z%d", src, z)
 }
 
-// gemmF4 writes gemmF32x4, gemmF16x4 or gemmBF16x4 (kind wF32, wF16,
-// wBF16). AX is the byte offset into the weight rows; with half-width
+// gemmF4 writes gemmF32x4 or gemmF16x4 (kind wF32, wF16). AX is the byte offset into the weight rows; with half-width
 // weights the activation offset is twice it.
 func gemmF4(kind int) {
 	f16 := kind != wF32 // half-width weight rows
@@ -68,16 +55,8 @@ func gemmF4(kind int) {
 	switch kind {
 	case wF16:
 		name, l, wsz, xs = "gemmF16x4", "gh", 2, 2
-	case wBF16:
-		name, l, wsz, xs = "gemmBF16x4", "gb", 2, 2
 	}
-	if kind == wBF16 {
-		T(`// func gemmBF16x4(x *float32, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int, pf *byte)
-// gemmF16x4 over bf16 weight rows, widened as they are loaded (a zero
-// extension and a 16-bit shift, exact): every output is gemmF32x4's
-// arithmetic on the decoded rows, bit for bit.
-`)
-	} else if f16 {
+	if f16 {
 		T(`// func gemmF16x4(x *float32, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int, pf *byte)
 // gemmF32x4 with f16 weight rows (ws in bytes) converted as they are
 // loaded: the conversion is exact, so every output is gemmF32x4's FMA
@@ -99,7 +78,7 @@ func gemmF4(kind int) {
 	P("\tSHRQ $4, BX")
 	P("\tSHLQ $%d, BX", log2(step))
 	if f16 {
-		P("\tMOVQ BX, R14          // R14 = %s bytes of whole 16-lane steps; the x offset is twice it", map[int]string{wF16: "f16", wBF16: "bf16"}[kind])
+		P("\tMOVQ BX, R14          // R14 = %s bytes of whole 16-lane steps; the x offset is twice it", "f16")
 	} else {
 		P("\tMOVQ BX, R14          // R14 = bytes of whole 16-lane steps")
 	}
@@ -204,82 +183,6 @@ func gemmF4(kind int) {
 	P("%sdone:", l)
 	P("\tVZEROUPPER")
 	P("\tRET")
-}
-
-// gemvBF16 writes gemvBF16: gemvF16 (kernels_amd64.s) over bf16 rows,
-// four weight rows per pass against one activation row, for the
-// activation rows a batch leaves over from groups of four and the weight
-// rows a one-row product leaves over from groups of eight.
-func gemvBF16() {
-	T(`// func gemvBF16(x *float32, w *byte, ws int, k int, dst *float32, nw int)
-// gemvF16 over bf16 rows (ws bytes apart), widened as they are loaded:
-// per output the same FMA chain, masked tail and REDUCE4, so the results
-// are gemvF32's and gemmF32x4's on the decoded rows. nw is a multiple of 4.
-TEXT ·gemvBF16(SB), NOSPLIT, $0-48
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ws+16(FP), R8
-	MOVQ k+24(FP), CX
-	MOVQ CX, R9
-	SHRQ $4, R9
-	SHLQ $5, R9          // R9 = bf16 bytes of whole 16-lane steps
-	TAILMASK
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R10
-	LEAQ (R8)(R8*2), R14
-
-bvrow:
-	CMPQ R10, $4
-	JLT  bvdone
-	MOVQ DI, R11
-	LEAQ (DI)(R8*1), R12
-	LEAQ (DI)(R8*2), R13
-	ADDQ DI, R14
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	XORQ AX, AX          // bf16 byte offset; the x offset is twice it
-
-bvloop:
-	CMPQ AX, R9
-	JGE  bvtail
-	VMOVUPS     (SI)(AX*2), Z8
-`)
-	rows := []string{"R11", "R12", "R13", "R14"}
-	for r, w := range rows {
-		widen16(wBF16, fmt.Sprintf("(%s)(AX*1)", w), 9+r)
-	}
-	for r := range rows {
-		P("\tVFMADD231PS Z%d, Z8, Z%d", 9+r, r)
-	}
-	T(`	ADDQ        $32, AX
-	JMP         bvloop
-
-bvtail:
-	KORTESTW K1, K1
-	JZ       bvreduce
-	VMOVUPS.Z   (SI)(AX*2), K1, Z8
-`)
-	for r, w := range rows {
-		P("\tVMOVDQU16.Z (%s)(AX*1), K1, Y9", w)
-		widen16(wBF16, "Y9", 9)
-		P("\tVFMADD231PS Z9, Z8, Z%d", r)
-	}
-	T(`
-bvreduce:
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
-	VMOVUPS X0, (DX)
-	ADDQ    $16, DX
-	LEAQ    (DI)(R8*4), DI
-	LEAQ    (R8)(R8*2), R14
-	SUBQ    $4, R10
-	JMP     bvrow
-
-bvdone:
-	VZEROUPPER
-	RET
-`)
 }
 
 func log2(n int) int {

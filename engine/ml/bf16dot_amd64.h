@@ -1,0 +1,31 @@
+// Hand-written (encoded with GNU as): the AVX512_BF16 instructions the
+// bf16 product kernels use, as BYTE sequences because Go's assembler
+// (go1.26) does not know VDPBF16PS or VCVTNEPS2BF16. Each macro is one
+// instruction on fixed registers, named after them.
+
+// VDPBF16PS Zw, Zx, Zacc: for each f32 lane j of Zacc,
+// acc = fma(x[2j+1], w[2j+1], acc) then acc = fma(x[2j], w[2j], acc),
+// DAZ/FTZ (see dotBF16Ref).
+#define DPBF_Z4_Z0_Z8  BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x52; BYTE $0xc4
+#define DPBF_Z5_Z0_Z9  BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x52; BYTE $0xcd
+#define DPBF_Z6_Z0_Z10  BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x52; BYTE $0xd6
+#define DPBF_Z7_Z0_Z11  BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x52; BYTE $0xdf
+#define DPBF_Z4_Z1_Z12  BYTE $0x62; BYTE $0x72; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xe4
+#define DPBF_Z5_Z1_Z13  BYTE $0x62; BYTE $0x72; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xed
+#define DPBF_Z6_Z1_Z14  BYTE $0x62; BYTE $0x72; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xf6
+#define DPBF_Z7_Z1_Z15  BYTE $0x62; BYTE $0x72; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xff
+#define DPBF_Z4_Z2_Z16  BYTE $0x62; BYTE $0xe2; BYTE $0x6e; BYTE $0x48; BYTE $0x52; BYTE $0xc4
+#define DPBF_Z5_Z2_Z17  BYTE $0x62; BYTE $0xe2; BYTE $0x6e; BYTE $0x48; BYTE $0x52; BYTE $0xcd
+#define DPBF_Z6_Z2_Z18  BYTE $0x62; BYTE $0xe2; BYTE $0x6e; BYTE $0x48; BYTE $0x52; BYTE $0xd6
+#define DPBF_Z7_Z2_Z19  BYTE $0x62; BYTE $0xe2; BYTE $0x6e; BYTE $0x48; BYTE $0x52; BYTE $0xdf
+#define DPBF_Z4_Z3_Z20  BYTE $0x62; BYTE $0xe2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xe4
+#define DPBF_Z5_Z3_Z21  BYTE $0x62; BYTE $0xe2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xed
+#define DPBF_Z6_Z3_Z22  BYTE $0x62; BYTE $0xe2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xf6
+#define DPBF_Z7_Z3_Z23  BYTE $0x62; BYTE $0xe2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xff
+#define DPBF_Z4_Z8_Z0  BYTE $0x62; BYTE $0xf2; BYTE $0x3e; BYTE $0x48; BYTE $0x52; BYTE $0xc4
+#define DPBF_Z5_Z9_Z0  BYTE $0x62; BYTE $0xf2; BYTE $0x36; BYTE $0x48; BYTE $0x52; BYTE $0xc5
+#define DPBF_Z6_Z10_Z0  BYTE $0x62; BYTE $0xf2; BYTE $0x2e; BYTE $0x48; BYTE $0x52; BYTE $0xc6
+#define DPBF_Z7_Z11_Z0  BYTE $0x62; BYTE $0xf2; BYTE $0x26; BYTE $0x48; BYTE $0x52; BYTE $0xc7
+
+// VCVTNEPS2BF16 Z0, Y1: 16 f32 to bf16, round to nearest even, DAZ, NaN quiet.
+#define CVTBF_Z0_Y1  BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc8
