@@ -70,7 +70,6 @@ type scheduler struct {
 	batch  model.Batch
 	inStep map[*seq]int // seq -> tokens this step
 	order  []*seq
-	cost   specCost // the prices of draft-model speculation (speccost.go)
 
 	stalled int // consecutive steps without progress while work is pending
 	// starved is set when a running sequence could not grow for lack of
@@ -989,10 +988,6 @@ func (sc *scheduler) forward() {
 	}
 	now := time.Now()
 	e.met.step(now.Sub(start))
-	if s := members[0]; err == nil && len(members) == 1 && s.spec != nil && s.spec.cfg.Type == SpecDraft &&
-		s.state == StateDecoding && sc.inStep[s] == 1+len(s.draft) {
-		sc.cost.step(len(s.draft), now.Sub(start))
-	}
 	if err != nil {
 		// A failed step may have written part of any member's slots; the
 		// tables did not advance, but fail them all rather than guess. The

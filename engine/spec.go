@@ -153,7 +153,6 @@ type specSeq struct {
 	skip    int // steps left without drafting
 	backoff int // the next skip after a rejected one-token draft
 	buf     []int
-	accept  specAcceptance // SpecDraft alone: the draft length from prices (speccost.go)
 
 	// SpecDraft (specdraft.go): the sequence's draft KV in the draft
 	// model's pool (nil when there is none now) and its share of the
@@ -183,7 +182,6 @@ func newSpecSeq(cfg *Speculative) *specSeq {
 // verified updates the draft length after a draft of drafted tokens of
 // which accepted were.
 func (sp *specSeq) verified(drafted, accepted int) {
-	sp.accept.add(drafted, accepted)
 	switch {
 	case accepted == drafted:
 		sp.n = min(sp.cfg.DraftMax, 2*max(sp.n, drafted))
@@ -259,26 +257,9 @@ func (sc *scheduler) addDrafts(budget int) int {
 		}
 		// The last draft token's successor is the last token s may
 		// generate: drafts past MaxTokens (and so MaxContext) are useless.
-		kmax := min(sp.cfg.DraftMax, budget-used, s.maxTokens-s.generated-1)
-		k := min(sp.n, kmax)
+		k := min(sp.n, budget-used, s.maxTokens-s.generated-1)
 		if k <= 0 {
 			continue
-		}
-		if sp.cfg.Type == SpecDraft && len(sc.order) == 1 {
-			// Decoding alone: the length from prices (speccost.go),
-			// after one plain step to price it.
-			if sc.cost.plain.n == 0 {
-				continue
-			}
-			if c, gains := sc.cost.choose(sp.accept.rate(), k, kmax); gains {
-				k = c
-			} else {
-				// A probe of the proposed length (priced again: one
-				// slow sample must not stop drafting for good), then
-				// a longer wait.
-				sp.skip = sp.backoff
-				sp.backoff = min(2*sp.backoff, maxSpecSkip)
-			}
 		}
 		if sp.cfg.Type == SpecDraft {
 			// Proposed below, for every such sequence at once.
@@ -290,19 +271,10 @@ func (sc *scheduler) addDrafts(budget int) int {
 		used += sc.takeDraft(s, ngramDraft(s.tokens, sp.cfg.NgramMin, sp.cfg.NgramMax, k))
 	}
 	if len(jobs) > 0 {
-		// The price of a drafted token is taken from rounds of one
-		// sequence that catch up on no more context than a draft's worth
-		// (a round after a skip also pays for the tokens skipped).
-		j0 := jobs[0]
-		price := len(jobs) == 1 && len(sc.order) == 1 && j0.s.spec.dt != nil &&
-			len(j0.s.tokens)-j0.s.spec.dt.Written() <= j0.s.spec.cfg.DraftMax+1
 		start := time.Now()
 		sc.draftRound(jobs)
 		d := time.Since(start)
 		sc.e.met.update(func(m *metrics) { m.spec.DraftTime += d })
-		if price && len(j0.out) > 0 {
-			sc.cost.draft[len(j0.out)].add(d)
-		}
 		for _, j := range jobs {
 			used += sc.takeDraft(j.s, j.out) - j.k
 		}
