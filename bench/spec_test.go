@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,7 +181,16 @@ func BenchmarkSpecDraftModelGGUF(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("KVWARDEN_SPEC_GEN")); err == nil && n > 0 {
 		gen = n
 	}
-	for _, k := range []int{4} {
+	ks := []int{4}
+	if v := os.Getenv("KVWARDEN_SPEC_DRAFTMAX"); v != "" {
+		ks = ks[:0]
+		for _, f := range strings.Split(v, ",") {
+			k, err := strconv.Atoi(f)
+			require.NoError(b, err, "KVWARDEN_SPEC_DRAFTMAX")
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
 		b.Run(fmt.Sprintf("draft=%d", k), func(b *testing.B) {
 			mk := func(sp engine.Speculative) *engine.Engine {
 				e, err := engine.New(engine.Config{ModelPath: target, KVMemory: 256 << 20, MaxContext: 512, MaxSeqs: 2, DisablePrefixCache: true, Speculative: sp})
@@ -193,6 +203,7 @@ func BenchmarkSpecDraftModelGGUF(b *testing.B) {
 			req := engine.Request{Tokens: benchPrompt(5, 64, off.ModelConfig().Vocab), MaxTokens: gen, Sampling: sample.Greedy(), Tenant: "bench"}
 			var offT, onT time.Duration
 			var offN, onN int
+			distinct := map[int]bool{}
 			before := on.Stats()
 			b.ResetTimer()
 			for range b.N {
@@ -201,6 +212,9 @@ func BenchmarkSpecDraftModelGGUF(b *testing.B) {
 				r1, err := on.Generate(context.Background(), req)
 				require.NoError(b, err)
 				require.Equal(b, r0.Tokens, r1.Tokens, "speculation changed the output")
+				for _, t := range r0.Tokens {
+					distinct[t] = true
+				}
 				offT, offN = offT+r0.Timings.Decode, offN+r0.Timings.DecodeTokens
 				onT, onN = onT+r1.Timings.Decode, onN+r1.Timings.DecodeTokens
 			}
@@ -211,8 +225,13 @@ func BenchmarkSpecDraftModelGGUF(b *testing.B) {
 			b.ReportMetric(onRate, "on_tok/s")
 			b.ReportMetric(onRate/offRate, "ratio")
 			b.ReportMetric(offT.Seconds()*1000/float64(offN), "plain_ms/tok")
+			// A random-weight model may fall into a loop of a few tokens,
+			// which any draft predicts: the distinct tokens generated say
+			// whether the output is one.
+			b.ReportMetric(float64(len(distinct)), "distinct_tokens")
 			if steps := after.Spec.Steps - before.Spec.Steps; steps > 0 {
 				b.ReportMetric(float64(after.Spec.Accepted-before.Spec.Accepted)/float64(steps), "accepted/draftstep")
+				b.ReportMetric(float64(after.Spec.Accepted-before.Spec.Accepted)/float64(after.Spec.Drafted-before.Spec.Drafted), "acceptance")
 				b.ReportMetric(float64((after.Spec.DraftTime-before.Spec.DraftTime).Microseconds())/1000/float64(steps), "draft_ms/draftstep")
 			}
 		})
