@@ -56,6 +56,88 @@
 	VPSLLD      $16, wr, wr  \
 	VFMADD231PS Z3, Z2, acc  \
 	VFMADD231PS wr, xr, acc
+// The arguments of bf16DotRows and bf16DotRowsEmu: x in SI, w in DI, ws in
+// R8, whole-chunk bytes in R9, whole four-chunk bytes in R10, the tail mask
+// in K1, dst in DX, nw in R11, the prefetch distance in R12.
+#define BF16ROWSARGS \
+	MOVQ x+0(FP), SI \
+	MOVQ w+8(FP), DI \
+	MOVQ ws+16(FP), R8 \
+	MOVQ k+24(FP), CX \
+	MOVQ CX, R9 \
+	SHRQ $5, R9 \
+	SHLQ $6, R9 \
+	MOVQ R9, R10 \
+	ANDQ $-256, R10 \
+	BF16TAILMASK \
+	MOVQ dst+32(FP), DX \
+	MOVQ nw+40(FP), R11 \
+	MOVQ ·f16PfBytes(SB), R12
+
+// The arguments of bf16Dot4x4 and bf16Dot4x4Emu: the four activation rows
+// in SI, BX, R12, R13, w in DI, ws in R8, dst in DX, ds in bytes in CX, nw
+// in R11.
+#define BF16X4ARGS \
+	MOVQ x+0(FP), SI \
+	MOVQ xs+8(FP), AX \
+	LEAQ (SI)(AX*1), BX \
+	LEAQ (SI)(AX*2), R12 \
+	LEAQ (BX)(AX*2), R13 \
+	MOVQ w+16(FP), DI \
+	MOVQ ws+24(FP), R8 \
+	MOVQ dst+40(FP), DX \
+	MOVQ ds+48(FP), CX \
+	SHLQ $2, CX \
+	MOVQ nw+56(FP), R11
+
+// A group of four weight rows starts: rows 1-3 in R14, R15, R10, the 16
+// accumulators Z8-Z23 cleared, the offset AX at 0.
+#define BF16X4START \
+	LEAQ (DI)(R8*1), R14 \
+	LEAQ (DI)(R8*2), R15 \
+	LEAQ (R14)(R8*2), R10 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z16, Z16, Z16 \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
+	VPXORD Z23, Z23, Z23 \
+	XORQ AX, AX
+
+// The 16 outputs of a group reduced (REDUCE1's order) and stored as four
+// rows of four, dst and w advanced to the next group.
+#define BF16X4STORE \
+	VMOVAPS Z16, Z0 \
+	VMOVAPS Z17, Z1 \
+	VMOVAPS Z18, Z2 \
+	VMOVAPS Z19, Z3 \
+	VMOVAPS Z20, Z4 \
+	VMOVAPS Z21, Z5 \
+	VMOVAPS Z22, Z6 \
+	VMOVAPS Z23, Z7 \
+	REDUCE4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, X10, X11) \
+	VMOVUPS X8, (DX) \
+	REDUCE4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, X14, X15) \
+	VMOVUPS X12, (DX)(CX*1) \
+	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3) \
+	VMOVUPS X0, (DX)(CX*2) \
+	LEAQ (DX)(CX*2), R10 \
+	REDUCE4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, X6, X7) \
+	VMOVUPS X4, (R10)(CX*1) \
+	ADDQ $16, DX \
+	LEAQ (DI)(R8*4), DI \
+	SUBQ $4, R11
+
 // func bf16DotRows(x *byte, w *byte, ws int, k int, dst *float32, nw int)
 // One weight row at a time, in address order (one stream, as gemvF16x1),
 // one 16-lane chain per row over the 32-value chunks, the tail masked.
@@ -63,19 +145,7 @@
 // and a prefetch past the end does not fault).
 TEXT ·bf16DotRows(SB), NOSPLIT, $8-48
 	MXCSR_DAZFTZ
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ws+16(FP), R8
-	MOVQ k+24(FP), CX
-	MOVQ CX, R9
-	SHRQ $5, R9
-	SHLQ $6, R9          // R9 = bytes in whole 32-value chunks
-	MOVQ R9, R10
-	ANDQ $-256, R10      // R10 = bytes in whole groups of four chunks
-	BF16TAILMASK
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R11
-	MOVQ ·f16PfBytes(SB), R12
+	BF16ROWSARGS
 bf16DotRowsrow:
 	TESTQ R11, R11
 	JZ    bf16DotRowsdone
@@ -140,19 +210,7 @@ bf16DotRowsdone:
 // and a prefetch past the end does not fault).
 TEXT ·bf16DotRowsEmu(SB), NOSPLIT, $8-48
 	MXCSR_DAZFTZ
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ ws+16(FP), R8
-	MOVQ k+24(FP), CX
-	MOVQ CX, R9
-	SHRQ $5, R9
-	SHLQ $6, R9          // R9 = bytes in whole 32-value chunks
-	MOVQ R9, R10
-	ANDQ $-256, R10      // R10 = bytes in whole groups of four chunks
-	BF16TAILMASK
-	MOVQ dst+32(FP), DX
-	MOVQ nw+40(FP), R11
-	MOVQ ·f16PfBytes(SB), R12
+	BF16ROWSARGS
 	MOVL         $0xffff0000, AX
 	VPBROADCASTD AX, Z7
 bf16DotRowsEmurow:
@@ -160,7 +218,6 @@ bf16DotRowsEmurow:
 	JZ    bf16DotRowsEmudone
 	LEAQ  (DI)(R12*1), R13
 	VPXORD Z0, Z0, Z0
-	XORQ   AX, AX
 	XORQ   AX, AX
 bf16DotRowsEmuloop4:
 	CMPQ AX, R10
@@ -223,40 +280,11 @@ TEXT ·bf16Dot4x4(SB), NOSPLIT, $8-64
 	SHRQ $5, R9
 	SHLQ $6, R9          // R9 = bytes in whole 32-value chunks
 	BF16TAILMASK
-	MOVQ x+0(FP), SI
-	MOVQ xs+8(FP), AX
-	LEAQ (SI)(AX*1), BX
-	LEAQ (SI)(AX*2), R12
-	LEAQ (BX)(AX*2), R13
-	MOVQ w+16(FP), DI
-	MOVQ ws+24(FP), R8
-	MOVQ dst+40(FP), DX
-	MOVQ ds+48(FP), CX
-	SHLQ $2, CX          // CX = ds in bytes
-	MOVQ nw+56(FP), R11
+	BF16X4ARGS
 bf16Dot4x4group:
 	CMPQ R11, $4
 	JLT  bf16Dot4x4done
-	LEAQ (DI)(R8*1), R14
-	LEAQ (DI)(R8*2), R15
-	LEAQ (R14)(R8*2), R10
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-	XORQ AX, AX
+	BF16X4START
 
 bf16Dot4x4loop:
 	CMPQ AX, R9
@@ -317,26 +345,7 @@ bf16Dot4x4tail:
 	DPBF_Z7_Z3_Z23
 
 bf16Dot4x4reduce:
-	VMOVAPS Z16, Z0
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z2
-	VMOVAPS Z19, Z3
-	VMOVAPS Z20, Z4
-	VMOVAPS Z21, Z5
-	VMOVAPS Z22, Z6
-	VMOVAPS Z23, Z7
-	REDUCE4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, X10, X11)
-	VMOVUPS X8, (DX)
-	REDUCE4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, X14, X15)
-	VMOVUPS X12, (DX)(CX*1)
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
-	VMOVUPS X0, (DX)(CX*2)
-	LEAQ (DX)(CX*2), R10
-	REDUCE4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, X6, X7)
-	VMOVUPS X4, (R10)(CX*1)
-	ADDQ $16, DX
-	LEAQ (DI)(R8*4), DI
-	SUBQ $4, R11
+	BF16X4STORE
 	JMP  bf16Dot4x4group
 
 bf16Dot4x4done:
@@ -361,41 +370,12 @@ TEXT ·bf16Dot4x4Emu(SB), NOSPLIT, $8-64
 	MOVL  $0xaaaaaaaa, AX
 	KMOVD AX, K2         // the odd 16-bit words
 	KANDD K1, K2, K3     // the odd words of the tail
-	MOVQ x+0(FP), SI
-	MOVQ xs+8(FP), AX
-	LEAQ (SI)(AX*1), BX
-	LEAQ (SI)(AX*2), R12
-	LEAQ (BX)(AX*2), R13
-	MOVQ w+16(FP), DI
-	MOVQ ws+24(FP), R8
-	MOVQ dst+40(FP), DX
-	MOVQ ds+48(FP), CX
-	SHLQ $2, CX          // CX = ds in bytes
-	MOVQ nw+56(FP), R11
+	BF16X4ARGS
 
 bf16Dot4x4Emugroup:
 	CMPQ R11, $4
 	JLT  bf16Dot4x4Emudone
-	LEAQ (DI)(R8*1), R14
-	LEAQ (DI)(R8*2), R15
-	LEAQ (R14)(R8*2), R10
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-	XORQ AX, AX
+	BF16X4START
 
 bf16Dot4x4Emuloop:
 	CMPQ AX, R9
@@ -512,26 +492,7 @@ bf16Dot4x4Emutail:
 	VFMADD231PS Z5, Z30, Z23
 
 bf16Dot4x4Emureduce:
-	VMOVAPS Z16, Z0
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z2
-	VMOVAPS Z19, Z3
-	VMOVAPS Z20, Z4
-	VMOVAPS Z21, Z5
-	VMOVAPS Z22, Z6
-	VMOVAPS Z23, Z7
-	REDUCE4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, X10, X11)
-	VMOVUPS X8, (DX)
-	REDUCE4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, X14, X15)
-	VMOVUPS X12, (DX)(CX*1)
-	REDUCE4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
-	VMOVUPS X0, (DX)(CX*2)
-	LEAQ (DX)(CX*2), R10
-	REDUCE4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, X6, X7)
-	VMOVUPS X4, (R10)(CX*1)
-	ADDQ $16, DX
-	LEAQ (DI)(R8*4), DI
-	SUBQ $4, R11
+	BF16X4STORE
 	JMP  bf16Dot4x4Emugroup
 
 bf16Dot4x4Emudone:
