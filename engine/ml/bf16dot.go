@@ -160,3 +160,33 @@ func bf16ChunksGo(x, w []float64) [16]float32 {
 	}
 	return acc
 }
+
+// bf16TileBytes bounds the weight rows a BF16 GEMM sweeps all activation
+// rows across (the AVX-512 kernels use a multiple of four rows).
+const bf16TileBytes = 16 << 10
+
+// matmulBF16Lanes computes output columns [lo,hi) of a BF16 product with a
+// lanes kernel (bf16LanesAVX2, bf16LanesNEON) for the whole 32-value
+// chunks of each row, Go for the tail chunk and the reduction
+// (bf16FinishLanes), a tile of weight rows at a time against every
+// activation row.
+func matmulBF16Lanes(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int,
+	kernel func(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)) {
+	R, K := w.Rows, w.Cols
+	as, nc := 2*K, K/32
+	tr := max(1, bf16TileBytes/rb)
+	lp := getScratch(16 * tr)
+	defer scratch.Put(lp)
+	lanes := *lp
+	for t0 := lo; t0 < hi; t0 += tr {
+		m := min(tr, hi-t0)
+		for i := 0; i < n; i++ {
+			x := act[i*as : (i+1)*as]
+			kernel(&x[0], &w.Data[t0*rb], rb, nc, &lanes[0], m)
+			for r := 0; r < m; r++ {
+				acc := (*[16]float32)(lanes[16*r:])
+				dst[i*R+t0+r] = bf16FinishLanes(acc, x, w.Data[(t0+r)*rb:(t0+r+1)*rb], 32*nc, K)
+			}
+		}
+	}
+}

@@ -119,10 +119,6 @@ func quantizeActBF16(dst []byte, x []float32) {
 	}
 }
 
-// bf16TileBytes bounds the weight rows a BF16 GEMM sweeps all activation
-// rows across (a multiple of four rows is used).
-const bf16TileBytes = 16 << 10
-
 // matmulBF16SIMD computes output columns [lo,hi) of a BF16 product from
 // the bf16 activations act with AVX-512: one activation row takes the
 // weight rows one at a time (bf16DotRows), more take 4x4 blocks over a tile
@@ -134,7 +130,7 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 		return false
 	}
 	if !useAVX512 {
-		matmulBF16AVX2(dst, act, n, w, rb, lo, hi)
+		matmulBF16Lanes(dst, act, n, w, rb, lo, hi, bf16LanesAVX2)
 		return true
 	}
 	rows, blk := bf16DotRowsEmu, bf16Dot4x4Emu
@@ -169,30 +165,6 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 		}
 	}
 	return true
-}
-
-// matmulBF16AVX2 is matmulBF16SIMD with AVX2: bf16LanesAVX2 runs the
-// whole 32-value chunks of a row (the FMA emulation of VDPBF16PS), Go the
-// tail chunk and the reduction (bf16FinishLanes), a tile of weight rows at
-// a time against every activation row.
-func matmulBF16AVX2(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
-	R, K := w.Rows, w.Cols
-	as, nc := 2*K, K/32
-	tr := max(1, bf16TileBytes/rb)
-	lp := getScratch(16 * tr)
-	defer scratch.Put(lp)
-	lanes := *lp
-	for t0 := lo; t0 < hi; t0 += tr {
-		m := min(tr, hi-t0)
-		for i := 0; i < n; i++ {
-			x := act[i*as : (i+1)*as]
-			bf16LanesAVX2(&x[0], &w.Data[t0*rb], rb, nc, &lanes[0], m)
-			for r := 0; r < m; r++ {
-				acc := (*[16]float32)(lanes[16*r:])
-				dst[i*R+t0+r] = bf16FinishLanes(acc, x, w.Data[(t0+r)*rb:(t0+r+1)*rb], 32*nc, K)
-			}
-		}
-	}
 }
 
 // bf16SelfCheck runs the AVX512_BF16 kernels (native) or the emulation on

@@ -112,6 +112,57 @@ func TestBF16Subnormals(t *testing.T) {
 	}
 }
 
+// TestBF16SubnormalsFinite is TestBF16Subnormals without infinities and
+// NaNs, which would hide most outputs, in two mixes: subnormal weights
+// against large activations among products near 1 (the weights' flush
+// shows in the sum), and activations near the smallest normal against
+// weights near 1, whose partial sums go subnormal (each FMA's flush) and
+// cancel between lanes (the reduction's flush).
+func TestBF16SubnormalsFinite(t *testing.T) {
+	defer SetThreads(0)
+	saved := simdLevel()
+	defer setSIMDLevel(saved)
+	SetThreads(1)
+	const rows, cols, n = 24, 200, 5
+	// Exponent choices of a column's weights and activations.
+	type mix struct{ we, xe []uint32 }
+	for mi, m := range [][]mix{
+		{{[]uint32{0}, []uint32{250, 251}}, {[]uint32{126, 127, 128}, []uint32{126, 127}}},
+		{{[]uint32{0, 1, 126, 127, 128}, []uint32{0, 1, 2, 3}}},
+	} {
+		r := rand.New(rand.NewPCG(5, uint64(mi)))
+		kind := make([]mix, cols)
+		for k := range kind {
+			kind[k] = m[r.IntN(len(m))]
+		}
+		data := make([]byte, 2*rows*cols)
+		for i := 0; i < rows*cols; i++ {
+			we := kind[i%cols].we
+			e := uint16(we[r.IntN(len(we))])
+			binary.LittleEndian.PutUint16(data[2*i:], uint16(r.IntN(2))<<15|e<<7|uint16(r.IntN(128)))
+		}
+		w, err := NewMatrix(BF16, rows, cols, data)
+		require.NoError(t, err)
+		x := make([]float32, n*cols)
+		for i := range x {
+			xe := kind[i%cols].xe
+			e := xe[r.IntN(len(xe))]
+			x[i] = math.Float32frombits(uint32(r.IntN(2))<<31 | e<<23 | r.Uint32()&0x7fffff)
+		}
+		want := bf16RefProduct(x, n, w)
+		for _, v := range bf16Variants() {
+			for _, lvl := range supportedLevels() {
+				setSIMDLevel(lvl)
+				v.set()
+				got := make([]float32, n*rows)
+				MatMul(got, x, n, w)
+				requireBits(t, want, got, rows, fmt.Sprintf("mix %d %s level=%d", mi, v.name, lvl))
+				v.restore()
+			}
+		}
+	}
+}
+
 // TestRoundBF16 pins roundBF16 on values whose rounding VCVTNEPS2BF16
 // defines: ties to even, subnormals to signed zero, NaN kept quiet,
 // overflow to infinity.
