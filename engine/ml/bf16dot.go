@@ -49,12 +49,26 @@ func bf16DAZ(h uint16) float64 {
 }
 
 // fmaFTZ is fma(x, w, acc) for bf16 x and w, correctly rounded to f32 with
-// a subnormal result flushed to a zero of its sign (FTZ). The product of
-// two bf16 values is exact in float64, and the float64 sum of it and an f32
-// rounds to the f32 nearest the exact sum (both have at most 24 significant
-// bits, so the double rounding is innocuous).
+// a tiny result flushed to a zero of its sign (FTZ) as x86 does: tininess
+// is detected after rounding, that is a result is flushed when its
+// rounding to 24 bits with an unbounded exponent is below 2^-126. That
+// differs from rounding to f32 (gradual underflow) and flushing a
+// subnormal result: an exact sum just below 2^-126 (within 2^-150 and
+// 2^-151 of it, which needs product bits below 2^-149) rounds to 2^-126
+// in f32 but is flushed by VDPBF16PS and by an FMA under MXCSR FTZ. The
+// product of two bf16 values is exact in float64, and the float64 sum of
+// it and an f32 rounds to the f32 nearest the exact sum (both have at most
+// 24 significant bits, so the double rounding is innocuous); scaled by
+// 2^64 (exact) a tiny sum rounds in the normal range.
 func fmaFTZ(x, w float64, acc float32) float32 {
-	return ftz(float32(float64(acc) + x*w))
+	v := float64(acc) + x*w
+	if math.Abs(v) < 0x1p-126 {
+		if math.Abs(float64(float32(v*0x1p64))) < 0x1p-62 {
+			return float32(math.Copysign(0, v))
+		}
+		return float32(math.Copysign(0x1p-126, v))
+	}
+	return float32(v)
 }
 
 // dotBF16Ref is the reference arithmetic of every BF16 weight product: the
@@ -65,9 +79,10 @@ func fmaFTZ(x, w float64, acc float32) float32 {
 //	acc[j] = fma(x[32c+2j+1], w[32c+2j+1], acc[j])
 //	acc[j] = fma(x[32c+2j], w[32c+2j], acc[j])
 //
-// (the odd element first) with subnormal operands read as zero and
-// subnormal results flushed to zero: VDPBF16PS, lane for lane (verified
-// against the instruction on a Sapphire Rapids). The lanes are then summed
+// (the odd element first) with subnormal operands read as zero and tiny
+// results flushed to zero as x86 does (after rounding, fmaFTZ):
+// VDPBF16PS, lane for lane (verified against the instruction on a
+// Sapphire Rapids, TestBF16TininessAfterRounding among others). The lanes are then summed
 // as the AVX-512 kernels' REDUCE1 does, subnormal sums flushed too
 // (reduceLanes).
 func dotBF16Ref(x, w []byte, k int) float32 {

@@ -230,13 +230,17 @@ func generate() {
 // lanes+64*row (bf16FinishLanes finishes them). Lane j of chunk c is the
 // 32-bit word 16c+j of each row: its high half (the odd element) is the
 // word with the low half cleared, its low half (the even one) the word
-// shifted left 16, so the lanes need no shuffle. FPCR.FZ is left off: it
-// detects tininess before rounding, x86's FTZ after, so each FMLA rounds
-// with gradual underflow and a subnormal result is then flushed to a zero
-// of its sign (FACGT against the smallest normal, the mask shifted right
-// one to spare the sign, BIC), which is dotBF16Ref's fmaFTZ. Subnormal
-// weights are flushed on loading (bf16 lanes with a zero exponent lose all
-// but their sign); activations never are subnormal (roundBF16).
+// shifted left 16, so the lanes need no shuffle. The FMAs flush as x86's
+// FTZ does (see fmaFTZ), which detects tininess after rounding: FPCR.FZ
+// detects it before, and an FMLA with gradual underflow followed by a
+// flush of subnormal results keeps 2^-126 for sums a little below it.
+// So each FMLA is done twice, as is and scaled by 2^32 (the activation
+// and the accumulator, each exactly unless it overflows, which a tiny sum
+// cannot need), and the result is flushed to a zero of its sign where the
+// scaled one is below 2^-94 (FACGT; the mask shifted right one to spare
+// the sign; BIC). Subnormal weights are flushed on loading (bf16 lanes
+// with a zero exponent lose all but their sign); activations never are
+// subnormal (roundBF16).
 func bf16Lanes() {
 	P("")
 	P("// func bf16LanesNEON(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)")
@@ -249,8 +253,10 @@ func bf16Lanes() {
 	P("\tMOVD nw+40(FP), R5")
 	P("\tMOVW $0xFFFF0000, R6")
 	P("\tVDUP R6, V30.S4") // the odd elements' mask
-	P("\tMOVW $0x00800000, R6")
-	P("\tVDUP R6, V29.S4") // the smallest normal f32
+	P("\tMOVW $0x10800000, R6")
+	P("\tVDUP R6, V29.S4") // 2^-94, the smallest normal f32 times 2^32
+	P("\tMOVW $0x4F800000, R6")
+	P("\tVDUP R6, V31.S4") // 2^32
 	P("\tMOVW $0x7F80, R6")
 	P("\tVDUP R6, V28.H8") // a bf16's exponent
 	P("\tCBZ R5, done")
@@ -280,11 +286,18 @@ func bf16Lanes() {
 		P("\tVSHL $16, V%d.S4, V%d.S4", 4+q, 4+q)
 	}
 	for _, x := range []int{8, 0} { // odd, then even
+		// The scaled sum r' = fma(x*2^32, w, acc*2^32): its rounding is
+		// the unbounded-exponent one wherever acc + x*w is tiny.
 		for q := 0; q < 4; q++ {
+			W(fmul4s(20+q, 16+q, 31), "FMUL V%d.4S, V%d.4S, V31.4S", 20+q, 16+q)
+			W(fmul4s(24+q, x+q, 31), "FMUL V%d.4S, V%d.4S, V31.4S", 24+q, x+q)
+		}
+		for q := 0; q < 4; q++ {
+			P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", x+4+q, 24+q, 20+q)
 			P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", x+4+q, x+q, 16+q)
 		}
 		for q := 0; q < 4; q++ {
-			W(facgt4s(20+q, 29, 16+q), "FACGT V%d.4S, V29.4S, V%d.4S", 20+q, 16+q)
+			W(facgt4s(20+q, 29, 20+q), "FACGT V%d.4S, V29.4S, V%d.4S", 20+q, 20+q)
 		}
 		for q := 0; q < 4; q++ {
 			P("\tVUSHR $1, V%d.S4, V%d.S4", 20+q, 20+q)
