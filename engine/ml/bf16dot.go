@@ -61,14 +61,22 @@ func bf16DAZ(h uint16) float64 {
 // 24 significant bits, so the double rounding is innocuous); scaled by
 // 2^64 (exact) a tiny sum rounds in the normal range.
 func fmaFTZ(x, w float64, acc float32) float32 {
-	v := float64(acc) + x*w
-	if math.Abs(v) < 0x1p-126 {
-		if math.Abs(float64(float32(v*0x1p64))) < 0x1p-62 {
-			return float32(math.Copysign(0, v))
-		}
-		return float32(math.Copysign(0x1p-126, v))
+	return roundFTZ(float64(acc) + x*w)
+}
+
+// roundFTZ rounds v to f32 with fmaFTZ's flush.
+func roundFTZ(v float64) float32 {
+	f := float32(v)
+	if math.Float32bits(f)&0x7fffffff > 0x00800000 {
+		return f // above 2^-126 (or Inf, NaN)
 	}
-	return float32(v)
+	// 2^-126 or a zero of v's sign, by v rounded to 24 bits in the normal
+	// range (times 2^64) against 2^-62.
+	b := math.Float32bits(float32(v * 0x1p64))
+	if b&0x7fffffff >= 0x20800000 {
+		return math.Float32frombits(b&0x80000000 | 0x00800000)
+	}
+	return math.Float32frombits(b & 0x80000000)
 }
 
 // dotBF16Ref is the reference arithmetic of every BF16 weight product: the
