@@ -94,6 +94,13 @@ func bf16Dot4x4(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, n
 //go:noescape
 func bf16LanesAVX2(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)
 
+// bf16Lanes2x4AVX2 is bf16LanesAVX2 for two activation rows (xs bytes
+// apart) and nw weight rows, a multiple of 4: the lanes of activation row
+// i and weight row r at lanes[16*(i*nw+r):].
+//
+//go:noescape
+func bf16Lanes2x4AVX2(x *byte, xs int, w *byte, ws int, nc int, lanes *float32, nw int)
+
 //go:noescape
 func bf16Dot4x4Emu(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int)
 
@@ -130,7 +137,7 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 		return false
 	}
 	if !useAVX512 {
-		matmulBF16Lanes(dst, act, n, w, rb, lo, hi, bf16LanesAVX2)
+		matmulBF16AVX2(dst, act, n, w, rb, lo, hi)
 		return true
 	}
 	rows, blk := bf16DotRowsEmu, bf16Dot4x4Emu
@@ -165,6 +172,49 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 		}
 	}
 	return true
+}
+
+// matmulBF16AVX2 is matmulBF16Lanes with bf16Lanes2x4AVX2 for pairs of
+// activation rows against the tile's weight rows in fours, bf16LanesAVX2
+// for the rows left over; Go finishes every output (bf16FinishLanes).
+func matmulBF16AVX2(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
+	R, K := w.Rows, w.Cols
+	as, nc := 2*K, K/32
+	tr := max(4, bf16TileBytes/rb&^3)
+	lp := getScratch(2 * 16 * tr)
+	defer scratch.Put(lp)
+	lanes := *lp
+	// finish writes the outputs of activation row i and weight rows
+	// [r0, r0+m) from their lanes.
+	finish := func(i, r0, m int, lanes []float32) {
+		x := act[i*as : (i+1)*as]
+		for r := 0; r < m; r++ {
+			acc := (*[16]float32)(lanes[16*r:])
+			dst[i*R+r0+r] = bf16FinishLanes(acc, x, w.Data[(r0+r)*rb:(r0+r+1)*rb], 32*nc, K)
+		}
+	}
+	for t0 := lo; t0 < hi; t0 += tr {
+		m := min(tr, hi-t0)
+		m4 := m &^ 3
+		i := 0
+		if m4 > 0 {
+			for ; i+2 <= n; i += 2 {
+				bf16Lanes2x4AVX2(&act[i*as], as, &w.Data[t0*rb], rb, nc, &lanes[0], m4)
+				finish(i, t0, m4, lanes)
+				finish(i+1, t0, m4, lanes[16*m4:])
+			}
+		}
+		for ; i < n; i++ {
+			bf16LanesAVX2(&act[i*as], &w.Data[t0*rb], rb, nc, &lanes[0], m4)
+			finish(i, t0, m4, lanes)
+		}
+		if m4 < m {
+			for i := 0; i < n; i++ {
+				bf16LanesAVX2(&act[i*as], &w.Data[(t0+m4)*rb], rb, nc, &lanes[0], m-m4)
+				finish(i, t0+m4, m-m4, lanes)
+			}
+		}
+	}
 }
 
 // bf16SelfCheck runs the AVX512_BF16 kernels (native) or the emulation on
