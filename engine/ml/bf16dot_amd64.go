@@ -296,5 +296,20 @@ func bf16SelfCheck(native bool) bool {
 			}
 		}
 	}
+	// Sums just below 2^-126, flushed or not by the rounding to 24 bits
+	// (fmaFTZ, TestBF16TininessAfterRounding): 2^-126 + 1.5*2^-75 * w0.
+	x := make([]byte, 64)
+	binary.LittleEndian.PutUint16(x[0:], 0x1a40)
+	binary.LittleEndian.PutUint16(x[2:], 0x3f80)
+	for _, w0 := range []uint16{0x9980, 0x9900, 0x99c0, 0x9920} {
+		w := make([]byte, 64)
+		binary.LittleEndian.PutUint16(w[0:], w0)
+		binary.LittleEndian.PutUint16(w[2:], 0x0080)
+		var d [1]float32
+		rows(&x[0], &w[0], 64, 32, &d[0], 1)
+		if !same(d[0], dotBF16Ref(x, w, 32)) {
+			return false
+		}
+	}
 	return true
 }
