@@ -129,7 +129,7 @@ done
 # the tiny oracle shapes too, whose GGUF bytes (SHA-256 in the oracle
 # data) must not depend on the architecture.
 arm64_golden='TestGoldenGGUF$|TestBF16MatchesLlamaCpp$|TestGoldenArchQuant$/^(Q8_0|Q4_K_M)$|TestForwardF16KV$|TestTinyOracle$|TestTinyBuildDeterministic$'
-arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestBF16MatMulMatchesRef|TestBF16Subnormals|TestRoundBF16|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV|TestNEONx4Rows|TestAddNEON'
+arm64_tests='TestARM64Features|TestNEONKernelsRun|TestNEONHalfRowsMatchF32|TestBF16MatMulMatchesRef|TestBF16Subnormals|TestBF16ReductionFlush|TestBF16TininessAfterRounding|TestRoundBF16|TestQuantizeActQ8|TestQ8Levels|TestKQuantKernelsMatchGeneric|TestMXFP4MatMulBits|TestF16MatMulMatchesF32|TestVectorKernels|TestSiLUMulLevels|TestAttnKernels|TestAttnF16|TestAttnQ8NEON|TestAttnQuantKV|TestNEONx4Rows|TestAddNEON'
 case "$qemu_arm64" in
   skip) ;;
   "")

@@ -49,12 +49,34 @@ func bf16DAZ(h uint16) float64 {
 }
 
 // fmaFTZ is fma(x, w, acc) for bf16 x and w, correctly rounded to f32 with
-// a subnormal result flushed to a zero of its sign (FTZ). The product of
-// two bf16 values is exact in float64, and the float64 sum of it and an f32
-// rounds to the f32 nearest the exact sum (both have at most 24 significant
-// bits, so the double rounding is innocuous).
+// a tiny result flushed to a zero of its sign (FTZ) as x86 does: tininess
+// is detected after rounding, that is a result is flushed when its
+// rounding to 24 bits with an unbounded exponent is below 2^-126. That
+// differs from rounding to f32 (gradual underflow) and flushing a
+// subnormal result: an exact sum just below 2^-126 (within 2^-150 and
+// 2^-151 of it, which needs product bits below 2^-149) rounds to 2^-126
+// in f32 but is flushed by VDPBF16PS and by an FMA under MXCSR FTZ. The
+// product of two bf16 values is exact in float64, and the float64 sum of
+// it and an f32 rounds to the f32 nearest the exact sum (both have at most
+// 24 significant bits, so the double rounding is innocuous); scaled by
+// 2^64 (exact) a tiny sum rounds in the normal range.
 func fmaFTZ(x, w float64, acc float32) float32 {
-	return ftz(float32(float64(acc) + x*w))
+	return roundFTZ(float64(acc) + x*w)
+}
+
+// roundFTZ rounds v to f32 with fmaFTZ's flush.
+func roundFTZ(v float64) float32 {
+	f := float32(v)
+	if math.Float32bits(f)&0x7fffffff > 0x00800000 {
+		return f // above 2^-126 (or Inf, NaN)
+	}
+	// 2^-126 or a zero of v's sign, by v rounded to 24 bits in the normal
+	// range (times 2^64) against 2^-62.
+	b := math.Float32bits(float32(v * 0x1p64))
+	if b&0x7fffffff >= 0x20800000 {
+		return math.Float32frombits(b&0x80000000 | 0x00800000)
+	}
+	return math.Float32frombits(b & 0x80000000)
 }
 
 // dotBF16Ref is the reference arithmetic of every BF16 weight product: the
@@ -65,9 +87,10 @@ func fmaFTZ(x, w float64, acc float32) float32 {
 //	acc[j] = fma(x[32c+2j+1], w[32c+2j+1], acc[j])
 //	acc[j] = fma(x[32c+2j], w[32c+2j], acc[j])
 //
-// (the odd element first) with subnormal operands read as zero and
-// subnormal results flushed to zero: VDPBF16PS, lane for lane (verified
-// against the instruction on a Sapphire Rapids). The lanes are then summed
+// (the odd element first) with subnormal operands read as zero and tiny
+// results flushed to zero as x86 does (after rounding, fmaFTZ):
+// VDPBF16PS, lane for lane (verified against the instruction on a
+// Sapphire Rapids, TestBF16TininessAfterRounding among others). The lanes are then summed
 // as the AVX-512 kernels' REDUCE1 does, subnormal sums flushed too
 // (reduceLanes).
 func dotBF16Ref(x, w []byte, k int) float32 {
@@ -159,4 +182,34 @@ func bf16ChunksGo(x, w []float64) [16]float32 {
 		}
 	}
 	return acc
+}
+
+// bf16TileBytes bounds the weight rows a BF16 GEMM sweeps all activation
+// rows across (the AVX-512 kernels use a multiple of four rows).
+const bf16TileBytes = 16 << 10
+
+// matmulBF16Lanes computes output columns [lo,hi) of a BF16 product with a
+// lanes kernel (bf16LanesAVX2, bf16LanesNEON) for the whole 32-value
+// chunks of each row, Go for the tail chunk and the reduction
+// (bf16FinishLanes), a tile of weight rows at a time against every
+// activation row.
+func matmulBF16Lanes(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int,
+	kernel func(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)) {
+	R, K := w.Rows, w.Cols
+	as, nc := 2*K, K/32
+	tr := max(1, bf16TileBytes/rb)
+	lp := getScratch(16 * tr)
+	defer scratch.Put(lp)
+	lanes := *lp
+	for t0 := lo; t0 < hi; t0 += tr {
+		m := min(tr, hi-t0)
+		for i := 0; i < n; i++ {
+			x := act[i*as : (i+1)*as]
+			kernel(&x[0], &w.Data[t0*rb], rb, nc, &lanes[0], m)
+			for r := 0; r < m; r++ {
+				acc := (*[16]float32)(lanes[16*r:])
+				dst[i*R+t0+r] = bf16FinishLanes(acc, x, w.Data[(t0+r)*rb:(t0+r+1)*rb], 32*nc, K)
+			}
+		}
+	}
 }

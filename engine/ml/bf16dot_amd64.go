@@ -94,6 +94,13 @@ func bf16Dot4x4(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, n
 //go:noescape
 func bf16LanesAVX2(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)
 
+// bf16Lanes2x4AVX2 is bf16LanesAVX2 for two activation rows (xs bytes
+// apart) and nw weight rows, a multiple of 4: the lanes of activation row
+// i and weight row r at lanes[16*(i*nw+r):].
+//
+//go:noescape
+func bf16Lanes2x4AVX2(x *byte, xs int, w *byte, ws int, nc int, lanes *float32, nw int)
+
 //go:noescape
 func bf16Dot4x4Emu(x *byte, xs int, w *byte, ws int, k int, dst *float32, ds int, nw int)
 
@@ -118,10 +125,6 @@ func quantizeActBF16(dst []byte, x []float32) {
 		quantizeActBF16Generic(dst, x)
 	}
 }
-
-// bf16TileBytes bounds the weight rows a BF16 GEMM sweeps all activation
-// rows across (a multiple of four rows is used).
-const bf16TileBytes = 16 << 10
 
 // matmulBF16SIMD computes output columns [lo,hi) of a BF16 product from
 // the bf16 activations act with AVX-512: one activation row takes the
@@ -171,25 +174,44 @@ func matmulBF16SIMD(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int)
 	return true
 }
 
-// matmulBF16AVX2 is matmulBF16SIMD with AVX2: bf16LanesAVX2 runs the
-// whole 32-value chunks of a row (the FMA emulation of VDPBF16PS), Go the
-// tail chunk and the reduction (bf16FinishLanes), a tile of weight rows at
-// a time against every activation row.
+// matmulBF16AVX2 is matmulBF16Lanes with bf16Lanes2x4AVX2 for pairs of
+// activation rows against the tile's weight rows in fours, bf16LanesAVX2
+// for the rows left over; Go finishes every output (bf16FinishLanes).
 func matmulBF16AVX2(dst []float32, act []byte, n int, w *Matrix, rb, lo, hi int) {
 	R, K := w.Rows, w.Cols
 	as, nc := 2*K, K/32
-	tr := max(1, bf16TileBytes/rb)
-	lp := getScratch(16 * tr)
+	tr := max(4, bf16TileBytes/rb&^3)
+	lp := getScratch(2 * 16 * tr)
 	defer scratch.Put(lp)
 	lanes := *lp
+	// finish writes the outputs of activation row i and weight rows
+	// [r0, r0+m) from their lanes.
+	finish := func(i, r0, m int, lanes []float32) {
+		x := act[i*as : (i+1)*as]
+		for r := 0; r < m; r++ {
+			acc := (*[16]float32)(lanes[16*r:])
+			dst[i*R+r0+r] = bf16FinishLanes(acc, x, w.Data[(r0+r)*rb:(r0+r+1)*rb], 32*nc, K)
+		}
+	}
 	for t0 := lo; t0 < hi; t0 += tr {
 		m := min(tr, hi-t0)
-		for i := 0; i < n; i++ {
-			x := act[i*as : (i+1)*as]
-			bf16LanesAVX2(&x[0], &w.Data[t0*rb], rb, nc, &lanes[0], m)
-			for r := 0; r < m; r++ {
-				acc := (*[16]float32)(lanes[16*r:])
-				dst[i*R+t0+r] = bf16FinishLanes(acc, x, w.Data[(t0+r)*rb:(t0+r+1)*rb], 32*nc, K)
+		m4 := m &^ 3
+		i := 0
+		if m4 > 0 {
+			for ; i+2 <= n; i += 2 {
+				bf16Lanes2x4AVX2(&act[i*as], as, &w.Data[t0*rb], rb, nc, &lanes[0], m4)
+				finish(i, t0, m4, lanes)
+				finish(i+1, t0, m4, lanes[16*m4:])
+			}
+		}
+		for ; i < n; i++ {
+			bf16LanesAVX2(&act[i*as], &w.Data[t0*rb], rb, nc, &lanes[0], m4)
+			finish(i, t0, m4, lanes)
+		}
+		if m4 < m {
+			for i := 0; i < n; i++ {
+				bf16LanesAVX2(&act[i*as], &w.Data[(t0+m4)*rb], rb, nc, &lanes[0], m-m4)
+				finish(i, t0+m4, m-m4, lanes)
 			}
 		}
 	}
@@ -272,6 +294,21 @@ func bf16SelfCheck(native bool) bool {
 					}
 				}
 			}
+		}
+	}
+	// Sums just below 2^-126, flushed or not by the rounding to 24 bits
+	// (fmaFTZ, TestBF16TininessAfterRounding): 2^-126 + 1.5*2^-75 * w0.
+	x := make([]byte, 64)
+	binary.LittleEndian.PutUint16(x[0:], 0x1a40)
+	binary.LittleEndian.PutUint16(x[2:], 0x3f80)
+	for _, w0 := range []uint16{0x9980, 0x9900, 0x99c0, 0x9920} {
+		w := make([]byte, 64)
+		binary.LittleEndian.PutUint16(w[0:], w0)
+		binary.LittleEndian.PutUint16(w[2:], 0x0080)
+		var d [1]float32
+		rows(&x[0], &w[0], 64, 32, &d[0], 1)
+		if !same(d[0], dotBF16Ref(x, w, 32)) {
+			return false
 		}
 	}
 	return true

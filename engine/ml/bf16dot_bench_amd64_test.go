@@ -44,3 +44,29 @@ func BenchmarkBF16Variants(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBF16AVX2Block times a prefill-shaped BF16 product on AVX2 with
+// the one-row kernel for every activation row ("rows") and with the 2x4
+// block kernel ("block"), one thread.
+func BenchmarkBF16AVX2Block(b *testing.B) {
+	const rows, cols, n = 512, 2048, 64
+	r := rand.New(rand.NewPCG(1, 2))
+	m, err := Quantize(BF16, rows, cols, randF32(r, rows*cols))
+	if err != nil {
+		b.Fatal(err)
+	}
+	act := make([]byte, n*2*cols)
+	quantizeActBF16Generic(act, randF32(r, n*cols))
+	dst := make([]float32, n*rows)
+	for _, c := range []struct {
+		name string
+		f    func()
+	}{
+		{"rows", func() { matmulBF16Lanes(dst, act, n, m, 2*cols, 0, rows, bf16LanesAVX2) }},
+		{"block", func() { matmulBF16AVX2(dst, act, n, m, 2*cols, 0, rows) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			kernelBench(b, 2*rows*cols*n/1e9, "GFLOP/s", c.f)
+		})
+	}
+}

@@ -112,6 +112,116 @@ func TestBF16Subnormals(t *testing.T) {
 	}
 }
 
+// TestBF16SubnormalsFinite is TestBF16Subnormals without infinities and
+// NaNs, which would hide most outputs, in two mixes: subnormal weights
+// against large activations among products near 1 (the weights' flush
+// shows in the sum), and activations near the smallest normal against
+// weights near 1, whose partial sums go subnormal (each FMA's flush) and
+// cancel between lanes (the reduction's flush).
+func TestBF16SubnormalsFinite(t *testing.T) {
+	defer SetThreads(0)
+	saved := simdLevel()
+	defer setSIMDLevel(saved)
+	SetThreads(1)
+	const rows, cols, n = 24, 200, 5
+	// Exponent choices of a column's weights and activations.
+	type mix struct{ we, xe []uint32 }
+	for mi, m := range [][]mix{
+		{{[]uint32{0}, []uint32{250, 251}}, {[]uint32{126, 127, 128}, []uint32{126, 127}}},
+		{{[]uint32{0, 1, 126, 127, 128}, []uint32{0, 1, 2, 3}}},
+	} {
+		r := rand.New(rand.NewPCG(5, uint64(mi)))
+		kind := make([]mix, cols)
+		for k := range kind {
+			kind[k] = m[r.IntN(len(m))]
+		}
+		data := make([]byte, 2*rows*cols)
+		for i := 0; i < rows*cols; i++ {
+			we := kind[i%cols].we
+			e := uint16(we[r.IntN(len(we))])
+			binary.LittleEndian.PutUint16(data[2*i:], uint16(r.IntN(2))<<15|e<<7|uint16(r.IntN(128)))
+		}
+		w, err := NewMatrix(BF16, rows, cols, data)
+		require.NoError(t, err)
+		x := make([]float32, n*cols)
+		for i := range x {
+			xe := kind[i%cols].xe
+			e := xe[r.IntN(len(xe))]
+			x[i] = math.Float32frombits(uint32(r.IntN(2))<<31 | e<<23 | r.Uint32()&0x7fffff)
+		}
+		want := bf16RefProduct(x, n, w)
+		for _, v := range bf16Variants() {
+			for _, lvl := range supportedLevels() {
+				setSIMDLevel(lvl)
+				v.set()
+				got := make([]float32, n*rows)
+				MatMul(got, x, n, w)
+				requireBits(t, want, got, rows, fmt.Sprintf("mix %d %s level=%d", mi, v.name, lvl))
+				v.restore()
+			}
+		}
+	}
+}
+
+// TestBF16TininessAfterRounding pins the FTZ of an FMA whose exact sum is
+// just below 2^-126: lane 0 is 2^-126 after the odd element (1 * 2^-126),
+// then the even element adds a product p of 1.5*2^-75 and the row's
+// weight. x86 (VDPBF16PS, and FMAs under MXCSR FTZ) flushes a result whose
+// rounding to 24 bits with an unbounded exponent is below 2^-126, which
+// differs from rounding with gradual underflow and flushing a subnormal:
+// 2^-126 - 0.75*2^-150 is flushed, though it rounds to 2^-126 in f32.
+func TestBF16TininessAfterRounding(t *testing.T) {
+	defer SetThreads(0)
+	saved := simdLevel()
+	defer setSIMDLevel(saved)
+	SetThreads(1)
+	// Each row's lane 0 of the whole chunk and lane 1 of the tail chunk
+	// (values 34, 35 of 50) compute the case; the output is twice it.
+	const cols, n = 50, 4
+	cases := []struct {
+		w0, w1 uint16
+		want   float32
+	}{
+		{0x9980, 0x0080, 0},                      // p = -0.75*2^-150: flushed
+		{0x9900, 0x0080, 0x1p-126},               // p = -0.375*2^-150: 2^-126
+		{0x99c0, 0x0080, 0},                      // p = -1.125*2^-150: flushed
+		{0x9920, 0x0080, 0x1p-126},               // p = -0.46875*2^-150: 2^-126
+		{0x1980, 0x8080, 0},                      // the first, negated
+		{0x1900, 0x8080, -0x1p-126},              // the second, negated
+		{0x3f80, 0x0080, 1.5*0x1p-75 + 0x1p-126}, // a normal sum
+	}
+	rows := len(cases)
+	data := make([]byte, 2*rows*cols)
+	for r, c := range cases {
+		for _, off := range []int{0, 34} {
+			binary.LittleEndian.PutUint16(data[2*(r*cols+off):], c.w0)
+			binary.LittleEndian.PutUint16(data[2*(r*cols+off+1):], c.w1)
+		}
+	}
+	w, err := NewMatrix(BF16, rows, cols, data)
+	require.NoError(t, err)
+	x := make([]float32, n*cols)
+	for i := 0; i < n; i++ {
+		for _, off := range []int{0, 34} {
+			x[i*cols+off], x[i*cols+off+1] = 1.5*0x1p-75, 1
+		}
+	}
+	want := bf16RefProduct(x, n, w)
+	for r, c := range cases {
+		require.Equal(t, math.Float32bits(2*c.want), math.Float32bits(want[r]), "reference, case %d", r)
+	}
+	for _, v := range bf16Variants() {
+		for _, lvl := range supportedLevels() {
+			setSIMDLevel(lvl)
+			v.set()
+			got := make([]float32, n*rows)
+			MatMul(got, x, n, w)
+			requireBits(t, want, got, rows, fmt.Sprintf("%s level=%d", v.name, lvl))
+			v.restore()
+		}
+	}
+}
+
 // TestRoundBF16 pins roundBF16 on values whose rounding VCVTNEPS2BF16
 // defines: ties to even, subnormals to signed zero, NaN kept quiet,
 // overflow to infinity.

@@ -103,6 +103,9 @@ var (
 	sshll4s    = r2(0x0F10A400)
 	sshll2_4s  = r2(0x4F10A400)
 	ushl8h     = r3(0x6E604400)
+	cmeq0_8h   = r2(0x4E609800)
+	bic16b     = r3(0x4E601C00)
+	facgt4s    = r3(0x6EA0EC00)
 )
 
 func fcvtSH(d, n int) uint32 { return 0x1EE24000 | uint32(n)<<5 | uint32(d) }
@@ -144,6 +147,9 @@ func encodings() map[string]uint32 {
 		"fminnm v28.4s, v29.4s, v30.4s": fminnm4s(28, 29, 30),
 		"fmaxnmv s31, v0.4s":            fmaxnmvS(31, 0),
 		"fminnmv s1, v2.4s":             fminnmvS(1, 2),
+		"cmeq v8.8h, v9.8h, #0":         cmeq0_8h(8, 9),
+		"bic v4.16b, v5.16b, v6.16b":    bic16b(4, 5, 6),
+		"facgt v10.4s, v29.4s, v16.4s":  facgt4s(10, 29, 16),
 	}
 }
 
@@ -214,6 +220,101 @@ func generate() {
 	maxMin()
 	quantQ8K()
 	siluMul()
+	bf16Lanes()
+}
+
+// bf16Lanes writes func bf16LanesNEON(x, w *byte, ws, nc int, lanes
+// *float32, nw int), the NEON emulation of VDPBF16PS in dotBF16Ref's
+// order: for each of nw weight rows (ws bytes apart) the 16 f32 lanes of
+// the first nc whole 32-value chunks of the bf16 rows x and w, stored at
+// lanes+64*row (bf16FinishLanes finishes them). Lane j of chunk c is the
+// 32-bit word 16c+j of each row: its high half (the odd element) is the
+// word with the low half cleared, its low half (the even one) the word
+// shifted left 16, so the lanes need no shuffle. The FMAs flush as x86's
+// FTZ does (see fmaFTZ), which detects tininess after rounding: FPCR.FZ
+// detects it before, and an FMLA with gradual underflow followed by a
+// flush of subnormal results keeps 2^-126 for sums a little below it.
+// So each FMLA is done twice, as is and scaled by 2^32 (the activation
+// and the accumulator, each exactly unless it overflows, which a tiny sum
+// cannot need), and the result is flushed to a zero of its sign where the
+// scaled one is below 2^-94 (FACGT; the mask shifted right one to spare
+// the sign; BIC). Subnormal weights are flushed on loading (bf16 lanes
+// with a zero exponent lose all but their sign); activations never are
+// subnormal (roundBF16).
+func bf16Lanes() {
+	P("")
+	P("// func bf16LanesNEON(x *byte, w *byte, ws int, nc int, lanes *float32, nw int)")
+	P("TEXT ·bf16LanesNEON(SB), NOSPLIT, $0-48")
+	P("\tMOVD x+0(FP), R0")
+	P("\tMOVD w+8(FP), R1")
+	P("\tMOVD ws+16(FP), R2")
+	P("\tMOVD nc+24(FP), R3")
+	P("\tMOVD lanes+32(FP), R4")
+	P("\tMOVD nw+40(FP), R5")
+	P("\tMOVW $0xFFFF0000, R6")
+	P("\tVDUP R6, V30.S4") // the odd elements' mask
+	P("\tMOVW $0x10800000, R6")
+	P("\tVDUP R6, V29.S4") // 2^-94, the smallest normal f32 times 2^32
+	P("\tMOVW $0x4F800000, R6")
+	P("\tVDUP R6, V31.S4") // 2^32
+	P("\tMOVW $0x7F80, R6")
+	P("\tVDUP R6, V28.H8") // a bf16's exponent
+	P("\tCBZ R5, done")
+	P("row:")
+	zero(16, 17, 18, 19)
+	P("\tMOVD R0, R6")
+	P("\tMOVD R1, R7")
+	P("\tMOVD R3, R8")
+	P("\tCBZ R8, store")
+	P("chunk:")
+	P("\tVLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	P("\tVLD1.P 64(R7), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 4; i < 8; i++ {
+		// Subnormal weights to a zero of their sign.
+		t := 8 + i
+		P("\tVAND V28.B16, V%d.B16, V%d.B16", i, t)
+		W(cmeq0_8h(t, t), "CMEQ V%d.8H, V%d.8H, #0", t, t)
+		P("\tVUSHR $1, V%d.H8, V%d.H8", t, t)
+		W(bic16b(i, i, t), "BIC V%d.16B, V%d.16B, V%d.16B", i, i, t)
+	}
+	// The odd elements to V8-V11 (x) and V12-V15 (w), the even ones in
+	// place; then the four accumulators' chains side by side.
+	for q := 0; q < 4; q++ {
+		P("\tVAND V30.B16, V%d.B16, V%d.B16", q, 8+q)
+		P("\tVAND V30.B16, V%d.B16, V%d.B16", 4+q, 12+q)
+		P("\tVSHL $16, V%d.S4, V%d.S4", q, q)
+		P("\tVSHL $16, V%d.S4, V%d.S4", 4+q, 4+q)
+	}
+	for _, x := range []int{8, 0} { // odd, then even
+		// The scaled sum r' = fma(x*2^32, w, acc*2^32): its rounding is
+		// the unbounded-exponent one wherever acc + x*w is tiny.
+		for q := 0; q < 4; q++ {
+			W(fmul4s(20+q, 16+q, 31), "FMUL V%d.4S, V%d.4S, V31.4S", 20+q, 16+q)
+			W(fmul4s(24+q, x+q, 31), "FMUL V%d.4S, V%d.4S, V31.4S", 24+q, x+q)
+		}
+		for q := 0; q < 4; q++ {
+			P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", x+4+q, 24+q, 20+q)
+			P("\tVFMLA V%d.S4, V%d.S4, V%d.S4", x+4+q, x+q, 16+q)
+		}
+		for q := 0; q < 4; q++ {
+			W(facgt4s(20+q, 29, 20+q), "FACGT V%d.4S, V29.4S, V%d.4S", 20+q, 20+q)
+		}
+		for q := 0; q < 4; q++ {
+			P("\tVUSHR $1, V%d.S4, V%d.S4", 20+q, 20+q)
+		}
+		for q := 0; q < 4; q++ {
+			W(bic16b(16+q, 16+q, 20+q), "BIC V%d.16B, V%d.16B, V%d.16B", 16+q, 16+q, 20+q)
+		}
+	}
+	P("\tSUBS $1, R8")
+	P("\tBNE chunk")
+	P("store:")
+	P("\tVST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R4)")
+	P("\tADD R2, R1")
+	P("\tSUBS $1, R5")
+	P("\tBNE row")
+	P("done:")
+	P("\tRET")
 }
 
 // siluMul writes func siluMulNEON(gate, up *float32, n4 int): gate =
