@@ -25,13 +25,7 @@ func TestGemvF16x1Bits(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d+%d", c.rows, c.k, c.pad), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.k)))
 			ws := 2*c.k + c.pad
-			w := make([]byte, c.rows*ws)
-			for i := range c.rows {
-				for j := range c.k {
-					v := F32ToF16(float32(r.NormFloat64()))
-					w[i*ws+2*j], w[i*ws+2*j+1] = byte(v), byte(v>>8)
-				}
-			}
+			w := randF16Rows(r, c.rows, c.k, ws)
 			x := randF32(r, c.k)
 			want := make([]float32, c.rows)
 			got := make([]float32, c.rows)
@@ -41,4 +35,17 @@ func TestGemvF16x1Bits(t *testing.T) {
 			require.NotZero(t, got[0])
 		})
 	}
+}
+
+// randF16Rows returns rows rows of k normally distributed f16 values, ws
+// bytes apart (ws >= 2k: the padding stays zero).
+func randF16Rows(r *rand.Rand, rows, k, ws int) []byte {
+	w := make([]byte, rows*ws)
+	for i := range rows {
+		for j := range k {
+			v := F32ToF16(float32(r.NormFloat64()))
+			w[i*ws+2*j], w[i*ws+2*j+1] = byte(v), byte(v>>8)
+		}
+	}
+	return w
 }
