@@ -357,7 +357,10 @@ func runChaos(t *testing.T, o chaosOpts) {
 		s.RecomputedTokens, s.PrefixHits, s.PrefixHostHits, s.CachedTokens, s.PrefixSpills, s.PrefixHostEvictions, s.Pool.ChecksumFailures, s.Pool.Quarantined, s.Pool.CopyFailures,
 		copyCorrupt.Load(), spillCorrupt.Load(), len(corruptRefs))
 	require.NotZero(t, s.Preemptions, "the pool must be under pressure")
-	require.NotZero(t, s.SwapOuts)
+	// Preempted sequences try the host tier. Whether a swap-out succeeds
+	// is up to the injected copy failures and the interleaving (a run saw
+	// all 9 of its attempts fail), so the attempt is what must happen.
+	require.NotZero(t, s.SwapOuts+s.SwapFails, "preemptions must try the host tier")
 	require.NotZero(t, s.PrefixHits)
 	require.NotZero(t, s.PrefixSpills, "evicted prefix pages spill to the host tier")
 	require.Greater(t, ok, len(reqs)/2)
